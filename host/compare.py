@@ -1,0 +1,309 @@
+"""`python -m host.compare`: sweep one attention problem over shapes, targets and kernels into one report.
+
+The only module that knows every target. Targets are found by name in `TARGETS` and imported when selected, so a
+machine without CuPy, mpremote or unicorn still runs the CPU rows. Each finished row is appended to
+OUT/results.csv at once; ``--resume`` completes an interrupted sweep without duplicating or losing a row. At the end
+OUT/results.md and its plots are rendered from the files alone.
+
+Exit status: 0 all rows ok or skipped, 1 some row failed (recorded in its row), 2 bad arguments, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import itertools
+import os
+import platform
+import secrets
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+from host.errors import KbenchError, SpecError
+from host.problem import LIMITS, AttentionProblem, check_int
+from host.results import CONFIG_FIELDS, Result, ResultsFile, RunInfo
+from host.target import Inputs, RunContext, RunOptions
+
+#: target name → the module that implements it (see host/target.py for what such a module exposes).
+TARGETS = {
+    "cpu": "host.cpu",
+}
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ArgumentError(SpecError):
+    """A command-line argument outside its allowed values."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting, so a bad argument is one line on stderr."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ArgumentError(message)
+
+
+def int_list(name: str):
+    """An argparse type: a comma-separated list of ints, each within problem.LIMITS[name]."""
+    low, high = LIMITS[name]
+
+    def parse(text: str) -> tuple[int, ...]:
+        items = [item.strip() for item in text.split(",")]
+        if not text.strip() or any(not item for item in items):
+            raise ArgumentError(f"--{name} {text!r} is not a comma-separated list of integers ({low}..{high})")
+        values = []
+        for item in items:
+            try:
+                number = int(item)
+            except ValueError:
+                raise ArgumentError(f"--{name}: {item!r} is not an integer; allowed: {low}..{high}") from None
+            values.append(check_int(name, number, low, high))
+        return tuple(dict.fromkeys(values))
+
+    return parse
+
+
+def name_list(text: str) -> tuple[str, ...]:
+    """An argparse type: a comma-separated list of names (checked against the registry later)."""
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise ArgumentError(f"{text!r} is not a comma-separated list of names")
+    return tuple(dict.fromkeys(items))
+
+
+def non_negative(name: str, minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ArgumentError(f"--{name} {text!r} is not an integer; allowed: >= {minimum}") from None
+        if value < minimum:
+            raise ArgumentError(f"--{name} {value} is out of range; allowed: >= {minimum}")
+        return value
+
+    return parse
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m host.compare", description=__doc__.split("\n\n")[0],
+                    formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--seq", type=int_list("seq"), default=(128, 256, 512), help="sequence lengths N")
+    parser.add_argument("--dim", type=int_list("dim"), default=(64,), help="head dimensions d")
+    parser.add_argument("--heads", type=int_list("heads"), default=(4,), help="heads H")
+    parser.add_argument("--batch", type=int_list("batch"), default=(1,), help="batch sizes B")
+    parser.add_argument("--causal", choices=("0", "1", "both"), default="both", help="causal masking")
+    parser.add_argument("--seed", type=non_negative("seed", 0), default=0, help="input seed")
+    parser.add_argument("--targets", type=name_list, default=None,
+                        help=f"targets to run (default: every available one of {', '.join(TARGETS)})")
+    parser.add_argument("--kernels", type=name_list, default=None, help="kernels to run (default: all)")
+    parser.add_argument("--warmup", type=non_negative("warmup", 0), default=2, help="untimed calls first")
+    parser.add_argument("--iters", type=non_negative("iters", 1), default=10, help="timed calls per row")
+    parser.add_argument("--out", type=Path, default=Path("reports/latest"), help="output folder")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep OUT/results.csv and run only the configurations it lacks (failed rows again)")
+    parser.add_argument("--cpu-cache-sim", action="store_true",
+                        help="without hardware counters, simulate the CPU's caches with valgrind's cachegrind")
+    return parser
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row to measure: a target's kernel on one problem."""
+
+    target: str
+    kernel: str
+    problem: AttentionProblem
+
+    def key(self) -> tuple:
+        """The same tuple as Result.config_key() of the row this job writes."""
+        p = self.problem
+        values = {"target": self.target, "kernel": self.kernel, "dtype": p.dtype, "batch": p.batch,
+                  "heads": p.heads, "seq": p.seq, "dim": p.dim, "causal": p.causal, "seed": p.seed,
+                  "br": None, "bc": None}
+        return tuple(values[name] for name in CONFIG_FIELDS)
+
+    def label(self) -> str:
+        p = self.problem
+        return f"{self.target}/{self.kernel} B{p.batch} H{p.heads} N{p.seq} d{p.dim}{' causal' if p.causal else ''}"
+
+
+def select_targets(requested: tuple[str, ...] | None) -> tuple[dict[str, ModuleType], dict[str, str]]:
+    """Import the requested targets (default: all); return ({name: module} available, {name: reason} unavailable)."""
+    names = requested or tuple(TARGETS)
+    unknown = [name for name in names if name not in TARGETS]
+    if unknown:
+        raise ArgumentError(f"--targets: unknown target {unknown[0]!r}; allowed: {', '.join(TARGETS)}")
+    ready, missing = {}, {}
+    for name in names:
+        try:
+            module = importlib.import_module(TARGETS[name])
+            ok, reason = module.available()
+        except ImportError as exc:
+            ok, reason = False, f"cannot import {TARGETS[name]}: {exc}"
+        if ok:
+            ready[name] = module
+        else:
+            missing[name] = reason
+    return ready, missing
+
+
+def plan(args: argparse.Namespace, targets: dict[str, ModuleType]) -> list[Job]:
+    """Every (problem, target, kernel) the arguments ask for, in sweep order (small problems first)."""
+    kernels = {name: tuple(module.KERNELS) for name, module in targets.items()}
+    known = sorted({kernel for names in kernels.values() for kernel in names})
+    if args.kernels:
+        unknown = [kernel for kernel in args.kernels if kernel not in known]
+        if unknown:
+            raise ArgumentError(f"--kernels: unknown kernel {unknown[0]!r}; allowed: {', '.join(known) or 'none'}")
+    causal = {"0": (False,), "1": (True,), "both": (False, True)}[args.causal]
+    jobs = []
+    for batch, heads, dim, seq, is_causal in itertools.product(args.batch, args.heads, args.dim, args.seq, causal):
+        for target, names in kernels.items():
+            for kernel in names:
+                if args.kernels and kernel not in args.kernels:
+                    continue
+                problem = AttentionProblem(batch=batch, heads=heads, seq=seq, dim=dim, causal=is_causal,
+                                           dtype=targets[target].KERNELS[kernel], seed=args.seed)
+                jobs.append(Job(target, kernel, problem))
+    return jobs
+
+
+def git_revision() -> str:
+    """The checkout's short revision, '+dirty' when it has changes; 'unknown' outside a git checkout."""
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (rev + ("+dirty" if dirty else "")) if rev else "unknown"
+
+
+def measure(job: Job, inputs: Inputs, module: ModuleType, args: argparse.Namespace, context: RunContext) -> list[Result]:
+    """Run one job; a failure becomes a row with status error (or oom) and the sweep goes on."""
+    options = RunOptions(context=context, kernel=job.kernel, warmup=args.warmup, iters=args.iters,
+                         extra={"cpu_cache_sim": args.cpu_cache_sim})
+    try:
+        return module.run(job.problem, inputs, options)
+    except MemoryError as exc:
+        status, message = "oom", f"out of memory: {exc or 'MemoryError'}"
+    except KbenchError as exc:
+        status, message = getattr(exc, "status", "error"), f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - any failure of one row is recorded in that row
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        status = "error"
+        message = f"{type(exc).__name__}: {exc} (at {Path(frame.filename).name}:{frame.lineno})"
+    return [context.result(job.problem, target=job.target, kernel=job.kernel, device=module.device(), status=status,
+                           message=message.replace("\n", " "))]
+
+
+def prepare_out(out: Path, resume: bool) -> tuple[ResultsFile, set[tuple]]:
+    """Open OUT/results.csv; with resume keep its finished rows (dropping failed ones to retry them), else start
+    afresh, keeping the previous file as results.csv.prev."""
+    out.mkdir(parents=True, exist_ok=True)
+    results = ResultsFile(out / "results.csv")
+    if not resume:
+        for name in ("results.csv", "runs.jsonl"):
+            if (out / name).exists():
+                os.replace(out / name, out / f"{name}.prev")
+        return results, set()
+    results.repair()
+    rows = results.read()
+    kept = [row for row in rows if row.status != "error"]
+    if len(kept) != len(rows):
+        results.rewrite(kept)
+    return results, {row.config_key() for row in kept}
+
+
+def run_sweep(args: argparse.Namespace, argv: list[str]) -> int:
+    from tqdm import tqdm
+
+    targets, unavailable = select_targets(args.targets)
+    jobs = plan(args, targets)
+    results, done = prepare_out(args.out, args.resume)
+    todo = [job for job in jobs if job.key() not in done]
+    context = RunContext(run_id=time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(2), git_rev=git_revision(),
+                         host=platform.node())
+    RunInfo(run_id=context.run_id, timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            command="python -m host.compare " + shlex.join(argv), git_rev=context.git_rev, host=context.host,
+            machine={"platform": platform.platform(), "python": platform.python_version(), "numpy": np.__version__,
+                     "cpus": os.cpu_count()}).append_to(args.out / "runs.jsonl")
+
+    for name, reason in unavailable.items():
+        print(f"kbench: target {name} unavailable: {reason}", file=sys.stderr)
+    if args.resume:
+        print(f"kbench: resuming: {len(jobs) - len(todo)} of {len(jobs)} rows already in {results.path}",
+              file=sys.stderr)
+    written: list[Result] = []
+    inputs = None
+    with tqdm(todo, unit="row", file=sys.stderr, dynamic_ncols=True, disable=None) as bar:
+        for job in bar:
+            bar.set_description(job.label())
+            base = job.problem.with_(dtype="float32")
+            if inputs is None or inputs.problem != base:
+                inputs = Inputs(base)
+            for row in measure(job, inputs, targets[job.target], args, context):
+                results.append(row)
+                written.append(row)
+    summarize_run(args, written, unavailable, len(jobs) - len(todo))
+    return 1 if any(row.status == "error" for row in written) else 0
+
+
+def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: dict[str, str], kept: int) -> None:
+    """Print this run's rows as a short table, the unavailable targets, and where the report is."""
+    from host.report import render
+
+    print(f"{'target/kernel':<16} {'B':>3} {'H':>4} {'N':>6} {'d':>4} {'causal':>6} {'p50 ms':>10} "
+          f"{'GFLOP/s':>9} {'rel_l2':>9}  status")
+    for row in written:
+        fmt = lambda x, f: "-" if x is None else format(x, f)  # noqa: E731
+        print(f"{row.target + '/' + row.kernel:<16} {row.batch:>3} {row.heads:>4} {row.seq:>6} {row.dim:>4} "
+              f"{int(row.causal):>6} {fmt(row.p50_ms, '10.4g')} {fmt(row.gflops, '9.4g')} "
+              f"{fmt(row.rel_l2, '9.2e')}  {row.status}{': ' + row.message if row.message else ''}")
+    for name, reason in unavailable.items():
+        print(f"unavailable: {name}: {reason}")
+    print(f"{len(written)} rows measured, {kept} kept from before, "
+          f"{sum(r.status == 'error' for r in written)} failed")
+    try:
+        paths = render(args.out)
+    except KbenchError as exc:
+        print(f"kbench: report not rendered: {exc}", file=sys.stderr)
+        return
+    print("report: " + ", ".join(str(path) for path in paths))
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM ends a sweep like Ctrl-C: finished rows stay, the summary says how to resume."""
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        args = build_parser().parse_args(argv)
+        return run_sweep(args, argv)
+    except SpecError as exc:
+        print(f"kbench: error: {exc}", file=sys.stderr)
+        return 2
+    except KbenchError as exc:
+        print(f"kbench: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("kbench: interrupted; finished rows are kept in results.csv: rerun with --resume to complete the sweep",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

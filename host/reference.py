@@ -1,0 +1,140 @@
+"""The golden and the CPU reference: exact-softmax attention in numpy, processed in query blocks.
+
+`attention(q, k, v, causal, dtype)` computes O = softmax(Q Kᵀ/√d [+ mask]) V with the row max subtracted. It walks
+the queries in blocks so that no N×N matrix exists at once (seq 16384 needs only a block × N slab), and for causal
+problems a block only touches the keys it can see, so causal work is half the full work, as the FLOP formula says.
+float64 is the golden every target is diffed against; float32 is the CPU target's kernel.
+
+`errors` gives max-abs and relative L2; `check_against_reference` applies the tolerance of the output's precision.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from threadpoolctl import ThreadpoolController
+
+from host.errors import SpecError
+from host.problem import AttentionProblem
+
+#: Tolerances on max-abs and relative-L2 error against the float64 golden, by the precision a target computes in.
+TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
+
+#: Elements of one score slab (block × keys): a few MB, large enough for efficient matmuls, near the L2 of a core.
+SLAB_ELEMENTS = 1 << 19
+
+#: Below this many scores (B·H·N²) one thread is quicker than starting a pool.
+PARALLEL_MIN_SCORES = 1 << 20
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool, dtype: type = np.float64,
+              block: int | None = None, threads: int | None = None) -> np.ndarray:
+    """Exact attention of every (batch, head).
+
+    q, k, v: (B, H, N, d) arrays of any float type; computed and returned in `dtype`, shape (B, H, N, d).
+    causal: key j is kept for query i when j <= i. block: query rows per slab (default: from SLAB_ELEMENTS).
+    threads: worker threads over (head, query block) slabs (default: the CPU count). BLAS is held to one thread
+    throughout, so the elementwise softmax runs on every core too, not only the matmuls, and small problems do
+    not pay for waking BLAS's own pool.
+    """
+    if q.ndim != 4 or q.shape != k.shape or q.shape != v.shape:
+        raise SpecError(f"q, k, v must share one (batch, heads, seq, dim) shape; got {q.shape}, {k.shape}, {v.shape}")
+    B, H, N, d = q.shape
+    dtype = np.dtype(dtype)
+    if block is None:
+        block = max(1, min(N, SLAB_ELEMENTS // max(N, 1)))
+    qs = (q.astype(dtype, copy=False) * dtype.type(1.0 / np.sqrt(d))).reshape(B * H, N, d)  # (BH, N, d)
+    kt = np.ascontiguousarray(k.astype(dtype, copy=False).reshape(B * H, N, d).transpose(0, 2, 1))  # (BH, d, N)
+    vs = v.astype(dtype, copy=False).reshape(B * H, N, d)  # (BH, N, d)
+    out = np.empty((B * H, N, d), dtype=dtype)
+
+    def slab(item: tuple[int, int]) -> None:
+        bh, i0 = item
+        i1 = min(N, i0 + block)
+        keys = i1 if causal else N  # a causal block sees keys 0 .. i1-1 only
+        s = np.matmul(qs[bh, i0:i1], kt[bh, :, :keys])  # (i1-i0, keys)
+        if causal and keys > i0 + 1:
+            s[np.arange(keys)[None, :] > np.arange(i0, i1)[:, None]] = -np.inf
+        m = s.max(axis=-1, keepdims=True)
+        np.subtract(s, m, out=s)
+        np.exp(s, out=s)
+        l = s.sum(axis=-1, keepdims=True)  # (i1-i0, 1)
+        np.divide(np.matmul(s, vs[bh, :keys]), l, out=out[bh, i0:i1])
+
+    items = [(bh, i0) for bh in range(B * H) for i0 in range(0, N, block)]
+    threads = (os.cpu_count() or 1) if threads is None else threads
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        if threads <= 1 or len(items) == 1 or B * H * N * N < PARALLEL_MIN_SCORES:
+            for item in items:
+                slab(item)
+        else:
+            with ThreadPoolExecutor(threads) as pool:
+                for _ in pool.map(slab, items):
+                    pass
+    return out.reshape(B, H, N, d)
+
+
+@functools.lru_cache(maxsize=None)
+def _blas_controller() -> ThreadpoolController:
+    """One inspection of the loaded BLAS libraries per process (each `threadpool_limits` would redo it)."""
+    return ThreadpoolController()
+
+
+def golden(problem: AttentionProblem) -> np.ndarray:
+    """The float64 output every target is diffed against, from the problem's seeded inputs. (B, H, N, d)."""
+    q, k, v = problem.inputs()
+    return attention(q, k, v, problem.causal, np.float64)
+
+
+@dataclass(frozen=True)
+class ErrorMetrics:
+    """Errors of an output against the golden; `worst` is the index of the largest absolute error."""
+
+    max_abs: float
+    rel_l2: float
+    worst: tuple[int, ...]
+
+
+def errors(out: np.ndarray, gold: np.ndarray) -> ErrorMetrics:
+    """max |out - gold| and ||out - gold||₂ / ||gold||₂ (computed in float64)."""
+    if out.shape != gold.shape:
+        raise SpecError(f"output shape {out.shape} differs from the golden's {gold.shape}")
+    diff = np.abs(out.astype(np.float64) - gold)
+    if not np.all(np.isfinite(diff)):
+        return ErrorMetrics(max_abs=float("inf"), rel_l2=float("inf"),
+                            worst=tuple(int(i) for i in np.argwhere(~np.isfinite(diff))[0]))
+    norm = float(np.linalg.norm(gold))
+    rel = float(np.linalg.norm(diff)) / norm if norm > 0 else float(np.linalg.norm(diff))
+    worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
+    return ErrorMetrics(max_abs=float(diff.max()), rel_l2=rel, worst=worst)
+
+
+@dataclass(frozen=True)
+class Check:
+    """The verdict of `check_against_reference`: metrics, the tolerance applied and the first mismatches."""
+
+    metrics: ErrorMetrics
+    tolerance: float
+    passed: bool
+    mismatches: tuple[str, ...]
+
+
+def check_against_reference(out: np.ndarray, problem: AttentionProblem, gold: np.ndarray | None = None) -> Check:
+    """Diff `out` (B, H, N, d) against the float64 golden with the tolerance of problem.dtype (max-abs and rel-L2).
+
+    Q15 targets are held to bit-exactness against host/q15.py instead, so they have no tolerance here.
+    """
+    if problem.dtype not in TOLERANCE:
+        raise SpecError(f"dtype={problem.dtype!r} has no float tolerance; allowed: {', '.join(TOLERANCE)}")
+    gold = golden(problem) if gold is None else gold
+    metrics = errors(out, gold)
+    tol = TOLERANCE[problem.dtype]
+    passed = metrics.max_abs <= tol and metrics.rel_l2 <= tol
+    bad = np.argwhere(~(np.abs(out.astype(np.float64) - gold) <= tol))[:5]
+    mismatches = tuple(f"O{tuple(int(i) for i in idx)}: got {float(out[tuple(idx)]):.7g}, "
+                       f"want {float(gold[tuple(idx)]):.7g}" for idx in bad)
+    return Check(metrics=metrics, tolerance=tol, passed=passed, mismatches=mismatches)

@@ -1,0 +1,273 @@
+"""The one result record of every target, and its CSV file, appended one row at a time.
+
+A `Result` is one measured configuration: identity (run, machine), problem, timing, throughput, accuracy, target
+extras and status. It is validated on construction and immutable. An empty cell means "does not apply"; a figure
+that applies but could not be measured is left empty *and* its reason is written in the matching ``*_reason`` /
+``message`` field, never a zero.
+
+`ResultsFile` appends each row to results.csv as soon as it exists (flushed and fsynced), so an interrupted sweep
+loses nothing, and answers which configurations are already present for ``--resume``. Run metadata (the command
+line, machine details) goes once per run into runs.jsonl beside it.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from host.errors import ResultsError
+
+# Schema history (bump SCHEMA_VERSION on any change of field names, meaning or units; add a line here):
+#   1  2026-11-29  first schema: identity, problem, timing (+ median CI), throughput, accuracy, CPU counters,
+#                  MCU extras, energy, device ceilings, status.
+SCHEMA_VERSION = 1
+
+STATUSES = ("ok", "skipped", "oom", "error")
+
+#: Problem fields plus tile: two rows with equal keys measure the same thing (used by --resume).
+CONFIG_FIELDS = ("target", "kernel", "dtype", "batch", "heads", "seq", "dim", "causal", "seed", "br", "bc")
+
+
+@dataclass(frozen=True)
+class Result:
+    """One row of results.csv. Units are in the field names (ms, bytes, gbps, hz, c, v, j)."""
+
+    # identity
+    run_id: str
+    timestamp: str
+    git_rev: str
+    host: str
+    device: str
+    # problem
+    target: str
+    kernel: str
+    dtype: str
+    batch: int
+    heads: int
+    seq: int
+    dim: int
+    causal: bool
+    seed: int
+    br: int | None = None
+    bc: int | None = None
+    # status
+    status: str = "ok"
+    message: str = ""
+    # timing (milliseconds); p50_ci_* is a 95 % bootstrap confidence interval of the median
+    mean_ms: float | None = None
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    min_ms: float | None = None
+    p50_ci_low_ms: float | None = None
+    p50_ci_high_ms: float | None = None
+    iters: int | None = None
+    warmup: int | None = None
+    # throughput
+    gflops: float | None = None
+    model_bytes: int | None = None
+    gbps: float | None = None
+    measured_bytes: int | None = None
+    # the machine's own ceilings measured in the same run, for the roofline
+    peak_gflops: float | None = None
+    peak_gbps: float | None = None
+    # accuracy against the float64 golden; bit_exact against host/q15.py for Q15 targets
+    max_abs: float | None = None
+    rel_l2: float | None = None
+    bit_exact: bool | None = None
+    # CPU counters (hardware, or simulated by cachegrind: see counters_source), or the reason they are missing
+    llc_loads: int | None = None
+    llc_misses: int | None = None
+    instructions: int | None = None
+    cpu_cycles: int | None = None
+    ipc: float | None = None
+    counters_source: str = ""
+    counters_reason: str = ""
+    # MCU extras
+    cycles: int | None = None
+    clock_hz: int | None = None
+    temp_c: float | None = None
+    vdda_v: float | None = None
+    # energy
+    energy_j: float | None = None
+    energy_source: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if self.schema_version != SCHEMA_VERSION:
+            raise ResultsError(f"schema_version={self.schema_version} is not this kbench's {SCHEMA_VERSION}")
+        if self.status not in STATUSES:
+            raise ResultsError(f"status={self.status!r} is unknown; allowed: {', '.join(STATUSES)}")
+        if self.status != "ok" and not self.message:
+            raise ResultsError(f"a row with status={self.status!r} needs a message saying why")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            kind = _KINDS[f.name]
+            if kind is bool and not isinstance(value, bool):
+                raise ResultsError(f"{f.name}={value!r} is not a boolean")
+            if kind in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ResultsError(f"{f.name}={value!r} is not a number")
+            if kind in (int, float) and value < 0 and f.name not in _SIGNED:
+                raise ResultsError(f"{f.name}={value!r} is negative; allowed: >= 0")
+            if kind is str and not isinstance(value, str):
+                raise ResultsError(f"{f.name}={value!r} is not a string")
+        if self.p50_ms is not None and self.min_ms is not None and self.min_ms > self.p50_ms:
+            raise ResultsError(f"min_ms={self.min_ms} exceeds p50_ms={self.p50_ms}")
+
+    def config_key(self) -> tuple:
+        """What identifies the measured configuration (not the run): equal keys are the same experiment."""
+        return tuple(getattr(self, name) for name in CONFIG_FIELDS)
+
+    def to_row(self) -> dict[str, str]:
+        """The CSV cells: empty for None, 0/1 for booleans, repr-exact floats."""
+        return {f.name: _format(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_row(cls, row: dict[str, str]) -> "Result":
+        """Parse one CSV row written by `to_row`; ResultsError names the bad cell."""
+        missing = [name for name in FIELD_NAMES if name not in row]
+        if missing:
+            raise ResultsError(f"results row lacks the columns {', '.join(missing)}")
+        values = {}
+        for name in FIELD_NAMES:
+            try:
+                values[name] = _parse(_KINDS[name], row[name])
+            except ValueError:
+                raise ResultsError(f"results cell {name}={row[name]!r} is not a {_KINDS[name].__name__}") from None
+        return cls(**values)
+
+    def replace(self, **changes: object) -> "Result":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
+FIELD_NAMES = tuple(f.name for f in fields(Result))
+_SIGNED = {"temp_c"}
+_KINDS: dict[str, type] = {}
+for _f in fields(Result):
+    _type = str(_f.type)
+    _KINDS[_f.name] = next(t for t in (bool, int, float, str) if _type.startswith(t.__name__))
+
+
+def _format(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _parse(kind: type, text: str) -> object:
+    if kind is str:
+        return text
+    if text == "":
+        return None
+    if kind is bool:
+        if text not in ("0", "1"):
+            raise ValueError(text)
+        return text == "1"
+    if kind is int:
+        return int(text)
+    return float(text)
+
+
+class ResultsFile:
+    """results.csv in an output folder: read every row, append one row at a time, list present configurations."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+
+    def read(self) -> list[Result]:
+        """Every complete row; a half-written last line (a killed writer) is ignored."""
+        if not self.path.exists():
+            return []
+        text = self.path.read_text(encoding="utf-8")
+        if text and not text.endswith("\n"):
+            text = text[: text.rfind("\n") + 1]
+        reader = csv.DictReader(io.StringIO(text))
+        if reader.fieldnames is None:
+            return []
+        version_ok = "schema_version" in reader.fieldnames
+        rows = list(reader)
+        if not version_ok or any(r.get("schema_version") != str(SCHEMA_VERSION) for r in rows):
+            raise ResultsError(f"{self.path} was written with another schema version; this kbench reads "
+                               f"version {SCHEMA_VERSION}: move the file aside or choose another --out")
+        return [Result.from_row(r) for r in rows]
+
+    def repair(self) -> None:
+        """Cut a half-written last line left by a killed writer, so the next append starts on a fresh line."""
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            self.path.write_bytes(data[: data.rfind(b"\n") + 1])
+
+    def rewrite(self, results: Iterable[Result]) -> None:
+        """Replace the file's rows atomically (write beside it, then rename)."""
+        tmp = self.path.with_suffix(".csv.tmp")
+        with tmp.open("w", encoding="utf-8", newline="") as out:
+            writer = csv.DictWriter(out, fieldnames=FIELD_NAMES, lineterminator="\n")
+            writer.writeheader()
+            for result in results:
+                writer.writerow(result.to_row())
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, self.path)
+
+    def append(self, result: Result) -> None:
+        """Append one row (and the header if the file is new) in one write, flushed to disk."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.repair()
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=FIELD_NAMES, lineterminator="\n")
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            writer.writeheader()
+        writer.writerow(result.to_row())
+        with self.path.open("a", encoding="utf-8", newline="") as out:
+            out.write(buffer.getvalue())
+            out.flush()
+            os.fsync(out.fileno())
+
+    def __iter__(self) -> Iterator[Result]:
+        return iter(self.read())
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run's metadata, one JSON line in runs.jsonl: which command, on which machine, when."""
+
+    run_id: str
+    timestamp: str
+    command: str
+    git_rev: str
+    host: str
+    machine: dict = field(default_factory=dict)
+
+    def append_to(self, path: Path | str) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(dataclasses.asdict(self), sort_keys=True) + "\n")
+
+
+def read_runs(path: Path | str) -> list[RunInfo]:
+    """Every run recorded in runs.jsonl (missing file: none); a half-written last line is ignored."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    runs = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            runs.append(RunInfo(**json.loads(line)))
+        except (json.JSONDecodeError, TypeError):
+            continue
+    return runs

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Set kbench up on this machine, then run the main job or the test suite:
+#   scripts/setup.sh main [host.compare options]   system tools, .venv with the main job's packages, then a sweep
+#   scripts/setup.sh test [pytest options]         the same plus the test tools, then the whole test suite
+# Idempotent: a tool already present is not installed again, and pip runs only when pyproject.toml changed.
+set -euo pipefail
+
+mode=${1:-}
+case "$mode" in
+  main|test) shift ;;
+  *) echo "usage: scripts/setup.sh main|test [options passed on]" >&2; exit 2 ;;
+esac
+cd "$(dirname "$0")/.."
+
+say() { echo "kbench setup: $*" >&2; }
+
+# System tools from Debian's packages: the Cortex-M4 compiler (native module, board twin) and valgrind (cache
+# simulation when the CPU has no usable hardware counters).
+need=()
+command -v arm-none-eabi-gcc >/dev/null || need+=(gcc-arm-none-eabi libnewlib-arm-none-eabi)
+command -v valgrind >/dev/null || need+=(valgrind)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then sudo=()
+  elif command -v sudo >/dev/null; then sudo=(sudo)
+  else sudo=(none)
+  fi
+  if [ "${sudo[0]:-}" = none ] || ! command -v apt-get >/dev/null; then
+    say "cannot install ${need[*]} (needs apt-get as root or with sudo); install them yourself." \
+        "Without them the MCU build and --cpu-cache-sim report themselves unavailable."
+  else
+    say "installing ${need[*]} with apt-get"
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  fi
+fi
+
+python=${PYTHON:-python3}
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { say "needs Python >= 3.10 ($python is older)"; exit 1; }
+# System site-packages stay visible: a machine that already has numpy, CuPy or pytest does not download them again.
+[ -x .venv/bin/python ] || "$python" -m venv --system-site-packages .venv
+
+extras=mcu
+[ "$mode" = test ] && extras=mcu,dev
+if command -v nvidia-smi >/dev/null && cuda=$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: \([0-9]*\).*/\1/p' | head -1) && [ -n "$cuda" ]; then
+  if .venv/bin/python -c 'import cupy' 2>/dev/null; then :
+  elif [ "$cuda" -ge 13 ]; then extras=$extras,gpu-cuda13
+  else extras=$extras,gpu
+  fi
+fi
+stamp=.venv/kbench-$extras.stamp
+hash=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$hash" ]; then
+  say "installing kbench[$extras] into .venv"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
+  echo "$hash" > "$stamp"
+fi
+
+if [ "$mode" = main ]; then
+  exec .venv/bin/python -m host.compare "$@"
+fi
+exec .venv/bin/python -m pytest "$@"
