@@ -59,14 +59,17 @@ def int_list(name: str):
     def parse(text: str) -> tuple[int, ...]:
         items = [item.strip() for item in text.split(",")]
         if not text.strip() or any(not item for item in items):
-            raise ArgumentError(f"--{name} {text!r} is not a comma-separated list of integers ({low}..{high})")
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers ({low}..{high})")
         values = []
         for item in items:
             try:
                 number = int(item)
             except ValueError:
-                raise ArgumentError(f"--{name}: {item!r} is not an integer; allowed: {low}..{high}") from None
-            values.append(check_int(name, number, low, high))
+                raise argparse.ArgumentTypeError(f"{item!r} is not an integer; allowed: {low}..{high}") from None
+            try:
+                values.append(check_int(name, number, low, high))
+            except SpecError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
         return tuple(dict.fromkeys(values))
 
     return parse
@@ -76,18 +79,19 @@ def name_list(text: str) -> tuple[str, ...]:
     """An argparse type: a comma-separated list of names (checked against the registry later)."""
     items = [item.strip() for item in text.split(",")]
     if not text.strip() or any(not item for item in items):
-        raise ArgumentError(f"{text!r} is not a comma-separated list of names")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of names")
     return tuple(dict.fromkeys(items))
 
 
-def non_negative(name: str, minimum: int):
+def at_least(name: str, minimum: int):
+    """An argparse type: an int >= minimum."""
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise ArgumentError(f"--{name} {text!r} is not an integer; allowed: >= {minimum}") from None
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer; allowed: >= {minimum}") from None
         if value < minimum:
-            raise ArgumentError(f"--{name} {value} is out of range; allowed: >= {minimum}")
+            raise argparse.ArgumentTypeError(f"{name}={value} is out of range; allowed: >= {minimum}")
         return value
 
     return parse
@@ -101,12 +105,12 @@ def build_parser() -> Parser:
     parser.add_argument("--heads", type=int_list("heads"), default=(4,), help="heads H")
     parser.add_argument("--batch", type=int_list("batch"), default=(1,), help="batch sizes B")
     parser.add_argument("--causal", choices=("0", "1", "both"), default="both", help="causal masking")
-    parser.add_argument("--seed", type=non_negative("seed", 0), default=0, help="input seed")
+    parser.add_argument("--seed", type=at_least("seed", 0), default=0, help="input seed")
     parser.add_argument("--targets", type=name_list, default=None,
                         help=f"targets to run (default: every available one of {', '.join(TARGETS)})")
     parser.add_argument("--kernels", type=name_list, default=None, help="kernels to run (default: all)")
-    parser.add_argument("--warmup", type=non_negative("warmup", 0), default=2, help="untimed calls first")
-    parser.add_argument("--iters", type=non_negative("iters", 1), default=10, help="timed calls per row")
+    parser.add_argument("--warmup", type=at_least("warmup", 0), default=2, help="untimed calls first")
+    parser.add_argument("--iters", type=at_least("iters", 1), default=10, help="timed calls per row")
     parser.add_argument("--out", type=Path, default=Path("reports/latest"), help="output folder")
     parser.add_argument("--resume", action="store_true",
                         help="keep OUT/results.csv and run only the configurations it lacks (failed rows again)")

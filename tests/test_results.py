@@ -1,0 +1,90 @@
+"""The Result schema: validation, CSV round trip, append-per-row, torn last lines, schema version checks."""
+
+import pytest
+
+from host.errors import ResultsError
+from host.results import FIELD_NAMES, SCHEMA_VERSION, Result, ResultsFile, RunInfo, read_runs
+
+BASE = dict(run_id="r1", timestamp="2026-11-29T00:00:00+00:00", git_rev="abc", host="h", device="d", target="cpu",
+            kernel="numpy", dtype="float32", batch=1, heads=2, seq=17, dim=59, causal=True, seed=0)
+
+
+def row(**changes):
+    return Result(**{**BASE, **changes})
+
+
+def test_round_trip_keeps_every_field_exactly(tmp_path):
+    original = row(p50_ms=0.1 + 0.2, min_ms=0.1, rel_l2=1.5e-7, bit_exact=False, temp_c=-4.5, br=16, bc=32,
+                   counters_reason="hardware counters not supported")
+    results = ResultsFile(tmp_path / "results.csv")
+    results.append(original)
+    results.append(original.replace(seq=97))
+    back = results.read()
+    assert back == [original, original.replace(seq=97)]
+    header = (tmp_path / "results.csv").read_text().splitlines()[0].split(",")
+    assert tuple(header) == FIELD_NAMES and "schema_version" in header
+
+
+@pytest.mark.parametrize("changes,needle", [
+    (dict(status="fine"), "status='fine'"),
+    (dict(status="error"), "needs a message"),
+    (dict(p50_ms=-1.0), "p50_ms=-1.0"),
+    (dict(seq="17"), "seq='17'"),
+    (dict(bit_exact=1), "bit_exact=1"),
+    (dict(p50_ms=1.0, min_ms=2.0), "min_ms=2.0"),
+    (dict(schema_version=SCHEMA_VERSION + 1), "schema_version"),
+])
+def test_invalid_rows_are_refused_naming_the_field(changes, needle):
+    with pytest.raises(ResultsError) as info:
+        row(**changes)
+    assert needle in str(info.value)
+
+
+def test_config_key_ignores_the_run_but_not_the_problem():
+    assert row(run_id="other", p50_ms=3.0, min_ms=1.0).config_key() == row().config_key()
+    assert row(seq=18).config_key() != row().config_key()
+    assert row(br=16).config_key() != row().config_key()
+
+
+def test_a_torn_last_line_is_ignored_and_repaired(tmp_path):
+    results = ResultsFile(tmp_path / "results.csv")
+    results.append(row())
+    with results.path.open("a") as out:
+        out.write("r1,2026-11-29,abc,h,d,cpu,num")  # a writer killed mid-row
+    assert results.read() == [row()]
+    results.append(row(seq=97))
+    assert [r.seq for r in results.read()] == [17, 97]
+
+
+def test_another_schema_version_is_refused_with_advice(tmp_path):
+    path = tmp_path / "results.csv"
+    ResultsFile(path).append(row())
+    path.write_text(path.read_text().replace(f",{SCHEMA_VERSION}\n", f",{SCHEMA_VERSION + 7}\n"))
+    with pytest.raises(ResultsError, match="another schema version"):
+        ResultsFile(path).read()
+
+
+def test_a_bad_cell_is_named(tmp_path):
+    path = tmp_path / "results.csv"
+    ResultsFile(path).append(row(p50_ms=1.0, min_ms=1.0))
+    path.write_text(path.read_text().replace(",1.0,", ",fast,", 1))
+    with pytest.raises(ResultsError, match="fast"):
+        ResultsFile(path).read()
+
+
+def test_rewrite_replaces_rows_atomically(tmp_path):
+    results = ResultsFile(tmp_path / "results.csv")
+    for seq in (1, 17, 97):
+        results.append(row(seq=seq))
+    results.rewrite([r for r in results.read() if r.seq != 17])
+    assert [r.seq for r in results.read()] == [1, 97]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_run_info_lines(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    RunInfo("r1", "t", "python -m host.compare --seq 17", "abc", "h", {"cpus": 2}).append_to(path)
+    with path.open("a") as out:
+        out.write('{"run_id": "torn')
+    runs = read_runs(path)
+    assert len(runs) == 1 and runs[0].command.endswith("--seq 17") and runs[0].machine == {"cpus": 2}
