@@ -1,0 +1,279 @@
+"""host.report: results.md tables per (target, kernel), the failure list, the plots, and the CLI's error path."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib.image
+import pytest
+
+from host.errors import ResultsError
+from host.report import render
+from host.results import Result, ResultsFile, RunInfo
+
+REPO = Path(__file__).resolve().parents[1]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+PERF_REASON = "perf_event_open: not supported on this machine"
+
+GPU_RUN = RunInfo(run_id="gpu-1", timestamp="2026-12-01T10:00:00Z", command="python -m host.compare --seq 128 256",
+                  git_rev="abc1234", host="gpubox",
+                  machine={"gpu": "NVIDIA H200", "sms": 132, "driver": {"cuda": "12.4"}})
+BENCH_RUN = RunInfo(run_id="bench-1", timestamp="2026-12-02T09:30:00Z",
+                    command="python -m host.compare --serial /dev/ttyACM0", git_rev="abc1234", host="labpc",
+                    machine={"board": "STM32F407", "clock_hz": 168000000})
+
+
+def _row(run: RunInfo, device: str, target: str, kernel: str, seq: int, **extra) -> Result:
+    base = dict(run_id=run.run_id, timestamp=run.timestamp, git_rev=run.git_rev, host=run.host, device=device,
+                target=target, kernel=kernel, dtype="fp32", batch=1, heads=2, seq=seq, dim=59, causal=False, seed=0)
+    return Result(**(base | extra))
+
+
+def _timed(p50: float) -> dict:
+    return dict(mean_ms=p50 * 1.05, p50_ms=p50, p99_ms=p50 * 1.4, min_ms=p50 * 0.9, p50_ci_low_ms=p50 * 0.97,
+                p50_ci_high_ms=p50 * 1.04, iters=50, warmup=5)
+
+
+def cpu_rows() -> list[Result]:
+    """Two groups: counters missing for one shared reason, and cachegrind-simulated counters."""
+    rows = [_row(GPU_RUN, "Xeon", "cpu", "reference", seq, **_timed(0.01 * seq), gflops=3.0 + seq / 100,
+                 gbps=1.5, max_abs=2e-7, rel_l2=1.1e-7, counters_reason=PERF_REASON) for seq in (97, 17, 1025)]
+    rows.append(_row(GPU_RUN, "Xeon", "cpu", "naive", 64, **_timed(0.5), gflops=2.0, max_abs=3e-7, rel_l2=2e-7,
+                     llc_loads=120_000, llc_misses=30_000, instructions=9_876_543, cpu_cycles=4_000_000, ipc=2.47,
+                     counters_source="simulated (cachegrind)"))
+    return rows
+
+
+def gpu_rows(peaks: bool = True) -> list[Result]:
+    ceilings = dict(peak_gflops=60_000.0, peak_gbps=4_200.0) if peaks else {}
+    rows = [_row(GPU_RUN, "NVIDIA H200", "gpu", "flash", seq, br=br, bc=64, **_timed(1e-5 * seq), gflops=seq * 10.0,
+                 gbps=seq * 2.0, model_bytes=seq * 4096, max_abs=4e-6, rel_l2=3e-6, **ceilings)
+            for seq in (256, 1024) for br in (32, 64)]
+    rows.append(_row(GPU_RUN, "NVIDIA H200", "gpu", "flash", 1 << 20, br=64, bc=64, status="oom",
+                     message="out of memory: 96 GiB requested"))
+    return rows
+
+
+def mcu_rows() -> list[Result]:
+    return [_row(BENCH_RUN, "STM32F407", "mcu", "q15", seq, dtype="q15", **_timed(0.2 * seq), cycles=seq * 33_600,
+                 clock_hz=168_000_000, temp_c=31.5, vdda_v=3.29, bit_exact=True, max_abs=6e-4, rel_l2=2.5e-3)
+            for seq in (16, 32)]
+
+
+def write(out: Path, rows: list[Result], runs: list[RunInfo]) -> Path:
+    results = ResultsFile(out / "results.csv")
+    for row in rows:
+        results.append(row)
+    for run in runs:
+        run.append_to(out / "runs.jsonl")
+    return out
+
+
+def sections(md: str, level: str) -> dict[str, str]:
+    """Heading text → the body under it, for headings of one level ('## ' or '### ')."""
+    depth = len(level) - 1
+    out, name = {}, None
+    for line in md.splitlines():
+        hashes = len(line) - len(line.lstrip("#")) if line.startswith("#") else 0
+        if hashes == depth:
+            name = line[len(level):].strip()
+            out[name] = ""
+        elif 0 < hashes < depth:
+            name = None
+        elif name is not None:
+            out[name] += line + "\n"
+    return out
+
+
+def table(body: str) -> tuple[list[str], list[list[str]]]:
+    """The first Markdown table in body: its headers and its data rows."""
+    lines = [line for line in body.splitlines() if line.startswith("|")]
+    split = lambda line: [cell.strip() for cell in line.strip("|").split(" | ")]  # noqa: E731
+    return split(lines[0]), [split(line) for line in lines[2:]]
+
+
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A GPU box's run and a lab bench's run merged into one folder."""
+    out = tmp_path_factory.mktemp("merged")
+    return write(out, cpu_rows() + gpu_rows() + mcu_rows(), [GPU_RUN, BENCH_RUN])
+
+
+@pytest.fixture(scope="module")
+def md(merged: Path) -> str:
+    """results.md of the merged folder, rendered once."""
+    render(merged)
+    return (merged / "results.md").read_text()
+
+
+def assert_png(path: Path) -> None:
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    image = matplotlib.image.imread(path)
+    assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100 and image.shape[2] in (3, 4)
+
+
+def test_render_writes_markdown_and_every_plot(merged: Path):
+    written = render(merged)
+    names = [p.name for p in written]
+    assert names == ["results.md", "latency_vs_seq.png", "error.png", "roofline.png"]
+    for path in written[1:]:
+        assert_png(path)
+    md = (merged / "results.md").read_text()
+    assert md.startswith("# kbench results\n")
+    for name in names[1:]:
+        assert f"]({name})" in md  # relative links
+
+
+def test_one_table_per_target_and_kernel_with_its_rows(md: str):
+    groups = sections(md, "### ")
+    assert sorted(groups) == ["cpu / naive", "cpu / reference", "gpu / flash", "mcu / q15"]
+    counts = {name: len(table(body)[1]) for name, body in groups.items()}
+    assert counts == {"cpu / naive": 1, "cpu / reference": 3, "gpu / flash": 5, "mcu / q15": 2}
+
+
+def test_rows_are_sorted_by_shape_then_tile(md: str):
+    headers, rows = table(sections(md, "### ")["gpu / flash"])
+    n, tile = headers.index("N"), headers.index("Br×Bc")
+    assert [(r[n], r[tile]) for r in rows] == [("256", "32×64"), ("256", "64×64"), ("1024", "32×64"),
+                                               ("1024", "64×64"), ("1048576", "64×64")]
+    ref_headers, ref_rows = table(sections(md, "### ")["cpu / reference"])
+    assert [r[ref_headers.index("N")] for r in ref_rows] == ["17", "97", "1025"]
+
+
+def test_columns_that_apply_to_no_row_are_dropped(md: str):
+    groups = sections(md, "### ")
+    cpu_headers = table(groups["cpu / reference"])[0]
+    for absent in ("cycles", "clock MHz", "VDDA V", "Br×Bc", "bit_exact", "status", "message", "LLC loads",
+                   "% of peak GFLOP/s", "counters"):
+        assert absent not in cpu_headers
+    assert {"p50 ms [95% CI]", "GFLOP/s", "max_abs", "rel_l2"} <= set(cpu_headers)
+    mcu_headers = table(groups["mcu / q15"])[0]
+    assert {"cycles", "clock MHz", "temp °C", "VDDA V", "bit_exact"} <= set(mcu_headers)
+    gpu_headers = table(groups["gpu / flash"])[0]
+    assert {"Br×Bc", "% of peak GFLOP/s", "status", "message"} <= set(gpu_headers)
+    assert "cycles" not in gpu_headers
+
+
+def test_cells_are_formatted(md: str):
+    groups = sections(md, "### ")
+    headers, rows = table(groups["mcu / q15"])
+    first = dict(zip(headers, rows[0]))
+    assert first["p50 ms [95% CI]"] == "3.2 [3.104, 3.328]"
+    assert first["rel_l2"] == "2.50e-03" and first["max_abs"] == "6.00e-04"
+    assert first["clock MHz"] == "168" and first["bit_exact"] == "yes"
+    assert [dict(zip(headers, row))["cycles"] for row in rows] == ["537.6k", "1.075M"]
+    gpu_headers, gpu_rows_ = table(groups["gpu / flash"])
+    assert dict(zip(gpu_headers, gpu_rows_[0]))["% of peak GFLOP/s"] == "4.27 %"  # 2560 / 60000
+
+
+def test_shared_counters_reason_is_printed_once(md: str):
+    assert md.count(PERF_REASON) == 1
+    assert f"Counters: not measured — {PERF_REASON}" in sections(md, "### ")["cpu / reference"]
+
+
+def test_simulated_counters_are_labelled(md: str):
+    headers, rows = table(sections(md, "### ")["cpu / naive"])
+    assert "LLC misses (simulated)" in headers and "IPC (simulated)" in headers
+    cells = dict(zip(headers, rows[0]))
+    assert cells["miss ratio (simulated)"] == "25 %"
+    assert cells["counters"] == "simulated (cachegrind)"
+
+
+def test_mixed_counter_sources_label_each_simulated_cell(tmp_path: Path):
+    simulated = cpu_rows()[-1]
+    hardware = simulated.replace(seq=128, counters_source="perf_event_open")
+    render(write(tmp_path, [simulated, hardware], [GPU_RUN]))
+    headers, rows = table(sections((tmp_path / "results.md").read_text(), "### ")["cpu / naive"])
+    loads = headers.index("LLC loads")
+    assert [row[loads] for row in rows] == ["120k (simulated)", "120k"]
+
+
+def test_a_group_from_several_hosts_names_them(tmp_path: Path):
+    here = cpu_rows()[0]
+    there = here.replace(run_id=BENCH_RUN.run_id, host=BENCH_RUN.host, timestamp=BENCH_RUN.timestamp)
+    render(write(tmp_path, [here, there], [GPU_RUN, BENCH_RUN]))
+    headers, rows = table(sections((tmp_path / "results.md").read_text(), "### ")["cpu / reference"])
+    assert headers[0] == "run / host"
+    assert sorted(row[0] for row in rows) == ["bench-1 / labpc", "gpu-1 / gpubox"]
+
+
+def test_failed_rows_are_listed_with_their_message(md: str):
+    failed = sections(md, "## ")["Skipped and failed"]
+    headers, rows = table(failed)
+    assert len(rows) == 1
+    row = dict(zip(headers, rows[0]))
+    assert (row["target"], row["status"], row["message"]) == ("gpu", "oom", "out of memory: 96 GiB requested")
+
+
+def test_runs_section_lists_every_run(md: str):
+    runs = sections(md, "## ")["Runs"]
+    assert "**gpu-1**" in runs and "**bench-1**" in runs
+    assert "`python -m host.compare --serial /dev/ttyACM0`" in runs
+    assert 'driver={"cuda":"12.4"}; gpu=NVIDIA H200; sms=132' in runs
+    assert "9 rows" in runs and "2 rows" in runs
+
+
+def test_a_run_missing_from_runs_jsonl_is_still_listed(tmp_path: Path):
+    render(write(tmp_path, mcu_rows(), []))
+    runs = sections((tmp_path / "results.md").read_text(), "## ")["Runs"]
+    assert "**bench-1**" in runs and "no entry in runs.jsonl" in runs
+
+
+def test_roofline_needs_measured_peaks(tmp_path: Path):
+    (tmp_path / "roofline.png").write_bytes(PNG_MAGIC)  # stale, from an earlier render
+    written = render(write(tmp_path, cpu_rows() + gpu_rows(peaks=False), [GPU_RUN]))
+    assert [p.name for p in written] == ["results.md", "latency_vs_seq.png", "error.png"]
+    assert not (tmp_path / "roofline.png").exists()
+    md = (tmp_path / "results.md").read_text()
+    assert "roofline.png not drawn: no ok row carries" in md
+    assert "](roofline.png)" not in md
+
+
+def test_zero_errors_are_annotated_not_log_plotted(tmp_path: Path):
+    rows = [r.replace(max_abs=0.0, rel_l2=0.0) for r in mcu_rows()]
+    written = render(write(tmp_path, rows, [BENCH_RUN]))
+    assert tmp_path / "error.png" in written
+    assert_png(tmp_path / "error.png")
+
+
+def test_only_failed_rows_draw_no_plot(tmp_path: Path):
+    written = render(write(tmp_path, gpu_rows()[-1:], [GPU_RUN]))
+    assert [p.name for p in written] == ["results.md"]
+    md = (tmp_path / "results.md").read_text()
+    assert "latency_vs_seq.png not drawn" in md and "error.png not drawn" in md
+
+
+def test_missing_or_empty_results_raise(tmp_path: Path):
+    with pytest.raises(ResultsError, match="does not exist"):
+        render(tmp_path / "nowhere")
+    with pytest.raises(ResultsError, match="results.csv does not exist"):
+        render(tmp_path)
+    (tmp_path / "results.csv").write_text("")
+    with pytest.raises(ResultsError, match="no result rows"):
+        render(tmp_path)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "host.report", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_cli_missing_folder_exits_2_with_one_line(tmp_path: Path):
+    done = _cli(str(tmp_path / "nowhere"))
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("kbench: ")
+    assert "Traceback" not in done.stderr
+
+
+def test_cli_bad_arguments_exit_2_with_one_line():
+    done = _cli()
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("kbench: ")
+
+
+def test_cli_renders(merged: Path):
+    done = _cli(str(merged))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].endswith("results.md")
