@@ -51,14 +51,15 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool, dtype: 
     kt = np.ascontiguousarray(k.astype(dtype, copy=False).reshape(B * H, N, d).transpose(0, 2, 1))  # (BH, d, N)
     vs = v.astype(dtype, copy=False).reshape(B * H, N, d)  # (BH, N, d)
     out = np.empty((B * H, N, d), dtype=dtype)
+    future = np.triu(np.ones((block, block), dtype=bool), k=1) if causal else None  # (block, block)
 
     def slab(item: tuple[int, int]) -> None:
         bh, i0 = item
         i1 = min(N, i0 + block)
         keys = i1 if causal else N  # a causal block sees keys 0 .. i1-1 only
         s = np.matmul(qs[bh, i0:i1], kt[bh, :, :keys])  # (i1-i0, keys)
-        if causal and keys > i0 + 1:
-            s[np.arange(keys)[None, :] > np.arange(i0, i1)[:, None]] = -np.inf
+        if causal:  # only the diagonal tile has keys beyond its queries: key i0 + c is hidden from query i0 + r, c > r
+            np.copyto(s[:, i0:i1], -np.inf, where=future[: i1 - i0, : i1 - i0])
         m = s.max(axis=-1, keepdims=True)
         np.subtract(s, m, out=s)
         np.exp(s, out=s)
