@@ -4,7 +4,6 @@ import csv
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
