@@ -47,12 +47,16 @@ if command -v nvidia-smi >/dev/null && cuda=$(nvidia-smi 2>/dev/null | sed -n 's
   else extras=$extras,gpu
   fi
 fi
-stamp=.venv/kbench-$extras.stamp
+# The stamp records pyproject.toml's hash and the extras installed with it; pip runs only when one is missing.
+stamp=.venv/kbench.stamp
 hash=$(sha256sum pyproject.toml | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$hash" ]; then
+read -r old_hash old_extras < "$stamp" 2>/dev/null || true
+[ "${old_hash:-}" = "$hash" ] || old_extras=
+extras=$(printf '%s\n' ${old_extras//,/ } ${extras//,/ } | sort -u | paste -sd, -)
+if [ "${old_hash:-}" != "$hash" ] || [ "$extras" != "${old_extras:-}" ]; then
   say "installing kbench[$extras] into .venv"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
-  echo "$hash" > "$stamp"
+  echo "$hash $extras" > "$stamp"
 fi
 
 if [ "$mode" = main ]; then
