@@ -1,0 +1,203 @@
+"""The Q15 attention contract as a bit-accurate numpy model (docs/q15.md is the specification).
+
+Every Q15 target (the C kernel on the host and on the Cortex-M4, the board twin, the ASIC datapath model) must give
+exactly the int16 outputs of `attention_q15` for the same inputs and parameters. The model is vectorised over query
+rows and walks keys in blocks of Bc, as the kernel does; a seq 256, dim 64 head takes a few milliseconds.
+
+Also here: the helpers every Q15 target uses to turn float tensors into Q15 and back (`quantize`, `dequantize`),
+the score scale (`score_scale`) and the exp2 step (`exp2_q15`), and `run_problem`, which quantises an
+`AttentionProblem`, runs the model head by head and returns the dequantised output.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from host.errors import SpecError
+from host.problem import AttentionProblem
+
+# The same limits as mcu/native/attention_q15.h.
+SEQ_MAX = 32768
+DIM_MAX = 256
+BC_MAX = 64
+MULT_MIN, MULT_MAX = 1 << 14, (1 << 15) - 1
+SHIFT_MIN, SHIFT_MAX = 1, 62
+#: Range of the per-tensor power-of-two exponent s (a tensor is q · 2^(s-15)).
+EXP_MIN, EXP_MAX = -24, 24
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+Q15_ONE_CAP = 32767  # a probability of 1.0 (32768) is held to 32767 so that it fits int16
+
+#: 2^(-i/64) in Q0.24 (1.0 = 2^24), i = 0..63, rounded to nearest. The C kernel holds the same 64 literals.
+EXP2_TABLE = np.array([round(2.0 ** (-i / 64) * (1 << 24)) for i in range(64)], dtype=np.int64)
+EXP2_HALF = 1 << 23  # 2^(-64/64) in Q0.24: the end point after the table's last entry
+
+
+@dataclass(frozen=True)
+class Q15Params:
+    """What the kernel is told besides the tensors: shape, masking, key block and the score scale (M, r)."""
+
+    seq: int
+    dim: int
+    causal: bool
+    bc: int
+    score_mult: int
+    score_shift: int
+
+    def __post_init__(self) -> None:
+        _check_range("seq", self.seq, 1, SEQ_MAX)
+        _check_range("dim", self.dim, 1, DIM_MAX)
+        _check_range("bc", self.bc, 1, BC_MAX)
+        _check_range("score_mult", self.score_mult, MULT_MIN, MULT_MAX)
+        _check_range("score_shift", self.score_shift, SHIFT_MIN, SHIFT_MAX)
+
+
+def _check_range(name: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise SpecError(f"{name}={value!r} is not an integer; allowed: {low}..{high}")
+    if not low <= value <= high:
+        raise SpecError(f"{name}={value} is out of range; allowed: {low}..{high}")
+
+
+def round_shift(x: np.ndarray, shift: int | np.ndarray) -> np.ndarray:
+    """floor(x / 2^shift + 1/2) on int64: add half, then an arithmetic right shift (round half up). shift >= 0."""
+    x = np.asarray(x, dtype=np.int64)
+    shift = np.asarray(shift, dtype=np.int64)
+    half = np.where(shift > 0, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
+    return np.right_shift(x + half, shift)
+
+
+def choose_exponent(x: np.ndarray) -> int:
+    """The smallest s in EXP_MIN..EXP_MAX with max|x| <= 2^s (0 for an all-zero tensor)."""
+    peak = float(np.max(np.abs(x))) if np.size(x) else 0.0
+    if not math.isfinite(peak):
+        raise SpecError(f"cannot quantise a tensor holding {peak}; allowed: finite values")
+    if peak == 0.0:
+        return 0
+    mantissa, exponent = math.frexp(peak)  # peak = mantissa · 2^exponent, mantissa in [0.5, 1)
+    s = exponent - 1 if mantissa == 0.5 else exponent
+    if not EXP_MIN <= s <= EXP_MAX:
+        raise SpecError(f"max|x|={peak:g} needs exponent {s}; allowed: {EXP_MIN}..{EXP_MAX}")
+    return s
+
+
+def quantize(x: np.ndarray, exponent: int | None = None) -> tuple[np.ndarray, int]:
+    """float → (int16 Q15, s) with x ≈ q · 2^(s-15): q = clamp(floor(x · 2^(15-s) + 1/2), -32768, 32767).
+
+    s is chosen per tensor by `choose_exponent` unless given; values at +2^s saturate to 32767.
+    """
+    s = choose_exponent(x) if exponent is None else int(exponent)
+    _check_range("exponent", s, EXP_MIN, EXP_MAX)
+    scaled = np.floor(np.asarray(x, dtype=np.float64) * 2.0 ** (15 - s) + 0.5)
+    return np.clip(scaled, -32768, 32767).astype(np.int16), s
+
+
+def dequantize(q: np.ndarray, exponent: int) -> np.ndarray:
+    """int16 Q15 with exponent s → float64: q · 2^(s-15)."""
+    return np.asarray(q, dtype=np.float64) * 2.0 ** (exponent - 15)
+
+
+def score_scale(exp_q: int, exp_k: int, dim: int) -> tuple[int, int]:
+    """(M, r) such that z = round(acc · M / 2^r) is the score in base-2 units, Q15.16.
+
+    acc = Σ q·k in Q30 units of 2^(sQ+sK); the real score is acc · 2^(sQ+sK-30) / √d, and exp(s) = 2^(s·log2 e), so
+    z/2^16 = acc · F with F = 2^(sQ+sK-30) · log2(e) / √d · 2^16 ≈ M · 2^-r, M a 15-bit mantissa in [2^14, 2^15).
+    """
+    _check_range("dim", dim, 1, DIM_MAX)
+    factor = 2.0 ** (exp_q + exp_k - 30 + 16) * math.log2(math.e) / math.sqrt(dim)
+    mantissa, exponent = math.frexp(factor)  # factor = mantissa · 2^exponent, mantissa in [0.5, 1)
+    mult = round(mantissa * (1 << 15))
+    if mult == 1 << 15:
+        mult, exponent = 1 << 14, exponent + 1
+    shift = 15 - exponent
+    if not SHIFT_MIN <= shift <= SHIFT_MAX:
+        raise SpecError(f"exponents sQ={exp_q}, sK={exp_k} at dim={dim} need score_shift={shift}; "
+                        f"allowed: {SHIFT_MIN}..{SHIFT_MAX}")
+    return mult, shift
+
+
+def exp2_q15(delta: np.ndarray) -> np.ndarray:
+    """2^(-delta / 2^16) in Q15 for delta >= 0 (int64, Q.16): the table step of the contract.
+
+    delta = n·2^16 + f; f's top 6 bits pick the table entry, its low 10 bits interpolate linearly to the next one
+    (the last entry interpolates to 2^-1); the Q0.24 result is shifted right by 9 + n with rounding; n >= 16 gives 0;
+    1.0 is held to 32767.
+    """
+    delta = np.asarray(delta, dtype=np.int64)
+    n = delta >> 16
+    frac = delta & 0xFFFF
+    idx = frac >> 10
+    rem = frac & 0x3FF
+    t0 = EXP2_TABLE[idx]
+    t1 = np.where(idx == 63, EXP2_HALF, EXP2_TABLE[np.minimum(idx + 1, 63)])
+    y = t0 - (((t0 - t1) * rem + 512) >> 10)  # Q0.24
+    shift = np.minimum(n, 15) + 9
+    p = (y + np.left_shift(np.int64(1), shift - 1)) >> shift
+    return np.where(n >= 16, 0, np.minimum(p, Q15_ONE_CAP))
+
+
+def attention_q15(q: np.ndarray, k: np.ndarray, v: np.ndarray, params: Q15Params, row0: int = 0) -> np.ndarray:
+    """The contract's output rows row0 .. row0+len(q)-1 for one head.
+
+    q: (rows, dim) int16 query rows; k, v: (seq, dim) int16 (the kernel receives V transposed; the arithmetic is the
+    same). Returns (rows, dim) int16, in V's scale.
+    """
+    seq, dim = params.seq, params.dim
+    q, k, v = (np.asarray(a) for a in (q, k, v))
+    for name, array, rows in (("q", q, None), ("k", k, seq), ("v", v, seq)):
+        if array.dtype != np.int16:
+            raise SpecError(f"{name} has dtype {array.dtype}; allowed: int16 (Q15)")
+        if array.ndim != 2 or array.shape[1] != dim or (rows is not None and array.shape[0] != rows):
+            want = f"({rows if rows is not None else 'rows'}, {dim})"
+            raise SpecError(f"{name} has shape {array.shape}; allowed: {want}")
+    nrows = q.shape[0]
+    if nrows < 1 or row0 < 0 or row0 + nrows > seq:
+        raise SpecError(f"rows {row0}..{row0 + nrows - 1} are outside 0..{seq - 1} (seq={seq})")
+    q64, k64, v64 = q.astype(np.int64), k.astype(np.int64), v.astype(np.int64)
+    query = np.arange(row0, row0 + nrows)[:, None]  # (rows, 1) global query positions
+    m = np.full((nrows, 1), INT32_MIN, dtype=np.int64)  # running max of z, Q15.16
+    l = np.zeros((nrows, 1), dtype=np.int64)  # running sum of p, Q15 units
+    acc = np.zeros((nrows, dim), dtype=np.int64)  # Σ p·v, Q30 units of V's scale
+    for j0 in range(0, (row0 + nrows) if params.causal else seq, params.bc):
+        j1 = min(j0 + params.bc, seq)
+        z = np.clip(round_shift((q64 @ k64[j0:j1].T) * params.score_mult, params.score_shift),
+                    INT32_MIN, INT32_MAX)  # (rows, Bc) Q15.16
+        valid = np.arange(j0, j1)[None, :] <= query if params.causal else np.ones(z.shape, dtype=bool)
+        has = valid.any(axis=1, keepdims=True)
+        block_max = np.where(valid, z, INT32_MIN).max(axis=1, keepdims=True)
+        grow = has & (block_max > m)
+        alpha = np.where(grow, exp2_q15(np.where(grow, block_max - m, 0)), 0)
+        l = np.where(grow, round_shift(l * alpha, 15), l)
+        acc = np.where(grow, round_shift(acc * alpha, 15), acc)
+        m = np.where(grow, block_max, m)
+        p = np.where(valid, exp2_q15(np.where(valid, m - z, 0)), 0)  # (rows, Bc) Q15
+        l = l + p.sum(axis=1, keepdims=True)
+        acc = acc + p @ v64[j0:j1]
+    return divide_q15(acc, l)
+
+
+def divide_q15(acc: np.ndarray, l: np.ndarray) -> np.ndarray:
+    """O = acc / l rounded to int16: l normalised to 16 significant bits (both shifted by the same s with
+    rounding), then magnitudes divided with round half up, the sign restored, and the result saturated."""
+    bits = np.frexp(l.astype(np.float64))[1]  # bit length of l >= 1 (exact: l < 2^53)
+    s = np.maximum(bits - 16, 0)
+    l_n = round_shift(l, s)
+    acc_n = round_shift(acc, s)
+    mag = (np.abs(acc_n) + (l_n >> 1)) // l_n
+    return np.clip(np.where(acc_n < 0, -mag, mag), -32768, 32767).astype(np.int16)
+
+
+def run_problem(problem: AttentionProblem, bc: int = 16) -> tuple[np.ndarray, np.ndarray]:
+    """Quantise the problem's inputs per tensor, run the model on every head; (int16 O, float64 dequantised O)."""
+    q, k, v = problem.inputs()
+    (qq, sq), (kq, sk), (vq, sv) = quantize(q), quantize(k), quantize(v)
+    mult, shift = score_scale(sq, sk, problem.dim)
+    params = Q15Params(problem.seq, problem.dim, problem.causal, min(bc, BC_MAX), mult, shift)
+    out = np.empty(problem.shape, dtype=np.int16)
+    for b in range(problem.batch):
+        for h in range(problem.heads):
+            out[b, h] = attention_q15(qq[b, h], kq[b, h], vq[b, h], params)
+    return out, dequantize(out, sv)

@@ -1,0 +1,366 @@
+/*
+ * Q15 attention for one head, one query row at a time with keys streamed in blocks of Bc (online softmax): the C
+ * implementation of docs/q15.md, bit-exact with host/q15.py. See attention_q15.h for the API and buffer layouts.
+ *
+ * On a Cortex-M4 (__ARM_FEATURE_SIMD32) the dot products use SMLALD, two 16x16 products added into a 64-bit
+ * accumulator per instruction; elsewhere a portable expression computes the same exact sum. Right shifts of negative
+ * values are arithmetic (as gcc and clang define them), which the rounding steps rely on.
+ */
+#include "attention_q15.h"
+
+#if defined(__ARM_FEATURE_SIMD32) && __ARM_FEATURE_SIMD32
+#include <arm_acle.h>
+#define Q15ATTN_HAVE_DSP 1
+#else
+#define Q15ATTN_HAVE_DSP 0
+#endif
+
+#define INT32_LOWEST (-2147483647 - 1)
+
+/* 2^(-i/64) in Q0.24, i = 0..63 (host/q15.py EXP2_TABLE). */
+static const uint32_t exp2_table[64] = {
+    16777216u, 16596492u, 16417715u, 16240863u, 16065917u, 15892855u,
+    15721658u, 15552304u, 15384775u, 15219050u, 15055111u, 14892937u,
+    14732511u, 14573813u, 14416824u, 14261526u, 14107901u, 13955931u,
+    13805598u, 13656884u, 13509772u, 13364245u, 13220286u, 13077877u,
+    12937002u, 12797645u, 12659789u, 12523418u, 12388516u, 12255067u,
+    12123055u, 11992466u, 11863283u, 11735492u, 11609078u, 11484025u,
+    11360319u, 11237946u, 11116891u, 10997140u, 10878679u, 10761494u,
+    10645571u, 10530897u, 10417458u, 10305242u, 10194234u, 10084422u,
+    9975792u, 9868333u, 9762032u, 9656875u, 9552851u, 9449948u,
+    9348154u, 9247455u, 9147842u, 9049301u, 8951823u, 8855394u,
+    8760003u, 8665641u, 8572295u, 8479954u,
+};
+
+/* floor(x / 2^s + 1/2), s >= 1. */
+static inline int64_t round_shift(int64_t x, int32_t s) {
+    return (x + ((int64_t)1 << (s - 1))) >> s;
+}
+
+/* Two adjacent int16 as one word, element 0 in the low half (a plain load on little-endian targets). */
+static inline uint32_t load_pair(const int16_t *x) {
+    uint32_t word;
+    __builtin_memcpy(&word, x, sizeof word);
+    return word;
+}
+
+/* acc + a0*b0 + a1*b1 for two packed pairs, exact. */
+static inline int64_t mac_pair(int64_t acc, uint32_t a, uint32_t b) {
+#if Q15ATTN_HAVE_DSP
+    return __smlald((int16x2_t)a, (int16x2_t)b, acc);
+#else
+    return acc + (int32_t)(int16_t)a * (int16_t)b + (int32_t)(int16_t)(a >> 16) * (int16_t)(b >> 16);
+#endif
+}
+
+/* Σ x[c] * y[c], c < n, exact in 64 bits; unrolled to four pairs per step so loads pipeline (docs/q15.md). */
+static int64_t dot(const int16_t *x, const int16_t *y, int32_t n) {
+    int64_t acc = 0;
+    const int16_t *end = x + (n & ~7);
+    while (x < end) {
+        acc = mac_pair(acc, load_pair(x), load_pair(y));
+        acc = mac_pair(acc, load_pair(x + 2), load_pair(y + 2));
+        acc = mac_pair(acc, load_pair(x + 4), load_pair(y + 4));
+        acc = mac_pair(acc, load_pair(x + 6), load_pair(y + 6));
+        x += 8;
+        y += 8;
+    }
+    for (n &= 7; n >= 2; n -= 2) {
+        acc = mac_pair(acc, load_pair(x), load_pair(y));
+        x += 2;
+        y += 2;
+    }
+    if (n) {
+        acc += (int32_t)x[0] * y[0];
+    }
+    return acc;
+}
+
+int32_t q15attn_exp2(uint32_t delta) {
+    uint32_t n = delta >> 16;
+    if (n >= 16) {
+        return 0;
+    }
+    uint32_t frac = delta & 0xFFFFu;
+    uint32_t idx = frac >> 10;
+    uint32_t rem = frac & 0x3FFu;
+    uint32_t t0 = exp2_table[idx];
+    uint32_t t1 = idx == 63 ? (1u << 23) : exp2_table[idx + 1];
+    uint32_t y = t0 - (((t0 - t1) * rem + 512u) >> 10);   /* Q0.24; (t0 - t1) * rem < 2^28 */
+    uint32_t shift = n + 9;
+    uint32_t p = (y + (1u << (shift - 1))) >> shift;
+    return p > 32767u ? 32767 : (int32_t)p;
+}
+
+/* The score of one query row against one key: z = sat32(round(dot * M / 2^r)), Q15.16 in base-2 units. */
+static inline int32_t score(const int16_t *qi, const int16_t *kj, const q15attn_params *p) {
+    int64_t z = round_shift(dot(qi, kj, p->dim) * p->score_mult, p->score_shift);
+    if (z > 2147483647) {
+        return 2147483647;
+    }
+    return z < INT32_LOWEST ? INT32_LOWEST : (int32_t)z;
+}
+
+/* O = acc / l to int16: normalise l to 16 significant bits, divide magnitudes rounding half up, saturate. */
+static int16_t divide_q15(int64_t acc, int64_t l) {
+    int32_t bits = 64 - __builtin_clzll((unsigned long long)l);
+    int32_t s = bits > 16 ? bits - 16 : 0;
+    if (s > 0) {
+        l = round_shift(l, s);
+        acc = round_shift(acc, s);
+    }
+    uint32_t ln = (uint32_t)l;
+    uint32_t mag = (uint32_t)(acc < 0 ? -acc : acc);        /* < 2^32 by docs/q15.md's bound */
+    uint32_t quotient = (mag + (ln >> 1)) / ln;
+    if (acc < 0) {
+        return quotient >= 32768u ? (int16_t)-32768 : (int16_t)-(int32_t)quotient;
+    }
+    return quotient > 32767u ? (int16_t)32767 : (int16_t)quotient;
+}
+
+/* One output row: keys 0 .. nkeys-1 in blocks of Bc, online-rescaled softmax, then the division. */
+static void attention_row(const q15attn_params *p, const int16_t *qi, int32_t nkeys, const int16_t *k,
+    const int16_t *vt, int16_t *oi) {
+    const int32_t dim = p->dim, seq = p->seq, bc = p->bc;
+    int64_t acc[dim];               /* Σ p·v per output column, Q30 units of V's scale */
+    int32_t z[Q15ATTN_BC_MAX];      /* this block's scores, Q15.16 */
+    int16_t prob[Q15ATTN_BC_MAX];   /* this block's probabilities, Q15 (<= 32767) */
+    int32_t m = INT32_LOWEST;       /* running max of z */
+    int64_t l = 0;                  /* running Σ p */
+    for (int32_t j0 = 0; j0 < nkeys; j0 += bc) {
+        const int32_t nb = nkeys - j0 < bc ? nkeys - j0 : bc;
+        int32_t block_max = INT32_LOWEST;
+        for (int32_t j = 0; j < nb; j++) {
+            z[j] = score(qi, k + (j0 + j) * dim, p);
+            block_max = z[j] > block_max ? z[j] : block_max;
+        }
+        if (j0 == 0) {              /* nothing summed yet: what a rescale of zeros would leave */
+            m = block_max;
+        } else if (block_max > m) { /* rescale what was summed under the old max */
+            int32_t alpha = q15attn_exp2((uint32_t)block_max - (uint32_t)m);
+            l = round_shift(l * alpha, 15);
+            for (int32_t c = 0; c < dim; c++) {
+                acc[c] = round_shift(acc[c] * alpha, 15);
+            }
+            m = block_max;
+        }
+        for (int32_t j = 0; j < nb; j++) {
+            prob[j] = (int16_t)q15attn_exp2((uint32_t)m - (uint32_t)z[j]);
+            l += prob[j];
+        }
+        for (int32_t c = 0; c < dim; c++) {
+            int64_t sum = dot(prob, vt + c * seq + j0, nb);
+            acc[c] = j0 == 0 ? sum : acc[c] + sum;
+        }
+    }
+    for (int32_t c = 0; c < dim; c++) {
+        oi[c] = divide_q15(acc[c], l);
+    }
+}
+
+int q15attn_check(const q15attn_params *p, int32_t row0, int32_t nrows) {
+    if (p->seq < 1 || p->seq > Q15ATTN_SEQ_MAX) {
+        return Q15ATTN_E_SEQ;
+    }
+    if (p->dim < 1 || p->dim > Q15ATTN_DIM_MAX) {
+        return Q15ATTN_E_DIM;
+    }
+    if (p->causal != 0 && p->causal != 1) {
+        return Q15ATTN_E_CAUSAL;
+    }
+    if (p->bc < 1 || p->bc > Q15ATTN_BC_MAX) {
+        return Q15ATTN_E_BC;
+    }
+    if (p->score_mult < Q15ATTN_MULT_MIN || p->score_mult > Q15ATTN_MULT_MAX) {
+        return Q15ATTN_E_MULT;
+    }
+    if (p->score_shift < Q15ATTN_SHIFT_MIN || p->score_shift > Q15ATTN_SHIFT_MAX) {
+        return Q15ATTN_E_SHIFT;
+    }
+    if (nrows < 1 || row0 < 0 || row0 > p->seq - nrows) {
+        return Q15ATTN_E_ROWS;
+    }
+    return Q15ATTN_OK;
+}
+
+int q15attn_check_buffers(const q15attn_params *p, int32_t row0, const q15attn_buffer bufs[4], int32_t *nrows) {
+    static const int errors[4] = {Q15ATTN_E_LEN_Q, Q15ATTN_E_LEN_K, Q15ATTN_E_LEN_VT, Q15ATTN_E_LEN_O};
+    for (int i = 0; i < 4; i++) {
+        if (bufs[i].typecode != 'h') {
+            return Q15ATTN_E_TYPECODE;
+        }
+    }
+    int32_t status = q15attn_check(p, 0, 1);
+    if (status != Q15ATTN_OK) {
+        return status;
+    }
+    const int32_t len_q = bufs[0].nbytes / 2, whole = p->seq * p->dim;
+    if (len_q % p->dim != 0 || len_q == 0) {
+        return errors[0];
+    }
+    if (bufs[1].nbytes / 2 != whole) {
+        return errors[1];
+    }
+    if (bufs[2].nbytes / 2 != whole) {
+        return errors[2];
+    }
+    if (bufs[3].nbytes != bufs[0].nbytes) {
+        return errors[3];
+    }
+    *nrows = len_q / p->dim;
+    return q15attn_check(p, row0, *nrows);
+}
+
+int q15attn_rows(const q15attn_params *p, int32_t row0, int32_t nrows,
+    const int16_t *q, const int16_t *k, const int16_t *vt, int16_t *o) {
+    int status = q15attn_check(p, row0, nrows);
+    if (status != Q15ATTN_OK) {
+        return status;
+    }
+    for (int32_t r = 0; r < nrows; r++) {
+        const int32_t i = row0 + r;
+        attention_row(p, q + r * p->dim, p->causal ? i + 1 : p->seq, k, vt, o + r * p->dim);
+    }
+    return Q15ATTN_OK;
+}
+
+#if defined(__arm__) && defined(__ARM_ARCH_7EM__)
+#define DEMCR (*(volatile uint32_t *)0xE000EDFCu)
+#define DWT_CTRL (*(volatile uint32_t *)0xE0001000u)
+#define DWT_CYCCNT (*(volatile uint32_t *)0xE0001004u)
+
+int q15attn_rows_timed(const q15attn_params *p, int32_t row0, int32_t nrows,
+    const int16_t *q, const int16_t *k, const int16_t *vt, int16_t *o, uint32_t *cycles) {
+    int status = q15attn_check(p, row0, nrows);
+    if (status != Q15ATTN_OK) {
+        return status;
+    }
+    DEMCR |= 1u << 24;              /* TRCENA: power the DWT */
+    DWT_CTRL |= 1u;                 /* CYCCNTENA */
+    uint32_t start = DWT_CYCCNT;
+    q15attn_rows(p, row0, nrows, q, k, vt, o);
+    *cycles = DWT_CYCCNT - start;
+    return Q15ATTN_OK;
+}
+#endif
+
+/* ---- messages: a one-line text per status, built without libc ---- */
+
+typedef struct {
+    char *buf;
+    int32_t len, size;
+} text;
+
+static void put(text *t, const char *s) {
+    for (; *s; s++) {
+        if (t->len + 1 < t->size) {
+            t->buf[t->len++] = *s;
+        }
+    }
+}
+
+static void put_int(text *t, int32_t value) {
+    char digits[12];
+    int32_t n = 0;
+    uint32_t mag = value < 0 ? 0u - (uint32_t)value : (uint32_t)value;
+    do {
+        digits[n++] = (char)('0' + mag % 10u);
+        mag /= 10u;
+    } while (mag);
+    if (value < 0) {
+        put(t, "-");
+    }
+    while (n) {
+        char one[2] = {digits[--n], 0};
+        put(t, one);
+    }
+}
+
+static void put_range(text *t, const char *name, int32_t value, int32_t low, int32_t high) {
+    put(t, name);
+    put(t, "=");
+    put_int(t, value);
+    put(t, " is out of range; allowed: ");
+    put_int(t, low);
+    put(t, "..");
+    put_int(t, high);
+}
+
+int32_t q15attn_describe(int status, const q15attn_params *p, int32_t row0, const q15attn_buffer bufs[4],
+    char *buf, int32_t size) {
+    static const char *const names[4] = {"q", "k", "vt", "o"};
+    text t = {buf, 0, size};
+    const int32_t len_q = bufs ? bufs[0].nbytes / 2 : 0;
+    switch (status) {
+        case Q15ATTN_OK:
+            put(&t, "ok");
+            break;
+        case Q15ATTN_E_SEQ:
+            put_range(&t, "seq", p->seq, 1, Q15ATTN_SEQ_MAX);
+            break;
+        case Q15ATTN_E_DIM:
+            put_range(&t, "dim", p->dim, 1, Q15ATTN_DIM_MAX);
+            break;
+        case Q15ATTN_E_CAUSAL:
+            put_range(&t, "causal", p->causal, 0, 1);
+            break;
+        case Q15ATTN_E_BC:
+            put_range(&t, "bc", p->bc, 1, Q15ATTN_BC_MAX);
+            break;
+        case Q15ATTN_E_MULT:
+            put_range(&t, "score_mult", p->score_mult, Q15ATTN_MULT_MIN, Q15ATTN_MULT_MAX);
+            break;
+        case Q15ATTN_E_SHIFT:
+            put_range(&t, "score_shift", p->score_shift, Q15ATTN_SHIFT_MIN, Q15ATTN_SHIFT_MAX);
+            break;
+        case Q15ATTN_E_ROWS:
+            put(&t, "rows ");
+            put_int(&t, row0);
+            put(&t, "..");
+            put_int(&t, row0 + (p->dim > 0 ? len_q / p->dim : 0) - 1);
+            put(&t, " are outside 0..");
+            put_int(&t, p->seq - 1);
+            put(&t, " (seq=");
+            put_int(&t, p->seq);
+            put(&t, ")");
+            break;
+        case Q15ATTN_E_TYPECODE:
+            for (int i = 0; i < 4; i++) {
+                if (bufs && bufs[i].typecode != 'h') {
+                    char code[2] = {(char)bufs[i].typecode, 0};
+                    put(&t, names[i]);
+                    put(&t, " has typecode '");
+                    put(&t, code);
+                    put(&t, "'; allowed: 'h' (array('h'), int16)");
+                    break;
+                }
+            }
+            break;
+        case Q15ATTN_E_LEN_Q:
+            put(&t, "len(q)=");
+            put_int(&t, len_q);
+            put(&t, " is not a whole, non-zero number of rows of dim=");
+            put_int(&t, p->dim);
+            break;
+        case Q15ATTN_E_LEN_K:
+        case Q15ATTN_E_LEN_VT:
+            put(&t, status == Q15ATTN_E_LEN_K ? "len(k)=" : "len(vt)=");
+            put_int(&t, bufs ? bufs[status == Q15ATTN_E_LEN_K ? 1 : 2].nbytes / 2 : 0);
+            put(&t, " but seq*dim=");
+            put_int(&t, p->seq * p->dim);
+            break;
+        case Q15ATTN_E_LEN_O:
+            put(&t, "len(o)=");
+            put_int(&t, bufs ? bufs[3].nbytes / 2 : 0);
+            put(&t, " but len(q)=");
+            put_int(&t, len_q);
+            break;
+        default:
+            put(&t, "unknown status ");
+            put_int(&t, status);
+    }
+    if (t.size > 0) {
+        t.buf[t.len] = 0;
+    }
+    return t.len;
+}
