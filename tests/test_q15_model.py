@@ -51,7 +51,7 @@ def test_exp2_table_values_and_error_bound():
     p = q15.exp2_q15(delta)
     exact = np.minimum(2.0 ** (-delta / 65536.0) * 32768, 32767)
     # interpolation (<= 1.5e-5 relative, <= 0.49 LSB) plus the final rounding (0.5 LSB)
-    assert np.max(np.abs(p - exact)) <= 1.0
+    assert np.max(np.abs(p - exact)) <= 0.97  # docs/q15.md states the measured 0.969
     assert np.all(np.diff(p) <= 0), "monotone non-increasing"
     assert q15.exp2_q15(np.array([16 << 16, 1 << 30])).tolist() == [0, 0]
 
