@@ -1,0 +1,21 @@
+# The q15attn dynamic native module, built MicroPython's way: set MPY_DIR, MOD, SRC and ARCH, then include
+# py/dynruntime.mk. Run through the Makefile's mpy target (make -C mcu/native mpy MPY_DIR=...), which checks MPY_DIR
+# and passes a Python that has pyelftools; ARCH=x64 builds a module for the unix port, to test the binding.
+
+MOD = q15attn
+SRC = modq15attn.c attention_q15.c
+ARCH ?= armv7emsp
+
+# dynruntime.mk would leave $(MOD).mpy beside the sources; keep objects and the module under build/$(ARCH)/.
+BUILD = build/$(ARCH)/obj
+MODULE = build/$(ARCH)/$(MOD).mpy
+
+.DEFAULT_GOAL := $(MODULE)
+
+include $(MPY_DIR)/py/dynruntime.mk
+
+$(SRC_O): attention_q15.h natmod.mk
+
+$(MODULE): $(BUILD)/$(MOD).mpy $(SRC_MPY)
+	$(ECHO) "GEN $@"
+	$(Q)$(MPY_TOOL) --merge -o $@ $^
