@@ -1,0 +1,172 @@
+// FlashAttention-style forward (fp32): a block owns Br query rows of one (batch, head) and streams the keys in
+// tiles of Bc, carrying the running max m, the running sum l and the output accumulator across tiles (online
+// softmax in base 2), so S and P never reach device memory.
+//
+// 128 threads per block. Shared memory (floats): Q tile Br·D, K tile Bc·(D+1) (rows padded by one float: the score
+// loop reads one K column across 16 rows at once, which would otherwise hit one bank), V tile Bc·D, S/P tile Br·Bc,
+// m, l and the rescale factor 3·Br.
+// kernels/budget.py flash_smem_bytes() is the same formula. Each thread holds a register micro-tile of S (TM×TN)
+// and of O (TMO×TNO). Causal: key j is kept for query i when j <= i (diagonal kept); key tiles past the block's
+// last query are skipped. Any N; Br, Bc in 8..128 (powers of two), D in 1..256, compile-time (name_expressions).
+#include "attention_common.cuh"
+
+#define FLASH_THREADS 128
+
+template <int Br, int Bc, int D>
+__global__ void __launch_bounds__(FLASH_THREADS)
+flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
+          float *__restrict__ O, int N, float scale_log2, int causal) {
+    constexpr int NT = FLASH_THREADS;
+    constexpr int KP = D + 1;  // padded K row
+    // S micro-tiles: SX threads across the Bc keys, SY across the Br rows.
+    constexpr int SX = Bc < 16 ? Bc : 16, SY = NT / SX;
+    constexpr int TM = (Br + SY - 1) / SY, TN = Bc / SX;
+    // O micro-tiles: 16 threads across D, 8 across Br.
+    constexpr int OX = 16, OY = NT / OX;
+    constexpr int TMO = (Br + OY - 1) / OY, TNO = (D + OX - 1) / OX;
+    // softmax: G threads per row
+    constexpr int G = NT / Br;
+    static_assert(Br >= 4 && Br <= NT && (NT % Br) == 0, "Br must divide 128");
+    static_assert(Bc % SX == 0, "Bc must be a multiple of min(Bc, 16)");
+
+    extern __shared__ float smem[];
+    float *q_s = smem;              // Br × D, pre-scaled by scale·log2(e)
+    float *k_s = q_s + Br * D;      // Bc × KP
+    float *v_s = k_s + Bc * KP;     // Bc × D
+    float *s_s = v_s + Bc * D;      // Br × Bc: scores, then probabilities
+    float *m_s = s_s + Br * Bc;     // Br running max (base-2 units)
+    float *l_s = m_s + Br;          // Br running sum
+    float *a_s = l_s + Br;          // Br this tile's rescale factor
+
+    const int tid = threadIdx.x;
+    const long bh = blockIdx.y;
+    const int q_tile = causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;  // heavy causal tiles first
+    const int q0 = q_tile * Br;
+    const float *q = Q + bh * N * D;
+    const float *k = K + bh * N * D;
+    const float *v = V + bh * N * D;
+
+    for (int e = tid; e < Br * D; e += NT) {
+        const int r = e / D, c = e % D;
+        q_s[r * D + c] = (q0 + r < N) ? q[(long)(q0 + r) * D + c] * scale_log2 : 0.0f;
+    }
+    for (int r = tid; r < Br; r += NT) {
+        m_s[r] = KB_NEG_INF;
+        l_s[r] = 0.0f;
+    }
+    const int sx = tid % SX, sy = tid / SX;
+    const int ox = tid % OX, oy = tid / OX;
+    float acc[TMO][TNO];
+#pragma unroll
+    for (int i = 0; i < TMO; i++)
+#pragma unroll
+        for (int j = 0; j < TNO; j++) acc[i][j] = 0.0f;
+
+    const int kv_end = causal ? min(N, q0 + Br) : N;
+    for (int kv0 = 0; kv0 < kv_end; kv0 += Bc) {
+        __syncthreads();  // the previous tile's readers are done with k_s, v_s, s_s
+        for (int e = tid; e < Bc * D; e += NT) {
+            const int r = e / D, c = e % D;
+            const bool in = kv0 + r < N;
+            k_s[r * KP + c] = in ? k[(long)(kv0 + r) * D + c] : 0.0f;
+            v_s[r * D + c] = in ? v[(long)(kv0 + r) * D + c] : 0.0f;
+        }
+        __syncthreads();
+
+        // S = Q Kᵀ for this tile, masked, into s_s
+        float s[TM][TN];
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+            for (int j = 0; j < TN; j++) s[i][j] = 0.0f;
+#pragma unroll 4
+        for (int c = 0; c < D; c++) {
+            float qv[TM], kv[TN];
+#pragma unroll
+            for (int i = 0; i < TM; i++) {
+                const int r = sy + i * SY;
+                qv[i] = r < Br ? q_s[r * D + c] : 0.0f;
+            }
+#pragma unroll
+            for (int j = 0; j < TN; j++) kv[j] = k_s[(sx + j * SX) * KP + c];
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++) s[i][j] = fmaf(qv[i], kv[j], s[i][j]);
+        }
+#pragma unroll
+        for (int i = 0; i < TM; i++) {
+            const int r = sy + i * SY;
+            if (r >= Br) continue;
+#pragma unroll
+            for (int j = 0; j < TN; j++) {
+                const int c = sx + j * SX, key = kv0 + c;
+                const bool masked = key >= N || (causal && key > q0 + r);
+                s_s[r * Bc + c] = masked ? KB_NEG_INF : s[i][j];
+            }
+        }
+        __syncthreads();
+
+        // online softmax per row: G threads share a row
+        {
+            const int r = tid / G, g = tid % G;
+            float tile_max = KB_NEG_INF;
+            for (int c = g; c < Bc; c += G) tile_max = fmaxf(tile_max, s_s[r * Bc + c]);
+            tile_max = group_max(tile_max, G);
+            float m_new;
+            const float alpha = online_rescale(m_s[r], tile_max, &m_new);
+            float row_sum = 0.0f;
+            for (int c = g; c < Bc; c += G) {
+                const float p = m_new == KB_NEG_INF ? 0.0f : exp2f(s_s[r * Bc + c] - m_new);
+                s_s[r * Bc + c] = p;
+                row_sum += p;
+            }
+            row_sum = group_sum(row_sum, G);
+            if (g == 0) {
+                l_s[r] = l_s[r] * alpha + row_sum;
+                m_s[r] = m_new;
+                a_s[r] = alpha;
+            }
+        }
+        __syncthreads();
+
+        // O = O · alpha + P V
+#pragma unroll
+        for (int i = 0; i < TMO; i++) {
+            const int r = oy + i * OY;
+            const float alpha = r < Br ? a_s[r] : 1.0f;
+#pragma unroll
+            for (int j = 0; j < TNO; j++) acc[i][j] *= alpha;
+        }
+        const int tile_keys = min(Bc, kv_end - kv0);
+        for (int key = 0; key < tile_keys; key++) {
+            float pv[TMO], vv[TNO];
+#pragma unroll
+            for (int i = 0; i < TMO; i++) {
+                const int r = oy + i * OY;
+                pv[i] = r < Br ? s_s[r * Bc + key] : 0.0f;
+            }
+#pragma unroll
+            for (int j = 0; j < TNO; j++) {
+                const int c = ox + j * OX;
+                vv[j] = c < D ? v_s[key * D + c] : 0.0f;
+            }
+#pragma unroll
+            for (int i = 0; i < TMO; i++)
+#pragma unroll
+                for (int j = 0; j < TNO; j++) acc[i][j] = fmaf(pv[i], vv[j], acc[i][j]);
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < TMO; i++) {
+        const int r = oy + i * OY;
+        if (r >= Br || q0 + r >= N) continue;
+        const float inv = 1.0f / l_s[r];
+#pragma unroll
+        for (int j = 0; j < TNO; j++) {
+            const int c = ox + j * OX;
+            if (c < D) O[(bh * N + q0 + r) * D + c] = acc[i][j] * inv;
+        }
+    }
+}
