@@ -162,7 +162,7 @@ def _format(value: object) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, float):
-        return repr(value)
+        return repr(float(value))  # a numpy float64 is a float too; its own repr is "np.float64(...)"
     return str(value)
 
 

@@ -139,16 +139,17 @@ class Launcher:
 
         self.kernel, self.problem = kernel, problem
         bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
+        if kernel == "naive":  # refuse before any allocation: S alone can exceed the device
+            need = naive_scores_bytes(problem)
+            free, _ = cupy.cuda.runtime.memGetInfo()
+            if need + problem.min_bytes() > free:
+                raise TargetError(f"naive needs {need} B ({need / 2**30:.1f} GiB) for S = 4·B·H·N², "
+                                  f"{free / 2**30:.1f} GiB free", status="oom")
         self.q, self.k, self.v = (cupy.asarray(x.reshape(bh, n, d)) for x in (inputs.q, inputs.k, inputs.v))
         self.out = cupy.full((bh, n, d), np.nan, dtype=cupy.float32)
         self.args = (np.int32(n), np.int32(d))
         causal = np.int32(problem.causal)
         if kernel == "naive":
-            need = naive_scores_bytes(problem)
-            free, _ = cupy.cuda.runtime.memGetInfo()
-            if need > free:
-                raise TargetError(f"naive needs {need} B ({need / 2**30:.1f} GiB) for S = 4·B·H·N², "
-                                  f"{free / 2**30:.1f} GiB free", status="oom")
             self.s = cupy.empty((bh, n, n), dtype=cupy.float32)
             module = _module("naive.cu")
             scores, softmax, pv = (module.get_function(f"naive_{x}") for x in ("scores", "softmax", "pv"))
@@ -196,7 +197,8 @@ def ceilings() -> tuple[float, float]:
     src = cupy.ones(1 << 28, dtype=cupy.float32)
     dst = cupy.empty_like(src)
     copy_ms = _event_times(lambda: dst.__setitem__(Ellipsis, src), warmup=2, iters=10, flush=None)
-    return 2 * 8192**3 / (np.median(matmul_ms) / 1e3) / 1e9, 2 * src.nbytes / (np.median(copy_ms) / 1e3) / 1e9
+    return (float(2 * 8192**3 / (np.median(matmul_ms) / 1e3) / 1e9),
+            float(2 * src.nbytes / (np.median(copy_ms) / 1e3) / 1e9))
 
 
 @functools.lru_cache(maxsize=None)

@@ -88,3 +88,12 @@ def test_run_info_lines(tmp_path):
         out.write('{"run_id": "torn')
     runs = read_runs(path)
     assert len(runs) == 1 and runs[0].command.endswith("--seq 17") and runs[0].machine == {"cpus": 2}
+
+
+def test_numpy_floats_are_written_as_plain_numbers(tmp_path):
+    import numpy as np
+
+    results = ResultsFile(tmp_path / "results.csv")
+    results.append(row(peak_gflops=np.float64(50900.5), p50_ms=np.float64(1.25), min_ms=1.0))
+    assert "np.float64" not in results.path.read_text()
+    assert results.read()[0].peak_gflops == 50900.5
