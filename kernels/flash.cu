@@ -2,9 +2,9 @@
 // tiles of Bc, carrying the running max m, the running sum l and the output accumulator across tiles (online
 // softmax in base 2), so S and P never reach device memory.
 //
-// 128 threads per block. Shared memory (floats): Q tile Br·D, K tile Bc·(D+1) (rows padded by one float: the score
-// loop reads one K column across 16 rows at once, which would otherwise hit one bank), V tile Bc·D, S/P tile Br·Bc,
-// m, l and the rescale factor 3·Br.
+// 128 threads per block. Shared memory (floats): Q tile Br·(D+1), K tile Bc·(D+1), V tile Bc·D, S/P tile Br·(Bc+1),
+// m, l and the rescale factor 3·Br. Q, K and S rows are padded by one float: a warp reads one column of 16 K rows,
+// and two rows of Q and of P, at once; unpadded, rows 64 floats apart fall in one bank. V is read along rows.
 // kernels/budget.py flash_smem_bytes() is the same formula. Each thread holds a register micro-tile of S (TM×TN)
 // and of O (TMO×TNO). Causal: key j is kept for query i when j <= i (diagonal kept); key tiles past the block's
 // last query are skipped. Any N; Br, Bc in 8..128 (powers of two), D in 1..256, compile-time (name_expressions).
@@ -17,7 +17,7 @@ __global__ void __launch_bounds__(FLASH_THREADS)
 flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
           float *__restrict__ O, int N, float scale_log2, int causal) {
     constexpr int NT = FLASH_THREADS;
-    constexpr int KP = D + 1;  // padded K row
+    constexpr int QP = D + 1, KP = D + 1, SP = Bc + 1;  // padded row strides
     // S micro-tiles: SX threads across the Bc keys, SY across the Br rows.
     constexpr int SX = Bc < 16 ? Bc : 16, SY = NT / SX;
     constexpr int TM = (Br + SY - 1) / SY, TN = Bc / SX;
@@ -30,11 +30,11 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
     static_assert(Bc % SX == 0, "Bc must be a multiple of min(Bc, 16)");
 
     extern __shared__ float smem[];
-    float *q_s = smem;              // Br × D, pre-scaled by scale·log2(e)
-    float *k_s = q_s + Br * D;      // Bc × KP
+    float *q_s = smem;              // Br × QP, pre-scaled by scale·log2(e)
+    float *k_s = q_s + Br * QP;     // Bc × KP
     float *v_s = k_s + Bc * KP;     // Bc × D
-    float *s_s = v_s + Bc * D;      // Br × Bc: scores, then probabilities
-    float *m_s = s_s + Br * Bc;     // Br running max (base-2 units)
+    float *s_s = v_s + Bc * D;      // Br × SP: scores, then probabilities
+    float *m_s = s_s + Br * SP;     // Br running max (base-2 units)
     float *l_s = m_s + Br;          // Br running sum
     float *a_s = l_s + Br;          // Br this tile's rescale factor
 
@@ -48,7 +48,7 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
 
     for (int e = tid; e < Br * D; e += NT) {
         const int r = e / D, c = e % D;
-        q_s[r * D + c] = (q0 + r < N) ? q[(long)(q0 + r) * D + c] * scale_log2 : 0.0f;
+        q_s[r * QP + c] = (q0 + r < N) ? q[(long)(q0 + r) * D + c] * scale_log2 : 0.0f;
     }
     for (int r = tid; r < Br; r += NT) {
         m_s[r] = KB_NEG_INF;
@@ -85,7 +85,7 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
 #pragma unroll
             for (int i = 0; i < TM; i++) {
                 const int r = sy + i * SY;
-                qv[i] = r < Br ? q_s[r * D + c] : 0.0f;
+                qv[i] = r < Br ? q_s[r * QP + c] : 0.0f;
             }
 #pragma unroll
             for (int j = 0; j < TN; j++) kv[j] = k_s[(sx + j * SX) * KP + c];
@@ -102,7 +102,7 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
             for (int j = 0; j < TN; j++) {
                 const int c = sx + j * SX, key = kv0 + c;
                 const bool masked = key >= N || (causal && key > q0 + r);
-                s_s[r * Bc + c] = masked ? KB_NEG_INF : s[i][j];
+                s_s[r * SP + c] = masked ? KB_NEG_INF : s[i][j];
             }
         }
         __syncthreads();
@@ -111,14 +111,14 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
         {
             const int r = tid / G, g = tid % G;
             float tile_max = KB_NEG_INF;
-            for (int c = g; c < Bc; c += G) tile_max = fmaxf(tile_max, s_s[r * Bc + c]);
+            for (int c = g; c < Bc; c += G) tile_max = fmaxf(tile_max, s_s[r * SP + c]);
             tile_max = group_max(tile_max, G);
             float m_new;
             const float alpha = online_rescale(m_s[r], tile_max, &m_new);
             float row_sum = 0.0f;
             for (int c = g; c < Bc; c += G) {
-                const float p = m_new == KB_NEG_INF ? 0.0f : exp2f(s_s[r * Bc + c] - m_new);
-                s_s[r * Bc + c] = p;
+                const float p = m_new == KB_NEG_INF ? 0.0f : exp2f(s_s[r * SP + c] - m_new);
+                s_s[r * SP + c] = p;
                 row_sum += p;
             }
             row_sum = group_sum(row_sum, G);
@@ -144,7 +144,7 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
 #pragma unroll
             for (int i = 0; i < TMO; i++) {
                 const int r = oy + i * OY;
-                pv[i] = r < Br ? s_s[r * Bc + key] : 0.0f;
+                pv[i] = r < Br ? s_s[r * SP + key] : 0.0f;
             }
 #pragma unroll
             for (int j = 0; j < TNO; j++) {

@@ -16,16 +16,16 @@ from kernels.budget import (FLOAT_BYTES, PROFILES, DeviceLimits, allocated_smem,
 H200, A100, T4 = PROFILES["h200"], PROFILES["a100"], PROFILES["t4"]
 
 
-# Expected values: the unpadded sum 4·(Br·d + 2·Bc·d + Br·Bc + 3·Br) in each comment, plus 4·Bc for the K rows
-# padded by one float.
+# Expected values: the unpadded sum 4·(Br·d + 2·Bc·d + Br·Bc + 3·Br) in each comment, plus 4·(2·Br + Bc) for the
+# Q, K and S rows padded by one float.
 @pytest.mark.parametrize("br, bc, dim, expected", [
-    (64, 64, 64, 66_560),      # 4·(64·64 + 2·64·64 + 64·64 + 3·64) = 4·(4096 + 8192 + 4096 + 192) = 4·16,576
-    (96, 96, 64, 112_128),     # 4·(6144 + 12,288 + 9216 + 288) = 4·27,936
-    (128, 128, 64, 165_888),   # 4·(8192 + 16,384 + 16,384 + 384) = 4·41,344
-    (64, 64, 128, 115_712),    # 4·(8192 + 16,384 + 4096 + 192) = 4·28,864
-    (32, 128, 64, 91_008),     # Br ≠ Bc: 4·(32·64 + 2·128·64 + 32·128 + 3·32) = 4·(2048 + 16,384 + 4096 + 96)
-    (1, 1, 1, 32),             # 4·(1 + 2 + 1 + 3)
-    (17, 5, 59, 6_936),        # awkward: 4·(17·59 + 2·5·59 + 17·5 + 3·17) = 4·(1003 + 590 + 85 + 51) = 4·1729
+    (64, 64, 64, 67_072),      # 4·(64·64 + 2·64·64 + 64·64 + 3·64) = 4·(4096 + 8192 + 4096 + 192) = 4·16,576
+    (96, 96, 64, 112_896),     # 4·(6144 + 12,288 + 9216 + 288) = 4·27,936
+    (128, 128, 64, 166_912),   # 4·(8192 + 16,384 + 16,384 + 384) = 4·41,344
+    (64, 64, 128, 116_224),    # 4·(8192 + 16,384 + 4096 + 192) = 4·28,864
+    (32, 128, 64, 91_264),     # Br ≠ Bc: 4·(32·64 + 2·128·64 + 32·128 + 3·32) = 4·(2048 + 16,384 + 4096 + 96)
+    (1, 1, 1, 40),             # 4·(1 + 2 + 1 + 3)
+    (17, 5, 59, 7_072),        # awkward: 4·(17·59 + 2·5·59 + 17·5 + 3·17) = 4·(1003 + 590 + 85 + 51) = 4·1729
 ])
 def test_flash_smem_bytes_matches_the_hand_arithmetic(br, bc, dim, expected):
     assert FLOAT_BYTES == 4
@@ -96,12 +96,13 @@ def test_blocks_per_sm_without_a_reservation_on_the_t4():
 
 
 @pytest.mark.parametrize("limits, dim, expected", [
+    # (unpadded sums below; the padding adds 4·(2·t + t) = 12·t B)
     # H200, 233,472 B per SM, 1,024 B reserved per block:
-    #   d=64:  t=96: 2 × (111,744 + 1,024) = 225,536 ≤ 233,472;  t=128: 2 × (165,376 + 1,024) = 332,800 > → 96
+    #   d=64:  t=96: 2 × (111,744 + 1,152 + 1,024) = 227,840 ≤ 233,472;  t=128: 2 × (165,376 + 1,536 + 1,024) > → 96
     (H200, 64, 96),
-    #   d=128: t=64: 2 × (115,456 + 1,024) = 232,960 ≤ 233,472;  t=96: 4·(12,288 + 24,576 + 9216 + 288) = 185,472,
-    #          2 × 186,496 = 372,992 > → 64
-    (H200, 128, 64),
+    #   d=128: t=48: 4·(6144 + 12,288 + 2304 + 144) + 576 = 84,096, 2 × 85,120 = 170,240 ≤ 233,472;
+    #          t=64: 115,456 + 768 = 116,224, 2 × 117,248 = 234,496 > 233,472 (by 1,024 B) → 48
+    (H200, 128, 48),
     # A100, 167,936 B per SM, 1,024 reserved:
     #   d=64:  t=64: 2 × (66,304 + 1,024) = 134,656 ≤ 167,936;  t=96: 2 × 112,768 = 225,536 > → 64
     (A100, 64, 64),
@@ -130,16 +131,16 @@ def test_largest_square_tile_other_targets_and_none():
 
 def test_fits_names_the_bytes_and_the_limit():
     ok, why = fits(64, 64, 64, H200)
-    assert ok and "66,560 B" in why and "opt-in" in why                    # over 48 KB: needs the opt-in attribute
+    assert ok and "67,072 B" in why and "opt-in" in why                    # over 48 KB: needs the opt-in attribute
     ok, why = fits(32, 32, 64, H200)
-    assert ok and "29,184 B" in why and "49,152 B default" in why
+    assert ok and "29,440 B" in why and "49,152 B default" in why
     ok, why = fits(128, 128, 128, H200)                                     # 4·(16,384 + 32,768 + 16,384 + 384)
     assert not ok
-    assert "264,192 B" in why and "232,448 B opt-in limit" in why and "NVIDIA H200" in why
+    assert "265,216 B" in why and "232,448 B opt-in limit" in why and "NVIDIA H200" in why
     ok, why = fits(32, 32, 128, T4)                                         # 53,632 ≤ 65,536: fits with opt-in
-    assert ok and "53,760 B" in why and "65,536 B opt-in limit" in why
+    assert ok and "54,016 B" in why and "65,536 B opt-in limit" in why
     ok, why = fits(48, 48, 128, T4)                                         # 4·(6144 + 12,288 + 2304 + 144)
-    assert not ok and "83,712 B" in why and "65,536 B opt-in limit of Tesla T4" in why
+    assert not ok and "84,096 B" in why and "65,536 B opt-in limit of Tesla T4" in why
 
 
 def test_query_device_says_why_without_a_gpu(monkeypatch):
@@ -159,12 +160,12 @@ def test_cli_prints_the_table_and_the_largest_tile_with_its_arithmetic():
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "largest Br = Bc with at least 2 resident blocks per SM: 96" in out
-    assert "2 × (112,128 + 1,024) = 226,304 ≤ 233,472 → 2 blocks/SM" in out
-    assert "2 × (165,888 + 1,024) = 333,824 > 233,472 → 1 block/SM" in out
+    assert "2 × (112,896 + 1,024) = 227,840 ≤ 233,472 → 2 blocks/SM" in out
+    assert "2 × (166,912 + 1,024) = 335,872 > 233,472 → 1 block/SM" in out
     assert "profile" in out and "not a query" in out
     assert "S tile" in out and "Br·Bc" in out and "linear in d" in out
     row64 = next(line for line in out.splitlines() if line.split()[:1] == ["64"])
-    assert "65.0*" in row64                      # 66,560 B = 65.0 KB, over 48 KB: needs opt-in
+    assert "65.5*" in row64                      # 67,072 B = 65.5 KB, over 48 KB: needs opt-in
     assert done.stderr == ""
 
 
@@ -173,8 +174,8 @@ def test_cli_without_a_gpu_or_device_defaults_to_the_h200_profile_and_says_so():
     assert done.returncode == 0, done.stderr
     if "queried from the GPU" not in done.stdout:
         assert "'h200' profile" in done.stdout and "not a query" in done.stdout
-        assert "largest Br = Bc with at least 2 resident blocks per SM: 64" in done.stdout
-        assert "258.0x" in done.stdout           # Br=Bc=128 at d=128 is over the opt-in limit
+        assert "largest Br = Bc with at least 2 resident blocks per SM: 48" in done.stdout
+        assert "259.0x" in done.stdout           # Br=Bc=128 at d=128 is over the opt-in limit
 
 
 def test_cli_over_the_opt_in_limit_and_no_tile():
