@@ -32,8 +32,9 @@ SOFTMAX_THREADS = 256
 TILE_CHOICES = (8, 16, 32, 64, 128)
 LOG2E = 1.4426950408889634
 
-#: Default flash tiles by head dimension (the sweep in docs/gpu.md chose them): (Br, Bc).
-DEFAULT_TILES = {64: (64, 64), 128: (64, 32), 256: (32, 32)}
+#: Default flash tiles by head dimension: (Br, Bc). d <= 64 from the H200 sweep (docs/gpu.md); larger d halved
+#: to stay within two resident blocks per SM (kernels.budget), not yet swept.
+DEFAULT_TILES = {64: (32, 64), 128: (32, 32), 256: (16, 32)}
 
 
 def default_tile(dim: int) -> tuple[int, int]:
