@@ -29,7 +29,8 @@ from types import ModuleType
 import numpy as np
 
 from host.errors import KbenchError, SpecError
-from host.problem import LIMITS, AttentionProblem, check_int
+from host.cli import Parser, guard, int_list, integer, name_list
+from host.problem import LIMITS, AttentionProblem
 from host.results import CONFIG_FIELDS, Result, ResultsFile, RunInfo
 from host.target import Inputs, RunContext, RunOptions
 
@@ -42,76 +43,25 @@ TARGETS = {
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-class ArgumentError(SpecError):
-    """A command-line argument outside its allowed values."""
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse that raises instead of printing usage and exiting, so a bad argument is one line on stderr."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise ArgumentError(message)
-
-
-def int_list(name: str):
-    """An argparse type: a comma-separated list of ints, each within problem.LIMITS[name]."""
-    low, high = LIMITS[name]
-
-    def parse(text: str) -> tuple[int, ...]:
-        items = [item.strip() for item in text.split(",")]
-        if not text.strip() or any(not item for item in items):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers ({low}..{high})")
-        values = []
-        for item in items:
-            try:
-                number = int(item)
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"{item!r} is not an integer; allowed: {low}..{high}") from None
-            try:
-                values.append(check_int(name, number, low, high))
-            except SpecError as exc:
-                raise argparse.ArgumentTypeError(str(exc)) from None
-        return tuple(dict.fromkeys(values))
-
-    return parse
-
-
-def name_list(text: str) -> tuple[str, ...]:
-    """An argparse type: a comma-separated list of names (checked against the registry later)."""
-    items = [item.strip() for item in text.split(",")]
-    if not text.strip() or any(not item for item in items):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of names")
-    return tuple(dict.fromkeys(items))
-
-
-def at_least(name: str, minimum: int):
-    """An argparse type: an int >= minimum."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer; allowed: >= {minimum}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{name}={value} is out of range; allowed: >= {minimum}")
-        return value
-
-    return parse
+def seq_list(name: str):
+    """An argparse type: a comma-separated list of ints within problem.LIMITS[name]."""
+    return int_list(name, *LIMITS[name])
 
 
 def build_parser() -> Parser:
     parser = Parser(prog="python -m host.compare", description=__doc__.split("\n\n")[0],
                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--seq", type=int_list("seq"), default=(128, 256, 512), help="sequence lengths N")
-    parser.add_argument("--dim", type=int_list("dim"), default=(64,), help="head dimensions d")
-    parser.add_argument("--heads", type=int_list("heads"), default=(4,), help="heads H")
-    parser.add_argument("--batch", type=int_list("batch"), default=(1,), help="batch sizes B")
+    parser.add_argument("--seq", type=seq_list("seq"), default=(128, 256, 512), help="sequence lengths N")
+    parser.add_argument("--dim", type=seq_list("dim"), default=(64,), help="head dimensions d")
+    parser.add_argument("--heads", type=seq_list("heads"), default=(4,), help="heads H")
+    parser.add_argument("--batch", type=seq_list("batch"), default=(1,), help="batch sizes B")
     parser.add_argument("--causal", choices=("0", "1", "both"), default="both", help="causal masking")
-    parser.add_argument("--seed", type=at_least("seed", 0), default=0, help="input seed")
+    parser.add_argument("--seed", type=integer("seed", 0), default=0, help="input seed")
     parser.add_argument("--targets", type=name_list, default=None,
                         help=f"targets to run (default: every available one of {', '.join(TARGETS)})")
     parser.add_argument("--kernels", type=name_list, default=None, help="kernels to run (default: all)")
-    parser.add_argument("--warmup", type=at_least("warmup", 0), default=2, help="untimed calls first")
-    parser.add_argument("--iters", type=at_least("iters", 1), default=10, help="timed calls per row")
+    parser.add_argument("--warmup", type=integer("warmup", 0), default=2, help="untimed calls first")
+    parser.add_argument("--iters", type=integer("iters", 1), default=10, help="timed calls per row")
     parser.add_argument("--out", type=Path, default=Path("reports/latest"), help="output folder")
     parser.add_argument("--resume", action="store_true",
                         help="keep OUT/results.csv and run only the configurations it lacks (failed rows again)")
@@ -146,7 +96,7 @@ def select_targets(requested: tuple[str, ...] | None) -> tuple[dict[str, ModuleT
     names = requested or tuple(TARGETS)
     unknown = [name for name in names if name not in TARGETS]
     if unknown:
-        raise ArgumentError(f"--targets: unknown target {unknown[0]!r}; allowed: {', '.join(TARGETS)}")
+        raise SpecError(f"--targets: unknown target {unknown[0]!r}; allowed: {', '.join(TARGETS)}")
     ready, missing = {}, {}
     for name in names:
         try:
@@ -168,7 +118,7 @@ def plan(args: argparse.Namespace, targets: dict[str, ModuleType]) -> list[Job]:
     if args.kernels:
         unknown = [kernel for kernel in args.kernels if kernel not in known]
         if unknown:
-            raise ArgumentError(f"--kernels: unknown kernel {unknown[0]!r}; allowed: {', '.join(known) or 'none'}")
+            raise SpecError(f"--kernels: unknown kernel {unknown[0]!r}; allowed: {', '.join(known) or 'none'}")
     causal = {"0": (False,), "1": (True,), "both": (False, True)}[args.causal]
     jobs = []
     for batch, heads, dim, seq, is_causal in itertools.product(args.batch, args.heads, args.dim, args.seq, causal):
@@ -300,19 +250,16 @@ def _interrupt(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        args = build_parser().parse_args(argv)
-        return run_sweep(args, argv)
-    except SpecError as exc:
-        print(f"kbench: error: {exc}", file=sys.stderr)
-        return 2
-    except KbenchError as exc:
-        print(f"kbench: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("kbench: interrupted; finished rows are kept in results.csv: rerun with --resume to complete the sweep",
-              file=sys.stderr)
-        return 130
+
+    def body() -> int:
+        try:
+            return run_sweep(build_parser().parse_args(argv), argv)
+        except KeyboardInterrupt:
+            print("kbench: interrupted; finished rows are kept in results.csv: rerun with --resume to complete the "
+                  "sweep", file=sys.stderr)
+            return 130
+
+    return guard(body)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from host.errors import SpecError
-from host.problem import AttentionProblem
+from host.problem import AttentionProblem, check_int
 
 # The same limits as mcu/native/attention_q15.h.
 SEQ_MAX = 32768
@@ -48,18 +48,11 @@ class Q15Params:
     score_shift: int
 
     def __post_init__(self) -> None:
-        _check_range("seq", self.seq, 1, SEQ_MAX)
-        _check_range("dim", self.dim, 1, DIM_MAX)
-        _check_range("bc", self.bc, 1, BC_MAX)
-        _check_range("score_mult", self.score_mult, MULT_MIN, MULT_MAX)
-        _check_range("score_shift", self.score_shift, SHIFT_MIN, SHIFT_MAX)
-
-
-def _check_range(name: str, value: object, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise SpecError(f"{name}={value!r} is not an integer; allowed: {low}..{high}")
-    if not low <= value <= high:
-        raise SpecError(f"{name}={value} is out of range; allowed: {low}..{high}")
+        check_int("seq", self.seq, 1, SEQ_MAX)
+        check_int("dim", self.dim, 1, DIM_MAX)
+        check_int("bc", self.bc, 1, BC_MAX)
+        check_int("score_mult", self.score_mult, MULT_MIN, MULT_MAX)
+        check_int("score_shift", self.score_shift, SHIFT_MIN, SHIFT_MAX)
 
 
 def round_shift(x: np.ndarray, shift: int | np.ndarray) -> np.ndarray:
@@ -90,7 +83,7 @@ def quantize(x: np.ndarray, exponent: int | None = None) -> tuple[np.ndarray, in
     s is chosen per tensor by `choose_exponent` unless given; values at +2^s saturate to 32767.
     """
     s = choose_exponent(x) if exponent is None else int(exponent)
-    _check_range("exponent", s, EXP_MIN, EXP_MAX)
+    check_int("exponent", s, EXP_MIN, EXP_MAX)
     scaled = np.floor(np.asarray(x, dtype=np.float64) * 2.0 ** (15 - s) + 0.5)
     return np.clip(scaled, -32768, 32767).astype(np.int16), s
 
@@ -106,7 +99,7 @@ def score_scale(exp_q: int, exp_k: int, dim: int) -> tuple[int, int]:
     acc = Σ q·k in Q30 units of 2^(sQ+sK); the real score is acc · 2^(sQ+sK-30) / √d, and exp(s) = 2^(s·log2 e), so
     z/2^16 = acc · F with F = 2^(sQ+sK-30) · log2(e) / √d · 2^16 ≈ M · 2^-r, M a 15-bit mantissa in [2^14, 2^15).
     """
-    _check_range("dim", dim, 1, DIM_MAX)
+    check_int("dim", dim, 1, DIM_MAX)
     factor = 2.0 ** (exp_q + exp_k - 30 + 16) * math.log2(math.e) / math.sqrt(dim)
     mantissa, exponent = math.frexp(factor)  # factor = mantissa · 2^exponent, mantissa in [0.5, 1)
     mult = round(mantissa * (1 << 15))

@@ -7,16 +7,16 @@ prints a Markdown table of relative-L2 / max-abs error per (seq, dim) for N(0,1)
 
 from __future__ import annotations
 
-import argparse
 import sys
+from typing import Sequence
 
-from host.errors import SpecError
-from host.problem import AttentionProblem
-from host.q15 import run_problem
+from host.cli import Parser, guard, int_list, integer
+from host.problem import LIMITS, AttentionProblem
+from host.q15 import BC_MAX, DIM_MAX, SEQ_MAX, run_problem
 from host.reference import errors, golden
 
 
-def error_table(seqs: list[int], dims: list[int], bc: int, causal: bool, heads: int) -> str:
+def error_table(seqs: Sequence[int], dims: Sequence[int], bc: int, causal: bool, heads: int) -> str:
     lines = ["| seq | " + " | ".join(f"d={d}" for d in dims) + " |", "|---|" + "---|" * len(dims)]
     for seq in seqs:
         cells = []
@@ -30,20 +30,19 @@ def error_table(seqs: list[int], dims: list[int], bc: int, causal: bool, heads: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ints = lambda text: [int(x) for x in text.split(",")]  # noqa: E731
-    parser = argparse.ArgumentParser(prog="python -m host.q15_error", description=__doc__.splitlines()[0])
-    parser.add_argument("--seq", type=ints, default=[16, 64, 256, 1024])
-    parser.add_argument("--dim", type=ints, default=[16, 32, 64, 128])
-    parser.add_argument("--bc", type=int, default=16)
-    parser.add_argument("--causal", type=int, choices=(0, 1), default=0)
-    parser.add_argument("--heads", type=int, default=4)
-    args = parser.parse_args(argv)
-    try:
+    parser = Parser(prog="python -m host.q15_error", description=__doc__.splitlines()[0])
+    parser.add_argument("--seq", type=int_list("seq", 1, SEQ_MAX), default=(16, 64, 256, 1024))
+    parser.add_argument("--dim", type=int_list("dim", 1, DIM_MAX), default=(16, 32, 64, 128))
+    parser.add_argument("--bc", type=integer("bc", 1, BC_MAX), default=16)
+    parser.add_argument("--causal", type=integer("causal", 0, 1), default=0)
+    parser.add_argument("--heads", type=integer("heads", *LIMITS["heads"]), default=4)
+
+    def body() -> int:
+        args = parser.parse_args(argv)
         print(error_table(args.seq, args.dim, args.bc, bool(args.causal), args.heads))
-    except SpecError as exc:
-        print(f"kbench: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return 0
+
+    return guard(body)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from host.errors import KbenchError, ResultsError, SpecError
+from host.errors import KbenchError, ResultsError
+from host.cli import Parser, guard
 from host.results import Result, ResultsFile, RunInfo, read_runs
 
 if TYPE_CHECKING:
@@ -547,31 +548,26 @@ def render(out_dir: Path) -> list[Path]:
 
 # ---------------------------------------------------------------------------------------------------------- CLI
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises SpecError instead of printing usage and exiting, so errors print as one line."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise SpecError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m host.report", description="Render results.md and plots from an output folder.")
+    parser = Parser(prog="python -m host.report", description="Render results.md and plots from an output folder.")
     parser.add_argument("out_dir", type=Path, help="folder holding results.csv (and runs.jsonl)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
+    """A missing or unreadable results folder counts as a bad argument (exit 2); a failed write exits 1."""
+    def body() -> int:
         args = _parser().parse_args(argv)
-        for path in render(args.out_dir):
+        try:
+            paths = render(args.out_dir)
+        except OSError as exc:
+            print(f"kbench: cannot write the report: {exc}", file=sys.stderr)
+            return 1
+        for path in paths:
             print(path)
-    except KbenchError as exc:
-        print(f"kbench: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"kbench: cannot write the report: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        return 0
+
+    return guard(body, usage_errors=(KbenchError,))
 
 
 if __name__ == "__main__":

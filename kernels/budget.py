@@ -21,7 +21,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from host.errors import KbenchError, SpecError, UnavailableError
+from host.errors import UnavailableError
+from host.cli import Parser, guard, int_list, integer
 from host.problem import LIMITS, check_int
 
 FLOAT_BYTES = 4
@@ -289,55 +290,18 @@ def report(dim: int, limits: DeviceLimits, source: str, tiles: Sequence[int] = D
     return "\n".join(out)
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises SpecError instead of printing usage and exiting, so a bad argument is one line."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise SpecError(message)
-
-
 def _device_name(text: str) -> str:
     if text not in PROFILES:
         raise argparse.ArgumentTypeError(f"{text!r} is unknown; allowed: {', '.join(PROFILES)}")
     return text
 
 
-def _tile_list(text: str) -> tuple[int, ...]:
-    low, high = TILE_RANGE
-    items = [item.strip() for item in text.split(",")]
-    if any(not item for item in items):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers "
-                                         f"({low}..{high})")
-    values = []
-    for item in items:
-        try:
-            number = int(item)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r}: {item!r} is not an integer; "
-                                             f"allowed: {low}..{high}") from None
-        if not low <= number <= high:
-            raise argparse.ArgumentTypeError(f"{text!r}: {number} is out of range; allowed: {low}..{high}")
-        values.append(number)
-    return tuple(values)
-
-
-def _dim(text: str) -> int:
-    low, high = LIMITS["dim"]
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; allowed: {low}..{high}") from None
-    if not low <= number <= high:
-        raise argparse.ArgumentTypeError(f"{number} is out of range; allowed: {low}..{high}")
-    return number
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m kernels.budget", description=__doc__.splitlines()[0])
-    parser.add_argument("--dim", type=_dim, required=True, help=f"head dimension d ({'..'.join(map(str, LIMITS['dim']))})")
+    parser = Parser(prog="python -m kernels.budget", description=__doc__.splitlines()[0])
+    parser.add_argument("--dim", type=integer("dim", *LIMITS["dim"]), required=True, help=f"head dimension d ({'..'.join(map(str, LIMITS['dim']))})")
     parser.add_argument("--device", type=_device_name,
                         help=f"use a published profile instead of querying the GPU: {', '.join(PROFILES)}")
-    parser.add_argument("--br-bc", type=_tile_list, default=DEFAULT_GRID, metavar="LIST",
+    parser.add_argument("--br-bc", type=int_list("Br/Bc", *TILE_RANGE), default=DEFAULT_GRID, metavar="LIST",
                         help=f"comma-separated tile sizes for Br and Bc (default {','.join(map(str, DEFAULT_GRID))})")
     return parser
 
@@ -353,17 +317,13 @@ def choose_device(profile: str | None) -> tuple[DeviceLimits, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
+    def body() -> int:
         args = _parser().parse_args(argv)
         limits, source = choose_device(args.device)
         print(report(args.dim, limits, source, args.br_bc))
-    except SpecError as exc:
-        print(f"kbench: error: {exc}", file=sys.stderr)
-        return 2
-    except KbenchError as exc:
-        print(f"kbench: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        return 0
+
+    return guard(body)
 
 
 if __name__ == "__main__":

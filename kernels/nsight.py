@@ -29,6 +29,7 @@ from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
 from host.errors import KbenchError, ResultsError, SpecError
+from host.cli import Parser, guard, integer
 from host.problem import LIMITS, AttentionProblem
 from kernels import budget, target
 
@@ -278,36 +279,17 @@ class _LaunchRow:
     occupancy_pct: float
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises SpecError instead of printing usage and exiting, so a bad argument is one line."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise SpecError(message)
-
-
-def _int(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: {low}..{high}")
-        return value
-    return parse
-
-
 def _shape_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dim", type=_int(*LIMITS["dim"]), default=64, help="head dimension d (default 64)")
-    parser.add_argument("--heads", type=_int(*LIMITS["heads"]), default=16, help="heads (default 16)")
-    parser.add_argument("--batch", type=_int(*LIMITS["batch"]), default=1, help="batch (default 1)")
-    parser.add_argument("--br", type=_int(1, 1024), help="flash Br (default: target.default_tile(d))")
-    parser.add_argument("--bc", type=_int(1, 1024), help="flash Bc (default: target.default_tile(d))")
+    parser.add_argument("--dim", type=integer("dim", *LIMITS["dim"]), default=64, help="head dimension d (default 64)")
+    parser.add_argument("--heads", type=integer("heads", *LIMITS["heads"]), default=16, help="heads (default 16)")
+    parser.add_argument("--batch", type=integer("batch", *LIMITS["batch"]), default=1, help="batch (default 1)")
+    parser.add_argument("--br", type=integer("Br", 1, 1024), help="flash Br (default: target.default_tile(d))")
+    parser.add_argument("--bc", type=integer("Bc", 1, 1024), help="flash Bc (default: target.default_tile(d))")
 
 
 def _drive_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernel", choices=PROFILED, required=True)
-    parser.add_argument("--seq", type=_int(*LIMITS["seq"]), required=True, help="sequence length N")
+    parser.add_argument("--seq", type=integer("seq", *LIMITS["seq"]), required=True, help="sequence length N")
     _shape_options(parser)
 
 
@@ -331,23 +313,19 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m kernels.nsight", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = Parser(prog="python -m kernels.nsight", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for name, (_, add_arguments, summary) in COMMANDS.items():
         add_arguments(commands.add_parser(name, help=summary, description=summary))
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
+    def body() -> int:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command][0](args)
-    except SpecError as exc:
-        print(f"kbench: error: {exc}", file=sys.stderr)
-        return 2
-    except KbenchError as exc:
-        print(f"kbench: {exc}", file=sys.stderr)
-        return 1
+
+    return guard(body)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from host.errors import KbenchError, ResultsError, SpecError
+from host.errors import ResultsError
+from host.cli import Parser, guard, int_list, integer
 from host.problem import LIMITS, AttentionProblem
 from host.reference import errors
 from host.target import Inputs
@@ -267,52 +268,20 @@ def _tflops(cell: Cell | None, missing: str = "-") -> str:
 
 # ---------------------------------------------------------------------------------------------------------- CLI
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises SpecError instead of printing usage and exiting, so a bad argument is one line."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise SpecError(message)
-
-
-def _int(text: str, low: int, high: int, allowed: Sequence[int] = ()) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if allowed and value not in allowed:
-        raise argparse.ArgumentTypeError(f"{value} is not supported; allowed: {', '.join(map(str, allowed))}")
-    if not low <= value <= high:
-        raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: {low}..{high}")
-    return value
-
-
-def _ints(low: int, high: int, allowed: Sequence[int] = ()) -> Callable[[str], tuple[int, ...]]:
-    def parse(text: str) -> tuple[int, ...]:
-        items = [item.strip() for item in text.split(",")]
-        if not all(items):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers")
-        return tuple(dict.fromkeys(_int(item, low, high, allowed) for item in items))
-    return parse
-
-
-def _one(low: int, high: int) -> Callable[[str], int]:
-    return lambda text: _int(text, low, high)
-
-
 def build_parser() -> argparse.ArgumentParser:
     tiles = target.TILE_CHOICES
-    parser = _Parser(prog="python -m kernels.sweep", description=__doc__.splitlines()[0])
-    parser.add_argument("--br", type=_ints(min(tiles), max(tiles), tiles), default=DEFAULTS["br"], metavar="LIST",
+    parser = Parser(prog="python -m kernels.sweep", description=__doc__.splitlines()[0])
+    parser.add_argument("--br", type=int_list("Br", min(tiles), max(tiles), tiles), default=DEFAULTS["br"], metavar="LIST",
                         help=f"query-tile rows, from {','.join(map(str, tiles))} (default 8,16,32,64)")
-    parser.add_argument("--bc", type=_ints(min(tiles), max(tiles), tiles), default=DEFAULTS["bc"], metavar="LIST",
+    parser.add_argument("--bc", type=int_list("Bc", min(tiles), max(tiles), tiles), default=DEFAULTS["bc"], metavar="LIST",
                         help=f"key-tile columns, from {','.join(map(str, tiles))} (default 8,16,32,64)")
-    parser.add_argument("--seq", type=_ints(*LIMITS["seq"]), default=DEFAULTS["seq"], metavar="LIST",
+    parser.add_argument("--seq", type=int_list("seq", *LIMITS["seq"]), default=DEFAULTS["seq"], metavar="LIST",
                         help="sequence lengths N (default 64,128,512,1024,4096)")
-    parser.add_argument("--dim", type=_one(*LIMITS["dim"]), default=64, help="head dimension d (default 64)")
-    parser.add_argument("--heads", type=_one(*LIMITS["heads"]), default=16, help="heads (default 16)")
-    parser.add_argument("--batch", type=_one(*LIMITS["batch"]), default=1, help="batch (default 1)")
-    parser.add_argument("--causal", type=_one(0, 1), default=0, help="1 for the causal mask (default 0)")
-    parser.add_argument("--iters", type=_one(1, 100_000), default=10, help="timed launches per cell (default 10)")
+    parser.add_argument("--dim", type=integer("dim", *LIMITS["dim"]), default=64, help="head dimension d (default 64)")
+    parser.add_argument("--heads", type=integer("heads", *LIMITS["heads"]), default=16, help="heads (default 16)")
+    parser.add_argument("--batch", type=integer("batch", *LIMITS["batch"]), default=1, help="batch (default 1)")
+    parser.add_argument("--causal", type=integer("causal", 0, 1), default=0, help="1 for the causal mask (default 0)")
+    parser.add_argument("--iters", type=integer("iters", 1, 100_000), default=10, help="timed launches per cell (default 10)")
     parser.add_argument("--out", type=Path, default=Path("reports/sweep"), help="output folder (default reports/sweep)")
     return parser
 
@@ -353,19 +322,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
+    def body() -> int:
         args = build_parser().parse_args(argv)
         ok, reason = target.available()
         if not ok:
             print(f"kbench: sweep skipped: {reason}", file=sys.stderr)
             return 0
         return run(args)
-    except SpecError as exc:
-        print(f"kbench: error: {exc}", file=sys.stderr)
-        return 2
-    except KbenchError as exc:
-        print(f"kbench: {exc}", file=sys.stderr)
-        return 1
+
+    return guard(body)
 
 
 if __name__ == "__main__":

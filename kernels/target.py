@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from host.errors import SpecError, TargetError, UnavailableError
+from host.errors import SpecError, TargetError
 from host.problem import AttentionProblem
 from host.reference import errors
 from host.results import Result

@@ -8,15 +8,15 @@ Prints a Markdown table (docs/performance.md keeps one with the machine it ran o
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
+from typing import Sequence
 
 import numpy as np
 
-from host.errors import SpecError
+from host.cli import Parser, guard, int_list, integer
 from host.problem import AttentionProblem
-from host.q15 import Q15Params, attention_q15, quantize, score_scale
+from host.q15 import BC_MAX, DIM_MAX, SEQ_MAX, Q15Params, attention_q15, quantize, score_scale
 from host.reference import attention
 from mcu import hostlib
 
@@ -31,7 +31,7 @@ def median_ms(fn, repeats: int) -> float:
     return float(np.median(samples))
 
 
-def bench(seq: int, dim: int, bcs: list[int], repeats: int) -> str:
+def bench(seq: int, dim: int, bcs: Sequence[int], repeats: int) -> str:
     problem = AttentionProblem(seq=seq, dim=dim)
     q, k, v = problem.inputs()
     (qq, sq), (kq, sk), (vq, _) = quantize(q), quantize(k), quantize(v)
@@ -48,20 +48,19 @@ def bench(seq: int, dim: int, bcs: list[int], repeats: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ints = lambda text: [int(x) for x in text.split(",")]  # noqa: E731
-    parser = argparse.ArgumentParser(prog="python -m mcu.q15_bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--seq", type=int, default=256)
-    parser.add_argument("--dim", type=int, default=64)
-    parser.add_argument("--bc", type=ints, default=[1, 16, 64])
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args(argv)
-    try:
+    parser = Parser(prog="python -m mcu.q15_bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--seq", type=integer("seq", 1, SEQ_MAX), default=256)
+    parser.add_argument("--dim", type=integer("dim", 1, DIM_MAX), default=64)
+    parser.add_argument("--bc", type=int_list("bc", 1, BC_MAX), default=(1, 16, 64))
+    parser.add_argument("--repeats", type=integer("repeats", 1), default=5)
+
+    def body() -> int:
+        args = parser.parse_args(argv)
         print(f"seq {args.seq}, dim {args.dim}, one head, not causal")
         print(bench(args.seq, args.dim, args.bc, args.repeats))
-    except SpecError as exc:
-        print(f"kbench: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return 0
+
+    return guard(body)
 
 
 if __name__ == "__main__":

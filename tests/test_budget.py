@@ -208,7 +208,7 @@ def test_bad_arguments_exit_2_with_one_line(args, names):
 
 def test_main_in_process_returns_2(capsys):
     assert main(["--dim", "999"]) == 2
-    assert capsys.readouterr().err.startswith("kbench: error: argument --dim: 999 is out of range; allowed: 1..256")
+    assert capsys.readouterr().err.startswith("kbench: error: argument --dim: dim=999 is out of range; allowed: 1..256")
 
 
 @pytest.mark.gpu

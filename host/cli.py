@@ -1,0 +1,75 @@
+"""Command-line plumbing every kbench tool shares: a parser whose errors are one line, integer argument types that
+quote the bad value and the allowed range, and `guard`, which prints a KbenchError once and turns it into an exit
+status (2 for a bad argument or specification, 1 for anything else that failed on purpose)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, Sequence
+
+from host.errors import KbenchError, SpecError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises SpecError instead of printing usage and exiting, so a bad argument is one line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise SpecError(message)
+
+
+def _allowed(low: int, high: int | None, allowed: Sequence[int]) -> str:
+    if allowed:
+        return ", ".join(map(str, allowed))
+    return f">= {low}" if high is None else f"{low}..{high}"
+
+
+def _parse_int(name: str, text: str, low: int, high: int | None, allowed: Sequence[int]) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; allowed: {_allowed(low, high, allowed)}") from None
+    bad = (value not in allowed) if allowed else (value < low or (high is not None and value > high))
+    if bad:
+        verdict = "is not supported" if allowed else "is out of range"
+        raise argparse.ArgumentTypeError(f"{name}={value} {verdict}; allowed: {_allowed(low, high, allowed)}")
+    return value
+
+
+def integer(name: str, low: int, high: int | None = None, allowed: Sequence[int] = ()) -> Callable[[str], int]:
+    """An argparse type: one int in low..high (no upper bound when high is None), or one of `allowed`."""
+    return lambda text: _parse_int(name, text, low, high, allowed)
+
+
+def int_list(name: str, low: int, high: int | None = None,
+             allowed: Sequence[int] = ()) -> Callable[[str], tuple[int, ...]]:
+    """An argparse type: a comma-separated list of such ints, duplicates dropped, order kept."""
+    def parse(text: str) -> tuple[int, ...]:
+        items = text.split(",")
+        if not text.strip() or any(not item.strip() for item in items):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers "
+                                             f"({_allowed(low, high, allowed)})")
+        return tuple(dict.fromkeys(_parse_int(name, item, low, high, allowed) for item in items))
+
+    return parse
+
+
+def name_list(text: str) -> tuple[str, ...]:
+    """An argparse type: a comma-separated list of names (each checked against its registry by the caller)."""
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of names")
+    return tuple(dict.fromkeys(items))
+
+
+def guard(body: Callable[[], int], usage_errors: tuple[type[Exception], ...] = (SpecError,)) -> int:
+    """Run a tool's body; a usage error prints `kbench: error: …` and gives 2, another KbenchError `kbench: …`
+    and 1. Anything else is a bug and keeps its traceback."""
+    try:
+        return body()
+    except usage_errors as exc:
+        print(f"kbench: error: {exc}", file=sys.stderr)
+        return 2
+    except KbenchError as exc:
+        print(f"kbench: {exc}", file=sys.stderr)
+        return 1
