@@ -31,6 +31,7 @@ from pathlib import Path
 from host.errors import KbenchError, ResultsError, SpecError
 from host.cli import Parser, guard, integer
 from host.problem import LIMITS, AttentionProblem
+from host.results import ResultsFile
 from kernels import budget, target
 
 DRAM_READ = "dram__bytes_read.sum"
@@ -268,6 +269,30 @@ def cmd_fold(args: argparse.Namespace) -> int:
     return 0
 
 
+def merge_measured(results_path: Path, summary_path: Path) -> int:
+    """Write each (kernel, N, d, heads, batch)'s measured DRAM bytes from nsight.csv into the matching non-causal
+    gpu rows of results.csv (``measured_bytes``), rewriting the file atomically; returns the rows changed."""
+    with summary_path.open(newline="") as handle:
+        measured = {(row["kernel"], int(row["N"]), int(row["d"]), int(row["heads"]), int(row["batch"])):
+                    int(float(row["dram_bytes"])) for row in csv.DictReader(handle)}
+    results = ResultsFile(results_path)
+    rows, changed = [], 0
+    for row in results.read():
+        key = (row.kernel, row.seq, row.dim, row.heads, row.batch)
+        if row.target == "gpu" and not row.causal and key in measured:
+            row = row.replace(measured_bytes=measured[key])
+            changed += 1
+        rows.append(row)
+    results.rewrite(rows)
+    return changed
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    changed = merge_measured(args.results, args.summary)
+    print(f"{changed} rows of {args.results} now carry measured_bytes from {args.summary}")
+    return 0
+
+
 @dataclass(frozen=True)
 class _LaunchRow:
     kernel: str
@@ -304,11 +329,17 @@ def _fold_parser(parser: argparse.ArgumentParser) -> None:
     _shape_options(parser)
 
 
+def _merge_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--summary", type=Path, required=True, help="nsight.csv written by fold")
+    parser.add_argument("--results", type=Path, required=True, help="a results.csv of host.compare")
+
+
 #: command → (handler, what adds its arguments, one line of help).
 COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argparse.ArgumentParser], None], str]] = {
     "drive": (cmd_drive, _drive_parser, "one warm-up call and one profiled call of a kernel"),
     "filter": (cmd_filter, _filter_parser, "print ncu's kernel filter, launch skip and count for a kernel"),
     "fold": (cmd_fold, _fold_parser, "sum ncu's raw CSV exports into nsight.csv and hbm_traffic.png"),
+    "merge": (cmd_merge, _merge_parser, "fold nsight.csv's measured DRAM bytes into a results.csv's gpu rows"),
 }
 
 

@@ -6,7 +6,8 @@
 # Usage: scripts/run_nsight.sh OUTDIR
 # Environment: NCU (path to ncu; default: PATH, then /usr/local/cuda*/bin, then /opt/nvidia/nsight-compute/*),
 #   PYTHON (default python3), NSIGHT_KERNELS (default "naive flash"), NSIGHT_SEQ (default "512 1024 2048 4096"),
-#   NSIGHT_DIM (64), NSIGHT_HEADS (16), NSIGHT_RUN_TIMEOUT (seconds one ncu run may take, default 150).
+#   NSIGHT_DIM (64), NSIGHT_HEADS (16), NSIGHT_RUN_TIMEOUT (seconds one ncu run may take, default 150),
+#   NSIGHT_RESULTS (a host.compare results.csv whose gpu rows get measured_bytes).
 # Per run: OUTDIR/raw/<kernel>_N<seq>.ncu-rep (the report), .csv (its --page raw export), .log (ncu's and the
 # driver's output). Exit status: 0 all runs folded; 1 some run failed (the rest are folded); 2 usage; 3 no ncu.
 set -uo pipefail
@@ -82,4 +83,7 @@ if [ ${#csvs[@]} -eq 0 ]; then
     exit 1
 fi
 "$python" -m kernels.nsight fold "${csvs[@]}" --out "$out" --dim "$dim" --heads "$heads" || exit 1
+if [ -n "${NSIGHT_RESULTS:-}" ]; then  # fold the measured bytes into a host.compare results.csv
+    "$python" -m kernels.nsight merge --summary "$out/nsight.csv" --results "$NSIGHT_RESULTS" || exit 1
+fi
 exit $failed

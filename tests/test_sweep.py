@@ -397,3 +397,22 @@ def test_the_whole_sweep_against_a_fake_gpu(monkeypatch, tmp_path, capsys):
     assert (out / sweep.META_NAME).exists()
     printed = capsys.readouterr()
     assert "best Br×Bc" in printed.out and "N=64 Br=16 Bc=128" in printed.err
+
+
+def test_merge_folds_measured_bytes_into_matching_gpu_rows(tmp_path):
+    from host.results import Result, ResultsFile
+    from kernels.nsight import merge_measured
+
+    base = dict(run_id="r", timestamp="t", git_rev="g", host="h", device="d", dtype="float32", batch=1, heads=16,
+                dim=64, seed=0)
+    results = ResultsFile(tmp_path / "results.csv")
+    rows = [Result(**base, target="gpu", kernel="naive", seq=512, causal=False),
+            Result(**base, target="gpu", kernel="naive", seq=512, causal=True),
+            Result(**base, target="gpu", kernel="flash", seq=1024, causal=False),
+            Result(**base, target="cpu", kernel="numpy", seq=512, causal=False)]
+    for row in rows:
+        results.append(row)
+    summary = tmp_path / "nsight.csv"
+    summary.write_text("kernel,N,d,heads,batch,dram_bytes\nnaive,512,64,16,1,39925504.0\nflash,2048,64,16,1,5.0\n")
+    assert merge_measured(results.path, summary) == 1
+    assert [row.measured_bytes for row in results.read()] == [39925504, None, None, None]
