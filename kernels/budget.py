@@ -2,10 +2,11 @@
 
 The fp32 flash kernel (kernels/flash.cu) keeps, per block, in shared memory (in floats):
 
-    Q tile Br·(d+1) + K tile Bc·(d+1) + V tile Bc·d + S tile Br·(Bc+1) + 3·Br (the per-row m, l and rescale
+    Q tile Br·QP + K tile Bc·KP + V tile Bc·d + S tile Br·(Bc+4) + 3·Br (the per-row m, l and rescale
     factor; Q, K and S rows are padded by one float against bank conflicts)
 
-so ``smem(Br, Bc, d) = 4·(Br·(d+1) + Bc·(d+1) + Bc·d + Br·(Bc+1) + 3·Br)`` bytes. This module gives that formula, the device limits it
+so ``smem(Br, Bc, d) = 4·(Br·QP + Bc·KP + Bc·d + Br·(Bc+4) + 3·Br)`` bytes, with QP = d, KP = d + 4 when d % 4 == 0
+(rows read as float4) and QP = KP = d + 1 otherwise. This module gives that formula, the device limits it
 runs into (queried through CuPy where there is a GPU, or a published profile where there is not), how many blocks
 stay resident per SM, and the largest square tile that keeps at least two of them. The CLI prints the Br×Bc table
 and the arithmetic behind every verdict, and runs without a GPU: CuPy is imported only inside `query_device`.
@@ -37,12 +38,18 @@ DEFAULT_THREADS = 128
 
 
 def flash_smem_bytes(br: int, bc: int, dim: int) -> int:
-    """Shared memory of one flash block in bytes: 4·(Br·(d+1) + Bc·(d+1) + Bc·d + Br·(Bc+1) + 3·Br): fp32 Q, K, V
+    """Shared memory of one flash block in bytes: 4·(Br·QP + Bc·KP + Bc·d + Br·(Bc+4) + 3·Br): fp32 Q, K, V
     and S tiles (Q, K and S rows padded by one float), and m, l, scale per row."""
     br = check_int("Br", br, *TILE_RANGE)
     bc = check_int("Bc", bc, *TILE_RANGE)
     dim = check_int("dim", dim, *LIMITS["dim"])
-    return FLOAT_BYTES * (br * (dim + 1) + bc * (dim + 1) + bc * dim + br * (bc + 1) + 3 * br)
+    qp, kp = row_strides(dim)
+    return FLOAT_BYTES * (br * qp + bc * kp + bc * dim + br * (bc + 4) + 3 * br)
+
+
+def row_strides(dim: int) -> tuple[int, int]:
+    """(QP, KP): the flash kernel's Q and K row strides in floats (float4 rows when d % 4 == 0)."""
+    return (dim, dim + 4) if dim % 4 == 0 else (dim + 1, dim + 1)
 
 
 @dataclass(frozen=True)
@@ -186,7 +193,8 @@ def _kb(nbytes: int) -> str:
 
 
 def _formula(br: int, bc: int, dim: int) -> str:
-    return (f"4·({br}·{dim + 1} + {bc}·{dim + 1} + {bc}·{dim} + {br}·{bc + 1} + 3·{br}) = "
+    qp, kp = row_strides(dim)
+    return (f"4·({br}·{qp} + {bc}·{kp} + {bc}·{dim} + {br}·{bc + 4} + 3·{br}) = "
             f"{flash_smem_bytes(br, bc, dim):,} B")
 
 
@@ -252,12 +260,13 @@ def report(dim: int, limits: DeviceLimits, source: str, tiles: Sequence[int] = D
         f"{limits.regs_per_sm:,} registers, {limits.max_threads_per_sm:,} threads and {limits.max_blocks_per_sm} "
         f"blocks per SM",
         "",
-        "smem(Br, Bc, d) = 4·(Br·(d+1) + Bc·(d+1) + Bc·d + Br·(Bc+1) + 3·Br) B, three terms (rows of Q, K, S padded):",
-        f"  Q, K, V tiles   4·((Br + 2·Bc)·d + Br + Bc)   linear in d: {FLOAT_BYTES * (dim + 1)}·Br + "
-        f"{2 * FLOAT_BYTES * dim + FLOAT_BYTES}·Bc B at d = {dim}",
-        "  S tile          4·Br·(Bc+1)       grows as Br·Bc, independent of d",
+        f"smem(Br, Bc, d) = 4·(Br·QP + Bc·KP + Bc·d + Br·(Bc+4) + 3·Br) B with QP = {row_strides(dim)[0]}, "
+        f"KP = {row_strides(dim)[1]} at d = {dim} (padded rows), three terms:",
+        f"  Q, K, V tiles   4·(Br·QP + Bc·KP + Bc·d)   linear in d: {FLOAT_BYTES * row_strides(dim)[0]}·Br + "
+        f"{FLOAT_BYTES * (row_strides(dim)[1] + dim)}·Bc B at d = {dim}",
+        "  S tile          4·Br·(Bc+4)       grows as Br·Bc, independent of d",
         "  m, l, rescale   4·3·Br            one float each per row",
-        f"  for Br = Bc = t: 12·t·d + 4·t² + 24·t, so the S tile outgrows the Q, K, V tiles past t = 3·d "
+        f"  for Br = Bc = t: 12·t·d + 4·t² plus padding linear in t, so the S tile outgrows the Q, K, V tiles past t = 3·d "
         f"(= {3 * dim} at d = {dim})",
         "",
         f"KB per block (1 KB = 1,024 B), rows Br, columns Bc; * over the {_kb(limits.smem_per_block_default)} "
@@ -284,8 +293,8 @@ def report(dim: int, limits: DeviceLimits, source: str, tiles: Sequence[int] = D
             out.append("  " + _verdict(larger[0], dim, limits, min_blocks))
         else:
             out.append("  (the largest tile tried; pass --br-bc with larger values to go further)")
-        q_kv = FLOAT_BYTES * (3 * best * dim + 2 * best)  # Q and K rows padded by one float
-        s = FLOAT_BYTES * best * (best + 1)
+        q_kv = FLOAT_BYTES * best * (sum(row_strides(dim)) + dim)
+        s = FLOAT_BYTES * best * (best + 4)
         out.append(f"  at Br=Bc={best}: Q, K, V tiles {q_kv:,} B, S tile {s:,} B, m/l/scale {12 * best:,} B")
     return "\n".join(out)
 

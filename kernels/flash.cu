@@ -2,12 +2,14 @@
 // tiles of Bc, carrying the running max m, the running sum l and the output accumulator across tiles (online
 // softmax in base 2), so S and P never reach device memory.
 //
-// 128 threads per block. Shared memory (floats): Q tile Br·(D+1), K tile Bc·(D+1), V tile Bc·D, S/P tile Br·(Bc+1),
-// m, l and the rescale factor 3·Br. Q, K and S rows are padded by one float: a warp reads one column of 16 K rows,
-// and two rows of Q and of P, at once; unpadded, rows 64 floats apart fall in one bank. V is read along rows.
-// kernels/budget.py flash_smem_bytes() is the same formula. Each thread holds a register micro-tile of S (TM×TN)
-// and of O (TMO×TNO). Causal: key j is kept for query i when j <= i (diagonal kept); key tiles past the block's
-// last query are skipped. Any N; Br, Bc in 8..128 (powers of two), D in 1..256, compile-time (name_expressions).
+// 128 threads per block; each thread holds a register micro-tile of S (TM×TN) and of O (TMO×TNO). Shared memory,
+// in floats (kernels/budget.py flash_smem_bytes() is the same formula):
+//   Q tile Br·QP, K tile Bc·KP, V tile Bc·D, S/P tile Br·(Bc+4), and m, l and the rescale factor, 3·Br.
+// When D % 4 == 0 the inner loops read float4 (16-byte) words: Q and K along d (QP = D, KP = D + 4: eight K rows
+// read by a quarter-warp then fall in distinct banks), P along keys and V along d (TNO % 4 == 0, i.e. D % 64 == 0).
+// Otherwise they read single floats, with QP = KP = D + 1 against bank conflicts. Causal: key j is kept for query
+// i when j <= i (diagonal kept); key tiles past the block's last query are skipped. Any N; Br, Bc powers of two
+// in 8..128; D in 1..256; all three compile-time (name_expressions).
 #include "attention_common.cuh"
 
 #define FLASH_THREADS 128
@@ -17,19 +19,22 @@ __global__ void __launch_bounds__(FLASH_THREADS)
 flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
           float *__restrict__ O, int N, float scale_log2, int causal) {
     constexpr int NT = FLASH_THREADS;
-    constexpr int QP = D + 1, KP = D + 1, SP = Bc + 1;  // padded row strides
+    constexpr bool VEC_D = D % 4 == 0;                   // float4 along d in the score loop
+    constexpr int QP = VEC_D ? D : D + 1, KP = VEC_D ? D + 4 : D + 1, SP = Bc + 4;
     // S micro-tiles: SX threads across the Bc keys, SY across the Br rows.
     constexpr int SX = Bc < 16 ? Bc : 16, SY = NT / SX;
     constexpr int TM = (Br + SY - 1) / SY, TN = Bc / SX;
     // O micro-tiles: 16 threads across D, 8 across Br.
     constexpr int OX = 16, OY = NT / OX;
     constexpr int TMO = (Br + OY - 1) / OY, TNO = (D + OX - 1) / OX;
+    constexpr bool VEC_O = TNO % 4 == 0 && D % OX == 0;  // float4 along d in the P·V loop
     // softmax: G threads per row
     constexpr int G = NT / Br;
     static_assert(Br >= 4 && Br <= NT && (NT % Br) == 0, "Br must divide 128");
-    static_assert(Bc % SX == 0, "Bc must be a multiple of min(Bc, 16)");
+    static_assert(Bc % SX == 0 && Bc % 4 == 0, "Bc must be a multiple of min(Bc, 16) and of 4");
 
-    extern __shared__ float smem[];
+    extern __shared__ float4 smem4[];                   // float4 for 16-byte alignment
+    float *smem = reinterpret_cast<float *>(smem4);
     float *q_s = smem;              // Br × QP, pre-scaled by scale·log2(e)
     float *k_s = q_s + Br * QP;     // Bc × KP
     float *v_s = k_s + Bc * KP;     // Bc × D
@@ -56,6 +61,8 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
     }
     const int sx = tid % SX, sy = tid / SX;
     const int ox = tid % OX, oy = tid / OX;
+    // output column of register jj: interleaved chunks of 4 (float4 path) or of 1 (scalar path)
+    auto out_col = [&](int jj) { return VEC_O ? (jj / 4) * (OX * 4) + ox * 4 + (jj % 4) : ox + jj * OX; };
     float acc[TMO][TNO];
 #pragma unroll
     for (int i = 0; i < TMO; i++)
@@ -79,20 +86,43 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
         for (int i = 0; i < TM; i++)
 #pragma unroll
             for (int j = 0; j < TN; j++) s[i][j] = 0.0f;
-#pragma unroll 4
-        for (int c = 0; c < D; c++) {
-            float qv[TM], kv[TN];
+        if constexpr (VEC_D) {
+#pragma unroll 2
+            for (int c = 0; c < D; c += 4) {
+                float4 qv[TM], kv[TN];
 #pragma unroll
-            for (int i = 0; i < TM; i++) {
-                const int r = sy + i * SY;
-                qv[i] = r < Br ? q_s[r * QP + c] : 0.0f;
+                for (int i = 0; i < TM; i++) {
+                    const int r = sy + i * SY;
+                    qv[i] = r < Br ? *reinterpret_cast<const float4 *>(q_s + r * QP + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+                }
+#pragma unroll
+                for (int j = 0; j < TN; j++) kv[j] = *reinterpret_cast<const float4 *>(k_s + (sx + j * SX) * KP + c);
+#pragma unroll
+                for (int i = 0; i < TM; i++)
+#pragma unroll
+                    for (int j = 0; j < TN; j++) {
+                        s[i][j] = fmaf(qv[i].x, kv[j].x, s[i][j]);
+                        s[i][j] = fmaf(qv[i].y, kv[j].y, s[i][j]);
+                        s[i][j] = fmaf(qv[i].z, kv[j].z, s[i][j]);
+                        s[i][j] = fmaf(qv[i].w, kv[j].w, s[i][j]);
+                    }
             }
+        } else {
+#pragma unroll 4
+            for (int c = 0; c < D; c++) {
+                float qv[TM], kv[TN];
 #pragma unroll
-            for (int j = 0; j < TN; j++) kv[j] = k_s[(sx + j * SX) * KP + c];
+                for (int i = 0; i < TM; i++) {
+                    const int r = sy + i * SY;
+                    qv[i] = r < Br ? q_s[r * QP + c] : 0.0f;
+                }
 #pragma unroll
-            for (int i = 0; i < TM; i++)
+                for (int j = 0; j < TN; j++) kv[j] = k_s[(sx + j * SX) * KP + c];
 #pragma unroll
-                for (int j = 0; j < TN; j++) s[i][j] = fmaf(qv[i], kv[j], s[i][j]);
+                for (int i = 0; i < TM; i++)
+#pragma unroll
+                    for (int j = 0; j < TN; j++) s[i][j] = fmaf(qv[i], kv[j], s[i][j]);
+            }
         }
 #pragma unroll
         for (int i = 0; i < TM; i++) {
@@ -138,23 +168,53 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
 #pragma unroll
             for (int j = 0; j < TNO; j++) acc[i][j] *= alpha;
         }
-        const int tile_keys = min(Bc, kv_end - kv0);
-        for (int key = 0; key < tile_keys; key++) {
-            float pv[TMO], vv[TNO];
+        if constexpr (VEC_O) {  // all Bc keys: masked keys have p = 0 and finite V
+            constexpr int CH = TNO / 4;
+            for (int key = 0; key < Bc; key += 4) {
+                float4 pv[TMO];
 #pragma unroll
-            for (int i = 0; i < TMO; i++) {
-                const int r = oy + i * OY;
-                pv[i] = r < Br ? s_s[r * SP + key] : 0.0f;
+                for (int i = 0; i < TMO; i++) {
+                    const int r = oy + i * OY;
+                    pv[i] = r < Br ? *reinterpret_cast<const float4 *>(s_s + r * SP + key) : make_float4(0.f, 0.f, 0.f, 0.f);
+                }
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++) {
+                    float4 vv[CH];
+#pragma unroll
+                    for (int ch = 0; ch < CH; ch++)
+                        vv[ch] = *reinterpret_cast<const float4 *>(v_s + (key + kk) * D + ch * OX * 4 + ox * 4);
+#pragma unroll
+                    for (int i = 0; i < TMO; i++) {
+                        const float p = kk == 0 ? pv[i].x : kk == 1 ? pv[i].y : kk == 2 ? pv[i].z : pv[i].w;
+#pragma unroll
+                        for (int ch = 0; ch < CH; ch++) {
+                            acc[i][4 * ch + 0] = fmaf(p, vv[ch].x, acc[i][4 * ch + 0]);
+                            acc[i][4 * ch + 1] = fmaf(p, vv[ch].y, acc[i][4 * ch + 1]);
+                            acc[i][4 * ch + 2] = fmaf(p, vv[ch].z, acc[i][4 * ch + 2]);
+                            acc[i][4 * ch + 3] = fmaf(p, vv[ch].w, acc[i][4 * ch + 3]);
+                        }
+                    }
+                }
             }
+        } else {
+            const int tile_keys = min(Bc, kv_end - kv0);
+            for (int key = 0; key < tile_keys; key++) {
+                float pv[TMO], vv[TNO];
 #pragma unroll
-            for (int j = 0; j < TNO; j++) {
-                const int c = ox + j * OX;
-                vv[j] = c < D ? v_s[key * D + c] : 0.0f;
+                for (int i = 0; i < TMO; i++) {
+                    const int r = oy + i * OY;
+                    pv[i] = r < Br ? s_s[r * SP + key] : 0.0f;
+                }
+#pragma unroll
+                for (int j = 0; j < TNO; j++) {
+                    const int c = out_col(j);
+                    vv[j] = c < D ? v_s[key * D + c] : 0.0f;
+                }
+#pragma unroll
+                for (int i = 0; i < TMO; i++)
+#pragma unroll
+                    for (int j = 0; j < TNO; j++) acc[i][j] = fmaf(pv[i], vv[j], acc[i][j]);
             }
-#pragma unroll
-            for (int i = 0; i < TMO; i++)
-#pragma unroll
-                for (int j = 0; j < TNO; j++) acc[i][j] = fmaf(pv[i], vv[j], acc[i][j]);
         }
     }
     __syncthreads();
@@ -165,7 +225,7 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
         const float inv = 1.0f / l_s[r];
 #pragma unroll
         for (int j = 0; j < TNO; j++) {
-            const int c = ox + j * OX;
+            const int c = out_col(j);
             if (c < D) O[(bh * N + q0 + r) * D + c] = acc[i][j] * inv;
         }
     }

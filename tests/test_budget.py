@@ -16,16 +16,16 @@ from kernels.budget import (FLOAT_BYTES, PROFILES, DeviceLimits, allocated_smem,
 H200, A100, T4 = PROFILES["h200"], PROFILES["a100"], PROFILES["t4"]
 
 
-# Expected values: the unpadded sum 4·(Br·d + 2·Bc·d + Br·Bc + 3·Br) in each comment, plus 4·(2·Br + Bc) for the
-# Q, K and S rows padded by one float.
+# Expected values: the unpadded sum 4·(Br·d + 2·Bc·d + Br·Bc + 3·Br) in each comment, plus the padding: K rows by 4
+# and S rows by 4 floats when d % 4 == 0, i.e. 16·(Br + Bc) B; otherwise Q and K rows by 1 and S rows by 4, 4·(5·Br + Bc).
 @pytest.mark.parametrize("br, bc, dim, expected", [
-    (64, 64, 64, 67_072),      # 4·(64·64 + 2·64·64 + 64·64 + 3·64) = 4·(4096 + 8192 + 4096 + 192) = 4·16,576
-    (96, 96, 64, 112_896),     # 4·(6144 + 12,288 + 9216 + 288) = 4·27,936
-    (128, 128, 64, 166_912),   # 4·(8192 + 16,384 + 16,384 + 384) = 4·41,344
-    (64, 64, 128, 116_224),    # 4·(8192 + 16,384 + 4096 + 192) = 4·28,864
-    (32, 128, 64, 91_264),     # Br ≠ Bc: 4·(32·64 + 2·128·64 + 32·128 + 3·32) = 4·(2048 + 16,384 + 4096 + 96)
-    (1, 1, 1, 40),             # 4·(1 + 2 + 1 + 3)
-    (17, 5, 59, 7_072),        # awkward: 4·(17·59 + 2·5·59 + 17·5 + 3·17) = 4·(1003 + 590 + 85 + 51) = 4·1729
+    (64, 64, 64, 68_352),      # 4·(64·64 + 2·64·64 + 64·64 + 3·64) = 4·(4096 + 8192 + 4096 + 192) = 4·16,576
+    (96, 96, 64, 114_816),     # 4·(6144 + 12,288 + 9216 + 288) = 4·27,936
+    (128, 128, 64, 169_472),   # 4·(8192 + 16,384 + 16,384 + 384) = 4·41,344
+    (64, 64, 128, 117_504),    # 4·(8192 + 16,384 + 4096 + 192) = 4·28,864
+    (32, 128, 64, 93_056),     # Br ≠ Bc: 4·(32·64 + 2·128·64 + 32·128 + 3·32) = 4·(2048 + 16,384 + 4096 + 96)
+    (1, 1, 1, 52),             # 4·(1 + 2 + 1 + 3)
+    (17, 5, 59, 7_276),        # awkward: 4·(17·59 + 2·5·59 + 17·5 + 3·17) = 4·(1003 + 590 + 85 + 51) = 4·1729
 ])
 def test_flash_smem_bytes_matches_the_hand_arithmetic(br, bc, dim, expected):
     assert FLOAT_BYTES == 4
@@ -96,12 +96,12 @@ def test_blocks_per_sm_without_a_reservation_on_the_t4():
 
 
 @pytest.mark.parametrize("limits, dim, expected", [
-    # (unpadded sums below; the padding adds 4·(2·t + t) = 12·t B)
+    # (unpadded sums below; the padding adds 32·t B at d = 64 and 128)
     # H200, 233,472 B per SM, 1,024 B reserved per block:
-    #   d=64:  t=96: 2 × (111,744 + 1,152 + 1,024) = 227,840 ≤ 233,472;  t=128: 2 × (165,376 + 1,536 + 1,024) > → 96
+    #   d=64:  t=96: 2 × (111,744 + 3,072 + 1,024) = 231,680 ≤ 233,472;  t=128: 2 × (165,376 + 4,096 + 1,024) > → 96
     (H200, 64, 96),
-    #   d=128: t=48: 4·(6144 + 12,288 + 2304 + 144) + 576 = 84,096, 2 × 85,120 = 170,240 ≤ 233,472;
-    #          t=64: 115,456 + 768 = 116,224, 2 × 117,248 = 234,496 > 233,472 (by 1,024 B) → 48
+    #   d=128: t=48: 4·(6144 + 12,288 + 2304 + 144) + 1,536 = 85,056, 2 × 86,080 = 172,160 ≤ 233,472;
+    #          t=64: 115,456 + 2,048 = 117,504, 2 × 118,528 = 237,056 > 233,472 → 48
     (H200, 128, 48),
     # A100, 167,936 B per SM, 1,024 reserved:
     #   d=64:  t=64: 2 × (66,304 + 1,024) = 134,656 ≤ 167,936;  t=96: 2 × 112,768 = 225,536 > → 64
@@ -131,16 +131,16 @@ def test_largest_square_tile_other_targets_and_none():
 
 def test_fits_names_the_bytes_and_the_limit():
     ok, why = fits(64, 64, 64, H200)
-    assert ok and "67,072 B" in why and "opt-in" in why                    # over 48 KB: needs the opt-in attribute
+    assert ok and "68,352 B" in why and "opt-in" in why                    # over 48 KB: needs the opt-in attribute
     ok, why = fits(32, 32, 64, H200)
-    assert ok and "29,440 B" in why and "49,152 B default" in why
+    assert ok and "30,080 B" in why and "49,152 B default" in why
     ok, why = fits(128, 128, 128, H200)                                     # 4·(16,384 + 32,768 + 16,384 + 384)
     assert not ok
-    assert "265,216 B" in why and "232,448 B opt-in limit" in why and "NVIDIA H200" in why
+    assert "267,776 B" in why and "232,448 B opt-in limit" in why and "NVIDIA H200" in why
     ok, why = fits(32, 32, 128, T4)                                         # 53,632 ≤ 65,536: fits with opt-in
-    assert ok and "54,016 B" in why and "65,536 B opt-in limit" in why
+    assert ok and "54,656 B" in why and "65,536 B opt-in limit" in why
     ok, why = fits(48, 48, 128, T4)                                         # 4·(6144 + 12,288 + 2304 + 144)
-    assert not ok and "84,096 B" in why and "65,536 B opt-in limit of Tesla T4" in why
+    assert not ok and "85,056 B" in why and "65,536 B opt-in limit of Tesla T4" in why
 
 
 def test_query_device_says_why_without_a_gpu(monkeypatch):
@@ -160,12 +160,12 @@ def test_cli_prints_the_table_and_the_largest_tile_with_its_arithmetic():
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "largest Br = Bc with at least 2 resident blocks per SM: 96" in out
-    assert "2 × (112,896 + 1,024) = 227,840 ≤ 233,472 → 2 blocks/SM" in out
-    assert "2 × (166,912 + 1,024) = 335,872 > 233,472 → 1 block/SM" in out
+    assert "2 × (114,816 + 1,024) = 231,680 ≤ 233,472 → 2 blocks/SM" in out
+    assert "2 × (169,472 + 1,024) = 340,992 > 233,472 → 1 block/SM" in out
     assert "profile" in out and "not a query" in out
     assert "S tile" in out and "Br·Bc" in out and "linear in d" in out
     row64 = next(line for line in out.splitlines() if line.split()[:1] == ["64"])
-    assert "65.5*" in row64                      # 67,072 B = 65.5 KB, over 48 KB: needs opt-in
+    assert "66.8*" in row64                      # 68,352 B = 66.75 KB, over 48 KB: needs opt-in
     assert done.stderr == ""
 
 
@@ -175,7 +175,7 @@ def test_cli_without_a_gpu_or_device_defaults_to_the_h200_profile_and_says_so():
     if "queried from the GPU" not in done.stdout:
         assert "'h200' profile" in done.stdout and "not a query" in done.stdout
         assert "largest Br = Bc with at least 2 resident blocks per SM: 48" in done.stdout
-        assert "259.0x" in done.stdout           # Br=Bc=128 at d=128 is over the opt-in limit
+        assert "261.5x" in done.stdout           # Br=Bc=128 at d=128 is over the opt-in limit
 
 
 def test_cli_over_the_opt_in_limit_and_no_tile():
