@@ -21,7 +21,7 @@ from kernels import target
 
 
 def kernel_ms(kernel: str, problem: AttentionProblem, iters: int) -> float:
-    launcher = target.Launcher(kernel, problem, Inputs(problem), *target.default_tile(problem.dim))
+    launcher = target.Launcher(kernel, problem, Inputs(problem), *target.default_tile(problem, target.sm_count()))
     return float(np.median(target._event_times(launcher.launch, warmup=3, iters=iters)))
 
 

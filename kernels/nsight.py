@@ -205,8 +205,8 @@ def _problem(args: argparse.Namespace, seq: int) -> AttentionProblem:
     return AttentionProblem(batch=args.batch, heads=args.heads, seq=seq, dim=args.dim)
 
 
-def _tile(args: argparse.Namespace) -> tuple[int, int]:
-    br, bc = target.default_tile(args.dim)
+def _tile(args: argparse.Namespace, problem: AttentionProblem) -> tuple[int, int]:
+    br, bc = target.default_tile(problem, target.sm_count())
     tile = (args.br or br, args.bc or bc)
     target.check_tile(*tile)
     return tile
@@ -220,7 +220,7 @@ def cmd_drive(args: argparse.Namespace) -> int:
     from host.target import Inputs
 
     problem = _problem(args, args.seq)
-    launcher = target.Launcher(args.kernel, problem, Inputs(problem), *_tile(args))
+    launcher = target.Launcher(args.kernel, problem, Inputs(problem), *_tile(args, problem))
     for _ in range(2):  # warm-up, then the profiled call
         launcher.launch()
         launcher.out.get()  # waits for the call
@@ -237,7 +237,6 @@ def cmd_filter(args: argparse.Namespace) -> int:
 
 def cmd_fold(args: argparse.Namespace) -> int:
     limits, source = budget.choose_device(None)
-    tile = _tile(args)
     rows, launch_rows = [], []
     for path in args.csv:
         kernel, seq = run_of(path)
@@ -250,7 +249,8 @@ def cmd_fold(args: argparse.Namespace) -> int:
         if len(launches) != expected:
             print(f"kbench: warning: {path} has {len(launches)} profiled launches, one call of {kernel} has "
                   f"{expected}", file=sys.stderr)
-        rows.append(fold(kernel, _problem(args, seq), launches, limits, tile))
+        problem = _problem(args, seq)
+        rows.append(fold(kernel, problem, launches, limits, _tile(args, problem)))
         launch_rows.extend(_LaunchRow(kernel, seq, *astuple(launch)) for launch in launches)
     rows.sort(key=lambda row: (row.kernel, row.N))
     args.out.mkdir(parents=True, exist_ok=True)
@@ -308,8 +308,8 @@ def _shape_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dim", type=integer("dim", *LIMITS["dim"]), default=64, help="head dimension d (default 64)")
     parser.add_argument("--heads", type=integer("heads", *LIMITS["heads"]), default=16, help="heads (default 16)")
     parser.add_argument("--batch", type=integer("batch", *LIMITS["batch"]), default=1, help="batch (default 1)")
-    parser.add_argument("--br", type=integer("Br", 1, 1024), help="flash Br (default: target.default_tile(d))")
-    parser.add_argument("--bc", type=integer("Bc", 1, 1024), help="flash Bc (default: target.default_tile(d))")
+    parser.add_argument("--br", type=integer("Br", 1, 1024), help="flash Br (default: target.default_tile)")
+    parser.add_argument("--bc", type=integer("Bc", 1, 1024), help="flash Bc (default: target.default_tile)")
 
 
 def _drive_parser(parser: argparse.ArgumentParser) -> None:

@@ -32,17 +32,35 @@ SOFTMAX_THREADS = 256
 TILE_CHOICES = (8, 16, 32, 64, 128)
 LOG2E = 1.4426950408889634
 
-#: Default flash tiles by head dimension: (Br, Bc). d <= 64 from the H200 sweep (docs/gpu.md); larger d halved
-#: to stay within two resident blocks per SM (kernels.budget), not yet swept.
-DEFAULT_TILES = {64: (32, 64), 128: (32, 32), 256: (16, 32)}
+#: Default flash tiles by head dimension, (Br, Bc): the H200 sweeps' best at N = 4096 for d = 64 and d = 128
+#: (docs/gpu.md); d = 256 from the shared-memory budget (two blocks per SM), not swept.
+DEFAULT_TILES = {64: (64, 64), 128: (64, 32), 256: (16, 32)}
+#: Below this many query tiles per SM, halve Br (down to 32) to fill the SMs: the sweep's best at N <= 1024.
+MIN_TILES_PER_SM = 2
+H200_SMS = 132
 
 
-def default_tile(dim: int) -> tuple[int, int]:
-    """The (Br, Bc) used when none is given: the entry for the smallest tabulated d >= dim."""
-    for limit in sorted(DEFAULT_TILES):
-        if dim <= limit:
-            return DEFAULT_TILES[limit]
-    raise SpecError(f"dim={dim} is out of range for the GPU kernels; allowed: 1..{max(DEFAULT_TILES)}")
+def default_tile(problem: AttentionProblem, sms: int = H200_SMS) -> tuple[int, int]:
+    """The (Br, Bc) used when none is given: the entry for the smallest tabulated d >= problem.dim, with Br halved
+    (not below 32) while the grid would give fewer than MIN_TILES_PER_SM blocks per SM."""
+    limit = next((d for d in sorted(DEFAULT_TILES) if problem.dim <= d), None)
+    if limit is None:
+        raise SpecError(f"dim={problem.dim} is out of range for the GPU kernels; allowed: 1..{max(DEFAULT_TILES)}")
+    br, bc = DEFAULT_TILES[limit]
+    bh = problem.batch * problem.heads
+    while br > 32 and -(-problem.seq // br) * bh < MIN_TILES_PER_SM * sms:
+        br //= 2
+    return br, bc
+
+
+def sm_count() -> int:
+    """The device's multiprocessor count (H200_SMS when no GPU answers)."""
+    try:
+        import cupy
+
+        return int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+    except Exception:  # noqa: BLE001 - no device: plan for the H200
+        return H200_SMS
 
 
 def model_bytes(kernel: str, problem: AttentionProblem) -> int:
@@ -239,7 +257,7 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
     import cupy
 
     kernel = options.kernel
-    br, bc = default_tile(problem.dim)
+    br, bc = default_tile(problem, sm_count())
     br, bc = options.extra.get("br") or br, options.extra.get("bc") or bc
     tile = {"br": br, "bc": bc} if kernel == "flash" else {}
     try:
