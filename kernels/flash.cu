@@ -5,8 +5,9 @@
 // 128 threads per block; each thread holds a register micro-tile of S (TM×TN) and of O (TMO×TNO). Shared memory,
 // in floats (kernels/budget.py flash_smem_bytes() is the same formula):
 //   Q tile Br·QP, K tile Bc·KP, V tile Bc·D, S/P tile Br·(Bc+4), and m, l and the rescale factor, 3·Br.
-// When D % 4 == 0 the inner loops read float4 (16-byte) words: Q and K along d (QP = D, KP = D + 4: eight K rows
-// read by a quarter-warp then fall in distinct banks), P along keys and V along d (TNO % 4 == 0, i.e. D % 64 == 0).
+// When D % 4 == 0 the tiles are loaded from device memory as float4, and the inner loops read float4 (16-byte)
+// words: Q and K along d (QP = D, KP = D + 4: eight K rows read by a quarter-warp then fall in distinct banks), P
+// along keys and V along d (TNO % 4 == 0, i.e. D % 64 == 0).
 // Otherwise they read single floats, with QP = KP = D + 1 against bank conflicts. Causal: key j is kept for query
 // i when j <= i (diagonal kept); key tiles past the block's last query are skipped. Any N; Br, Bc powers of two
 // in 8..128; D in 1..256; all three compile-time (name_expressions).
@@ -51,9 +52,21 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
     const float *k = K + bh * N * D;
     const float *v = V + bh * N * D;
 
-    for (int e = tid; e < Br * D; e += NT) {
-        const int r = e / D, c = e % D;
-        q_s[r * QP + c] = (q0 + r < N) ? q[(long)(q0 + r) * D + c] * scale_log2 : 0.0f;
+    if constexpr (VEC_D) {  // 16-byte global loads and shared stores
+        for (int e = tid; e < Br * D / 4; e += NT) {
+            const int r = e / (D / 4), c = 4 * (e % (D / 4));
+            float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (q0 + r < N) {
+                x = *reinterpret_cast<const float4 *>(q + (long)(q0 + r) * D + c);
+                x.x *= scale_log2; x.y *= scale_log2; x.z *= scale_log2; x.w *= scale_log2;
+            }
+            *reinterpret_cast<float4 *>(q_s + r * QP + c) = x;
+        }
+    } else {
+        for (int e = tid; e < Br * D; e += NT) {
+            const int r = e / D, c = e % D;
+            q_s[r * QP + c] = (q0 + r < N) ? q[(long)(q0 + r) * D + c] * scale_log2 : 0.0f;
+        }
     }
     for (int r = tid; r < Br; r += NT) {
         m_s[r] = KB_NEG_INF;
@@ -72,11 +85,23 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
     const int kv_end = causal ? min(N, q0 + Br) : N;
     for (int kv0 = 0; kv0 < kv_end; kv0 += Bc) {
         __syncthreads();  // the previous tile's readers are done with k_s, v_s, s_s
-        for (int e = tid; e < Bc * D; e += NT) {
-            const int r = e / D, c = e % D;
-            const bool in = kv0 + r < N;
-            k_s[r * KP + c] = in ? k[(long)(kv0 + r) * D + c] : 0.0f;
-            v_s[r * D + c] = in ? v[(long)(kv0 + r) * D + c] : 0.0f;
+        if constexpr (VEC_D) {
+            for (int e = tid; e < Bc * D / 4; e += NT) {
+                const int r = e / (D / 4), c = 4 * (e % (D / 4));
+                const bool in = kv0 + r < N;
+                const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+                *reinterpret_cast<float4 *>(k_s + r * KP + c) =
+                    in ? *reinterpret_cast<const float4 *>(k + (long)(kv0 + r) * D + c) : zero;
+                *reinterpret_cast<float4 *>(v_s + r * D + c) =
+                    in ? *reinterpret_cast<const float4 *>(v + (long)(kv0 + r) * D + c) : zero;
+            }
+        } else {
+            for (int e = tid; e < Bc * D; e += NT) {
+                const int r = e / D, c = e % D;
+                const bool in = kv0 + r < N;
+                k_s[r * KP + c] = in ? k[(long)(kv0 + r) * D + c] : 0.0f;
+                v_s[r * D + c] = in ? v[(long)(kv0 + r) * D + c] : 0.0f;
+            }
         }
         __syncthreads();
 
