@@ -32,11 +32,11 @@ SOFTMAX_THREADS = 256
 TILE_CHOICES = (8, 16, 32, 64, 128)
 LOG2E = 1.4426950408889634
 
-#: Default flash tiles by head dimension, (Br, Bc): the H200 sweeps' best at N = 4096 for d = 64 and d = 128
-#: (docs/gpu.md); d = 256 from the shared-memory budget (two blocks per SM), not swept.
-DEFAULT_TILES = {64: (64, 64), 128: (64, 32), 256: (16, 32)}
+#: Default flash tiles by head dimension, (Br, Bc): the H200 sweeps' best at N = 2048 and 4096 for d = 64 and at
+#: N = 4096 for d = 128 (docs/gpu.md); d = 256 from the shared-memory budget (two blocks per SM), not swept.
+DEFAULT_TILES = {64: (128, 64), 128: (64, 32), 256: (16, 32)}
 #: Below this many query tiles per SM, halve Br (down to 32) to fill the SMs: the sweep's best at N <= 1024.
-MIN_TILES_PER_SM = 2
+MIN_TILES_PER_SM = 1
 H200_SMS = 132
 
 

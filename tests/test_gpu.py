@@ -14,7 +14,7 @@ from host.problem import AttentionProblem
 from host.target import Inputs, RunContext, RunOptions
 from kernels import target
 
-FLASH_INSTANCES = [(64, 64, 64), (32, 64, 64), (64, 32, 128), (32, 32, 128), (16, 32, 256), (8, 8, 59), (16, 64, 16), (128, 8, 1)]
+FLASH_INSTANCES = [(128, 64, 64), (64, 64, 64), (32, 64, 64), (64, 32, 128), (32, 32, 128), (16, 32, 256), (8, 8, 59), (16, 64, 16), (128, 8, 1)]
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -43,12 +43,12 @@ def test_byte_models():
 
 def test_default_tiles_and_tile_checks():
     long = AttentionProblem(heads=16, seq=4096, dim=64)
-    assert target.default_tile(long) == (64, 64)                      # 64 tiles · 16 heads = 1024 >= 2 · 132
-    assert target.default_tile(long.with_(seq=1024)) == (32, 64)      # 16 · 16 = 256 < 264: Br halved
+    assert target.default_tile(long) == (128, 64)                     # 32 tiles · 16 heads = 512 >= 132
+    assert target.default_tile(long.with_(seq=1024)) == (64, 64)      # 8 · 16 = 128 < 132: Br halved once
     assert target.default_tile(long.with_(seq=17, heads=1)) == (32, 64)  # never below 32
     assert target.default_tile(long.with_(dim=128)) == (64, 32)
     assert target.default_tile(long.with_(dim=256)) == (16, 32)
-    assert target.default_tile(long.with_(seq=1024), sms=100) == (64, 64)  # 256 >= 200
+    assert target.default_tile(long.with_(seq=1024), sms=100) == (128, 64)  # 128 >= 100
     with pytest.raises(SpecError, match=r"Br=24 is not supported; allowed: 8, 16, 32, 64, 128"):
         target.check_tile(24, 32)
 
