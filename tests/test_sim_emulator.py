@@ -1,0 +1,93 @@
+"""The twin's emulated Cortex-M4: the arm-none-eabi-gcc build of the Q15 kernel, run by Unicorn, gives host/q15.py's
+bits; validation comes from the emulated kernel; requests that exceed the board's RAM are refused; the cycle model
+is deterministic and costs instructions by class."""
+
+import array
+import shutil
+
+import numpy as np
+import pytest
+
+from host import q15
+
+pytestmark = pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None,
+                                reason="arm-none-eabi-gcc is not installed (scripts/setup.sh installs it)")
+
+
+@pytest.fixture(scope="module")
+def emulator():
+    from mcu.sim.q15emu import Q15Emulator
+
+    return Q15Emulator()
+
+
+def random_case(rng, seq, dim, causal, bc):
+    q, k, v = (rng.integers(-32768, 32768, (seq, dim)).astype(np.int16) for _ in range(3))
+    params = q15.Q15Params(seq, dim, causal, bc, *q15.score_scale(int(rng.integers(-3, 4)), int(rng.integers(-3, 4)), dim))
+    return params, q, k, v
+
+
+@pytest.mark.parametrize("seq,dim,causal,bc", [(1, 1, False, 1), (17, 59, True, 5), (33, 64, False, 64),
+                                               (97, 16, True, 7), (40, 128, False, 16)])
+def test_emulated_kernel_is_bit_exact_with_the_model(emulator, seq, dim, causal, bc):
+    rng = np.random.default_rng(seq * 1000 + dim)
+    params, q, k, v = random_case(rng, seq, dim, causal, bc)
+    out, cycles, stats = emulator.run(params, q, k, v)
+    assert np.array_equal(out, q15.attention_q15(q, k, v, params))
+    assert 0 < cycles <= stats.cycles and stats.instructions > 0
+
+
+def test_row_chunks_on_the_twin_equal_the_model(emulator):
+    params, q, k, v = random_case(np.random.default_rng(4), 29, 8, True, 4)
+    out, _, _ = emulator.run(params, q[10:20], k, v, row0=10)
+    assert np.array_equal(out, q15.attention_q15(q[10:20], k, v, params, row0=10))
+
+
+def test_cycles_are_deterministic_and_grow_with_the_work(emulator):
+    params, q, k, v = random_case(np.random.default_rng(5), 32, 16, False, 8)
+    first = emulator.run(params, q, k, v)[1]
+    assert emulator.run(params, q, k, v)[1] == first
+    double = q15.Q15Params(64, 16, False, 8, params.score_mult, params.score_shift)
+    q2, k2, v2 = (np.tile(x, (2, 1)) for x in (q, k, v))
+    assert 3.0 < emulator.run(double, q2, k2, v2)[1] / first < 4.5  # N² work: about 4× the cycles
+
+
+def test_bad_arguments_raise_the_kernels_messages(emulator):
+    good = [("h", bytes(24))] * 4
+    with pytest.raises(ValueError, match=r"^dim=300 is out of range; allowed: 1\.\.256$"):
+        emulator.attention((4, 300, 0, 2, 20000, 20), good, 0, 24)
+    with pytest.raises(ValueError, match=r"^q has typecode 'f'"):
+        emulator.attention((4, 3, 0, 2, 20000, 20), [("f", bytes(48))] + good[1:], 0, 24)
+
+
+def test_a_request_beyond_the_boards_ram_is_refused(emulator):
+    params = q15.Q15Params(2048, 64, False, 16, 20000, 20)
+    big = np.zeros((2048, 64), np.int16)  # K and Vᵀ alone need 512 KB; SRAM is 128 KB
+    with pytest.raises(MemoryError, match="memory allocation failed"):
+        emulator.run(params, big[:1], big, big)
+
+
+def test_module_api_writes_o_and_reports_cycles():
+    from mcu.sim.q15emu import as_array, make_module
+
+    seen = []
+    module = make_module(168_000_000, seen.append)
+    params, q, k, v = random_case(np.random.default_rng(6), 9, 4, False, 3)
+    o = array.array("h", [0] * q.size)
+    cycles = module.attention(as_array(q), as_array(k), as_array(v.T), o, 9, 4, 0, 3, params.score_mult,
+                              params.score_shift)
+    assert np.array_equal(np.array(o, dtype=np.int16).reshape(q.shape), q15.attention_q15(q, k, v, params))
+    assert cycles > 0 and seen and seen[0] >= cycles
+    assert module.limits() == (32768, 256, 64) and module.version() == 1
+
+
+@pytest.mark.parametrize("mnemonic,operands,after_load,cycles", [
+    ("adds", "r3, #1", False, 1), ("smlald", "r0, r1, r6, r7", False, 1), ("mul", "r0, r1", False, 1),
+    ("ldr.w", "ip, [r4]", False, 2), ("ldr.w", "lr, [r7]", True, 1), ("str", "r0, [r1]", False, 1),
+    ("udiv", "r0, r1, r2", False, 7), ("push", "{r4, r5, r6, r7, lr}", False, 6), ("pop", "{r4-r7, pc}", False, 6),
+    ("ldrd", "r0, r1, [r2]", False, 3), ("vdiv.f32", "s0, s1, s2", False, 14), ("bne.w", "#0x20", False, 1),
+])
+def test_instruction_costs_by_class(mnemonic, operands, after_load, cycles):
+    from mcu.sim.q15emu import instruction_cycles
+
+    assert instruction_cycles(mnemonic, operands, after_load) == cycles
