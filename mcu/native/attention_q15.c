@@ -53,27 +53,30 @@ static inline int64_t mac_pair(int64_t acc, uint32_t a, uint32_t b) {
 #endif
 }
 
-/* Σ x[c] * y[c], c < n, exact in 64 bits; unrolled to four pairs per step so loads pipeline (docs/q15.md). */
-static int64_t dot(const int16_t *x, const int16_t *y, int32_t n) {
-    int64_t acc = 0;
-    const int16_t *end = x + (n & ~7);
-    while (x < end) {
-        acc = mac_pair(acc, load_pair(x), load_pair(y));
-        acc = mac_pair(acc, load_pair(x + 2), load_pair(y + 2));
-        acc = mac_pair(acc, load_pair(x + 4), load_pair(y + 4));
-        acc = mac_pair(acc, load_pair(x + 6), load_pair(y + 6));
-        x += 8;
-        y += 8;
+/* Σ x[c]·y0[c] and Σ x[c]·y1[c], c < n, exact in 64 bits: two dot products sharing the loads of x (a query row
+ * against two keys, or a block's probabilities against two columns of Vᵀ). Four elements per step, bottom-tested
+ * so that each step ends in one taken branch (docs/performance.md has the cycle count). */
+static void dot2(const int16_t *x, const int16_t *y0, const int16_t *y1, int32_t n, int64_t *s0, int64_t *s1) {
+    int64_t a0 = 0, a1 = 0;
+    const int16_t *end = x + (n & ~3);
+    if (x < end) {
+        do {
+            const uint32_t xa = load_pair(x), xb = load_pair(x + 2);
+            a0 = mac_pair(a0, xa, load_pair(y0));
+            a1 = mac_pair(a1, xa, load_pair(y1));
+            a0 = mac_pair(a0, xb, load_pair(y0 + 2));
+            a1 = mac_pair(a1, xb, load_pair(y1 + 2));
+            x += 4;
+            y0 += 4;
+            y1 += 4;
+        } while (x < end);
     }
-    for (n &= 7; n >= 2; n -= 2) {
-        acc = mac_pair(acc, load_pair(x), load_pair(y));
-        x += 2;
-        y += 2;
+    for (n &= 3; n > 0; n--) {
+        a0 += (int32_t)*x * *y0++;
+        a1 += (int32_t)*x++ * *y1++;
     }
-    if (n) {
-        acc += (int32_t)x[0] * y[0];
-    }
-    return acc;
+    *s0 = a0;
+    *s1 = a1;
 }
 
 int32_t q15attn_exp2(uint32_t delta) {
@@ -92,9 +95,9 @@ int32_t q15attn_exp2(uint32_t delta) {
     return p > 32767u ? 32767 : (int32_t)p;
 }
 
-/* The score of one query row against one key: z = sat32(round(dot * M / 2^r)), Q15.16 in base-2 units. */
-static inline int32_t score(const int16_t *qi, const int16_t *kj, const q15attn_params *p) {
-    int64_t z = round_shift(dot(qi, kj, p->dim) * p->score_mult, p->score_shift);
+/* A score from its dot product: z = sat32(round(dot * M / 2^r)), Q15.16 in base-2 units. */
+static inline int32_t score(int64_t dot, const q15attn_params *p) {
+    int64_t z = round_shift(dot * p->score_mult, p->score_shift);
     if (z > 2147483647) {
         return 2147483647;
     }
@@ -130,9 +133,16 @@ static void attention_row(const q15attn_params *p, const int16_t *qi, int32_t nk
     for (int32_t j0 = 0; j0 < nkeys; j0 += bc) {
         const int32_t nb = nkeys - j0 < bc ? nkeys - j0 : bc;
         int32_t block_max = INT32_LOWEST;
-        for (int32_t j = 0; j < nb; j++) {
-            z[j] = score(qi, k + (j0 + j) * dim, p);
+        for (int32_t j = 0; j < nb; j += 2) {  /* keys in pairs; an odd last key is paired with itself */
+            const int16_t *k0 = k + (j0 + j) * dim, *k1 = j + 1 < nb ? k0 + dim : k0;
+            int64_t d0, d1;
+            dot2(qi, k0, k1, dim, &d0, &d1);
+            z[j] = score(d0, p);
             block_max = z[j] > block_max ? z[j] : block_max;
+            if (j + 1 < nb) {
+                z[j + 1] = score(d1, p);
+                block_max = z[j + 1] > block_max ? z[j + 1] : block_max;
+            }
         }
         if (j0 == 0) {              /* nothing summed yet: what a rescale of zeros would leave */
             m = block_max;
@@ -148,9 +158,14 @@ static void attention_row(const q15attn_params *p, const int16_t *qi, int32_t nk
             prob[j] = (int16_t)q15attn_exp2((uint32_t)m - (uint32_t)z[j]);
             l += prob[j];
         }
-        for (int32_t c = 0; c < dim; c++) {
-            int64_t sum = dot(prob, vt + c * seq + j0, nb);
-            acc[c] = j0 == 0 ? sum : acc[c] + sum;
+        for (int32_t c = 0; c < dim; c += 2) {  /* columns in pairs; an odd last column is paired with itself */
+            const int16_t *v0 = vt + c * seq + j0, *v1 = c + 1 < dim ? v0 + seq : v0;
+            int64_t s0, s1;
+            dot2(prob, v0, v1, nb, &s0, &s1);
+            acc[c] = j0 == 0 ? s0 : acc[c] + s0;
+            if (c + 1 < dim) {
+                acc[c + 1] = j0 == 0 ? s1 : acc[c + 1] + s1;
+            }
         }
     }
     for (int32_t c = 0; c < dim; c++) {
