@@ -91,3 +91,22 @@ def test_instruction_costs_by_class(mnemonic, operands, after_load, cycles):
     from mcu.sim.q15emu import instruction_cycles
 
     assert instruction_cycles(mnemonic, operands, after_load) == cycles
+
+
+def test_calibration_program_gives_the_models_bits_on_the_emulated_core(monkeypatch, capsys):
+    """The device program of mcu.sim.calibrate, run against the twin's q15attn in-process: every case's output
+    checksum equals host/q15.py's, and the report shows the cycles with no board."""
+    import sys
+
+    from mcu.sim import calibrate
+    from mcu.sim.q15emu import make_module
+
+    monkeypatch.setitem(sys.modules, "q15attn", make_module())
+    cases = ((16, 16, 4), (33, 8, 5))
+    exec(calibrate.program(cases), {})
+    lines = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("case")]
+    results = [calibrate.CaseResult(*(int(x) for x in parts[1:])) for parts in lines]
+    assert [(r.seq, r.dim, r.bc) for r in results] == list(cases)
+    assert all(r.checksum == calibrate.expected_checksum(r.seq, r.dim, r.bc) for r in results)
+    table = calibrate.report(results, None)
+    assert table.count("bit-exact") == 2 and "no board given" in table

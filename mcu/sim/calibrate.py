@@ -1,0 +1,156 @@
+"""Calibrate the twin's cycle model against a board: `python -m mcu.sim.calibrate [--port /dev/ttyACM0]`.
+
+The same MicroPython program runs on the board (through mpremote) and on a twin this command starts: it builds
+deterministic Q15 inputs on the device, calls `q15attn.attention` for each case and prints the DWT cycles and a
+checksum of the output. The host checks every checksum against host/q15.py and prints, per case, board cycles /
+twin cycles. Without --port only the twin runs (its cycles and checksums are still checked).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np
+
+from host.cli import Parser, guard
+from host.errors import LinkError, SpecError, TargetError
+from host.q15 import Q15Params, attention_q15, score_scale
+
+#: (seq, dim, Bc) cases: small enough for the board's RAM, varied enough to separate instruction classes.
+CASES = ((16, 16, 4), (32, 32, 8), (64, 32, 16), (64, 64, 64), (96, 16, 1))
+SCORE_EXPONENT = 0  # inputs are full-range Q15 with exponent 0 for Q and K
+
+#: The device-side program; {cases} and {mult_shift} are filled in. Valid MicroPython and CPython.
+DEVICE_PROGRAM = """
+import array, q15attn
+def fill(seed, n):
+    out = array.array('h', bytes(2 * n))
+    x = seed
+    for i in range(n):
+        x = (x * 1103515245 + 12345) & 0x7fffffff
+        out[i] = ((x >> 8) & 0xffff) - 32768
+    return out
+for seq, dim, bc, mult, shift in {cases}:
+    q = fill(1 + seq, seq * dim)
+    k = fill(2 + seq, seq * dim)
+    vt = fill(3 + seq, seq * dim)
+    o = array.array('h', bytes(2 * seq * dim))
+    cycles = q15attn.attention(q, k, vt, o, seq, dim, 0, bc, mult, shift)
+    total = 0
+    for i in range(len(o)):
+        total = (total * 31 + o[i]) & 0xffffffff
+    print('case', seq, dim, bc, cycles, total)
+"""
+
+
+def fill(seed: int, n: int) -> np.ndarray:
+    """The device program's generator, on the host."""
+    out, x = np.empty(n, dtype=np.int16), seed
+    for i in range(n):
+        x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+        out[i] = ((x >> 8) & 0xFFFF) - 32768
+    return out
+
+
+def checksum(values: np.ndarray) -> int:
+    total = 0
+    for value in values.ravel().tolist():
+        total = (total * 31 + value) & 0xFFFFFFFF
+    return total
+
+
+def expected_checksum(seq: int, dim: int, bc: int) -> int:
+    """host/q15.py's output for the case, checksummed as the device does."""
+    mult, shift = score_scale(SCORE_EXPONENT, SCORE_EXPONENT, dim)
+    q, k = fill(1 + seq, seq * dim).reshape(seq, dim), fill(2 + seq, seq * dim).reshape(seq, dim)
+    v = fill(3 + seq, seq * dim).reshape(dim, seq).T  # the device fills Vᵀ
+    return checksum(attention_q15(q, k, np.ascontiguousarray(v), Q15Params(seq, dim, False, bc, mult, shift)))
+
+
+def program(cases: tuple[tuple[int, int, int], ...]) -> str:
+    filled = [(seq, dim, bc, *score_scale(SCORE_EXPONENT, SCORE_EXPONENT, dim)) for seq, dim, bc in cases]
+    return DEVICE_PROGRAM.format(cases=repr(filled))
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    seq: int
+    dim: int
+    bc: int
+    cycles: int
+    checksum: int
+
+
+def run_on(port: str, code: str, timeout_s: float) -> list[CaseResult]:
+    """Run the program through `mpremote connect PORT exec` and parse its case lines."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "mpremote", "connect", port, "exec", code],
+                              capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise LinkError(f"{port} did not finish the calibration program within {timeout_s:.0f} s") from None
+    if done.returncode != 0:
+        raise TargetError(f"{port}: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+    results = []
+    for line in done.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 6 and parts[0] == "case":
+            results.append(CaseResult(*(int(x) for x in parts[1:])))
+    if not results:
+        raise TargetError(f"{port} printed no case lines: {done.stdout[-200:]!r}")
+    return results
+
+
+def start_twin(root: str) -> tuple[subprocess.Popen, str]:
+    """Start `python -m mcu.sim` and return it with its pty path (its first line of output)."""
+    twin = subprocess.Popen([sys.executable, "-m", "mcu.sim", "--root", root], stdout=subprocess.PIPE, text=True)
+    path = twin.stdout.readline().strip() if twin.stdout else ""
+    if not path:
+        twin.kill()
+        raise LinkError("the twin did not print its pty path")
+    return twin, path
+
+
+def report(twin: list[CaseResult], board: list[CaseResult] | None) -> str:
+    lines = ["| seq | dim | Bc | twin cycles | board cycles | board / twin | outputs |", "|---:|---:|---:|---:|---:|---:|---|"]
+    board_by_case = {(r.seq, r.dim, r.bc): r for r in board or []}
+    for result in twin:
+        case = (result.seq, result.dim, result.bc)
+        want = expected_checksum(*case)
+        other = board_by_case.get(case)
+        exact = result.checksum == want and (other is None or other.checksum == want)
+        lines.append(f"| {result.seq} | {result.dim} | {result.bc} | {result.cycles:,} | "
+                     f"{f'{other.cycles:,}' if other else '-'} | "
+                     f"{f'{other.cycles / result.cycles:.3f}' if other else 'no board given'} | "
+                     f"{'bit-exact' if exact else 'DIFFER from host/q15.py'} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(prog="python -m mcu.sim.calibrate", description=__doc__.splitlines()[0])
+    parser.add_argument("--port", help="the board's serial port (omit to run the twin alone)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds each device may take")
+
+    def body() -> int:
+        args = parser.parse_args(argv)
+        if args.timeout <= 0:
+            raise SpecError(f"--timeout {args.timeout} is out of range; allowed: > 0")
+        code = program(CASES)
+        with tempfile.TemporaryDirectory(prefix="kbench-twin-") as root:
+            twin, path = start_twin(root)
+            try:
+                twin_results = run_on(path, code, args.timeout)
+            finally:
+                twin.terminate()
+                twin.wait(timeout=30)
+        board_results = run_on(args.port, code, args.timeout) if args.port else None
+        print(report(twin_results, board_results))
+        return 0
+
+    return guard(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
