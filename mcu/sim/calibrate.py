@@ -105,7 +105,8 @@ def run_on(port: str, code: str, timeout_s: float) -> list[CaseResult]:
 
 def start_twin(root: str) -> tuple[subprocess.Popen, str]:
     """Start `python -m mcu.sim` and return it with its pty path (its first line of output)."""
-    twin = subprocess.Popen([sys.executable, "-m", "mcu.sim", "--root", root], stdout=subprocess.PIPE, text=True)
+    twin = subprocess.Popen([sys.executable, "-m", "mcu.sim", "--root", root], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
     path = twin.stdout.readline().strip() if twin.stdout else ""
     if not path:
         twin.kill()
