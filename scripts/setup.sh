@@ -62,4 +62,12 @@ fi
 if [ "$mode" = main ]; then
   exec .venv/bin/python -m host.compare "$@"
 fi
+
+# The tests run the board's MicroPython code under the MicroPython WebAssembly port (npm), where Node is present.
+wasm=@micropython/micropython-webassembly-pyscript@1.27.0
+if command -v npm >/dev/null && [ ! -f .cache/mpy-wasm/node_modules/@micropython/micropython-webassembly-pyscript/micropython.mjs ]; then
+  say "installing $wasm into .cache/mpy-wasm"
+  npm install --silent --no-audit --no-fund --prefix .cache/mpy-wasm "$wasm" >/dev/null 2>&1 \
+    || say "npm could not install $wasm; the tests that need it will say so and skip"
+fi
 exec .venv/bin/python -m pytest "$@"

