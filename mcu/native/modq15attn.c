@@ -9,7 +9,8 @@
  *
  * Python API:
  *   attention(q, k, vt, o, seq, dim, causal, bc, score_mult, score_shift[, row0]) -> cycles or None
- *       q, k, vt and o are array('h'); o is written. Computes output rows row0 .. row0 + len(q) // dim - 1 (layouts
+ *       q, k, vt and o are array('h') or bytearray (raw little-endian int16, 2-byte aligned: the frame server keeps
+ *       the tensors it receives in bytearrays); o is written. Computes output rows row0 .. row0 + len(q) // dim - 1 (layouts
  *       in attention_q15.h). Returns the DWT cycle count of the compute on an ARMv7E-M core (Cortex-M4/M7), None on
  *       other architectures. A bad argument raises ValueError with the kernel's message, which names the value and
  *       the allowed range.
@@ -27,6 +28,9 @@
 #include "attention_q15.h"
 
 #define Q15ATTN_MESSAGE_SIZE 128
+
+/* MicroPython's buffer typecode for bytearray and memoryviews of one (BYTEARRAY_TYPECODE in py/objarray.h). */
+#define Q15ATTN_BYTEARRAY_TYPECODE 1
 
 #if defined(__arm__) && defined(__ARM_ARCH_7EM__)
 #define Q15ATTN_TIMED 1
@@ -52,6 +56,13 @@ static int32_t int32_arg(mp_obj_t arg, mp_rom_error_text_t outside) {
 static void buffer_arg(mp_obj_t arg, mp_uint_t flags, mp_buffer_info_t *info, q15attn_buffer *buffer) {
     mp_get_buffer_raise(arg, info, flags);
     buffer->typecode = (int32_t)info->typecode;
+    if (info->typecode == Q15ATTN_BYTEARRAY_TYPECODE) {
+        /* a bytearray is raw int16 storage; the kernel reads it as int16, so it must be 2-byte aligned */
+        if (((uintptr_t)info->buf & 1u) != 0) {
+            mp_raise_ValueError(MP_ERROR_TEXT("a bytearray tensor must start on a 2-byte boundary"));
+        }
+        buffer->typecode = 'h';
+    }
     buffer->nbytes = info->len > INT32_MAX ? INT32_MAX : (int32_t)info->len;
 }
 

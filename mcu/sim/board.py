@@ -180,9 +180,10 @@ class Board:
     """The interpreter state of the twin: sandboxed filesystem, board modules, globals, and how code runs."""
 
     def __init__(self, root: Path | str, link: Link, clock_hz: int = DEFAULT_CLOCK_HZ,
-                 peripherals: Peripherals | None = None):
+                 peripherals: Peripherals | None = None, mpy_abi: int = MPY_ABI):
         self.link = link
         self.clock_hz = clock_hz
+        self.mpy_abi = mpy_abi
         self.sandbox = Sandbox(root)
         self.hw = peripherals or Peripherals(clock_hz)
         self.stdout = TextOut(link)
@@ -346,10 +347,31 @@ class Board:
                 if self.sandbox.is_file(path):
                     return self._exec_module(name, path, base if is_package else None)
             if self.sandbox.is_file(f"{base}.mpy"):
-                raise ImportError(f"kbench twin: cannot load '{base}.mpy' (only .py modules and q15attn)")
+                return self._load_mpy(name, f"{base}.mpy")
         raise ImportError(f"no module named '{name}'")
 
-    def _exec_module(self, name: str, path: str, package_dir: str | None) -> types.ModuleType:
+    def _load_mpy(self, name: str, path: str) -> types.ModuleType:
+        """A .mpy module: its header checked against the board's ABI as MicroPython checks it; then, since the twin
+        has no MicroPython VM, run as the kbench board module whose mpy-cross output it is byte for byte."""
+        from mcu.mpy import MpyAbi, board_source_for
+
+        data = self.sandbox.read_bytes(path)
+        board = MpyAbi.from_board(self.mpy_abi)
+        if data[:1] != b"M" or len(data) < 4:
+            raise ValueError("incompatible .mpy file")
+        found = MpyAbi.from_file(data)
+        if found.version != board.version or (found.arch and found.sub != board.sub):
+            raise ValueError("incompatible .mpy file")
+        if found.arch not in (0, board.arch):
+            raise ValueError("incompatible .mpy arch")
+        known = board_source_for(data) if found.arch == 0 else None
+        if known is None:
+            raise ImportError(f"kbench twin: cannot run '{path}': the twin runs only kbench's own board modules, "
+                              "recognised by their mpy-cross output")
+        return self._exec_module(name, f"{known[0]}.py", None, source=known[1])
+
+    def _exec_module(self, name: str, path: str, package_dir: str | None,
+                     source: bytes | None = None) -> types.ModuleType:
         module = types.ModuleType(name)
         module.__file__ = path
         if package_dir is not None:
@@ -358,7 +380,8 @@ class Board:
         self.sys_modules[name] = module
         self._board_files.add(path)
         try:
-            exec(compile(self.sandbox.read_bytes(path), path, "exec", dont_inherit=True), module.__dict__)
+            code = self.sandbox.read_bytes(path) if source is None else source
+            exec(compile(code, path, "exec", dont_inherit=True), module.__dict__)
         except BaseException:
             del self.sys_modules[name]
             raise
@@ -477,10 +500,12 @@ class Implementation:
     name = "micropython"
     version = VERSION
     _machine = MACHINE
-    _mpy = MPY_ABI
+
+    def __init__(self, mpy_abi: int = MPY_ABI):
+        self._mpy = mpy_abi
 
     def __repr__(self) -> str:
-        return f"(name='micropython', version={VERSION!r}, _machine='{MACHINE}', _mpy={MPY_ABI})"
+        return f"(name='micropython', version={VERSION!r}, _machine='{MACHINE}', _mpy={self._mpy})"
 
 
 def make_sys(board: Board) -> types.ModuleType:
@@ -494,7 +519,7 @@ def make_sys(board: Board) -> types.ModuleType:
 
     return _module(
         "sys", "sys of the board", argv=[], byteorder="little", maxsize=2**31 - 1, platform="pyboard",
-        implementation=Implementation(), version=f"3.4.0; MicroPython v{version} on {BUILD_DATE}",
+        implementation=Implementation(board.mpy_abi), version=f"3.4.0; MicroPython v{version} on {BUILD_DATE}",
         version_info=(3, 4, 0), path=["", ".frozen", "/flash", "/flash/lib"], modules=board.sys_modules,
         stdin=board.stdin, stdout=board.stdout, stderr=board.stdout, exit=exit, print_exception=print_exception)
 

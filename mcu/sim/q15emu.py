@@ -308,6 +308,19 @@ def shared_emulator() -> Q15Emulator:
     return Q15Emulator()
 
 
+def binding_typecode(value) -> str:
+    """The typecode modq15attn.c hands the kernel for `value`: an array's own; 'h' for a bytearray or a writable
+    memoryview of bytes (MicroPython gives both BYTEARRAY_TYPECODE, which the binding takes as raw int16); 'B' for
+    anything else with the buffer protocol (bytes), which the kernel refuses."""
+    if isinstance(value, array.array):
+        return value.typecode
+    if isinstance(value, memoryview) and value.format != "B":
+        return value.format
+    if isinstance(value, bytearray) or (isinstance(value, memoryview) and not value.readonly):
+        return "h"
+    return "B"
+
+
 def make_module(clock_hz: int = BOARD_CLOCK_HZ, cycle_sink: Callable[[int], None] | None = None) -> types.ModuleType:
     """A `q15attn` module with the native module's API (mcu/native/modq15attn.c), for the twin's namespace."""
     emulator = shared_emulator()
@@ -320,8 +333,7 @@ def make_module(clock_hz: int = BOARD_CLOCK_HZ, cycle_sink: Callable[[int], None
                 view = memoryview(value)
             except TypeError:
                 raise TypeError(f"object with buffer protocol required for {name}") from None
-            code = getattr(value, "typecode", "B")
-            buffers.append((code, view.tobytes()))
+            buffers.append((binding_typecode(value), view.tobytes()))
         values = tuple(int(x) for x in (seq, dim, causal, bc, score_mult, score_shift))
         out, cycles, stats = emulator.attention(values, buffers, int(row0), len(buffers[3][1]))
         memoryview(o).cast("B")[:] = out

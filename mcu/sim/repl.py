@@ -67,7 +67,7 @@ class Link:
         self._closed = False
         self._target: int | None = None
         self._deferring = False
-        self._pending = False
+        self._pending: type[BaseException] | None = None
         self.kbd_char = CTRL_C
 
     # -- receive side (the reader thread, or a test) -------------------------------------------------------------
@@ -77,13 +77,26 @@ class Link:
             char = self.kbd_char
             if self._target is not None and 0 <= char <= 0xFF and char in data:
                 self._buffer += data.replace(bytes([char]), b"")
-                if self._deferring:
-                    self._pending = True
-                else:
-                    raise_in_thread(self._target, KeyboardInterrupt)
+                self._raise_locked(KeyboardInterrupt)
             else:
                 self._buffer += data
             self._ring()
+
+    def interrupt(self, exc_type: type[BaseException]) -> bool:
+        """Raise `exc_type` in the running code as an interrupt would (after a native call returns); False when no
+        code runs."""
+        with self._lock:
+            if self._target is None:
+                return False
+            self._raise_locked(exc_type)
+            self._ring()
+            return True
+
+    def _raise_locked(self, exc_type: type[BaseException]) -> None:
+        if self._deferring:
+            self._pending = exc_type
+        else:
+            raise_in_thread(self._target, exc_type)
 
     def close(self) -> None:
         with self._lock:
@@ -108,7 +121,7 @@ class Link:
     def disarm(self) -> None:
         with self._lock:
             self._target = None
-            self._pending = False
+            self._pending = None
 
     @contextlib.contextmanager
     def deferred_interrupts(self):
@@ -121,9 +134,9 @@ class Link:
         finally:
             with self._lock:
                 self._deferring = False
-                pending, self._pending = self._pending, False
-            if pending:
-                raise KeyboardInterrupt()
+                pending, self._pending = self._pending, None
+            if pending is not None:
+                raise pending()
 
     # -- device side -------------------------------------------------------------------------------------------
 

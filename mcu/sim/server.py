@@ -19,8 +19,9 @@ import traceback
 import tty
 from pathlib import Path
 
-from mcu.sim.board import Board
-from mcu.sim.repl import Link, Repl
+from mcu.sim.board import MPY_ABI, Board
+from mcu.sim.faults import FaultSpec, FaultyLine
+from mcu.sim.repl import CTRL_C, Link, Repl
 
 POLL_S = 0.2
 
@@ -28,18 +29,20 @@ POLL_S = 0.2
 class PtyServer:
     """A board twin served on a fresh pty."""
 
-    def __init__(self, root: Path | str, clock_hz: int):
+    def __init__(self, root: Path | str, clock_hz: int, mpy_abi: int = MPY_ABI, faults: FaultSpec = FaultSpec()):
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)
         self.path = os.ttyname(self._slave)
         self._closing = False
         self.link = Link(self._transmit)
-        self.board = Board(root, self.link, clock_hz)
+        self.board = Board(root, self.link, clock_hz, mpy_abi=mpy_abi)
         self.repl = Repl(self.link, self.board)
+        self.faults = FaultyLine(faults, active=lambda: self.link.kbd_char != CTRL_C,
+                                 reset=lambda: self.link.interrupt(SystemExit))
         self.failure: BaseException | None = None
 
     def _transmit(self, data: bytes) -> None:
-        view = memoryview(data)
+        view = memoryview(self.faults.outbound(data))
         while view:
             try:
                 written = os.write(self._master, view)
@@ -73,7 +76,7 @@ class PtyServer:
                 time.sleep(POLL_S)  # no client has the slave open: nothing to read yet
                 continue
             if data:
-                self.link.feed(data)
+                self.link.feed(self.faults.inbound(data))
         return self.failure
 
     def close(self) -> None:

@@ -1,6 +1,7 @@
 # The board's side of the link framing (docs/protocol.md), in MicroPython: COBS-encoded, 0x00-delimited frames of
 # version, type, sequence number, length, payload and CRC-16/CCITT-FALSE. No libraries beyond the firmware's:
-# COBS and the CRC are written here, and the same file runs under CPython for the tests.
+# COBS and the CRC are written here, and the same file runs under CPython for the tests. Deployed to the board as
+# kbench_framing.mpy; kbench_server.py is its user.
 
 VERSION = 1
 HEADER_SIZE = 6
@@ -8,12 +9,28 @@ MAX_PAYLOAD = 0xFFFF
 MAX_ENCODED = HEADER_SIZE + MAX_PAYLOAD + 2 + (HEADER_SIZE + MAX_PAYLOAD + 2) // 254 + 2
 
 
-def crc16(data, crc=0xFFFF):
-    # CRC-16/CCITT-FALSE, bit by bit (poly 0x1021, init 0xFFFF); crc16(b"123456789") == 0x29B1
-    for byte in data:
-        crc ^= byte << 8
+BREAK_PIECE_BYTE = b"\x03"  # two or more of these alone between delimiters ask the server to stop (never a frame)
+
+
+def _crc_table():
+    table = []
+    for top in range(256):
+        crc = top << 8
         for _ in range(8):
             crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
+        table.append(crc)
+    return table
+
+
+_CRC_TABLE = _crc_table()
+
+
+def crc16(data, crc=0xFFFF):
+    # CRC-16/CCITT-FALSE, a byte at a time through a 256-entry table (poly 0x1021, init 0xFFFF);
+    # crc16(b"123456789") == 0x29B1
+    table = _CRC_TABLE
+    for byte in data:
+        crc = ((crc << 8) & 0xFFFF) ^ table[(crc >> 8) ^ byte]
     return crc
 
 
@@ -75,12 +92,19 @@ def decode_body(encoded):
     return body[1], body[2] | body[3] << 8, bytes(body[HEADER_SIZE:])
 
 
+def is_break(piece):
+    # a piece of two or more BREAK_PIECE_BYTEs: no frame encodes to it (its version byte would be 3)
+    return len(piece) >= 2 and piece.count(BREAK_PIECE_BYTE) == len(piece)
+
+
 class Decoder:
-    # feed(bytes) -> list of (kind, seq, payload); corrupted frames are counted in .rejected and skipped
+    # feed(bytes) -> list of (kind, seq, payload); corrupted frames are counted in .rejected and skipped;
+    # a break piece sets .interrupted
 
     def __init__(self):
         self.buffer = bytearray()
         self.rejected = 0
+        self.interrupted = False
 
     def feed(self, data):
         frames = []
@@ -95,6 +119,9 @@ class Decoder:
             chunk = bytes(self.buffer[:end])
             self.buffer = self.buffer[end + 1:]
             if not chunk:
+                continue
+            if is_break(chunk):
+                self.interrupted = True
                 continue
             try:
                 frames.append(decode_body(chunk))

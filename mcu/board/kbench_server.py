@@ -1,0 +1,284 @@
+# kbench_server: the board's frame server (docs/protocol.md), in MicroPython. The host starts it through the raw
+# REPL with `import kbench_server; kbench_server.serve()`; it then owns the serial line: Ctrl-C is disabled
+# (micropython.kbd_intr(-1)) while it runs, it answers one reply frame per request frame, and it returns to the
+# REPL on BYE or on a break piece (0x00 0x03 0x03 0x00). Tensors live in bytearrays sized by SETUP; a request that
+# cannot fit is refused with E_MEMORY, never a MemoryError crash. The same file runs under CPython in the tests and
+# in the board twin.
+
+import gc
+import struct
+import sys
+
+import kbench_framing as framing
+
+try:
+    import micropython
+except ImportError:  # CPython tests
+    micropython = None
+
+SERVER_VERSION = "1"
+PROTOCOL = 1
+
+# request types; a reply has the request's type | REPLY
+HELLO, SETUP, LOAD, RUN, READ, BYE = 1, 2, 3, 4, 5, 6
+REPLY = 0x80
+
+# status codes (first payload byte of every reply)
+OK, E_TYPE, E_PAYLOAD, E_STATE, E_MEMORY, E_MODULE, E_KERNEL, E_INTERNAL = 0, 1, 2, 3, 4, 5, 6, 7
+
+# tensors addressed by LOAD and READ
+TENSOR_Q, TENSOR_K, TENSOR_VT, TENSOR_O = 0, 1, 2, 3
+
+MAX_DATA = 1024  # tensor bytes per LOAD or READ frame
+RESERVE = 8 * 1024  # heap kept free for frames, replies and the interpreter while tensors are resident
+REPEAT_MAX = 255
+NO_TEMP = -(1 << 31)  # temp_milli_c when the board has no temperature sensor
+NO_CYCLES = 0xFFFFFFFF  # a cycle count when the kernel is not timed (not a Cortex-M4)
+
+SETUP_FMT = "<HHBBHBH"  # seq, dim, causal, bc, score_mult, score_shift, rows
+LOAD_FMT = "<BI"  # tensor, byte offset; the data follows
+RUN_FMT = "<HHB"  # row0, nrows, repeat
+READ_FMT = "<BIH"  # tensor, byte offset, byte count
+HELLO_FMT = "<BBHIIIIHB"  # status, protocol, mpy_abi, clock_hz, heap_free, heap_total, reserve, max_data, module
+RUN_REPLY_FMT = "<BiI"  # status, temp_milli_c, vdda_milli_v; then one u32 cycle count per repeat
+SETUP_REPLY_FMT = "<BII"  # status, bytes needed, bytes free
+
+
+def tensor_bytes(seq, dim, rows):
+    # what SETUP allocates: K and V^T whole, Q and O for `rows` query rows, int16 each
+    return 2 * dim * (2 * seq + 2 * rows)
+
+
+class Refused(Exception):
+    # a request the server answers with a status other than OK: args = (status, message)
+    pass
+
+
+class BlockReader:
+    # Reads the line a COBS block at a time rather than a byte at a time: after a block's code byte the next
+    # code-1 bytes hold no delimiter, so they can be read in one call. A zero found inside a block (corruption)
+    # resynchronises the count at the byte after it.
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.need = 0  # data bytes left in the current block; 0: the next byte is a code byte or a delimiter
+
+    def read(self):
+        data = self.stream.read(self.need if self.need else 1)
+        i, n = 0, len(data)
+        while i < n:
+            if self.need == 0:
+                code = data[i]
+                i += 1
+                self.need = code - 1 if code else 0
+            else:
+                step = min(self.need, n - i)
+                zero = data.find(b"\x00", i, i + step)
+                if zero >= 0:
+                    i, self.need = zero + 1, 0
+                else:
+                    i += step
+                    self.need -= step
+        return data
+
+
+class Server:
+    def __init__(self, rx, tx, kernel=None):
+        self.rx = BlockReader(rx)
+        self.tx = tx
+        self.kernel = kernel
+        self.decoder = framing.Decoder()
+        self.last = None  # (type, seq, encoded reply): a retried request is answered again, not redone
+        self.problem = None  # (seq, dim, causal, bc, score_mult, score_shift, rows)
+        self.tensors = [None, None, None, None]
+        self.running = True
+        self.handlers = {HELLO: self.hello, SETUP: self.setup, LOAD: self.load, RUN: self.run, READ: self.read,
+                         BYE: self.bye}
+
+    # -- the loop ---------------------------------------------------------------------------------------------
+
+    def serve(self):
+        # announce: the host waits for this HELLO reply (seq 0) to know the server runs
+        self.tx.write(b"\x00" + framing.encode(HELLO | REPLY, 0, self.hello(b"")))
+        while self.running:
+            for kind, seq, payload in self.decoder.feed(self.rx.read()):
+                self.tx.write(self.answer(kind, seq, payload))
+                if not self.running:
+                    break
+            if self.decoder.interrupted:
+                self.running = False
+        self.free()
+
+    def answer(self, kind, seq, payload):
+        if self.last is not None and self.last[0] == kind and self.last[1] == seq:
+            return self.last[2]
+        handler = self.handlers.get(kind)
+        try:
+            if handler is None:
+                raise Refused(E_TYPE, "unknown message type %d" % kind)
+            body = handler(payload)
+        except Refused as exc:
+            body = bytes((exc.args[0],)) + exc.args[1].encode()
+        except MemoryError:
+            body = bytes((E_MEMORY,)) + b"out of memory while answering"
+        except Exception as exc:  # noqa: BLE001 - the server must answer, whatever went wrong
+            body = bytes((E_INTERNAL,)) + ("%s: %s" % (type(exc).__name__, exc)).encode()
+        reply = framing.encode((kind | REPLY) & 0xFF, seq, body)
+        self.last = (kind, seq, reply)
+        return reply
+
+    # -- requests ---------------------------------------------------------------------------------------------
+
+    def hello(self, payload):
+        gc.collect()
+        free = gc.mem_free()
+        total = free + gc.mem_alloc()
+        impl = sys.implementation
+        module = 0
+        if self.kernel is not None:
+            try:
+                module = self.kernel.version()
+            except Exception:  # noqa: BLE001 - a module without version() still counts as present
+                module = 1
+        head = struct.pack(HELLO_FMT, OK, PROTOCOL, getattr(impl, "_mpy", 0) & 0xFFFF, clock_hz(), free, total,
+                           RESERVE, MAX_DATA, module)
+        texts = (getattr(impl, "_machine", sys.platform), sys.version, SERVER_VERSION)
+        return head + b"".join(short_text(t) for t in texts)
+
+    def setup(self, payload):
+        if len(payload) != struct.calcsize(SETUP_FMT):
+            raise Refused(E_PAYLOAD, "SETUP payload of %d bytes; expected %d" % (len(payload),
+                                                                                 struct.calcsize(SETUP_FMT)))
+        seq, dim, causal, bc, mult, shift, rows = struct.unpack(SETUP_FMT, payload)
+        if not (1 <= seq and 1 <= dim and 1 <= rows <= seq):
+            raise Refused(E_PAYLOAD, "seq=%d dim=%d rows=%d; allowed: seq, dim >= 1 and 1 <= rows <= seq"
+                          % (seq, dim, rows))
+        self.free()
+        need = tensor_bytes(seq, dim, rows)
+        free = gc.mem_free()
+        if need + RESERVE > free:
+            raise Refused(E_MEMORY, "tensors need %d bytes + %d reserve; the heap has %d free"
+                          % (need, RESERVE, free))
+        try:
+            self.tensors = [bytearray(2 * rows * dim), bytearray(2 * seq * dim), bytearray(2 * seq * dim),
+                            bytearray(2 * rows * dim)]
+        except MemoryError:
+            self.free()
+            raise Refused(E_MEMORY, "tensors need %d bytes; allocation failed with %d free" % (need, free))
+        self.problem = (seq, dim, causal, bc, mult, shift, rows)
+        return struct.pack(SETUP_REPLY_FMT, OK, need, gc.mem_free())
+
+    def load(self, payload):
+        head = struct.calcsize(LOAD_FMT)
+        if len(payload) < head:
+            raise Refused(E_PAYLOAD, "LOAD payload of %d bytes; expected at least %d" % (len(payload), head))
+        tensor, offset = struct.unpack(LOAD_FMT, payload[:head])
+        data = memoryview(payload)[head:]
+        target = self.tensor(tensor, offset, len(data), (TENSOR_Q, TENSOR_K, TENSOR_VT))
+        memoryview(target)[offset:offset + len(data)] = data
+        return bytes((OK,))
+
+    def read(self, payload):
+        if len(payload) != struct.calcsize(READ_FMT):
+            raise Refused(E_PAYLOAD, "READ payload of %d bytes; expected %d" % (len(payload),
+                                                                                struct.calcsize(READ_FMT)))
+        tensor, offset, count = struct.unpack(READ_FMT, payload)
+        if count > MAX_DATA:
+            raise Refused(E_PAYLOAD, "READ of %d bytes; allowed: 0..%d" % (count, MAX_DATA))
+        source = self.tensor(tensor, offset, count, (TENSOR_Q, TENSOR_K, TENSOR_VT, TENSOR_O))
+        return bytes((OK,)) + bytes(memoryview(source)[offset:offset + count])
+
+    def run(self, payload):
+        if len(payload) != struct.calcsize(RUN_FMT):
+            raise Refused(E_PAYLOAD, "RUN payload of %d bytes; expected %d" % (len(payload),
+                                                                               struct.calcsize(RUN_FMT)))
+        row0, nrows, repeat = struct.unpack(RUN_FMT, payload)
+        if self.problem is None:
+            raise Refused(E_STATE, "RUN before SETUP")
+        if self.kernel is None:
+            raise Refused(E_MODULE, "q15attn is not on the board (deploy q15attn.mpy or bake it into the firmware)")
+        seq, dim, causal, bc, mult, shift, rows = self.problem
+        if not 1 <= nrows <= rows or not 1 <= repeat <= REPEAT_MAX:
+            raise Refused(E_PAYLOAD, "nrows=%d repeat=%d; allowed: nrows 1..%d, repeat 1..%d"
+                          % (nrows, repeat, rows, REPEAT_MAX))
+        q = memoryview(self.tensors[TENSOR_Q])[:2 * nrows * dim]
+        o = memoryview(self.tensors[TENSOR_O])[:2 * nrows * dim]
+        k, vt = self.tensors[TENSOR_K], self.tensors[TENSOR_VT]
+        cycles = []
+        for _ in range(repeat):
+            try:
+                took = self.kernel.attention(q, k, vt, o, seq, dim, causal, bc, mult, shift, row0)
+            except ValueError as exc:
+                raise Refused(E_KERNEL, str(exc))
+            cycles.append(NO_CYCLES if took is None else took & 0xFFFFFFFF)
+        temp, vdda = diagnostics()
+        return struct.pack(RUN_REPLY_FMT, OK, temp, vdda) + struct.pack("<%dI" % len(cycles), *cycles)
+
+    def bye(self, payload):
+        self.running = False
+        return bytes((OK,))
+
+    # -- helpers ----------------------------------------------------------------------------------------------
+
+    def tensor(self, which, offset, count, allowed):
+        if which not in allowed:
+            raise Refused(E_PAYLOAD, "tensor %d; allowed: %s" % (which, allowed))
+        if self.problem is None:
+            raise Refused(E_STATE, "no tensors before SETUP")
+        target = self.tensors[which]
+        if count > MAX_DATA or offset + count > len(target):
+            raise Refused(E_PAYLOAD, "bytes %d..%d of tensor %d; allowed: 0..%d, at most %d at once"
+                          % (offset, offset + count, which, len(target), MAX_DATA))
+        return target
+
+    def free(self):
+        self.tensors = [None, None, None, None]
+        self.problem = None
+        gc.collect()
+
+
+def short_text(text):
+    data = text.encode()[:255]
+    return bytes((len(data),)) + data
+
+
+def clock_hz():
+    try:
+        import machine
+        return machine.freq()[0] if isinstance(machine.freq(), tuple) else machine.freq()
+    except (ImportError, AttributeError):
+        return 0
+
+
+def diagnostics():
+    # (temp_milli_c, vdda_milli_v) from the internal ADC channels; (NO_TEMP, 0) on a board without pyb.ADCAll
+    try:
+        import pyb
+        adc = pyb.ADCAll(12, 0x70000)
+        return int(adc.read_core_temp() * 1000), int(adc.read_vref() * 1000)
+    except (ImportError, AttributeError):
+        return NO_TEMP, 0
+
+
+def load_kernel():
+    try:
+        import q15attn
+        return q15attn
+    except ImportError:
+        return None
+
+
+active = None  # the running server, kept reachable from the module so gc.mem_free sees its tensors
+
+
+def serve(rx=None, tx=None, kernel=None):
+    global active
+    active = Server(rx or sys.stdin.buffer, tx or sys.stdout.buffer, kernel or load_kernel())
+    if micropython is not None:
+        micropython.kbd_intr(-1)
+    try:
+        active.serve()
+    finally:
+        if micropython is not None:
+            micropython.kbd_intr(3)
+        active = None

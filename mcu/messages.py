@@ -1,0 +1,145 @@
+"""The messages the host and the board's frame server exchange inside frames (docs/protocol.md, "Messages").
+
+Request types, status codes and payload layouts here are the host's copy of the contract that
+mcu/board/kbench_server.py implements on the board; tests/test_protocol.py checks that both agree, value by value
+and through shared vectors. Every reply carries its request's type | REPLY and starts with a status byte; a status
+other than OK is followed by a one-line UTF-8 message.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+from host.errors import LinkError, TargetError
+
+
+class Kind(enum.IntEnum):
+    """Request types; the reply to one has the same value | REPLY."""
+
+    HELLO = 1
+    SETUP = 2
+    LOAD = 3
+    RUN = 4
+    READ = 5
+    BYE = 6
+
+
+REPLY = 0x80
+
+
+class Status(enum.IntEnum):
+    """The first byte of every reply."""
+
+    OK = 0
+    E_TYPE = 1  # unknown request type
+    E_PAYLOAD = 2  # payload malformed or a value out of range
+    E_STATE = 3  # request out of order (RUN before SETUP)
+    E_MEMORY = 4  # the tensors do not fit the heap (gc-aware refusal)
+    E_MODULE = 5  # q15attn is not on the board
+    E_KERNEL = 6  # q15attn refused the arguments (its message names the value and range)
+    E_INTERNAL = 7  # the server caught something unexpected
+
+
+class Tensor(enum.IntEnum):
+    Q = 0
+    K = 1
+    VT = 2
+    O = 3  # noqa: E741 - the output's name in the math
+
+
+SETUP = struct.Struct("<HHBBHBH")  # seq, dim, causal, bc, score_mult, score_shift, rows
+LOAD = struct.Struct("<BI")  # tensor, byte offset; then the data
+RUN = struct.Struct("<HHB")  # row0, nrows, repeat
+READ = struct.Struct("<BIH")  # tensor, byte offset, byte count
+HELLO_REPLY = struct.Struct("<BBHIIIIHB")  # status, protocol, mpy_abi, clock_hz, heap_free, heap_total, reserve,
+#                                            max_data, module version (0: absent); then 3 short texts
+SETUP_REPLY = struct.Struct("<BII")  # status, bytes needed, bytes free after allocation
+RUN_REPLY = struct.Struct("<BiI")  # status, temp_milli_c, vdda_milli_v; then one u32 cycle count per repeat
+PROTOCOL = 1
+REPEAT_MAX = 255
+NO_TEMP = -(1 << 31)
+NO_CYCLES = 0xFFFFFFFF
+
+
+class BoardRefused(TargetError):
+    """The server answered a request with a status other than OK."""
+
+    def __init__(self, kind: Kind, status: int, message: str):
+        name = Status(status).name if status in Status._value2member_map_ else f"status {status}"
+        super().__init__(f"board refused {kind.name}: {name}: {message}",
+                         status="oom" if status == Status.E_MEMORY else "error")
+        self.kind = kind
+        self.code = status
+        self.detail = message
+
+
+def check_status(kind: Kind, payload: bytes) -> bytes:
+    """The reply's payload after its status byte; BoardRefused when the status is not OK."""
+    if not payload:
+        raise LinkError(f"empty reply to {kind.name}")
+    if payload[0] != Status.OK:
+        raise BoardRefused(kind, payload[0], payload[1:].decode("utf-8", "replace"))
+    return payload[1:]
+
+
+@dataclass(frozen=True)
+class Hello:
+    """What the board says about itself when the server starts (and on HELLO)."""
+
+    protocol: int
+    mpy_abi: int
+    clock_hz: int
+    heap_free: int
+    heap_total: int
+    reserve: int
+    max_data: int
+    module_version: int
+    machine: str
+    firmware: str
+    server_version: str
+
+    @property
+    def module_present(self) -> bool:
+        return self.module_version > 0
+
+    @classmethod
+    def parse(cls, payload: bytes) -> "Hello":
+        if len(payload) < HELLO_REPLY.size:
+            raise LinkError(f"HELLO reply of {len(payload)} bytes; expected at least {HELLO_REPLY.size}")
+        status, *numbers = HELLO_REPLY.unpack_from(payload)
+        if status != Status.OK:
+            raise BoardRefused(Kind.HELLO, status, payload[1:].decode("utf-8", "replace"))
+        texts, at = [], HELLO_REPLY.size
+        for _ in range(3):
+            if at >= len(payload) or at + 1 + payload[at] > len(payload):
+                raise LinkError(f"HELLO reply truncated in its texts: {payload[HELLO_REPLY.size:]!r}")
+            texts.append(payload[at + 1:at + 1 + payload[at]].decode("utf-8", "replace"))
+            at += 1 + payload[at]
+        return cls(*numbers, *texts)
+
+
+@dataclass(frozen=True)
+class RunReply:
+    """RUN's answer: the DWT cycles of each repeat (None where untimed), temperature and VDDA (None if absent)."""
+
+    cycles: tuple[int | None, ...]
+    temp_c: float | None
+    vdda_v: float | None
+
+    @classmethod
+    def parse(cls, payload: bytes) -> "RunReply":
+        body = check_status(Kind.RUN, payload)
+        head = RUN_REPLY.size - 1
+        if len(body) < head or (len(body) - head) % 4:
+            raise LinkError(f"RUN reply of {len(payload)} bytes is not a header and whole cycle counts")
+        temp, vdda = struct.unpack_from("<iI", body)
+        counts = struct.unpack_from(f"<{(len(body) - head) // 4}I", body, head)
+        return cls(tuple(None if c == NO_CYCLES else c for c in counts),
+                   None if temp == NO_TEMP else temp / 1000, vdda / 1000 if vdda else None)
+
+
+def tensor_bytes(seq: int, dim: int, rows: int) -> int:
+    """The heap SETUP allocates: K and V^T whole, Q and O for `rows` query rows, int16 each (as the server)."""
+    return 2 * dim * (2 * seq + 2 * rows)
