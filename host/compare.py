@@ -11,6 +11,7 @@ Exit status: 0 all rows ok or skipped, 1 some row failed (recorded in its row), 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import itertools
 import os
@@ -28,7 +29,7 @@ from types import ModuleType
 
 import numpy as np
 
-from host.errors import KbenchError, SpecError
+from host.errors import KbenchError, LinkError, SpecError, UnavailableError
 from host.cli import Parser, guard, int_list, integer, name_list
 from host.problem import LIMITS, AttentionProblem
 from host.results import CONFIG_FIELDS, Result, ResultsFile, RunInfo
@@ -38,7 +39,10 @@ from host.target import Inputs, RunContext, RunOptions
 TARGETS = {
     "cpu": "host.cpu",
     "gpu": "kernels.target",
+    "mcu": "mcu.target",
 }
+#: warm-up and timed calls per row when neither --warmup nor --iters is given and the target has no REPEATS
+DEFAULT_REPEATS = (2, 10)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,11 +64,21 @@ def build_parser() -> Parser:
     parser.add_argument("--targets", type=name_list, default=None,
                         help=f"targets to run (default: every available one of {', '.join(TARGETS)})")
     parser.add_argument("--kernels", type=name_list, default=None, help="kernels to run (default: all)")
-    parser.add_argument("--warmup", type=integer("warmup", 0), default=2, help="untimed calls first")
-    parser.add_argument("--iters", type=integer("iters", 1), default=10, help="timed calls per row")
+    parser.add_argument("--warmup", type=integer("warmup", 0), default=None,
+                        help=f"untimed calls first (default: the target's own; {DEFAULT_REPEATS[0]} for cpu and gpu, "
+                             "0 for mcu)")
+    parser.add_argument("--iters", type=integer("iters", 1), default=None,
+                        help=f"timed calls per row (default: the target's own; {DEFAULT_REPEATS[1]} for cpu and gpu, "
+                             "1 for mcu, whose DWT cycles barely vary)")
     parser.add_argument("--out", type=Path, default=Path("reports/latest"), help="output folder")
     parser.add_argument("--resume", action="store_true",
                         help="keep OUT/results.csv and run only the configurations it lacks (failed rows again)")
+    parser.add_argument("--serial", metavar="PORT", default=None,
+                        help="the MCU target's board, e.g. /dev/ttyACM0 (deploy first: python -m mcu.deploy --port PORT)")
+    parser.add_argument("--baud", type=integer("baud", 1200, 12_000_000), default=115200,
+                        help="the board's baud rate (USB CDC ignores it)")
+    parser.add_argument("--sim", action="store_true",
+                        help="the MCU target on the board twin (python -m mcu.sim), started and deployed here")
     parser.add_argument("--cpu-cache-sim", action="store_true",
                         help="without hardware counters, simulate the CPU's caches with valgrind's cachegrind")
     return parser
@@ -144,10 +158,36 @@ def git_revision() -> str:
     return (rev + ("+dirty" if dirty else "")) if rev else "unknown"
 
 
-def measure(job: Job, inputs: Inputs, module: ModuleType, args: argparse.Namespace, context: RunContext) -> list[Result]:
+def repeats(args: argparse.Namespace, module: ModuleType) -> tuple[int, int]:
+    """(warmup, iters) for a target: the command line's where given, else the target's REPEATS, else the default."""
+    warmup, iters = getattr(module, "REPEATS", DEFAULT_REPEATS)
+    return (warmup if args.warmup is None else args.warmup), (iters if args.iters is None else args.iters)
+
+
+def open_sessions(args: argparse.Namespace, targets: dict[str, ModuleType], unavailable: dict[str, str],
+                  stack: contextlib.ExitStack) -> dict[str, object]:
+    """Connect the targets that need a device for the whole sweep (open_session); one that cannot connect moves
+    from `targets` to `unavailable` with the reason."""
+    settings = {"serial": args.serial, "baud": args.baud, "sim": args.sim}
+    sessions = {}
+    for name in list(targets):
+        opener = getattr(targets[name], "open_session", None)
+        if opener is None:
+            continue
+        try:
+            sessions[name] = stack.enter_context(opener(settings))
+        except (UnavailableError, LinkError) as exc:
+            unavailable[name] = str(exc)
+            del targets[name]
+    return sessions
+
+
+def measure(job: Job, inputs: Inputs, module: ModuleType, args: argparse.Namespace, context: RunContext,
+            sessions: dict[str, object] | None = None) -> list[Result]:
     """Run one job; a failure becomes a row with status error (or oom) and the sweep goes on."""
-    options = RunOptions(context=context, kernel=job.kernel, warmup=args.warmup, iters=args.iters,
-                         extra={"cpu_cache_sim": args.cpu_cache_sim})
+    warmup, iters = repeats(args, module)
+    extra = {"cpu_cache_sim": args.cpu_cache_sim, **(sessions or {})}
+    options = RunOptions(context=context, kernel=job.kernel, warmup=warmup, iters=iters, extra=extra)
     try:
         return module.run(job.problem, inputs, options)
     except MemoryError as exc:
@@ -186,9 +226,18 @@ def untiled_key(row: Result) -> tuple:
 
 
 def run_sweep(args: argparse.Namespace, argv: list[str]) -> int:
+    with contextlib.ExitStack() as stack:
+        targets, unavailable = select_targets(args.targets)
+        if (args.serial or args.sim) and "mcu" not in targets and "mcu" not in unavailable:
+            print("kbench: --serial/--sim apply to the mcu target, which --targets leaves out", file=sys.stderr)
+        sessions = open_sessions(args, targets, unavailable, stack)
+        return _sweep(args, argv, targets, unavailable, sessions)
+
+
+def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleType], unavailable: dict[str, str],
+           sessions: dict[str, object]) -> int:
     from tqdm import tqdm
 
-    targets, unavailable = select_targets(args.targets)
     jobs = plan(args, targets)
     results, done = prepare_out(args.out, args.resume)
     todo = [job for job in jobs if job.key() not in done]
@@ -212,7 +261,7 @@ def run_sweep(args: argparse.Namespace, argv: list[str]) -> int:
             base = job.problem.with_(dtype="float32")
             if inputs is None or inputs.problem != base:
                 inputs = Inputs(base)
-            for row in measure(job, inputs, targets[job.target], args, context):
+            for row in measure(job, inputs, targets[job.target], args, context, sessions):
                 results.append(row)
                 written.append(row)
     summarize_run(args, written, unavailable, len(jobs) - len(todo))

@@ -1,0 +1,221 @@
+"""The MCU target: the Q15 kernel on an STM32F407 running MicroPython (`--serial PORT`) or on its twin (`--sim`).
+
+`open_session(settings)` connects for a whole sweep: with `sim` it starts `python -m mcu.sim` as a child (a pipe
+on its stdin, so it ends with the host), deploys the board code to it with mcu.deploy and connects to its pty; with
+`serial` it connects to the board (deploy first with `python -m mcu.deploy --port PORT`). `run` quantises the
+problem per tensor exactly as host/q15.py's `run_problem` does, and for every head: SETUP with the planner's
+chunking, LOAD K and V^T, then per chunk of query rows LOAD Q, RUN (warm-up + timed repeats on the board) and READ
+O. A session lost mid-head (the board reset) is restarted and the head redone, so every row is measured once and
+whole. The row: latency = DWT cycles / clock (all heads and chunks of one repeat), max_abs and rel_l2 of the
+dequantised output against the float64 golden, bit_exact against the model, temperature and VDDA after the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from host import q15
+from host.errors import LinkError, SpecError, TargetError, UnavailableError
+from host.problem import AttentionProblem
+from host.reference import errors
+from host.results import Result
+from host.target import Inputs, RunOptions
+from host.timing import summarize
+
+KERNELS = {"q15": "q15"}
+#: warm-up and timed repeats when the sweep does not set them: DWT cycles barely vary, and the twin's are exact.
+REPEATS = (0, 1)
+BC = 32  # keys per online-softmax block on the board
+HEAD_ATTEMPTS = 3  # sessions tried per head before the row fails
+SECONDS_PER_MAC = 2e-6  # RUN's reply timeout per multiply-accumulate: ~5x the twin's rate, ~70x a real F407's
+
+_state = {"device": "STM32F407 (not connected: pass --serial PORT or --sim)"}
+
+
+def available() -> tuple[bool, str]:
+    try:
+        import mpremote  # noqa: F401
+        import serial  # noqa: F401
+    except ImportError as exc:
+        return False, f"{exc.name} is not installed (pip install -e '.[mcu]')"
+    return True, ""
+
+
+def device() -> str:
+    return _state["device"]
+
+
+@dataclass
+class Session:
+    """A connected board (or twin) for one sweep."""
+
+    link: object  # mcu.link.BoardLink
+    port: str
+    description: str
+    resources: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+
+@contextlib.contextmanager
+def open_session(settings: dict):
+    """settings: {"serial": PORT or None, "baud": N, "sim": bool}. Yields a Session; UnavailableError when no
+    board was named or the one named cannot be reached."""
+    from mcu.link import BoardLink
+
+    serial_port, sim = settings.get("serial"), settings.get("sim")
+    if serial_port and sim:
+        raise SpecError("--serial and --sim both given; allowed: one of them")
+    if not serial_port and not sim:
+        raise UnavailableError("no board: pass --serial PORT (a board) or --sim (the board twin)")
+    with contextlib.ExitStack() as stack:
+        if sim:
+            port = stack.enter_context(_twin())
+            from mcu.deploy import deploy
+
+            deploy(port, 115200, say=lambda line: None)
+        else:
+            port = serial_port
+        link = BoardLink(port, settings.get("baud") or 115200)
+        try:
+            hello = link.open()
+        except LinkError as exc:
+            raise UnavailableError(f"{'the twin' if sim else port}: {exc}") from None
+        stack.callback(link.close)
+        kind = "twin" if sim else "board"
+        _state["device"] = f"{hello.machine} ({kind}, {hello.clock_hz / 1e6:g} MHz, heap {hello.heap_total} B)"
+        if not hello.module_present:
+            raise UnavailableError(f"{port}: q15attn is not on the {kind} (deploy q15attn.mpy with python -m "
+                                   "mcu.deploy, or bake it into the firmware)")
+        yield Session(link, port, _state["device"])
+
+
+@contextlib.contextmanager
+def _twin():
+    """Start the board twin as a child process; yield its pty path; stop it at exit (and with the host)."""
+    with tempfile.TemporaryDirectory(prefix="kbench-twin-") as root:
+        process = subprocess.Popen([sys.executable, "-m", "mcu.sim", "--root", root, "--exit-on-stdin-eof"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   cwd=Path(__file__).resolve().parent.parent)
+        try:
+            line = process.stdout.readline().decode().strip()
+            if not line.startswith("/dev/"):
+                process.kill()
+                raise UnavailableError(f"the twin did not start: {process.stderr.read().decode()[-400:]}")
+            yield line
+        finally:
+            process.stdin.close()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@dataclass(frozen=True)
+class HeadResult:
+    out: np.ndarray  # (seq, dim) int16
+    cycles: np.ndarray  # (repeats,) summed over chunks
+    temp_c: float | None
+    vdda_v: float | None
+
+
+def run_head(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+             repeats: int) -> HeadResult:
+    """One head on the board: q, k, v (seq, dim) int16. Restarts the session and redoes the head if it is lost."""
+    from mcu.link import SessionLost
+
+    failure: Exception | None = None
+    for attempt in range(HEAD_ATTEMPTS):
+        try:
+            if attempt:
+                session.link.restart()
+            return _head_once(session.link, params, q, k, v, repeats)
+        except (SessionLost, LinkError) as exc:
+            failure = exc
+    raise LinkError(f"head failed in {HEAD_ATTEMPTS} sessions; last: {failure}")
+
+
+def _head_once(link, params: q15.Q15Params, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+               repeats: int) -> HeadResult:
+    from mcu import messages as m
+    from mcu.planner import plan
+
+    hello = link.hello
+    seq, dim = params.seq, params.dim
+    layout = plan(seq, dim, hello.heap_free, hello.reserve)
+    m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(
+        seq, dim, int(params.causal), params.bc, params.score_mult, params.score_shift, layout.rows)))
+    _load(link, m.Tensor.K, k.astype("<i2").tobytes(), hello.max_data)
+    _load(link, m.Tensor.VT, np.ascontiguousarray(v.T).astype("<i2").tobytes(), hello.max_data)
+    out = np.empty((seq, dim), dtype=np.int16)
+    cycles = np.zeros(repeats, dtype=np.int64)
+    reply = None
+    for row0, nrows in layout.row_blocks():
+        _load(link, m.Tensor.Q, q[row0:row0 + nrows].astype("<i2").tobytes(), hello.max_data)
+        timeout = link.timeouts.reply + repeats * nrows * seq * dim * 2 * SECONDS_PER_MAC
+        reply = m.RunReply.parse(link.request(m.Kind.RUN, m.RUN.pack(row0, nrows, repeats), timeout=timeout))
+        if any(c is None for c in reply.cycles):
+            raise TargetError("the board's q15attn is not timed (not a Cortex-M4 build): no DWT cycles")
+        cycles += np.asarray(reply.cycles, dtype=np.int64)
+        data = bytearray()
+        total = 2 * nrows * dim
+        for offset in range(0, total, hello.max_data):
+            count = min(hello.max_data, total - offset)
+            data += m.check_status(m.Kind.READ, link.request(m.Kind.READ, m.READ.pack(m.Tensor.O, offset, count)))
+        out[row0:row0 + nrows] = np.frombuffer(bytes(data), dtype="<i2").reshape(nrows, dim)
+    return HeadResult(out, cycles, reply.temp_c, reply.vdda_v)
+
+
+def _load(link, tensor, data: bytes, max_data: int) -> None:
+    from mcu import messages as m
+
+    for offset in range(0, len(data), max_data):
+        m.check_status(m.Kind.LOAD, link.request(m.Kind.LOAD, m.LOAD.pack(tensor, offset)
+                                                 + data[offset:offset + max_data]))
+
+
+def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[Result]:
+    """Measure `problem` on the board of options.extra["mcu"] (a Session); one row."""
+    session: Session | None = options.extra.get("mcu")
+    if session is None:
+        raise UnavailableError("the MCU target has no session (host.compare opens one with --serial or --sim)")
+    (qq, sq), (kq, sk), (vq, sv) = q15.quantize(inputs.q), q15.quantize(inputs.k), q15.quantize(inputs.v)
+    mult, shift = q15.score_scale(sq, sk, problem.dim)
+    params = q15.Q15Params(problem.seq, problem.dim, problem.causal, BC, mult, shift)
+    repeats = options.warmup + options.iters
+    if repeats > 255:
+        raise SpecError(f"warmup + iters = {repeats} is out of range for the MCU; allowed: 1..255")
+    out = np.empty(problem.shape, dtype=np.int16)
+    cycles = np.zeros(repeats, dtype=np.int64)
+    exact = True
+    head = None
+    for b in range(problem.batch):
+        for h in range(problem.heads):
+            head = run_head(session, params, qq[b, h], kq[b, h], vq[b, h], repeats)
+            out[b, h] = head.out
+            cycles += head.cycles
+            exact &= bool(np.array_equal(head.out, q15.attention_q15(qq[b, h], kq[b, h], vq[b, h], params)))
+    clock = session.link.hello.clock_hz
+    timed = cycles[options.warmup:]
+    timing = summarize((timed / clock * 1e3).tolist())
+    err = errors(q15.dequantize(out, sv), inputs.golden)
+    seconds = timing.p50_ms / 1e3
+    return [options.context.result(
+        problem, target="mcu", kernel=options.kernel, device=device(), br=int(_rows(session, problem)), bc=BC,
+        warmup=options.warmup, **timing.as_fields(), gflops=problem.flops() / seconds / 1e9 if seconds else None,
+        model_bytes=problem.min_bytes(), gbps=problem.min_bytes() / seconds / 1e9 if seconds else None,
+        max_abs=err.max_abs, rel_l2=err.rel_l2, bit_exact=exact, cycles=int(np.median(timed)), clock_hz=clock,
+        temp_c=head.temp_c, vdda_v=head.vdda_v)]
+
+
+def _rows(session: Session, problem: AttentionProblem) -> int:
+    from mcu.planner import plan
+
+    hello = session.link.hello
+    return plan(problem.seq, problem.dim, hello.heap_free, hello.reserve).rows
