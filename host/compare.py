@@ -79,6 +79,8 @@ def build_parser() -> Parser:
                         help="the board's baud rate (USB CDC ignores it)")
     parser.add_argument("--sim", action="store_true",
                         help="the MCU target on the board twin (python -m mcu.sim), started and deployed here")
+    parser.add_argument("--sim-faults", metavar="SPEC", default="",
+                        help="line faults for the twin, e.g. drop=0.001,flip=0.001,delay=0.01,reset=200 (docs/twin.md)")
     parser.add_argument("--cpu-cache-sim", action="store_true",
                         help="without hardware counters, simulate the CPU's caches with valgrind's cachegrind")
     return parser
@@ -168,7 +170,7 @@ def open_sessions(args: argparse.Namespace, targets: dict[str, ModuleType], unav
                   stack: contextlib.ExitStack) -> dict[str, object]:
     """Connect the targets that need a device for the whole sweep (open_session); one that cannot connect moves
     from `targets` to `unavailable` with the reason."""
-    settings = {"serial": args.serial, "baud": args.baud, "sim": args.sim}
+    settings = {"serial": args.serial, "baud": args.baud, "sim": args.sim, "sim_faults": args.sim_faults}
     sessions = {}
     for name in list(targets):
         opener = getattr(targets[name], "open_session", None)

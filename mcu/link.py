@@ -12,7 +12,10 @@ session (its raw REPL banner seen among the bytes) raises `SessionLost` at once;
 
 from __future__ import annotations
 
+import contextlib
+import io
 import random
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -23,14 +26,23 @@ from mcu.messages import REPLY, Hello, Kind
 RAW_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 BREAK = b"\x00\x03\x03\x00"  # ends a running frame server; in a REPL, Ctrl-C twice
 PAD = b"\x00"  # sent before every frame: whatever noise came before, the frame starts clean
+#: Sent before a retry and before BREAK: the server reads a COBS block at a time, and a corrupted code byte can leave
+#: it waiting for up to 253 more bytes; zeros complete that read and resynchronise it (empty pieces are ignored).
+FLUSH = b"\x00" * 254
 START_SERVER = "import kbench_server\nkbench_server.serve()\n"
 READ_SLICE_S = 0.05  # pyserial read timeout while frames flow: how often a wait checks its deadline
 MPREMOTE_READ_S = 1.0  # pyserial read timeout while mpremote drives the raw REPL (it reads fixed byte counts)
+START_ATTEMPTS = 4
+SERVER_ENDED = re.compile(rb"\x04((?:Traceback|[A-Za-z]*Error|[A-Za-z]*Exception)[^\x04]*)\x04>")
 GARBAGE_KEPT = 4096  # non-frame bytes kept to recognise a reset board or a traceback
 
 
 class SessionLost(LinkError):
     """The frame server is gone (the board reset, or the server could not start); `restart()` may recover."""
+
+
+class ServerMissing(LinkError):
+    """The board has no kbench_server to start (not deployed): no retry helps."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +120,7 @@ class BoardLink:
                     self.request(Kind.BYE, b"", retries=1)
                     self._read_until(b">", self.timeouts.start)
                 except LinkError:
-                    self._serial.write(BREAK)
+                    self._serial.write(FLUSH + BREAK)
         finally:
             self.hello = None
             try:
@@ -122,34 +134,48 @@ class BoardLink:
         return self._transport.serial
 
     def _start(self) -> Hello:
+        """Stop whatever runs, start the server and get its HELLO; a noisy line gets START_ATTEMPTS tries."""
+        failure: LinkError | None = None
+        for _ in range(START_ATTEMPTS):
+            try:
+                return self._start_once()
+            except ServerMissing:
+                raise
+            except LinkError as exc:
+                failure = exc
+        raise SessionLost(f"{self.port}: could not start kbench_server in {START_ATTEMPTS} attempts; last: {failure}")
+
+    def _start_once(self) -> Hello:
         from mpremote.transport import TransportError
 
         self.hello = None
         self._serial.timeout = READ_SLICE_S
-        self._serial.write(BREAK)  # a server left running by a host that died stops here
+        self._serial.write(FLUSH + BREAK + BREAK)  # a server left running stops here (twice: noise may hit one)
         self._drain(self.timeouts.quiet)
         self._serial.timeout = MPREMOTE_READ_S
+        said = io.StringIO()
         try:
-            self._transport.enter_raw_repl(soft_reset=False, timeout_overall=self.timeouts.start)
-            self._transport.exec_raw_no_follow(START_SERVER)
+            with contextlib.redirect_stdout(said):  # mpremote prints what it received before raising
+                self._transport.enter_raw_repl(soft_reset=False, timeout_overall=self.timeouts.start)
+                self._transport.exec_raw_no_follow(START_SERVER)
         except (TransportError, OSError) as exc:
-            raise LinkError(f"{self.port}: raw REPL: {exc}") from None
+            raise LinkError(f"{self.port}: raw REPL: {exc} {said.getvalue().strip()}".rstrip()) from None
         finally:
             self._serial.timeout = READ_SLICE_S
         self._decoder = Decoder()
         self._garbage.clear()
-        deadline = time.monotonic() + self.timeouts.start
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + self.timeouts.reply
+        while time.monotonic() < deadline:  # the server announces itself with a HELLO reply
             for frame in self._receive():
                 if frame.kind == Kind.HELLO | REPLY:
                     self.hello = Hello.parse(frame.payload)
                     return self.hello
             failed = self._traceback()
             if failed:
-                raise SessionLost(f"{self.port}: the board could not start kbench_server: {failed} "
-                                  f"(deploy it with: python -m mcu.deploy --port {self.port})")
-        raise SessionLost(f"{self.port}: no HELLO from kbench_server within {self.timeouts.start:g} s; "
-                          f"received {bytes(self._garbage[-200:])!r}")
+                raise ServerMissing(f"{self.port}: the board could not start kbench_server: {failed} "
+                                    f"(deploy it with: python -m mcu.deploy --port {self.port})")
+        self.hello = Hello.parse(self.request(Kind.HELLO, retries=3))  # the announcement was lost on the line
+        return self.hello
 
     # -- requests ---------------------------------------------------------------------------------------------
 
@@ -168,9 +194,10 @@ class BoardLink:
                 if attempt:
                     self.stats.retries += 1
                     time.sleep(min(0.05 * 2 ** (attempt - 1), 1.0))
-                self._serial.write(wire)
+                sent = FLUSH + wire if attempt else wire
+                self._serial.write(sent)
                 self.stats.frames += 1
-                self.stats.bytes_out += len(wire)
+                self.stats.bytes_out += len(sent)
                 reply = self._await(kind, self._seq, wait)
                 if reply is not None:
                     return reply.payload
@@ -181,13 +208,19 @@ class BoardLink:
 
     def _await(self, kind: Kind, seq: int, wait: float) -> Frame | None:
         deadline = time.monotonic() + wait
+        rejected = self._decoder.rejected
         while time.monotonic() < deadline:
             for frame in self._receive():
                 if frame.kind == kind | REPLY and frame.seq == seq:
                     return frame  # anything else is a late answer to an earlier attempt
+            if self._decoder.rejected != rejected and not self._serial.in_waiting:
+                return None  # a corrupted frame arrived and nothing follows it: likely our reply; ask again now
             if RAW_BANNER in self._garbage:
                 raise SessionLost(f"{self.port}: the board reset during {kind.name} (its raw REPL banner "
                                   f"arrived): {bytes(self._garbage[-120:])!r}")
+            ended = self._traceback()
+            if ended:
+                raise SessionLost(f"{self.port}: the frame server stopped during {kind.name}: {ended}")
         return None
 
     def _receive(self) -> list[Frame]:
@@ -204,14 +237,12 @@ class BoardLink:
         return frames
 
     def _traceback(self) -> str:
-        """The board's error text if a raw REPL command failed: stdout, 0x04, traceback, 0x04."""
-        text = bytes(self._garbage)
-        first = text.find(b"\x04")
-        second = text.find(b"\x04", first + 1) if first >= 0 else -1
-        if second < 0:
+        """The board's error line if the server's raw REPL command ended: 0x04, the traceback, 0x04, '>'."""
+        match = SERVER_ENDED.search(bytes(self._garbage))
+        if match is None:
             return ""
-        error = text[first + 1:second].decode("utf-8", "replace").strip()
-        return error.splitlines()[-1] if error else ""
+        text = match.group(1).decode("utf-8", "replace").strip()
+        return text.splitlines()[-1] if text else "the server returned to the REPL"
 
     def _drain(self, quiet: float) -> None:
         """Read and drop bytes until the line has been quiet for `quiet` seconds (at most 5 s)."""

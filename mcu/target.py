@@ -75,7 +75,7 @@ def open_session(settings: dict):
         raise UnavailableError("no board: pass --serial PORT (a board) or --sim (the board twin)")
     with contextlib.ExitStack() as stack:
         if sim:
-            port = stack.enter_context(_twin())
+            port = stack.enter_context(_twin(settings.get("sim_faults") or ""))
             from mcu.deploy import deploy
 
             deploy(port, 115200, say=lambda line: None)
@@ -96,10 +96,14 @@ def open_session(settings: dict):
 
 
 @contextlib.contextmanager
-def _twin():
+def _twin(faults: str = ""):
     """Start the board twin as a child process; yield its pty path; stop it at exit (and with the host)."""
+    from mcu.sim.faults import FaultSpec
+
+    FaultSpec.parse(faults)  # a bad spec is the user's error, reported before anything starts
     with tempfile.TemporaryDirectory(prefix="kbench-twin-") as root:
-        process = subprocess.Popen([sys.executable, "-m", "mcu.sim", "--root", root, "--exit-on-stdin-eof"],
+        process = subprocess.Popen([sys.executable, "-m", "mcu.sim", "--root", root, "--exit-on-stdin-eof",
+                                    "--faults", faults],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    cwd=Path(__file__).resolve().parent.parent)
         try:
@@ -128,14 +132,16 @@ class HeadResult:
 def run_head(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.ndarray, v: np.ndarray,
              repeats: int) -> HeadResult:
     """One head on the board: q, k, v (seq, dim) int16. Restarts the session and redoes the head if it is lost."""
-    from mcu.link import SessionLost
+    from mcu.link import ServerMissing, SessionLost
 
     failure: Exception | None = None
     for attempt in range(HEAD_ATTEMPTS):
         try:
-            if attempt:
+            if attempt or session.link.hello is None:  # lost now, or by an earlier row
                 session.link.restart()
             return _head_once(session.link, params, q, k, v, repeats)
+        except ServerMissing:
+            raise
         except (SessionLost, LinkError) as exc:
             failure = exc
     raise LinkError(f"head failed in {HEAD_ATTEMPTS} sessions; last: {failure}")
@@ -191,6 +197,8 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
     repeats = options.warmup + options.iters
     if repeats > 255:
         raise SpecError(f"warmup + iters = {repeats} is out of range for the MCU; allowed: 1..255")
+    stats = session.link.stats
+    before = (stats.retries, stats.restarts, stats.rejected)
     out = np.empty(problem.shape, dtype=np.int16)
     cycles = np.zeros(repeats, dtype=np.int64)
     exact = True
@@ -201,21 +209,30 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
             out[b, h] = head.out
             cycles += head.cycles
             exact &= bool(np.array_equal(head.out, q15.attention_q15(qq[b, h], kq[b, h], vq[b, h], params)))
-    clock = session.link.hello.clock_hz
+    hello = session.link.hello
+    clock = hello.clock_hz
     timed = cycles[options.warmup:]
     timing = summarize((timed / clock * 1e3).tolist())
     err = errors(q15.dequantize(out, sv), inputs.golden)
     seconds = timing.p50_ms / 1e3
     return [options.context.result(
-        problem, target="mcu", kernel=options.kernel, device=device(), br=int(_rows(session, problem)), bc=BC,
+        problem, target="mcu", kernel=options.kernel, device=device(), br=_rows(hello, problem), bc=BC,
         warmup=options.warmup, **timing.as_fields(), gflops=problem.flops() / seconds / 1e9 if seconds else None,
         model_bytes=problem.min_bytes(), gbps=problem.min_bytes() / seconds / 1e9 if seconds else None,
         max_abs=err.max_abs, rel_l2=err.rel_l2, bit_exact=exact, cycles=int(np.median(timed)), clock_hz=clock,
-        temp_c=head.temp_c, vdda_v=head.vdda_v)]
+        temp_c=head.temp_c, vdda_v=head.vdda_v, message=_link_note(before, stats))]
 
 
-def _rows(session: Session, problem: AttentionProblem) -> int:
+def _link_note(before: tuple[int, int, int], stats) -> str:
+    """What the link went through for this row ('' on a clean line): retries, restarts, rejected frames."""
+    retries, restarts, rejected = (now - then for now, then in zip((stats.retries, stats.restarts, stats.rejected),
+                                                                   before))
+    if not (retries or restarts or rejected):
+        return ""
+    return f"link: {retries} retries, {restarts} session restarts, {rejected} corrupted frames rejected"
+
+
+def _rows(hello, problem: AttentionProblem) -> int:
     from mcu.planner import plan
 
-    hello = session.link.hello
     return plan(problem.seq, problem.dim, hello.heap_free, hello.reserve).rows

@@ -4,8 +4,8 @@
 server holds it (the board has disabled Ctrl-C with `micropython.kbd_intr(-1)`): the raw REPL handshake before it
 has no retry layer, in mpremote or here, and stays clean. Each byte in either direction is dropped with probability
 `drop` and has one random bit flipped with probability `flip`; each write from the board is held back by up to
-`delay_s` seconds with probability `delay`; every `reset`-th frame the board receives is followed by a soft reset of
-the board (SystemExit raised in the running server, as `machine.soft_reset()` would), which ends the session.
+`delay_s` seconds with probability `delay`; every `reset`-th frame the board receives (counted by the delimiters
+that end one) is followed by a soft reset of the board (SystemExit raised in the running server, as `machine.soft_reset()` would), which ends the session.
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ class FaultyLine:
         self._rng = random.Random(spec.seed)
         self._lock = threading.Lock()
         self._frames = 0
+        self._last = DELIMITER
         self.counts = {"dropped": 0, "flipped": 0, "delayed": 0, "resets": 0}
 
     def _mangle(self, data: bytes) -> bytes:
@@ -94,12 +95,20 @@ class FaultyLine:
         if self.spec.clean or not self._active():
             return data
         if self.spec.reset:
-            frames = data.count(DELIMITER)
             with self._lock:
+                frames = self._frame_ends(data)
                 before, self._frames = self._frames, self._frames + frames
             if frames and before // self.spec.reset != self._frames // self.spec.reset and self._reset():
                 self.counts["resets"] += 1
         return self._mangle(data)
+
+    def _frame_ends(self, data: bytes) -> int:
+        """Delimiters that end a frame (a 0x00 after a non-zero byte): padding and flush zeros do not count."""
+        ends = 0
+        for byte in data:
+            ends += byte == DELIMITER and self._last != DELIMITER
+            self._last = byte
+        return ends
 
     def outbound(self, data: bytes) -> bytes:
         """Board -> host bytes as the host receives them, possibly after a delay."""
