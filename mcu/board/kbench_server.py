@@ -39,7 +39,7 @@ SETUP_FMT = "<HHBBHBH"  # seq, dim, causal, bc, score_mult, score_shift, rows
 LOAD_FMT = "<BI"  # tensor, byte offset; the data follows
 RUN_FMT = "<HHB"  # row0, nrows, repeat
 READ_FMT = "<BIH"  # tensor, byte offset, byte count
-HELLO_FMT = "<BBHIIIIHB"  # status, protocol, mpy_abi, clock_hz, heap_free, heap_total, reserve, max_data, module
+HELLO_REPLY_FMT = "<BBHIIIIHB"  # status, protocol, mpy_abi, clock_hz, heap_free, heap_total, reserve, max_data, module
 RUN_REPLY_FMT = "<BiI"  # status, temp_milli_c, vdda_milli_v; then one u32 cycle count per repeat
 SETUP_REPLY_FMT = "<BII"  # status, bytes needed, bytes free
 
@@ -101,7 +101,10 @@ class Server:
         # announce: the host waits for this HELLO reply (seq 0) to know the server runs
         self.tx.write(b"\x00" + framing.encode(HELLO | REPLY, 0, self.hello(b"")))
         while self.running:
-            for kind, seq, payload in self.decoder.feed(self.rx.read()):
+            data = self.rx.read()
+            if not data:  # the stream ended (tests; a board's stdin never does)
+                break
+            for kind, seq, payload in self.decoder.feed(data):
                 self.tx.write(self.answer(kind, seq, payload))
                 if not self.running:
                     break
@@ -140,7 +143,7 @@ class Server:
                 module = self.kernel.version()
             except Exception:  # noqa: BLE001 - a module without version() still counts as present
                 module = 1
-        head = struct.pack(HELLO_FMT, OK, PROTOCOL, getattr(impl, "_mpy", 0) & 0xFFFF, clock_hz(), free, total,
+        head = struct.pack(HELLO_REPLY_FMT, OK, PROTOCOL, getattr(impl, "_mpy", 0) & 0xFFFF, clock_hz(), free, total,
                            RESERVE, MAX_DATA, module)
         texts = (getattr(impl, "_machine", sys.platform), sys.version, SERVER_VERSION)
         return head + b"".join(short_text(t) for t in texts)

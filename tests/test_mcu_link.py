@@ -1,0 +1,257 @@
+"""The host's side of the board: deploy, the link, the planner, the MCU rows of host.compare, and recovery from a
+noisy line, a reset board and a killed host. Every link test runs against the twin and, with KBENCH_SERIAL set, the
+same tests run against a real board (marker `board`)."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from host import q15
+from host.errors import LinkError
+from mcu import messages as m
+from mcu.deploy import deploy
+from mcu.link import BoardLink
+from mcu.planner import DoesNotFit, largest_seq, plan
+from mcu.sim.faults import FaultSpec, FaultyLine
+from mcu.target import Session, run_head
+from tests.conftest import ROOT, run_module
+
+pytest.importorskip("mpremote", reason="mpremote is not installed (pip install -e '.[mcu]')")
+pytest.importorskip("unicorn", reason="unicorn is not installed (pip install -e '.[mcu]')")
+
+
+class Twin:
+    """`python -m mcu.sim` as a child process, as a host would start it."""
+
+    def __init__(self, root: Path, *args: str):
+        self.process = subprocess.Popen([sys.executable, "-m", "mcu.sim", "--root", str(root), "--exit-on-stdin-eof",
+                                         *args], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL)
+        self.port = self.process.stdout.readline().decode().strip()
+        assert self.port.startswith("/dev/"), "the twin did not print its pty"
+
+    def stop(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=20)
+
+
+@pytest.fixture
+def twin(tmp_path):
+    started = Twin(tmp_path)
+    yield started
+    started.stop()
+
+
+@pytest.fixture(params=["twin", pytest.param("board", marks=pytest.mark.board)])
+def port(request, tmp_path):
+    """A deployed board: the twin, or the real one named by KBENCH_SERIAL."""
+    if request.param == "board":
+        deploy(os.environ["KBENCH_SERIAL"], 115200, say=lambda line: None)
+        yield os.environ["KBENCH_SERIAL"]
+        return
+    started = Twin(tmp_path)
+    deploy(started.port, 115200, say=lambda line: None)
+    yield started.port
+    started.stop()
+
+
+def mpremote(port: str, *args: str) -> str:
+    done = run_module("mpremote", "connect", port, *args, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+# -- deploy -------------------------------------------------------------------------------------------------------
+
+def test_deploy_copies_then_is_up_to_date(twin):
+    first = deploy(twin.port, 115200, say=lambda line: None)
+    assert [line.split(":")[0] for line in first][:2] == ["copied", "copied"]
+    listing = mpremote(twin.port, "ls")
+    assert "kbench_framing.mpy" in listing and "kbench_server.mpy" in listing
+    second = run_module("mcu.deploy", "--port", twin.port, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.count("up to date:") == len(first) and "copied" not in second.stdout
+
+
+def test_deploy_replaces_a_changed_file_and_removes_a_shadowing_py(twin):
+    deploy(twin.port, 115200, say=lambda line: None)
+    (Path(twin.process.args[4]) / "kbench_server.mpy").write_bytes(b"M\x06\x00\x1fstale")
+    (Path(twin.process.args[4]) / "kbench_server.py").write_text("raise ImportError('old source')\n")
+    lines = deploy(twin.port, 115200, say=lambda line: None)
+    assert any(line.startswith("copied: /flash/kbench_server.mpy") for line in lines)
+    assert any(line.startswith("removed: /flash/kbench_server.py") for line in lines)
+
+
+def test_deploy_refuses_a_board_of_another_mpy_version(tmp_path):
+    other = Twin(tmp_path, "--mpy-abi", str(7942 - 1))  # .mpy version 5
+    try:
+        done = run_module("mcu.deploy", "--port", other.port, timeout=120)
+        assert done.returncode == 1
+        assert "the board reads .mpy v5" in done.stderr and "the file is .mpy version 6" in done.stderr
+        assert "nothing copied" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+        assert "kbench_server" not in mpremote(other.port, "ls")
+    finally:
+        other.stop()
+
+
+def test_twin_refuses_a_foreign_mpy_as_micropython_does(twin):
+    root = Path(twin.process.args[4])
+    (root / "other.mpy").write_bytes(b"M\x05\x00\x1f" + bytes(20))
+    (root / "mine.mpy").write_bytes(b"M\x06\x00\x1f" + bytes(20))
+    out = run_module("mpremote", "connect", twin.port, "exec", "import other", timeout=60)
+    assert "ValueError: incompatible .mpy file" in out.stdout + out.stderr
+    out = run_module("mpremote", "connect", twin.port, "exec", "import mine", timeout=60)
+    assert "cannot run" in out.stdout + out.stderr
+
+
+# -- the link -----------------------------------------------------------------------------------------------------
+
+def test_hello_describes_the_board(port):
+    with BoardLink(port) as link:
+        hello = link.hello
+        assert hello.protocol == m.PROTOCOL and hello.module_present
+        assert 10_000 < hello.heap_free < hello.heap_total and hello.clock_hz > 0
+        again = m.Hello.parse(link.request(m.Kind.HELLO))
+        assert again.heap_total == hello.heap_total
+
+
+@pytest.mark.parametrize("seq, dim, causal, heap", [(97, 59, True, 40_000), (17, 8, False, None), (1, 16, True, None)])
+def test_heads_are_bit_exact_with_the_model(port, seq, dim, causal, heap):
+    """Awkward shapes; a small announced heap forces the planner to send Q in several chunks."""
+    rng = np.random.default_rng(seq)
+    q, k, v = (rng.integers(-20000, 20000, (seq, dim)).astype(np.int16) for _ in range(3))
+    params = q15.Q15Params(seq, dim, causal, 16, 24000, 22)
+    with BoardLink(port) as link:
+        if heap is not None:
+            link.hello = dataclasses.replace(link.hello, heap_free=heap)
+            assert plan(seq, dim, heap, link.hello.reserve).chunks > 1
+        head = run_head(Session(link, port, "test"), params, q, k, v, repeats=2)
+    assert np.array_equal(head.out, q15.attention_q15(q, k, v, params))
+    assert len(head.cycles) == 2 and head.cycles.min() > seq * dim  # at least a cycle per multiply-accumulate
+    assert 10 < head.temp_c < 60 and 1.7 < head.vdda_v < 3.7
+
+
+def test_a_head_too_big_for_the_heap_is_refused_by_the_server(port):
+    with BoardLink(port) as link:
+        with pytest.raises(m.BoardRefused, match=r"E_MEMORY: tensors need 528384 bytes \+ \d+ reserve; the heap") as refused:
+            m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(2048, 64, 0, 32, 20000, 20, 16)))
+        assert refused.value.status == "oom"
+        assert m.Hello.parse(link.request(m.Kind.HELLO)).protocol == m.PROTOCOL  # the server carries on
+
+
+def test_a_new_host_takes_over_from_one_that_died(port):
+    first = BoardLink(port)
+    first.open()
+    first._transport.close()  # the host dies: no BYE, the server keeps running on the board
+    with BoardLink(port) as second:
+        assert m.Hello.parse(second.request(m.Kind.HELLO)).module_present
+
+
+def test_a_board_without_the_server_says_how_to_deploy(twin):
+    with pytest.raises(LinkError, match="could not start kbench_server: ImportError: no module named "
+                                        "'kbench_server' .*python -m mcu.deploy"):
+        BoardLink(twin.port).open()
+
+
+# -- the planner --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dim", [1, 32, 59, 64, 256])
+def test_largest_seq_fits_and_one_more_does_not(dim):
+    seq = largest_seq(dim, 89_637, 8192)
+    assert plan(seq, dim, 89_637, 8192).need <= 89_637 - 8192
+    with pytest.raises(DoesNotFit, match=f"largest seq that fits at dim {dim}: {seq}$"):
+        plan(seq + 1, dim, 89_637, 8192)
+
+
+def test_plan_spreads_rows_evenly_over_the_fewest_chunks():
+    layout = plan(601, 32, 89_637, 8192)
+    blocks = layout.row_blocks()
+    assert layout.chunks > 1 and sum(n for _, n in blocks) == 601 and blocks[0][0] == 0
+    assert all(a + n == b for (a, n), (b, _) in zip(blocks, blocks[1:]))
+    assert layout.need <= layout.budget and max(n for _, n in blocks) - min(n for _, n in blocks) <= layout.chunks
+    assert plan(64, 32, 89_637, 8192).chunks == 1
+
+
+def test_planner_cli_prints_the_largest_seq():
+    done = run_module("mcu.planner", "--heap-free", "100000", "--reserve", "0", "--dim", "32,64")
+    assert done.returncode == 0, done.stderr
+    assert f"| 32 | {largest_seq(32, 100000, 0)} |" in done.stdout and f"| 64 | {largest_seq(64, 100000, 0)} |" in done.stdout
+
+
+# -- faults -------------------------------------------------------------------------------------------------------
+
+def test_fault_spec_parses_and_refuses_with_the_bad_value():
+    assert FaultSpec.parse("drop=0.01,reset=5,seed=2") == FaultSpec(drop=0.01, reset=5, seed=2)
+    with pytest.raises(ValueError, match="drop=0.9 is out of range; allowed: 0..0.5"):
+        FaultSpec.parse("drop=0.9")
+    with pytest.raises(ValueError, match="'bogus=1' is not NAME=VALUE"):
+        FaultSpec.parse("bogus=1")
+
+
+def test_faulty_line_injects_only_while_a_server_holds_the_line():
+    active = [False]
+    resets = []
+    line = FaultyLine(FaultSpec(drop=0.1, flip=0.1, reset=3, seed=1), lambda: active[0], lambda: resets.append(1) or True)
+    data = bytes(range(1, 256)) * 40
+    assert line.inbound(data) == data and line.outbound(data) == data
+    active[0] = True
+    mangled = line.outbound(data)
+    assert 0.85 * len(data) < len(mangled) < 0.95 * len(data)
+    assert 0.08 < line.counts["flipped"] / len(data) < 0.12
+    line.inbound(b"\x00" * 300)  # padding zeros do not end frames
+    for _ in range(7):
+        line.inbound(b"\x01\x02\x00")  # seven frames: a reset after the third and the sixth
+    assert len(resets) == 2 == line.counts["resets"]
+
+
+def sweep(out: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return run_module("host.compare", "--targets", "mcu", "--sim", "--seq", "17,32", "--dim", "8", "--heads", "2",
+                      "--causal", "both", "--out", str(out), *extra, timeout=timeout)
+
+
+def rows(out: Path) -> list[dict]:
+    with open(out / "results.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_sweep_over_a_noisy_resetting_line_has_every_row_once(tmp_path):
+    done = sweep(tmp_path, "--sim-faults", "drop=0.0003,flip=0.0003,delay=0.02,reset=40,seed=3")
+    assert done.returncode == 0, done.stdout + done.stderr
+    got = rows(tmp_path)
+    assert sorted((r["seq"], r["causal"]) for r in got) == [("17", "0"), ("17", "1"), ("32", "0"), ("32", "1")]
+    assert all(r["status"] == "ok" and r["bit_exact"] == "1" for r in got)
+    notes = " ".join(r["message"] for r in got)
+    assert "retries" in notes and "session restarts" in notes  # the faults did hit, and were survived
+
+
+def test_a_killed_sweep_resumes_without_losing_or_repeating_a_row(tmp_path):
+    process = subprocess.Popen([sys.executable, "-m", "host.compare", "--targets", "mcu", "--sim", "--seq",
+                                "17,32,48", "--dim", "8", "--heads", "2", "--causal", "both", "--out", str(tmp_path)],
+                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if (tmp_path / "results.csv").exists() and len(rows(tmp_path)) >= 2:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    before = rows(tmp_path)
+    assert 2 <= len(before) < 6, "the sweep should be killed midway"
+    done = run_module("host.compare", "--targets", "mcu", "--sim", "--seq", "17,32,48", "--dim", "8", "--heads", "2",
+                      "--causal", "both", "--out", str(tmp_path), "--resume", timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = rows(tmp_path)
+    keys = sorted((r["seq"], r["causal"]) for r in after)
+    assert keys == sorted({(s, c) for s in ("17", "32", "48") for c in ("0", "1")})
+    assert all(r["status"] == "ok" and r["bit_exact"] == "1" for r in after)
+    assert [r["run_id"] for r in after[:len(before)]] == [r["run_id"] for r in before]  # kept, not redone
