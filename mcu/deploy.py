@@ -5,7 +5,8 @@ Through mpremote's SerialTransport: stop a frame server a previous host left run
 q15attn.mpy's machine code, sub-version and architecture) against the board before copying anything: a mismatch
 names both sides and nothing is written. Files whose sha256 on the board already matches are left alone ("up to
 date"), so a second deploy copies nothing. A stale `.py` of the same module, which MicroPython would import before
-the `.mpy`, is removed. Exit status 0 deployed or up to date, 1 refused or failed, 2 bad arguments.
+the `.mpy`, is removed. `--build` only writes the .mpy files under build/board/, for mpremote's own `cp`.
+Exit status 0 deployed or up to date, 1 refused or failed, 2 bad arguments.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from host.errors import LinkError, TargetError, UnavailableError
 from mcu.mpy import BOARD_MODULES, MpyAbi, compile_board_module
 
 NATIVE_MODULE = Path(__file__).resolve().parent / "native" / "build" / "armv7emsp" / "q15attn.mpy"
+BUILD_DIR = Path(__file__).resolve().parent.parent / "build" / "board"  # the .mpy files, for mpremote shortcuts
 BOARD_DIR = "/flash"
 BREAK = b"\x00\x03\x03\x00"  # mcu.link.BREAK: stops a frame server, harmless at a REPL
 
@@ -30,6 +32,17 @@ class Upload:
     name: str  # file name on the board
     data: bytes
     origin: str  # where it came from, for messages
+
+
+def build() -> list[Path]:
+    """Write the board modules' .mpy files under build/board/ (what `python -m mcu.deploy --build` does)."""
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for module in BOARD_MODULES:
+        path = BUILD_DIR / f"{module}.mpy"
+        path.write_bytes(compile_board_module(module))
+        paths.append(path)
+    return paths
 
 
 def uploads(q15attn: Path | None) -> tuple[list[Upload], str]:
@@ -113,13 +126,21 @@ def module_status(transport) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = Parser(prog="python -m mcu.deploy", description=__doc__.splitlines()[0])
-    parser.add_argument("--port", required=True, help="the board's serial port, or the twin's pty")
+    parser.add_argument("--port", help="the board's serial port, or the twin's pty")
+    parser.add_argument("--build", action="store_true",
+                        help="only write the board modules' .mpy files under build/board/ (for an mpremote shortcut)")
     parser.add_argument("--baud", type=integer("baud", 1200, 12_000_000), default=115200)
     parser.add_argument("--q15attn", type=Path, default=None,
                         help="a built q15attn.mpy (default: mcu/native/build/armv7emsp/q15attn.mpy when it exists)")
 
     def body() -> int:
         args = parser.parse_args(argv)
+        if args.build:
+            for path in build():
+                print(f"built: {path.relative_to(BUILD_DIR.parent.parent)}")
+            return 0
+        if not args.port:
+            parser.error("--port is required (or --build to only compile)")
         deploy(args.port, args.baud, args.q15attn)
         return 0
 

@@ -21,7 +21,7 @@ MAX_PAYLOAD = 0xFFFF
 #: The longest encoded frame: COBS adds one byte per 254 and one in front; plus the delimiter.
 MAX_ENCODED = HEADER.size + MAX_PAYLOAD + CRC.size + (HEADER.size + MAX_PAYLOAD + CRC.size) // 254 + 2
 
-_crc16 = Calculator(Crc16.IBM_3740)  # CRC-16/CCITT-FALSE: poly 0x1021, init 0xFFFF, no reflection, no xor-out
+_crc16 = Calculator(Crc16.IBM_3740, optimized=True)  # CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF), table-driven
 
 
 def crc16(data: bytes) -> int:

@@ -32,6 +32,7 @@ FLUSH = b"\x00" * 254
 START_SERVER = "import kbench_server\nkbench_server.serve()\n"
 READ_SLICE_S = 0.05  # pyserial read timeout while frames flow: how often a wait checks its deadline
 MPREMOTE_READ_S = 1.0  # pyserial read timeout while mpremote drives the raw REPL (it reads fixed byte counts)
+RAW_PROMPT_AFTER_COMMAND = b"\x04\x04>"  # stdout end, no traceback, then the raw REPL prompt
 START_ATTEMPTS = 4
 SERVER_ENDED = re.compile(rb"\x04((?:Traceback|[A-Za-z]*Error|[A-Za-z]*Exception)[^\x04]*)\x04>")
 GARBAGE_KEPT = 4096  # non-frame bytes kept to recognise a reset board or a traceback
@@ -118,7 +119,7 @@ class BoardLink:
             if self.hello is not None:
                 try:
                     self.request(Kind.BYE, b"", retries=1)
-                    self._read_until(b">", self.timeouts.start)
+                    self._await_prompt(self.timeouts.start)
                 except LinkError:
                     self._serial.write(FLUSH + BREAK)
         finally:
@@ -230,8 +231,8 @@ class BoardLink:
         self.stats.bytes_in += len(data)
         rejected = self._decoder.rejected
         frames = self._decoder.feed(data)
-        if self._decoder.rejected != rejected or not frames:
-            self._garbage += data  # kept to recognise a banner or traceback among the noise
+        if self._decoder.rejected != rejected or not frames or not data.endswith(b"\x00"):
+            self._garbage += data  # kept to recognise a banner, a traceback or the prompt among the noise
             del self._garbage[:-GARBAGE_KEPT]
         self.stats.rejected += self._decoder.rejected - rejected
         return frames
@@ -252,9 +253,9 @@ class BoardLink:
             if self._serial.read(max(1, self._serial.in_waiting)):
                 last = time.monotonic()
 
-    def _read_until(self, ending: bytes, timeout: float) -> bytes:
-        data = bytearray()
+    def _await_prompt(self, timeout: float) -> None:
+        """Wait for the raw REPL's `04 04 >` that follows the server's return (it may have come with the reply)."""
         deadline = time.monotonic() + timeout
-        while not data.endswith(ending) and time.monotonic() < deadline:
-            data += self._serial.read(1)
-        return bytes(data)
+        while not self._garbage.endswith(RAW_PROMPT_AFTER_COMMAND) and time.monotonic() < deadline:
+            data = self._serial.read(max(1, self._serial.in_waiting))
+            self._garbage += data

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set kbench up on this machine, then run the main job or the test suite:
 #   scripts/setup.sh main [host.compare options]   system tools, .venv with the main job's packages, then a sweep
+#                                                  (CPU rows, MCU rows from the board twin, GPU rows if there is one)
 #   scripts/setup.sh test [pytest options]         the same plus the test tools, then the whole test suite
 # Idempotent: a tool already present is not installed again, and pip runs only when pyproject.toml changed.
 set -euo pipefail
@@ -60,6 +61,11 @@ if [ "${old_hash:-}" != "$hash" ] || [ "$extras" != "${old_extras:-}" ]; then
 fi
 
 if [ "$mode" = main ]; then
+  # The main job includes MCU rows: from the board twin unless a board (--serial) or a target list was given.
+  case " $* " in
+    *" --serial "*|*" --sim "*|*" --targets "*) ;;
+    *) set -- --sim "$@" ;;
+  esac
   exec .venv/bin/python -m host.compare "$@"
 fi
 

@@ -1,0 +1,114 @@
+"""Protocol throughput and the link's share of a head: `python -m mcu.link_bench [--port PORT] [--seq 128] [--dim 32]`.
+
+Without --port it starts the board twin, deploys to it and measures over its pty. It prints, as Markdown:
+LOAD and READ payload throughput (bytes of tensor data per second of wall time, frames and retries included), and
+one head of (seq, dim) split into wall time spent waiting for RUN (the board computing; on the twin, emulating)
+and everything else (SETUP, LOAD, READ: the link), with the DWT cycles and what they mean at the board's clock;
+then the planner's largest seq per dim for the heap the board announced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from typing import Sequence
+
+import numpy as np
+
+from host import q15
+from host.cli import Parser, guard, integer
+from host.q15 import DIM_MAX
+from mcu import messages as m
+
+TRANSFER_BYTES = 64 * 1024
+
+
+def throughput(link, nbytes: int) -> tuple[float, float]:
+    """(LOAD, READ) tensor bytes per second, moving `nbytes` through a K buffer that holds them."""
+    dim = 32
+    seq = nbytes // (2 * dim)
+    m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(seq, dim, 0, 32, 20000, 20, 1)))
+    data = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8).tobytes()
+    step = link.hello.max_data
+    start = time.perf_counter()
+    for offset in range(0, nbytes, step):
+        m.check_status(m.Kind.LOAD, link.request(m.Kind.LOAD, m.LOAD.pack(m.Tensor.K, offset) + data[offset:offset + step]))
+    load_s = time.perf_counter() - start
+    back = bytearray()
+    start = time.perf_counter()
+    for offset in range(0, nbytes, step):
+        count = min(step, nbytes - offset)
+        back += m.check_status(m.Kind.READ, link.request(m.Kind.READ, m.READ.pack(m.Tensor.K, offset, count)))
+    read_s = time.perf_counter() - start
+    if bytes(back) != data:
+        raise AssertionError("READ returned other bytes than LOAD wrote")
+    return nbytes / load_s, nbytes / read_s
+
+
+def head_split(link, seq: int, dim: int) -> dict:
+    """Wall seconds of one head in the link and in RUN, the head's DWT cycles, and the bytes moved."""
+    from mcu.target import Session, run_head
+
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.integers(-16000, 16000, (seq, dim)).astype(np.int16) for _ in range(3))
+    params = q15.Q15Params(seq, dim, False, 32, 23170, 22)
+    stats = link.stats
+    before_s, before_in, before_out = dict(stats.seconds), stats.bytes_in, stats.bytes_out
+    start = time.perf_counter()
+    head = run_head(Session(link, link.port, "bench"), params, q, k, v, repeats=1)
+    wall = time.perf_counter() - start
+    if not np.array_equal(head.out, q15.attention_q15(q, k, v, params)):
+        raise AssertionError("the board's output differs from the model")
+    spent = {kind: stats.seconds.get(kind, 0.0) - before_s.get(kind, 0.0) for kind in stats.seconds}
+    return {"wall": wall, "run": spent.get("RUN", 0.0), "cycles": int(head.cycles[0]),
+            "bytes": stats.bytes_in - before_in + stats.bytes_out - before_out}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = Parser(prog="python -m mcu.link_bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--port", default=None, help="a deployed board (default: start the twin)")
+    parser.add_argument("--seq", type=integer("seq", 1, 4096), default=128)
+    parser.add_argument("--dim", type=integer("dim", 1, DIM_MAX), default=32)
+
+    def body() -> int:
+        from mcu.link import BoardLink
+        from mcu.planner import largest_seq
+        from mcu.target import _twin
+
+        args = parser.parse_args(argv)
+        with contextlib.ExitStack() as stack:
+            port = args.port
+            if port is None:
+                from mcu.deploy import deploy
+
+                port = stack.enter_context(_twin())
+                deploy(port, 115200, say=lambda line: None)
+            link = stack.enter_context(BoardLink(port))
+            hello = link.hello
+            room = (hello.heap_free - hello.reserve) // 2 - 4096  # K and V^T are allocated; K carries the data
+            load_bps, read_bps = throughput(link, min(TRANSFER_BYTES, room // 64 * 64))
+            split = head_split(link, args.seq, args.dim)
+        link_s = split["wall"] - split["run"]
+        board_ms = split["cycles"] / hello.clock_hz * 1e3
+        print(f"board: {hello.machine}, {hello.clock_hz / 1e6:g} MHz, heap free {hello.heap_free} B, "
+              f"reserve {hello.reserve} B, {hello.max_data} B per frame")
+        print("\n| measure | value |\n|---|---|")
+        print(f"| LOAD throughput (tensor bytes/s) | {load_bps / 1e3:.0f} kB/s |")
+        print(f"| READ throughput (tensor bytes/s) | {read_bps / 1e3:.0f} kB/s |")
+        print(f"| head seq {args.seq} dim {args.dim}: wall | {split['wall'] * 1e3:.0f} ms |")
+        print(f"| ... waiting for RUN (compute) | {split['run'] * 1e3:.0f} ms ({split['run'] / split['wall']:.0%}) |")
+        print(f"| ... link (SETUP, LOAD, READ) | {link_s * 1e3:.0f} ms ({link_s / split['wall']:.0%}), "
+              f"{split['bytes']} bytes on the wire |")
+        print(f"| DWT cycles of the head | {split['cycles']} = {board_ms:.1f} ms at {hello.clock_hz / 1e6:g} MHz |")
+        print(f"| same bytes over a 115200-baud UART (10 bits/byte) | {split['bytes'] * 10 / 115200 * 1e3:.0f} ms |")
+        print("\n| dim | largest seq (planner, this heap) |\n|---|---|")
+        for dim in (32, 64):
+            print(f"| {dim} | {largest_seq(dim, hello.heap_free, hello.reserve)} |")
+        return 0
+
+    return guard(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
