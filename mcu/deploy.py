@@ -19,12 +19,12 @@ from typing import Sequence
 
 from host.cli import Parser, guard, integer
 from host.errors import LinkError, TargetError, UnavailableError
+from mcu.link import BREAK, FLUSH
 from mcu.mpy import BOARD_MODULES, MpyAbi, compile_board_module
 
 NATIVE_MODULE = Path(__file__).resolve().parent / "native" / "build" / "armv7emsp" / "q15attn.mpy"
 BUILD_DIR = Path(__file__).resolve().parent.parent / "build" / "board"  # the .mpy files, for mpremote shortcuts
 BOARD_DIR = "/flash"
-BREAK = b"\x00\x03\x03\x00"  # mcu.link.BREAK: stops a frame server, harmless at a REPL
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def deploy(port: str, baud: int, q15attn: Path | None = None, say=print) -> list
         raise LinkError(f"cannot open {port}: {exc}") from None
     lines = []
     try:
-        transport.serial.write(BREAK)
+        transport.serial.write(FLUSH + BREAK)  # a frame server left running returns to the REPL
         transport.enter_raw_repl(soft_reset=False)
         board_abi = transport.eval("__import__('sys').implementation._mpy")
         machine = transport.eval("getattr(__import__('sys').implementation, '_machine', '?')")

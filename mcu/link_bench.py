@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         from mcu.link import BoardLink
         from mcu.planner import largest_seq
-        from mcu.target import _twin
+        from mcu.target import start_twin
 
         args = parser.parse_args(argv)
         with contextlib.ExitStack() as stack:
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if port is None:
                 from mcu.deploy import deploy
 
-                port = stack.enter_context(_twin())
+                port = stack.enter_context(start_twin())
                 deploy(port, 115200, say=lambda line: None)
             link = stack.enter_context(BoardLink(port))
             hello = link.hello

@@ -75,7 +75,7 @@ def open_session(settings: dict):
         raise UnavailableError("no board: pass --serial PORT (a board) or --sim (the board twin)")
     with contextlib.ExitStack() as stack:
         if sim:
-            port = stack.enter_context(_twin(settings.get("sim_faults") or ""))
+            port = stack.enter_context(start_twin(settings.get("sim_faults") or ""))
             from mcu.deploy import deploy
 
             deploy(port, 115200, say=lambda line: None)
@@ -96,7 +96,7 @@ def open_session(settings: dict):
 
 
 @contextlib.contextmanager
-def _twin(faults: str = ""):
+def start_twin(faults: str = ""):
     """Start the board twin as a child process; yield its pty path; stop it at exit (and with the host)."""
     from mcu.sim.faults import FaultSpec
 
