@@ -100,7 +100,7 @@ def start_twin(faults: str = ""):
     """Start the board twin as a child process; yield its pty path; stop it at exit (and with the host)."""
     from mcu.sim.faults import FaultSpec
 
-    FaultSpec.parse(faults)  # a bad spec is the user's error, reported before anything starts
+    FaultSpec.parse(faults, "--sim-faults")  # a bad spec is the user's error, reported before anything starts
     with tempfile.TemporaryDirectory(prefix="kbench-twin-") as root:
         process = subprocess.Popen([sys.executable, "-m", "mcu.sim", "--root", root, "--exit-on-stdin-eof",
                                     "--faults", faults],

@@ -33,7 +33,7 @@ def build_parser() -> Parser:
                         help=f"core clock in Hz for DWT_CYCCNT and ticks (default {DEFAULT_CLOCK_HZ})")
     parser.add_argument("--mpy-abi", type=integer("mpy-abi", 0, 0xFFFF), default=MPY_ABI,
                         help=f"sys.implementation._mpy to announce (default {MPY_ABI}: .mpy 6.3, armv7emsp)")
-    parser.add_argument("--faults", type=FaultSpec.parse, default=FaultSpec(),
+    parser.add_argument("--faults", type=FaultSpec.argument, default=FaultSpec(),
                         help="line faults while a frame server runs, e.g. drop=0.001,flip=0.001,delay=0.01,reset=40")
     parser.add_argument("--exit-on-stdin-eof", action="store_true", help="stop when stdin reaches its end")
     return parser

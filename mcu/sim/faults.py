@@ -10,6 +10,7 @@ that end one) is followed by a soft reset of the board (SystemExit raised in the
 
 from __future__ import annotations
 
+import argparse
 import random
 import threading
 import time
@@ -43,8 +44,23 @@ class FaultSpec:
             raise SpecError(f"--faults reset={self.reset} is out of range; allowed: >= 0 (0: never)")
 
     @classmethod
-    def parse(cls, text: str) -> "FaultSpec":
-        """'drop=0.001,flip=0.001,delay=0.01,delay_s=0.05,reset=40,seed=1' (any subset)."""
+    def parse(cls, text: str, option: str = "--faults") -> "FaultSpec":
+        """'drop=0.001,flip=0.001,delay=0.01,delay_s=0.05,reset=40,seed=1' (any subset); errors name `option`."""
+        try:
+            return cls._parse(text)
+        except SpecError as exc:
+            raise SpecError(str(exc).replace("--faults", option, 1)) from None
+
+    @classmethod
+    def argument(cls, text: str) -> "FaultSpec":
+        """An argparse type: the spec, or the one-line reason it is not one."""
+        try:
+            return cls.parse(text)
+        except SpecError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    @classmethod
+    def _parse(cls, text: str) -> "FaultSpec":
         kinds = {f.name: f.type for f in fields(cls)}
         values: dict[str, object] = {}
         for item in filter(None, (part.strip() for part in text.split(","))):
