@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -231,23 +232,25 @@ def test_a_sweep_over_a_noisy_resetting_line_has_every_row_once(tmp_path):
     assert sorted((r["seq"], r["causal"]) for r in got) == [("17", "0"), ("17", "1"), ("32", "0"), ("32", "1")]
     assert all(r["status"] == "ok" and r["bit_exact"] == "1" for r in got)
     notes = " ".join(r["message"] for r in got)
-    assert "retries" in notes and "session restarts" in notes  # the faults did hit, and were survived
+    retries = sum(int(n) for n in re.findall(r"(\d+) retries", notes))
+    restarts = sum(int(n) for n in re.findall(r"(\d+) session restarts", notes))
+    assert retries >= 1 and restarts >= 1, notes  # the faults did hit (noise and a reset), and were survived
 
 
 def test_a_killed_sweep_resumes_without_losing_or_repeating_a_row(tmp_path):
     process = subprocess.Popen([sys.executable, "-m", "host.compare", "--targets", "mcu", "--sim", "--seq",
-                                "17,32,48", "--dim", "8", "--heads", "2", "--causal", "both", "--out", str(tmp_path)],
+                                "17,32,48", "--dim", "16", "--heads", "2", "--causal", "both", "--out", str(tmp_path)],
                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
-        if (tmp_path / "results.csv").exists() and len(rows(tmp_path)) >= 2:
+        if (tmp_path / "results.csv").exists() and len(rows(tmp_path)) >= 1:
             break
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
     before = rows(tmp_path)
-    assert 2 <= len(before) < 6, "the sweep should be killed midway"
-    done = run_module("host.compare", "--targets", "mcu", "--sim", "--seq", "17,32,48", "--dim", "8", "--heads", "2",
+    assert 1 <= len(before) < 6, "the sweep should be killed midway"
+    done = run_module("host.compare", "--targets", "mcu", "--sim", "--seq", "17,32,48", "--dim", "16", "--heads", "2",
                       "--causal", "both", "--out", str(tmp_path), "--resume", timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     after = rows(tmp_path)

@@ -81,6 +81,21 @@ def test_module_api_writes_o_and_reports_cycles():
     assert module.limits() == (32768, 256, 64) and module.version() == 1
 
 
+def test_module_takes_bytearray_tensors_as_int16_and_refuses_bytes():
+    """The frame server keeps tensors in bytearrays: the binding reads them as little-endian int16, as array('h')."""
+    from mcu.sim.q15emu import make_module
+
+    module = make_module()
+    params, q, k, v = random_case(np.random.default_rng(7), 11, 5, True, 4)
+    raw = [bytearray(np.ascontiguousarray(x).astype("<i2").tobytes()) for x in (q, k, v.T)]
+    o = bytearray(2 * q.size)
+    module.attention(memoryview(raw[0]), raw[1], raw[2], memoryview(o), 11, 5, 1, 4, params.score_mult,
+                     params.score_shift)
+    assert np.array_equal(np.frombuffer(bytes(o), dtype="<i2").reshape(q.shape), q15.attention_q15(q, k, v, params))
+    with pytest.raises(ValueError, match="q has typecode 'B'"):
+        module.attention(bytes(raw[0]), raw[1], raw[2], o, 11, 5, 1, 4, params.score_mult, params.score_shift)
+
+
 @pytest.mark.parametrize("mnemonic,operands,after_load,cycles", [
     ("adds", "r3, #1", False, 1), ("smlald", "r0, r1, r6, r7", False, 1), ("mul", "r0, r1", False, 1),
     ("ldr.w", "ip, [r4]", False, 2), ("ldr.w", "lr, [r7]", True, 1), ("str", "r0, [r1]", False, 1),
