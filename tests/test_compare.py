@@ -138,7 +138,7 @@ def test_a_fresh_run_keeps_the_previous_results_aside(fake_targets, tmp_path):
 def test_interrupted_sweep_resumes_without_duplicates_or_losses(tmp_path, how):
     out = tmp_path / "o"
     args = [sys.executable, "-m", "host.compare", "--targets", "cpu", "--seq", "32,48,64,80,96,112,128,144",
-            "--dim", "16", "--heads", "1", "--causal", "both", "--iters", "400", "--warmup", "0", "--out", str(out)]
+            "--dim", "16", "--heads", "1", "--causal", "both", "--iters", "1500", "--warmup", "0", "--out", str(out)]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
