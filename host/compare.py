@@ -301,6 +301,7 @@ def _interrupt(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C ends a sweep even where a shell ignored SIGINT
 
     def body() -> int:
         try:

@@ -81,7 +81,9 @@ def test_deploy_copies_then_is_up_to_date(twin):
     assert "kbench_framing.mpy" in listing and "kbench_server.mpy" in listing
     second = run_module("mcu.deploy", "--port", twin.port, timeout=120)
     assert second.returncode == 0, second.stderr
-    assert second.stdout.count("up to date:") == len(first) and "copied:" not in second.stdout
+    said = second.stdout.splitlines()
+    assert sum(line.startswith("up to date:") for line in said) == len(first)
+    assert not any(line.startswith("copied:") for line in said)
 
 
 def test_deploy_replaces_a_changed_file_and_removes_a_shadowing_py(twin):
