@@ -1,13 +1,14 @@
 """The host's session with the board's frame server, over a serial port (a board, or the twin's pty).
 
 `BoardLink.open()` connects with mpremote's `SerialTransport`, stops any frame server a previous host left running
-(the break piece 0x00 0x03 0x03 0x00), enters the raw REPL, starts `kbench_server` with one raw-paste exec and
-waits for its HELLO. From then on the line carries frames only and is read through pyserial directly (mpremote's
-output follower would stop at the first 0x04). `request()` sends one request and returns its reply's payload,
-resending the same frame (same sequence number, so the server answers from its cache rather than redoing the work)
-after a timeout or a corrupted reply, with exponential backoff, up to `retries` times. A board that reset under the
-session (its raw REPL banner seen among the bytes) raises `SessionLost` at once; `restart()` starts a new server.
-`close()` says BYE and leaves the board at the raw REPL prompt. docs/protocol.md has the byte-level exchange.
+(FLUSH, then the break piece 0x00 0x03 0x03 0x00), enters the raw REPL, starts `kbench_server` with one raw-paste
+exec and waits for its HELLO. From then on the line carries frames only and is read through pyserial directly
+(mpremote's output follower would stop at the first 0x04). `request()` sends one request and returns its reply's
+payload, resending the same frame (same sequence number, so the server answers from its cache rather than redoing
+the work) after a timeout or a corrupted reply, with exponential backoff, up to `retries` times. A board that reset
+or a server that stopped under the session (a REPL banner, prompt or traceback among the bytes, or the port gone)
+raises `SessionLost` at once; `restart()` reopens the port if it has to and starts a new server. `close()` says BYE
+and leaves the board at the raw REPL prompt. docs/protocol.md has the byte-level exchange.
 """
 
 from __future__ import annotations
@@ -21,21 +22,26 @@ from dataclasses import dataclass, field
 
 from host.errors import LinkError, UnavailableError
 from mcu.frame import Decoder, Frame, encode
-from mcu.messages import REPLY, Hello, Kind
+from mcu.messages import PROTOCOL, REPLY, Hello, Kind
 
-RAW_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 BREAK = b"\x00\x03\x03\x00"  # ends a running frame server; in a REPL, Ctrl-C twice
 PAD = b"\x00"  # sent before every frame: whatever noise came before, the frame starts clean
 #: Sent before a retry and before BREAK: the server reads a COBS block at a time, and a corrupted code byte can leave
 #: it waiting for up to 253 more bytes; zeros complete that read and resynchronise it (empty pieces are ignored).
 FLUSH = b"\x00" * 254
-START_SERVER = "import kbench_server\nkbench_server.serve()\n"
+#: Removes a previous deploy's modules from sys.modules (a redeploy takes effect without a reset), then starts.
+START_SERVER = ("import sys\nfor _m in ('kbench_server', 'kbench_framing'):\n    sys.modules.pop(_m, None)\n"
+                "import kbench_server\nkbench_server.serve()\n")
 READ_SLICE_S = 0.05  # pyserial read timeout while frames flow: how often a wait checks its deadline
 MPREMOTE_READ_S = 1.0  # pyserial read timeout while mpremote drives the raw REPL (it reads fixed byte counts)
-RAW_PROMPT_AFTER_COMMAND = b"\x04\x04>"  # stdout end, no traceback, then the raw REPL prompt
+WRITE_TIMEOUT_S = 5.0  # a board that stops reading must not block a write for ever
+REOPEN_S = 10.0  # how long restart() waits for a port that went away (a USB board resetting) to come back
 START_ATTEMPTS = 4
-SERVER_ENDED = re.compile(rb"\x04((?:Traceback|[A-Za-z]*Error|[A-Za-z]*Exception)[^\x04]*)\x04>")
-GARBAGE_KEPT = 4096  # non-frame bytes kept to recognise a reset board or a traceback
+GARBAGE_KEPT = 4096  # bytes since the last good frame, kept to recognise a reset board or a stopped server
+SERVER_ENDED = re.compile(rb"\x04([^\x04]*)\x04>")  # a raw REPL command's end: stdout end, traceback, prompt
+#: What a board prints after a reset and never appears in a frame (HELLO's texts hold "MicroPython v", so not that):
+#: the raw REPL banner, the soft reboot line, and the friendly banner's second line (after a hard reset).
+RESET_SIGNS = (b"raw REPL; CTRL-B to exit\r\n", b"MPY: soft reboot", b'Type "help()" for more information.')
 
 
 class SessionLost(LinkError):
@@ -43,7 +49,7 @@ class SessionLost(LinkError):
 
 
 class ServerMissing(LinkError):
-    """The board has no kbench_server to start (not deployed): no retry helps."""
+    """The board has no usable kbench_server (not deployed, or another protocol): no retry helps."""
 
 
 @dataclass(frozen=True)
@@ -96,19 +102,24 @@ class BoardLink:
         self.close()
 
     def open(self) -> Hello:
-        try:
-            from mpremote.transport_serial import SerialTransport
-        except ImportError as exc:
-            raise UnavailableError(f"mpremote is not installed ({exc}): pip install -e '.[mcu]'") from None
-        try:
-            self._transport = SerialTransport(self.port, baudrate=self.baud)
-        except Exception as exc:  # noqa: BLE001 - mpremote raises its own TransportError or a serial error
-            raise LinkError(f"cannot open {self.port}: {exc}") from None
+        self._connect()
         return self._start()
 
     def restart(self) -> Hello:
-        """Stop whatever runs on the board and start a fresh server (its tensors are gone: SETUP again)."""
+        """Stop whatever runs on the board and start a fresh server (its tensors are gone: SETUP again); a port
+        that went away (a USB board resetting) is reopened."""
         self.stats.restarts += 1
+        if self._transport is None or not self._port_alive():
+            self._disconnect()
+            deadline = time.monotonic() + REOPEN_S
+            while True:
+                try:
+                    self._connect()
+                    break
+                except LinkError:
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.5)
         return self._start()
 
     def close(self) -> None:
@@ -117,22 +128,56 @@ class BoardLink:
             return
         try:
             if self.hello is not None:
-                try:
-                    self.request(Kind.BYE, b"", retries=1)
-                    self._await_prompt(self.timeouts.start)
-                except LinkError:
-                    self._serial.write(FLUSH + BREAK)
+                self._bye()
         finally:
             self.hello = None
+            self._disconnect()
+
+    # -- the port ---------------------------------------------------------------------------------------------
+
+    @property
+    def _serial(self):
+        return self._transport.serial
+
+    def _connect(self) -> None:
+        try:
+            from mpremote.transport_serial import SerialTransport
+        except ImportError as exc:
+            raise UnavailableError(f"mpremote is not installed ({exc}): pip install -e '.[mcu]'") from None
+        try:
+            self._transport = SerialTransport(self.port, baudrate=self.baud)
+        except Exception as exc:  # noqa: BLE001 - mpremote raises its own TransportError or a serial error
+            raise LinkError(f"cannot open {self.port}: {exc}") from None
+        self._serial.write_timeout = WRITE_TIMEOUT_S
+
+    def _disconnect(self) -> None:
+        if self._transport is not None:
             try:
                 self._transport.close()
             except Exception:  # noqa: BLE001 - closing a port that went away is not worth a second error
                 pass
             self._transport = None
 
-    @property
-    def _serial(self):
-        return self._transport.serial
+    def _port_alive(self) -> bool:
+        try:
+            self._serial.in_waiting  # noqa: B018 - raises when the device is gone
+            return self._serial.is_open
+        except Exception:  # noqa: BLE001 - any error means the port must be reopened
+            return False
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self._serial.write(data)
+        except Exception as exc:  # noqa: BLE001 - a write timeout, or the device gone (USB reset)
+            raise SessionLost(f"{self.port}: cannot write: {exc}") from None
+
+    def _read(self) -> bytes:
+        try:
+            return self._serial.read(max(1, self._serial.in_waiting))
+        except Exception as exc:  # noqa: BLE001 - the device gone (USB reset), a closed port
+            raise SessionLost(f"{self.port}: cannot read: {exc}") from None
+
+    # -- starting and ending the server -----------------------------------------------------------------------
 
     def _start(self) -> Hello:
         """Stop whatever runs, start the server and get its HELLO; a noisy line gets START_ATTEMPTS tries."""
@@ -147,11 +192,9 @@ class BoardLink:
         raise SessionLost(f"{self.port}: could not start kbench_server in {START_ATTEMPTS} attempts; last: {failure}")
 
     def _start_once(self) -> Hello:
-        from mpremote.transport import TransportError
-
         self.hello = None
         self._serial.timeout = READ_SLICE_S
-        self._serial.write(FLUSH + BREAK + BREAK)  # a server left running stops here (twice: noise may hit one)
+        self._write(FLUSH + BREAK + BREAK)  # a server left running stops here (twice: noise may hit one)
         self._drain(self.timeouts.quiet)
         self._serial.timeout = MPREMOTE_READ_S
         said = io.StringIO()
@@ -159,24 +202,44 @@ class BoardLink:
             with contextlib.redirect_stdout(said):  # mpremote prints what it received before raising
                 self._transport.enter_raw_repl(soft_reset=False, timeout_overall=self.timeouts.start)
                 self._transport.exec_raw_no_follow(START_SERVER)
-        except (TransportError, OSError) as exc:
-            raise LinkError(f"{self.port}: raw REPL: {exc} {said.getvalue().strip()}".rstrip()) from None
+        except Exception as exc:  # noqa: BLE001 - TransportError, a serial error, or struct.error on a short read
+            raise LinkError(f"{self.port}: raw REPL: {type(exc).__name__}: {exc} {said.getvalue().strip()}"
+                            .rstrip()) from None
         finally:
-            self._serial.timeout = READ_SLICE_S
+            if self._transport is not None:
+                self._serial.timeout = READ_SLICE_S
         self._decoder = Decoder()
         self._garbage.clear()
         deadline = time.monotonic() + self.timeouts.reply
         while time.monotonic() < deadline:  # the server announces itself with a HELLO reply
             for frame in self._receive():
                 if frame.kind == Kind.HELLO | REPLY:
-                    self.hello = Hello.parse(frame.payload)
-                    return self.hello
-            failed = self._traceback()
-            if failed:
-                raise ServerMissing(f"{self.port}: the board could not start kbench_server: {failed} "
+                    return self._accept(Hello.parse(frame.payload))
+            ended = self._server_ended()
+            if ended:
+                raise ServerMissing(f"{self.port}: the board could not start kbench_server: {ended} "
                                     f"(deploy it with: python -m mcu.deploy --port {self.port})")
-        self.hello = Hello.parse(self.request(Kind.HELLO, retries=3))  # the announcement was lost on the line
-        return self.hello
+        return self._accept(Hello.parse(self.request(Kind.HELLO, retries=3)))  # the announcement was lost
+
+    def _accept(self, hello: Hello) -> Hello:
+        if hello.protocol != PROTOCOL:
+            self._write(FLUSH + BREAK)
+            raise ServerMissing(f"{self.port}: kbench_server speaks protocol {hello.protocol}; this host speaks "
+                                f"{PROTOCOL} (redeploy: python -m mcu.deploy --port {self.port})")
+        self.hello = hello
+        return hello
+
+    def _bye(self) -> None:
+        """BYE, once: a resent BYE could reach the REPL after the server left. Then wait for the raw prompt."""
+        try:
+            self.request(Kind.BYE, b"", retries=0)
+        except SessionLost:
+            return  # the server is already gone
+        except LinkError:
+            self._write(FLUSH + BREAK)
+        deadline = time.monotonic() + self.timeouts.start
+        while not self._server_ended() and time.monotonic() < deadline:
+            self._absorb(self._read())
 
     # -- requests ---------------------------------------------------------------------------------------------
 
@@ -196,7 +259,7 @@ class BoardLink:
                     self.stats.retries += 1
                     time.sleep(min(0.05 * 2 ** (attempt - 1), 1.0))
                 sent = FLUSH + wire if attempt else wire
-                self._serial.write(sent)
+                self._write(sent)
                 self.stats.frames += 1
                 self.stats.bytes_out += len(sent)
                 reply = self._await(kind, self._seq, wait)
@@ -214,31 +277,36 @@ class BoardLink:
             for frame in self._receive():
                 if frame.kind == kind | REPLY and frame.seq == seq:
                     return frame  # anything else is a late answer to an earlier attempt
-            if self._decoder.rejected != rejected and not self._serial.in_waiting:
-                return None  # a corrupted frame arrived and nothing follows it: likely our reply; ask again now
-            if RAW_BANNER in self._garbage:
-                raise SessionLost(f"{self.port}: the board reset during {kind.name} (its raw REPL banner "
-                                  f"arrived): {bytes(self._garbage[-120:])!r}")
-            ended = self._traceback()
+            ended = self._server_ended()  # first: frames sent after the server ended make the REPL print banners
             if ended:
                 raise SessionLost(f"{self.port}: the frame server stopped during {kind.name}: {ended}")
+            if any(sign in self._garbage for sign in RESET_SIGNS):
+                raise SessionLost(f"{self.port}: the board reset during {kind.name}: "
+                                  f"{bytes(self._garbage[-120:])!r}")
+            if self._decoder.rejected != rejected and not self._serial.in_waiting:
+                return None  # a corrupted frame arrived and nothing follows it: likely our reply; ask again now
         return None
 
     def _receive(self) -> list[Frame]:
-        data = self._serial.read(max(1, self._serial.in_waiting))
+        data = self._read()
         if not data:
             return []
         self.stats.bytes_in += len(data)
         rejected = self._decoder.rejected
         frames = self._decoder.feed(data)
-        if self._decoder.rejected != rejected or not frames or not data.endswith(b"\x00"):
-            self._garbage += data  # kept to recognise a banner, a traceback or the prompt among the noise
-            del self._garbage[:-GARBAGE_KEPT]
         self.stats.rejected += self._decoder.rejected - rejected
+        if frames:
+            self._garbage.clear()  # only what came after the last good frame can be a banner or a prompt
+            data = data[data.rfind(b"\x00") + 1:]
+        self._absorb(data)
         return frames
 
-    def _traceback(self) -> str:
-        """The board's error line if the server's raw REPL command ended: 0x04, the traceback, 0x04, '>'."""
+    def _absorb(self, data: bytes) -> None:
+        self._garbage += data
+        del self._garbage[:-GARBAGE_KEPT]
+
+    def _server_ended(self) -> str:
+        """The board's last line if the server's raw REPL command has ended (04, traceback, 04, '>'), else ''."""
         match = SERVER_ENDED.search(bytes(self._garbage))
         if match is None:
             return ""
@@ -250,12 +318,5 @@ class BoardLink:
         end = time.monotonic() + 5.0
         last = time.monotonic()
         while time.monotonic() < end and time.monotonic() - last < quiet:
-            if self._serial.read(max(1, self._serial.in_waiting)):
+            if self._read():
                 last = time.monotonic()
-
-    def _await_prompt(self, timeout: float) -> None:
-        """Wait for the raw REPL's `04 04 >` that follows the server's return (it may have come with the reply)."""
-        deadline = time.monotonic() + timeout
-        while not self._garbage.endswith(RAW_PROMPT_AFTER_COMMAND) and time.monotonic() < deadline:
-            data = self._serial.read(max(1, self._serial.in_waiting))
-            self._garbage += data

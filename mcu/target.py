@@ -13,6 +13,7 @@ dequantised output against the float64 golden, bit_exact against the model, temp
 from __future__ import annotations
 
 import contextlib
+import select
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,7 @@ KERNELS = {"q15": "q15"}
 REPEATS = (0, 1)
 BC = 32  # keys per online-softmax block on the board
 HEAD_ATTEMPTS = 3  # sessions tried per head before the row fails
+TWIN_START_S = 60  # how long the twin may take to print its pty
 SECONDS_PER_MAC = 2e-6  # RUN's reply timeout per multiply-accumulate: ~5x the twin's rate, ~70x a real F407's
 
 _state = {"device": "STM32F407 (not connected: pass --serial PORT or --sim)"}
@@ -107,10 +109,13 @@ def start_twin(faults: str = ""):
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    cwd=Path(__file__).resolve().parent.parent)
         try:
-            line = process.stdout.readline().decode().strip()
+            ready, _, _ = select.select([process.stdout], [], [], TWIN_START_S)
+            line = process.stdout.readline().decode().strip() if ready else ""
             if not line.startswith("/dev/"):
                 process.kill()
-                raise UnavailableError(f"the twin did not start: {process.stderr.read().decode()[-400:]}")
+                process.wait(timeout=10)
+                raise UnavailableError(f"the twin did not start within {TWIN_START_S} s: "
+                                       f"{process.stderr.read().decode()[-400:]}")
             yield line
         finally:
             process.stdin.close()

@@ -151,13 +151,19 @@ def test_refusals_after_setup(server):
         m.RunReply.parse(ask(server, m.Kind.RUN, m.RUN.pack(0, 4, 0), seq=8).payload)
 
 
-def test_without_q15attn_run_is_refused(monkeypatch):
+def test_without_q15attn_run_is_refused_with_the_import_error(monkeypatch):
     monkeypatch.setattr(board, "gc", FakeGc())
-    server = board.Server(io.BytesIO(), io.BytesIO(), None)
+    server = board.Server(io.BytesIO(), io.BytesIO(), None, "ValueError: incompatible .mpy arch")
     assert not m.Hello.parse(ask(server, m.Kind.HELLO).payload).module_present
     ask(server, m.Kind.SETUP, m.SETUP.pack(4, 4, 0, 4, 20000, 20, 4))
-    with pytest.raises(m.BoardRefused, match="E_MODULE: q15attn is not on the board"):
+    with pytest.raises(m.BoardRefused, match="E_MODULE: q15attn is not on the board .*: ValueError: incompatible"):
         m.RunReply.parse(ask(server, m.Kind.RUN, m.RUN.pack(0, 4, 1)).payload)
+
+
+def test_a_frame_longer_than_the_board_buffers_is_dropped_and_the_server_goes_on(monkeypatch):
+    too_long = host.encode(m.Kind.LOAD, 5, m.LOAD.pack(1, 0) + b"\x01" * (board.FRAME_LIMIT + 10))
+    replies = serve_stream(monkeypatch, PAD + too_long + PAD + host.encode(m.Kind.HELLO, 6))
+    assert [f.seq for f in replies] == [0, 6]
 
 
 def serve_stream(monkeypatch, data: bytes) -> list[host.Frame]:

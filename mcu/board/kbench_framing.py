@@ -101,10 +101,11 @@ class Decoder:
     # feed(bytes) -> list of (kind, seq, payload); corrupted frames are counted in .rejected and skipped;
     # a break piece sets .interrupted
 
-    def __init__(self):
+    def __init__(self, limit=MAX_ENCODED):
         self.buffer = bytearray()
         self.rejected = 0
         self.interrupted = False
+        self.limit = limit  # longest encoded frame accepted: a board keeps this below its free heap
 
     def feed(self, data):
         frames = []
@@ -112,13 +113,16 @@ class Decoder:
         while True:
             end = self.buffer.find(b"\x00")
             if end < 0:
-                if len(self.buffer) > MAX_ENCODED:
+                if len(self.buffer) > self.limit:
                     self.rejected += 1
                     self.buffer = bytearray()
                 return frames
             chunk = bytes(self.buffer[:end])
             self.buffer = self.buffer[end + 1:]
             if not chunk:
+                continue
+            if len(chunk) > self.limit:
+                self.rejected += 1
                 continue
             if is_break(chunk):
                 self.interrupted = True

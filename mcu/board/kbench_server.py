@@ -30,6 +30,7 @@ OK, E_TYPE, E_PAYLOAD, E_STATE, E_MEMORY, E_MODULE, E_KERNEL, E_INTERNAL = 0, 1,
 TENSOR_Q, TENSOR_K, TENSOR_VT, TENSOR_O = 0, 1, 2, 3
 
 MAX_DATA = 1024  # tensor bytes per LOAD or READ frame
+FRAME_LIMIT = 2 * (MAX_DATA + 64)  # longest encoded frame the server buffers; anything longer is dropped
 RESERVE = 8 * 1024  # heap kept free for frames, replies and the interpreter while tensors are resident
 REPEAT_MAX = 255
 NO_TEMP = -(1 << 31)  # temp_milli_c when the board has no temperature sensor
@@ -83,11 +84,12 @@ class BlockReader:
 
 
 class Server:
-    def __init__(self, rx, tx, kernel=None):
+    def __init__(self, rx, tx, kernel=None, kernel_error=""):
         self.rx = BlockReader(rx)
         self.tx = tx
         self.kernel = kernel
-        self.decoder = framing.Decoder()
+        self.kernel_error = kernel_error  # why q15attn could not be imported, for E_MODULE
+        self.decoder = framing.Decoder(FRAME_LIMIT)
         self.last = None  # (type, seq, encoded reply): a retried request is answered again, not redone
         self.problem = None  # (seq, dim, causal, bc, score_mult, score_shift, rows)
         self.tensors = [None, None, None, None]
@@ -104,10 +106,15 @@ class Server:
             data = self.rx.read()
             if not data:  # the stream ended (tests; a board's stdin never does)
                 break
-            for kind, seq, payload in self.decoder.feed(data):
-                self.tx.write(self.answer(kind, seq, payload))
-                if not self.running:
-                    break
+            try:
+                for kind, seq, payload in self.decoder.feed(data):
+                    self.tx.write(b"\x00" + self.answer(kind, seq, payload))  # pad: noise before it costs nothing
+                    if not self.running:
+                        break
+            except MemoryError:  # no room even for the frame: drop it, the host retries
+                self.decoder = framing.Decoder(FRAME_LIMIT)
+                self.last = None
+                gc.collect()
             if self.decoder.interrupted:
                 self.running = False
         self.free()
@@ -156,6 +163,7 @@ class Server:
         if not (1 <= seq and 1 <= dim and 1 <= rows <= seq):
             raise Refused(E_PAYLOAD, "seq=%d dim=%d rows=%d; allowed: seq, dim >= 1 and 1 <= rows <= seq"
                           % (seq, dim, rows))
+        self.last = None  # the cached reply (up to a READ's worth) is not needed to answer a SETUP
         self.free()
         need = tensor_bytes(seq, dim, rows)
         free = gc.mem_free()
@@ -199,7 +207,8 @@ class Server:
         if self.problem is None:
             raise Refused(E_STATE, "RUN before SETUP")
         if self.kernel is None:
-            raise Refused(E_MODULE, "q15attn is not on the board (deploy q15attn.mpy or bake it into the firmware)")
+            raise Refused(E_MODULE, "q15attn is not on the board (deploy q15attn.mpy or bake it into the firmware)"
+                          + (": " + self.kernel_error if self.kernel_error else ""))
         seq, dim, causal, bc, mult, shift, rows = self.problem
         if not 1 <= nrows <= rows or not 1 <= repeat <= REPEAT_MAX:
             raise Refused(E_PAYLOAD, "nrows=%d repeat=%d; allowed: nrows 1..%d, repeat 1..%d"
@@ -254,21 +263,23 @@ def clock_hz():
 
 
 def diagnostics():
-    # (temp_milli_c, vdda_milli_v) from the internal ADC channels; (NO_TEMP, 0) on a board without pyb.ADCAll
+    # (temp_milli_c, vdda_milli_v) from the internal ADC channels; (NO_TEMP, 0) where they cannot be read: a
+    # finished RUN is never lost to its diagnostics
     try:
         import pyb
         adc = pyb.ADCAll(12, 0x70000)
         return int(adc.read_core_temp() * 1000), int(adc.read_vref() * 1000)
-    except (ImportError, AttributeError):
+    except Exception:  # noqa: BLE001 - no pyb, no ADCAll, or an ADC error
         return NO_TEMP, 0
 
 
 def load_kernel():
+    # (module, "") or (None, why): an incompatible q15attn.mpy raises ValueError, not ImportError
     try:
         import q15attn
-        return q15attn
-    except ImportError:
-        return None
+        return q15attn, ""
+    except Exception as exc:  # noqa: BLE001 - whatever stops the import, the server still starts and says why
+        return None, "%s: %s" % (type(exc).__name__, exc)
 
 
 active = None  # the running server, kept reachable from the module so gc.mem_free sees its tensors
@@ -276,7 +287,8 @@ active = None  # the running server, kept reachable from the module so gc.mem_fr
 
 def serve(rx=None, tx=None, kernel=None):
     global active
-    active = Server(rx or sys.stdin.buffer, tx or sys.stdout.buffer, kernel or load_kernel())
+    found, why = (kernel, "") if kernel is not None else load_kernel()
+    active = Server(rx or sys.stdin.buffer, tx or sys.stdout.buffer, found, why)
     if micropython is not None:
         micropython.kbd_intr(-1)
     try:
