@@ -34,7 +34,7 @@ KERNELS = {"q15": "q15"}
 #: warm-up and timed repeats when the sweep does not set them: DWT cycles barely vary, and the twin's are exact.
 REPEATS = (0, 1)
 BC = 32  # keys per online-softmax block on the board
-HEAD_ATTEMPTS = 3  # sessions tried per head before the row fails
+HEAD_ATTEMPTS = 5  # sessions tried per head before the row fails
 TWIN_START_S = 60  # how long the twin may take to print its pty
 SECONDS_PER_MAC = 2e-6  # RUN's reply timeout per multiply-accumulate: ~5x the twin's rate, ~70x a real F407's
 
