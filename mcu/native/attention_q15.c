@@ -37,6 +37,13 @@ static inline int64_t round_shift(int64_t x, int32_t s) {
     return (x + ((int64_t)1 << (s - 1))) >> s;
 }
 
+/* dot2 inlined into both callers: the call's register saves and restores cost about a tenth of a short dot product. */
+#if defined(__GNUC__)
+#define Q15ATTN_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define Q15ATTN_ALWAYS_INLINE inline
+#endif
+
 /* Two adjacent int16 as one word, element 0 in the low half (a plain load on little-endian targets). */
 static inline uint32_t load_pair(const int16_t *x) {
     uint32_t word;
@@ -55,10 +62,38 @@ static inline int64_t mac_pair(int64_t acc, uint32_t a, uint32_t b) {
 
 /* Σ x[c]·y0[c] and Σ x[c]·y1[c], c < n, exact in 64 bits: two dot products sharing the loads of x (a query row
  * against two keys, or a block's probabilities against two columns of Vᵀ). Four elements per step, bottom-tested
- * so that each step ends in one taken branch (docs/performance.md has the cycle count). */
-static void dot2(const int16_t *x, const int16_t *y0, const int16_t *y1, int32_t n, int64_t *s0, int64_t *s1) {
+ * so that each step ends in one taken branch; on the M4 the step is scheduled by hand (docs/performance.md has the
+ * cycle counts). */
+static Q15ATTN_ALWAYS_INLINE void dot2(const int16_t *x, const int16_t *y0, const int16_t *y1, int32_t n,
+                                       int64_t *s0, int64_t *s1) {
     int64_t a0 = 0, a1 = 0;
     const int16_t *end = x + (n & ~3);
+#if Q15ATTN_HAVE_DSP && defined(__GNUC__)
+    /* The same step scheduled by hand: the M4 pipelines back-to-back loads (one cycle after the first), so the
+     * loads are grouped, with post-increment addressing instead of separate pointer updates; x's words stay in
+     * registers for both keys, and the loop bound stays in a register (gcc spilled it at -Os). */
+    if (x < end) {
+        uint32_t xa, xb, ya, yb;
+        __asm__ volatile(
+            "1:\n\t"
+            "ldr %[xa], [%[x]], #4\n\t"
+            "ldr %[xb], [%[x]], #4\n\t"
+            "ldr %[ya], [%[y0]], #4\n\t"
+            "ldr %[yb], [%[y0]], #4\n\t"
+            "smlald %Q[a0], %R[a0], %[xa], %[ya]\n\t"
+            "smlald %Q[a0], %R[a0], %[xb], %[yb]\n\t"
+            "ldr %[ya], [%[y1]], #4\n\t"
+            "ldr %[yb], [%[y1]], #4\n\t"
+            "smlald %Q[a1], %R[a1], %[xa], %[ya]\n\t"
+            "smlald %Q[a1], %R[a1], %[xb], %[yb]\n\t"
+            "cmp %[x], %[end]\n\t"
+            "blo 1b\n\t"
+            : [a0] "+r"(a0), [a1] "+r"(a1), [x] "+r"(x), [y0] "+r"(y0), [y1] "+r"(y1), [xa] "=&r"(xa),
+              [xb] "=&r"(xb), [ya] "=&r"(ya), [yb] "=&r"(yb)
+            : [end] "r"(end)
+            : "cc", "memory");
+    }
+#else
     if (x < end) {
         do {
             const uint32_t xa = load_pair(x), xb = load_pair(x + 2);
@@ -71,6 +106,7 @@ static void dot2(const int16_t *x, const int16_t *y0, const int16_t *y1, int32_t
             y1 += 4;
         } while (x < end);
     }
+#endif
     for (n &= 3; n > 0; n--) {
         a0 += (int32_t)*x * *y0++;
         a1 += (int32_t)*x++ * *y1++;
