@@ -132,6 +132,7 @@ class HeadResult:
     cycles: np.ndarray  # (repeats,) summed over chunks
     temp_c: float | None
     vdda_v: float | None
+    rows: int  # query rows per chunk the planner chose for this head
 
 
 def run_head(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.ndarray, v: np.ndarray,
@@ -180,7 +181,7 @@ def _head_once(link, params: q15.Q15Params, q: np.ndarray, k: np.ndarray, v: np.
             count = min(hello.max_data, total - offset)
             data += m.check_status(m.Kind.READ, link.request(m.Kind.READ, m.READ.pack(m.Tensor.O, offset, count)))
         out[row0:row0 + nrows] = np.frombuffer(bytes(data), dtype="<i2").reshape(nrows, dim)
-    return HeadResult(out, cycles, reply.temp_c, reply.vdda_v)
+    return HeadResult(out, cycles, reply.temp_c, reply.vdda_v, layout.rows)
 
 
 def _load(link, tensor, data: bytes, max_data: int) -> None:
@@ -221,7 +222,7 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
     err = errors(q15.dequantize(out, sv), inputs.golden)
     seconds = timing.p50_ms / 1e3
     return [options.context.result(
-        problem, target="mcu", kernel=options.kernel, device=device(), br=_rows(hello, problem), bc=BC,
+        problem, target="mcu", kernel=options.kernel, device=device(), br=head.rows, bc=BC,
         warmup=options.warmup, **timing.as_fields(), gflops=problem.flops() / seconds / 1e9 if seconds else None,
         model_bytes=problem.min_bytes(), gbps=problem.min_bytes() / seconds / 1e9 if seconds else None,
         max_abs=err.max_abs, rel_l2=err.rel_l2, bit_exact=exact, cycles=int(np.median(timed)), clock_hz=clock,
@@ -236,8 +237,3 @@ def _link_note(before: tuple[int, int, int], stats) -> str:
         return ""
     return f"link: {retries} retries, {restarts} session restarts, {rejected} corrupted frames rejected"
 
-
-def _rows(hello, problem: AttentionProblem) -> int:
-    from mcu.planner import plan
-
-    return plan(problem.seq, problem.dim, hello.heap_free, hello.reserve).rows
