@@ -5,7 +5,9 @@ machine without CuPy, mpremote or unicorn still runs the CPU rows. Each finished
 OUT/results.csv at once; ``--resume`` completes an interrupted sweep without duplicating or losing a row. At the end
 OUT/results.md and its plots are rendered from the files alone.
 
-Exit status: 0 all rows ok or skipped, 1 some row failed (recorded in its row), 2 bad arguments, 130 interrupted.
+Each target declares its own options (host/target_api.py); `--help` lists them in one group per target.
+Exit status: 0 all rows ok, skipped or oom; 1 some row wrong (outside its tolerance, or not bit-exact) or failed
+(recorded in its row); 2 bad arguments; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -30,12 +32,13 @@ from types import ModuleType
 import numpy as np
 
 from host.errors import KbenchError, LinkError, SpecError, UnavailableError
-from host.cli import Parser, guard, int_list, integer, name_list
+from host.cli_common import Parser, guard, int_list, integer, name_list
 from host.problem import LIMITS, AttentionProblem
-from host.results import CONFIG_FIELDS, Result, ResultsFile, RunInfo
-from host.target import Inputs, RunContext, RunOptions
+from host.results import CONFIG_FIELDS, FAILED_STATUSES, Result, ResultsFile, RunInfo
+from host.target_api import Inputs, RunContext, RunOptions
 
-#: target name → the module that implements it (see host/target.py for what such a module exposes).
+#: target name → the module that implements it (host/target_api.py says what such a module exposes). Registering a
+#: target here is the only edit a new one needs: its options, settings and session come from its module.
 TARGETS = {
     "cpu": "host.cpu",
     "gpu": "kernels.target",
@@ -43,6 +46,10 @@ TARGETS = {
 }
 #: warm-up and timed calls per row when neither --warmup nor --iters is given and the target has no REPEATS
 DEFAULT_REPEATS = (2, 10)
+#: Test hook: after this many rows are appended, the sweep sends itself KBENCH_STOP_SIGNAL (KILL, TERM or INT), so
+#: kill-and-resume tests stop it at a known row instead of racing a timer.
+STOP_AFTER_ROWS_ENV = "KBENCH_STOP_AFTER_ROWS"
+STOP_SIGNAL_ENV = "KBENCH_STOP_SIGNAL"
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,17 +59,44 @@ def seq_list(name: str):
     return int_list(name, *LIMITS[name])
 
 
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m host.compare", description=__doc__.split("\n\n")[0],
-                    formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--seq", type=seq_list("seq"), default=(128, 256, 512), help="sequence lengths N")
-    parser.add_argument("--dim", type=seq_list("dim"), default=(64,), help="head dimensions d")
-    parser.add_argument("--heads", type=seq_list("heads"), default=(4,), help="heads H")
-    parser.add_argument("--batch", type=seq_list("batch"), default=(1,), help="batch sizes B")
-    parser.add_argument("--causal", choices=("0", "1", "both"), default="both", help="causal masking")
-    parser.add_argument("--seed", type=integer("seed", 0), default=0, help="input seed")
+@dataclass(frozen=True)
+class TargetEntry:
+    """A registered target: its module (None when it cannot be imported, with the reason) and the option names
+    (argparse dests) it added to the parser."""
+
+    name: str
+    module: ModuleType | None
+    reason: str
+    dests: tuple[str, ...]
+
+
+def load_targets(parser: argparse.ArgumentParser) -> dict[str, TargetEntry]:
+    """Import every registered target (cheap: heavy imports are inside their functions) and let each add its own
+    option group to the parser."""
+    entries = {}
+    for name, path in TARGETS.items():
+        try:
+            module = importlib.import_module(path)
+        except ImportError as exc:
+            entries[name] = TargetEntry(name, None, f"cannot import {path}: {exc}", ())
+            continue
+        group = parser.add_argument_group(f"{name} target options")
+        module.add_options(group)
+        entries[name] = TargetEntry(name, module, "", tuple(action.dest for action in group._group_actions))
+    return entries
+
+
+def build_parser() -> tuple[Parser, dict[str, TargetEntry]]:
+    parser = Parser(prog="python -m host.compare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seq", type=seq_list("seq"), default=(128, 256, 512), metavar="LIST",
+                        help="sequence lengths N, comma-separated (default 128,256,512)")
+    parser.add_argument("--dim", type=seq_list("dim"), default=(64,), help="head dimensions d (default 64)")
+    parser.add_argument("--heads", type=seq_list("heads"), default=(4,), help="heads H (default 4)")
+    parser.add_argument("--batch", type=seq_list("batch"), default=(1,), help="batch sizes B (default 1)")
+    parser.add_argument("--causal", choices=("0", "1", "both"), default="both", help="causal masking (default both)")
+    parser.add_argument("--seed", type=integer("seed", 0), default=0, help="input seed (default 0)")
     parser.add_argument("--targets", type=name_list, default=None,
-                        help=f"targets to run (default: every available one of {', '.join(TARGETS)})")
+                        help=f"targets to run, from {', '.join(TARGETS)} (default: every available one)")
     parser.add_argument("--kernels", type=name_list, default=None, help="kernels to run (default: all)")
     parser.add_argument("--warmup", type=integer("warmup", 0), default=None,
                         help=f"untimed calls first (default: the target's own; {DEFAULT_REPEATS[0]} for cpu and gpu, "
@@ -70,20 +104,11 @@ def build_parser() -> Parser:
     parser.add_argument("--iters", type=integer("iters", 1), default=None,
                         help=f"timed calls per row (default: the target's own; {DEFAULT_REPEATS[1]} for cpu and gpu, "
                              "1 for mcu, whose DWT cycles barely vary)")
-    parser.add_argument("--out", type=Path, default=Path("reports/latest"), help="output folder")
+    parser.add_argument("--out", type=Path, default=Path("reports/latest"), help="output folder (default reports/latest)")
     parser.add_argument("--resume", action="store_true",
-                        help="keep OUT/results.csv and run only the configurations it lacks (failed rows again)")
-    parser.add_argument("--serial", metavar="PORT", default=None,
-                        help="the MCU target's board, e.g. /dev/ttyACM0 (deploy first: python -m mcu.deploy --port PORT)")
-    parser.add_argument("--baud", type=integer("baud", 1200, 12_000_000), default=115200,
-                        help="the board's baud rate (USB CDC ignores it)")
-    parser.add_argument("--sim", action="store_true",
-                        help="the MCU target on the board twin (python -m mcu.sim), started and deployed here")
-    parser.add_argument("--sim-faults", metavar="SPEC", default="",
-                        help="line faults for the twin, e.g. drop=0.001,flip=0.001,delay=0.01,reset=200 (docs/twin.md)")
-    parser.add_argument("--cpu-cache-sim", action="store_true",
-                        help="without hardware counters, simulate the CPU's caches with valgrind's cachegrind")
-    return parser
+                        help="keep OUT/results.csv and run only the configurations it lacks (failed and wrong rows "
+                             "again)")
+    return parser, load_targets(parser)
 
 
 @dataclass(frozen=True)
@@ -107,24 +132,44 @@ class Job:
         return f"{self.target}/{self.kernel} B{p.batch} H{p.heads} N{p.seq} d{p.dim}{' causal' if p.causal else ''}"
 
 
-def select_targets(requested: tuple[str, ...] | None) -> tuple[dict[str, ModuleType], dict[str, str]]:
-    """Import the requested targets (default: all); return ({name: module} available, {name: reason} unavailable)."""
+def select_targets(requested: tuple[str, ...] | None, entries: dict[str, TargetEntry],
+                   settings: dict[str, object]) -> tuple[dict[str, ModuleType], dict[str, str]]:
+    """The requested targets (default: all); return ({name: module} available, {name: reason} unavailable)."""
     names = requested or tuple(TARGETS)
     unknown = [name for name in names if name not in TARGETS]
     if unknown:
         raise SpecError(f"--targets: unknown target {unknown[0]!r}; allowed: {', '.join(TARGETS)}")
     ready, missing = {}, {}
     for name in names:
-        try:
-            module = importlib.import_module(TARGETS[name])
-            ok, reason = module.available()
-        except ImportError as exc:
-            ok, reason = False, f"cannot import {TARGETS[name]}: {exc}"
+        entry = entries[name]
+        if entry.module is None:
+            missing[name] = entry.reason
+            continue
+        ok, reason = entry.module.available(settings[name])
         if ok:
-            ready[name] = module
+            ready[name] = entry.module
         else:
             missing[name] = reason
     return ready, missing
+
+
+def target_settings(args: argparse.Namespace, entries: dict[str, TargetEntry]) -> dict[str, object]:
+    """Each importable target's typed settings from the parsed arguments (a bad option raises SpecError)."""
+    return {name: entry.module.settings(args) for name, entry in entries.items() if entry.module is not None}
+
+
+def unused_options(args: argparse.Namespace, parser: argparse.ArgumentParser, entries: dict[str, TargetEntry],
+                   selected: tuple[str, ...] | None) -> list[str]:
+    """One warning per target whose options were given while --targets leaves it out."""
+    if not selected:
+        return []
+    warnings = []
+    for name, entry in entries.items():
+        given = [dest for dest in entry.dests if getattr(args, dest) != parser.get_default(dest)]
+        if given and name not in selected:
+            flags = ", ".join("--" + dest.replace("_", "-") for dest in given)
+            warnings.append(f"{flags} apply to the {name} target, which --targets leaves out")
+    return warnings
 
 
 def plan(args: argparse.Namespace, targets: dict[str, ModuleType]) -> list[Job]:
@@ -166,18 +211,17 @@ def repeats(args: argparse.Namespace, module: ModuleType) -> tuple[int, int]:
     return (warmup if args.warmup is None else args.warmup), (iters if args.iters is None else args.iters)
 
 
-def open_sessions(args: argparse.Namespace, targets: dict[str, ModuleType], unavailable: dict[str, str],
+def open_sessions(settings: dict[str, object], targets: dict[str, ModuleType], unavailable: dict[str, str],
                   stack: contextlib.ExitStack) -> dict[str, object]:
-    """Connect the targets that need a device for the whole sweep (open_session); one that cannot connect moves
+    """Connect the targets that hold a device for the whole sweep (open_session); one that cannot connect moves
     from `targets` to `unavailable` with the reason."""
-    settings = {"serial": args.serial, "baud": args.baud, "sim": args.sim, "sim_faults": args.sim_faults}
     sessions = {}
     for name in list(targets):
         opener = getattr(targets[name], "open_session", None)
         if opener is None:
             continue
         try:
-            sessions[name] = stack.enter_context(opener(settings))
+            sessions[name] = stack.enter_context(opener(settings[name]))
         except (UnavailableError, LinkError) as exc:
             unavailable[name] = str(exc)
             del targets[name]
@@ -185,11 +229,11 @@ def open_sessions(args: argparse.Namespace, targets: dict[str, ModuleType], unav
 
 
 def measure(job: Job, inputs: Inputs, module: ModuleType, args: argparse.Namespace, context: RunContext,
-            sessions: dict[str, object] | None = None) -> list[Result]:
+            settings: object = None, session: object = None) -> list[Result]:
     """Run one job; a failure becomes a row with status error (or oom) and the sweep goes on."""
     warmup, iters = repeats(args, module)
-    extra = {"cpu_cache_sim": args.cpu_cache_sim, **(sessions or {})}
-    options = RunOptions(context=context, kernel=job.kernel, warmup=warmup, iters=iters, extra=extra)
+    options = RunOptions(context=context, kernel=job.kernel, warmup=warmup, iters=iters, settings=settings,
+                         session=session)
     try:
         return module.run(job.problem, inputs, options)
     except MemoryError as exc:
@@ -200,12 +244,13 @@ def measure(job: Job, inputs: Inputs, module: ModuleType, args: argparse.Namespa
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         status = "error"
         message = f"{type(exc).__name__}: {exc} (at {Path(frame.filename).name}:{frame.lineno})"
-    return [context.result(job.problem, target=job.target, kernel=job.kernel, device=module.device(), status=status,
-                           message=message.replace("\n", " "))]
+    return [context.result(job.problem, target=job.target, kernel=job.kernel, device=module.device(settings, session),
+                           status=status, message=message.replace("\n", " "))]
 
 
 def prepare_out(out: Path, resume: bool) -> tuple[ResultsFile, set[tuple]]:
-    """Open OUT/results.csv; with resume keep its finished rows (dropping failed ones to retry them), else start
+    """Open OUT/results.csv; with resume keep its finished rows (dropping failed and wrong ones to measure them
+    again), else start
     afresh, keeping the previous file as results.csv.prev."""
     out.mkdir(parents=True, exist_ok=True)
     results = ResultsFile(out / "results.csv")
@@ -216,7 +261,7 @@ def prepare_out(out: Path, resume: bool) -> tuple[ResultsFile, set[tuple]]:
         return results, set()
     results.repair()
     rows = results.read()
-    kept = [row for row in rows if row.status != "error"]
+    kept = [row for row in rows if row.status not in FAILED_STATUSES]
     if len(kept) != len(rows):
         results.rewrite(kept)
     return results, {untiled_key(row) for row in kept}
@@ -227,34 +272,40 @@ def untiled_key(row: Result) -> tuple:
     return tuple(None if name in ("br", "bc") else value for name, value in zip(CONFIG_FIELDS, row.config_key()))
 
 
-def run_sweep(args: argparse.Namespace, argv: list[str]) -> int:
+def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser,
+              entries: dict[str, TargetEntry]) -> int:
+    settings = target_settings(args, entries)
+    for warning in unused_options(args, parser, entries, args.targets):
+        print(f"kbench: {warning}", file=sys.stderr)
     with contextlib.ExitStack() as stack:
-        targets, unavailable = select_targets(args.targets)
-        if (args.serial or args.sim) and "mcu" not in targets and "mcu" not in unavailable:
-            print("kbench: --serial/--sim apply to the mcu target, which --targets leaves out", file=sys.stderr)
-        sessions = open_sessions(args, targets, unavailable, stack)
-        return _sweep(args, argv, targets, unavailable, sessions)
+        targets, unavailable = select_targets(args.targets, entries, settings)
+        sessions = open_sessions(settings, targets, unavailable, stack)
+        return _sweep(args, argv, targets, unavailable, settings, sessions)
 
 
 def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleType], unavailable: dict[str, str],
-           sessions: dict[str, object]) -> int:
+           settings: dict[str, object], sessions: dict[str, object]) -> int:
     from tqdm import tqdm
 
     jobs = plan(args, targets)
     results, done = prepare_out(args.out, args.resume)
     todo = [job for job in jobs if job.key() not in done]
-    context = RunContext(run_id=time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(2), git_rev=git_revision(),
-                         host=platform.node())
-    RunInfo(run_id=context.run_id, timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            command="python -m host.compare " + shlex.join(argv), git_rev=context.git_rev, host=context.host,
-            machine={"platform": platform.platform(), "python": platform.python_version(), "numpy": np.__version__,
-                     "cpus": os.cpu_count()}).append_to(args.out / "runs.jsonl")
-
     for name, reason in unavailable.items():
         print(f"kbench: target {name} unavailable: {reason}", file=sys.stderr)
     if args.resume:
         print(f"kbench: resuming: {len(jobs) - len(todo)} of {len(jobs)} rows already in {results.path}",
               file=sys.stderr)
+    if not todo and args.resume:
+        print("kbench: nothing left to measure; no run recorded", file=sys.stderr)
+        summarize_run(args, [], unavailable, len(jobs))
+        return 0
+    context = RunContext(run_id=time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(2), git_rev=git_revision(),
+                         host=platform.node())
+    RunInfo(run_id=context.run_id, timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            command="python -m host.compare " + shlex.join(argv), git_rev=context.git_rev, host=context.host,
+            machine={"platform": platform.platform(), "python": platform.python_version(), "numpy": np.__version__,
+                     "cpus": os.cpu_count()}, unavailable=dict(unavailable)).append_to(args.out / "runs.jsonl")
+    stop_after = _stop_hook()
     written: list[Result] = []
     inputs = None
     with tqdm(todo, unit="row", file=sys.stderr, dynamic_ncols=True, disable=None) as bar:
@@ -263,11 +314,26 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
             base = job.problem.with_(dtype="float32")
             if inputs is None or inputs.problem != base:
                 inputs = Inputs(base)
-            for row in measure(job, inputs, targets[job.target], args, context, sessions):
+            for row in measure(job, inputs, targets[job.target], args, context, settings.get(job.target),
+                               sessions.get(job.target)):
                 results.append(row)
                 written.append(row)
+                if stop_after is not None and len(written) == stop_after[0]:
+                    os.kill(os.getpid(), stop_after[1])
     summarize_run(args, written, unavailable, len(jobs) - len(todo))
-    return 1 if any(row.status == "error" for row in written) else 0
+    return 1 if any(row.status in FAILED_STATUSES for row in written) else 0
+
+
+def _stop_hook() -> tuple[int, int] | None:
+    """(rows, signal) from the test hook's environment variables, or None when they are not set."""
+    rows = os.environ.get(STOP_AFTER_ROWS_ENV)
+    if not rows:
+        return None
+    name = os.environ.get(STOP_SIGNAL_ENV, "KILL")
+    if name not in ("KILL", "TERM", "INT") or not rows.isdigit():
+        raise SpecError(f"{STOP_AFTER_ROWS_ENV}={rows!r}, {STOP_SIGNAL_ENV}={name!r}; allowed: a row count and one "
+                        "of KILL, TERM, INT")
+    return int(rows), getattr(signal, f"SIG{name}")
 
 
 def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: dict[str, str], kept: int) -> None:
@@ -284,7 +350,7 @@ def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: 
     for name, reason in unavailable.items():
         print(f"unavailable: {name}: {reason}")
     print(f"{len(written)} rows measured, {kept} kept from before, "
-          f"{sum(r.status == 'error' for r in written)} failed")
+          f"{sum(r.status == 'wrong' for r in written)} wrong, {sum(r.status == 'error' for r in written)} failed")
     try:
         paths = render(args.out)
     except KbenchError as exc:
@@ -305,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         try:
-            return run_sweep(build_parser().parse_args(argv), argv)
+            parser, entries = build_parser()
+            return run_sweep(parser.parse_args(argv), argv, parser, entries)
         except KeyboardInterrupt:
             print("kbench: interrupted; finished rows are kept in results.csv: rerun with --resume to complete the "
                   "sweep", file=sys.stderr)

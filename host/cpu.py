@@ -7,18 +7,21 @@ large-copy bandwidth, so the report can place the reference on a roofline and as
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import platform
+from dataclasses import dataclass
 
 import numpy as np
 
 from host import perf
 from host.problem import AttentionProblem
-from host.reference import attention, errors
+from host.reference import attention
 from host.results import Result
-from host.target import Inputs, RunOptions
+from host.target_api import Inputs, RunOptions
 from host.timing import summarize, time_calls
+from host.verdict import check_float
 
 #: kernel name → the dtype it computes in.
 KERNELS = {"numpy": "float32"}
@@ -28,14 +31,34 @@ MATMUL_N = 2048
 COPY_BYTES = 64 << 20
 
 
-def available() -> tuple[bool, str]:
+@dataclass(frozen=True)
+class Settings:
+    """The CPU target's options: cache_sim simulates the caches with cachegrind when hardware counters are missing."""
+
+    cache_sim: bool = False
+
+
+def add_options(group: argparse._ArgumentGroup) -> None:
+    group.add_argument("--cpu-cache-sim", action="store_true",
+                       help="without hardware counters, simulate the CPU's caches with valgrind's cachegrind")
+
+
+def settings(args: argparse.Namespace) -> Settings:
+    return Settings(cache_sim=bool(args.cpu_cache_sim))
+
+
+def available(settings: Settings = Settings()) -> tuple[bool, str]:
     """The CPU target runs wherever numpy does."""
     return True, f"numpy {np.__version__} float32 reference on {device()}"
 
 
-@functools.lru_cache(maxsize=None)
-def device() -> str:
+def device(settings: Settings | None = None, session: object = None) -> str:
     """The CPU's model name and logical core count, e.g. 'AMD EPYC (2 cores)'."""
+    return _cpu_name()
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_name() -> str:
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
@@ -60,29 +83,30 @@ def ceilings() -> tuple[float, float]:
 
 
 def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[Result]:
-    """Time the float32 reference on `problem`; one row with timing, errors, counters (or why not) and ceilings.
+    """Time the float32 reference on `problem`; one row with timing, verdict, counters (or why not) and ceilings.
 
-    options.extra["cpu_cache_sim"]: when hardware counters are unavailable, simulate the caches with cachegrind.
+    options.settings (Settings): cache_sim simulates the caches with cachegrind when hardware counters are missing.
     """
+    cache_sim = isinstance(options.settings, Settings) and options.settings.cache_sim
     def call() -> np.ndarray:
         return attention(inputs.q, inputs.k, inputs.v, problem.causal, np.float32)
 
     samples = time_calls(call, options.warmup, options.iters)
     out, counters = perf.measure(call)
-    if counters.instructions is None and options.extra.get("cpu_cache_sim"):
+    if counters.instructions is None and cache_sim:
         from host import cachegrind
 
         ok, why = cachegrind.cachegrind_available()
         counters = cachegrind.simulate_reference(problem) if ok else perf.Counters(
             None, None, None, None, source="", reason=f"{counters.reason}; cache simulation: {why}")
     timing = summarize(samples)
-    err = errors(out, inputs.golden)
+    verdict = check_float(out, problem, inputs.golden)
     peak_gflops, peak_gbps = ceilings()
     seconds = timing.p50_ms / 1e3
     return [options.context.result(
         problem, target="cpu", kernel=options.kernel, device=device(), warmup=options.warmup,
         **timing.as_fields(), gflops=problem.flops() / seconds / 1e9 if seconds > 0 else None,
         model_bytes=problem.min_bytes(), gbps=problem.min_bytes() / seconds / 1e9 if seconds > 0 else None,
-        peak_gflops=peak_gflops, peak_gbps=peak_gbps, max_abs=err.max_abs, rel_l2=err.rel_l2,
+        peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source="measured", verdict=verdict,
         **counters.as_fields())]
 

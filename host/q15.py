@@ -183,14 +183,71 @@ def divide_q15(acc: np.ndarray, l: np.ndarray) -> np.ndarray:
     return np.clip(np.where(acc_n < 0, -mag, mag), -32768, 32767).astype(np.int16)
 
 
-def run_problem(problem: AttentionProblem, bc: int = 16) -> tuple[np.ndarray, np.ndarray]:
-    """Quantise the problem's inputs per tensor, run the model on every head; (int16 O, float64 dequantised O)."""
-    q, k, v = problem.inputs()
+@dataclass(frozen=True)
+class Quantized:
+    """A problem's inputs as the Q15 targets receive them: int16 tensors (B, H, N, d), each with its per-tensor
+    exponent (x ≈ q · 2^(s-15)), and the kernel parameters (score scale M, r for those exponents, key block Bc)."""
+
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    exponents: tuple[int, int, int]  # (sQ, sK, sV)
+    params: Q15Params
+
+    def head(self, b: int, h: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(q, k, v) of one head, each (N, d) int16."""
+        return self.q[b, h], self.k[b, h], self.v[b, h]
+
+    def expected(self) -> np.ndarray:
+        """The contract's int16 output (B, H, N, d): the model run on every head."""
+        out = np.empty(self.q.shape, dtype=np.int16)
+        for b in range(self.q.shape[0]):
+            for h in range(self.q.shape[1]):
+                out[b, h] = attention_q15(*self.head(b, h), self.params)
+        return out
+
+    def dequantize(self, out: np.ndarray) -> np.ndarray:
+        """An int16 output (in V's scale) as float64."""
+        return dequantize(out, self.exponents[2])
+
+
+def prepare(problem: AttentionProblem, q: np.ndarray, k: np.ndarray, v: np.ndarray, bc: int) -> Quantized:
+    """Quantise float Q, K, V (B, H, N, d) per tensor and derive the parameters every Q15 target is given."""
     (qq, sq), (kq, sk), (vq, sv) = quantize(q), quantize(k), quantize(v)
     mult, shift = score_scale(sq, sk, problem.dim)
-    params = Q15Params(problem.seq, problem.dim, problem.causal, min(bc, BC_MAX), mult, shift)
-    out = np.empty(problem.shape, dtype=np.int16)
-    for b in range(problem.batch):
-        for h in range(problem.heads):
-            out[b, h] = attention_q15(qq[b, h], kq[b, h], vq[b, h], params)
-    return out, dequantize(out, sv)
+    params = Q15Params(problem.seq, problem.dim, problem.causal, bc, mult, shift)
+    return Quantized(qq, kq, vq, (sq, sk, sv), params)
+
+
+def error_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, quantized: Quantized) -> float:
+    """The contract's worst-case max-abs error against the float64 golden (docs/q15.md §8) for these float inputs.
+
+    Input quantisation: each element of Q, K, V moves by at most half an LSB, 2^(s-16); a score q·k/√d then moves by
+    at most δ = (‖q‖·ε_K·√d + ‖k‖·ε_Q·√d + d·ε_Q·ε_K)/√d, so every softmax weight by a factor within e^(±2δ), and the
+    output by at most (e^(2δ) − 1)·max|V| + ε_V. Arithmetic: each of the K weights errs by at most E LSB (EXP2 0.97,
+    the score's rounding 0.17, and M's relative error 2⁻¹⁵ on exponent differences up to 2·zmax), giving
+    2·K·E·max|V|/32767; each rescale, the divisor's normalisation and the 32767 cap add their relative errors times
+    max|V|; the output's rounding adds half an LSB of V's scale.
+    """
+    params = quantized.params
+    sq, sk, sv = quantized.exponents
+    eps_q, eps_k, eps_v = (2.0 ** (s - 16) for s in (sq, sk, sv))
+    d, keys = params.dim, params.seq
+    vmax = float(np.max(np.abs(v)))
+    q_norm = float(np.max(np.linalg.norm(q.astype(np.float64), axis=-1)))
+    k_norm = float(np.max(np.linalg.norm(k.astype(np.float64), axis=-1)))
+    delta = (q_norm * eps_k * math.sqrt(d) + k_norm * eps_q * math.sqrt(d) + d * eps_q * eps_k) / math.sqrt(d)
+    quantisation = math.expm1(2.0 * delta) * vmax + eps_v
+    z_max = (q_norm + eps_q * math.sqrt(d)) * (k_norm + eps_k * math.sqrt(d)) / math.sqrt(d) * math.log2(math.e)
+    per_weight = 0.97 + 0.17 + 32767 * 2.0**-15 * 2.0 * z_max * math.log(2.0)  # E, in LSB of Q15
+    rescales = -(-keys // params.bc)
+    relative = rescales * 0.5 / 32767 + 2.0**-17 + 2.0**-15
+    arithmetic = 2.0 * keys * per_weight * vmax / 32767 + relative * vmax + eps_v
+    return quantisation + arithmetic
+
+
+def run_problem(problem: AttentionProblem, bc: int = 16) -> tuple[np.ndarray, np.ndarray]:
+    """Quantise the problem's inputs per tensor, run the model on every head; (int16 O, float64 dequantised O)."""
+    quantized = prepare(problem, *problem.inputs(), min(bc, BC_MAX))
+    out = quantized.expected()
+    return out, quantized.dequantize(out)

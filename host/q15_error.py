@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from host.cli import Parser, guard, int_list, integer
+from host.cli_common import Parser, guard, int_list, integer
 from host.problem import LIMITS, AttentionProblem
 from host.q15 import BC_MAX, DIM_MAX, SEQ_MAX, run_problem
 from host.reference import errors, golden

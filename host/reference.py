@@ -5,7 +5,7 @@ the queries in blocks so that no N×N matrix exists at once (seq 16384 needs onl
 problems a block only touches the keys it can see, so causal work is half the full work, as the FLOP formula says.
 float64 is the golden every target is diffed against; float32 is the CPU target's kernel.
 
-`errors` gives max-abs and relative L2; `check_against_reference` applies the tolerance of the output's precision.
+`errors` gives max-abs and relative L2; host/verdict.py turns them into a row's verdict.
 """
 
 from __future__ import annotations
@@ -20,9 +20,6 @@ from threadpoolctl import ThreadpoolController
 
 from host.errors import SpecError
 from host.problem import AttentionProblem
-
-#: Tolerances on max-abs and relative-L2 error against the float64 golden, by the precision a target computes in.
-TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
 
 #: Elements of one score slab (block × keys): a few MB, large enough for efficient matmuls, near the L2 of a core.
 SLAB_ELEMENTS = 1 << 19
@@ -112,30 +109,3 @@ def errors(out: np.ndarray, gold: np.ndarray) -> ErrorMetrics:
     rel = float(np.linalg.norm(diff)) / norm if norm > 0 else float(np.linalg.norm(diff))
     worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
     return ErrorMetrics(max_abs=float(diff.max()), rel_l2=rel, worst=worst)
-
-
-@dataclass(frozen=True)
-class Check:
-    """The verdict of `check_against_reference`: metrics, the tolerance applied and the first mismatches."""
-
-    metrics: ErrorMetrics
-    tolerance: float
-    passed: bool
-    mismatches: tuple[str, ...]
-
-
-def check_against_reference(out: np.ndarray, problem: AttentionProblem, gold: np.ndarray | None = None) -> Check:
-    """Diff `out` (B, H, N, d) against the float64 golden with the tolerance of problem.dtype (max-abs and rel-L2).
-
-    Q15 targets are held to bit-exactness against host/q15.py instead, so they have no tolerance here.
-    """
-    if problem.dtype not in TOLERANCE:
-        raise SpecError(f"dtype={problem.dtype!r} has no float tolerance; allowed: {', '.join(TOLERANCE)}")
-    gold = golden(problem) if gold is None else gold
-    metrics = errors(out, gold)
-    tol = TOLERANCE[problem.dtype]
-    passed = metrics.max_abs <= tol and metrics.rel_l2 <= tol
-    bad = np.argwhere(~(np.abs(out.astype(np.float64) - gold) <= tol))[:5]
-    mismatches = tuple(f"O{tuple(int(i) for i in idx)}: got {float(out[tuple(idx)]):.7g}, "
-                       f"want {float(gold[tuple(idx)]):.7g}" for idx in bad)
-    return Check(metrics=metrics, tolerance=tol, passed=passed, mismatches=mismatches)

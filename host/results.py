@@ -26,9 +26,17 @@ from host.errors import ResultsError
 # Schema history (bump SCHEMA_VERSION on any change of field names, meaning or units; add a line here):
 #   1  2026-11-29  first schema: identity, problem, timing (+ median CI), throughput, accuracy, CPU counters,
 #                  MCU extras, energy, device ceilings, status.
-SCHEMA_VERSION = 1
+#   2  2026-11-30  status `wrong` (outside the derived tolerance, or not bit-exact: host/verdict.py); peak_source
+#                  (where the ceilings come from: measured in the run, or a datasheet roof); sensors_source (whether
+#                  temp_c and vdda_v were measured by the board's ADC or modelled by the twin). Version 1 files are
+#                  read with those two columns empty.
+SCHEMA_VERSION = 2
+#: Columns each later version added, with the value older rows get for them when read.
+ADDED_COLUMNS = {2: {"peak_source": "", "sensors_source": ""}}
 
-STATUSES = ("ok", "skipped", "oom", "error")
+STATUSES = ("ok", "wrong", "skipped", "oom", "error")
+#: Statuses that make a sweep fail (exit 1) and that --resume measures again.
+FAILED_STATUSES = ("wrong", "error")
 
 #: Problem fields plus tile: two rows with equal keys measure the same thing (used by --resume).
 CONFIG_FIELDS = ("target", "kernel", "dtype", "batch", "heads", "seq", "dim", "causal", "seed", "br", "bc")
@@ -76,6 +84,7 @@ class Result:
     # the machine's own ceilings measured in the same run, for the roofline
     peak_gflops: float | None = None
     peak_gbps: float | None = None
+    peak_source: str = ""  # "measured" in this run, or the datasheet figures of a roof (the MCU's)
     # accuracy against the float64 golden; bit_exact against host/q15.py for Q15 targets
     max_abs: float | None = None
     rel_l2: float | None = None
@@ -93,6 +102,7 @@ class Result:
     clock_hz: int | None = None
     temp_c: float | None = None
     vdda_v: float | None = None
+    sensors_source: str = ""  # temp_c and vdda_v: "measured" (the board's ADC) or "modelled" (the twin)
     # energy
     energy_j: float | None = None
     energy_source: str = ""
@@ -156,6 +166,22 @@ for _f in fields(Result):
     _KINDS[_f.name] = next(t for t in (bool, int, float, str) if _type.startswith(t.__name__))
 
 
+def _upgrade(row: dict[str, str], path: Path) -> dict[str, str]:
+    """A row of an older schema version in this version's columns (ADDED_COLUMNS); a newer or unknown version is
+    refused with the file named."""
+    text = row.get("schema_version")
+    known = {str(version) for version in range(1, SCHEMA_VERSION + 1)}
+    if text not in known:
+        raise ResultsError(f"{path} holds a row of schema version {text!r}; this kbench reads versions 1.."
+                           f"{SCHEMA_VERSION}: move the file aside or choose another --out")
+    row = dict(row)
+    for version in range(int(text) + 1, SCHEMA_VERSION + 1):
+        for name, value in ADDED_COLUMNS.get(version, {}).items():
+            row.setdefault(name, value)
+    row["schema_version"] = str(SCHEMA_VERSION)
+    return row
+
+
 def _format(value: object) -> str:
     if value is None:
         return ""
@@ -196,11 +222,7 @@ class ResultsFile:
         reader = csv.DictReader(io.StringIO(text))
         if reader.fieldnames is None:
             return []
-        version_ok = "schema_version" in reader.fieldnames
-        rows = list(reader)
-        if not version_ok or any(r.get("schema_version") != str(SCHEMA_VERSION) for r in rows):
-            raise ResultsError(f"{self.path} was written with another schema version; this kbench reads "
-                               f"version {SCHEMA_VERSION}: move the file aside or choose another --out")
+        rows = [_upgrade(row, self.path) for row in reader]
         return [Result.from_row(r) for r in rows]
 
     def repair(self) -> None:
@@ -224,9 +246,12 @@ class ResultsFile:
         os.replace(tmp, self.path)
 
     def append(self, result: Result) -> None:
-        """Append one row (and the header if the file is new) in one write, flushed to disk."""
+        """Append one row (and the header if the file is new) in one write, flushed to disk. A file written by an
+        older schema version is upgraded in place first, so its columns match."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.repair()
+        if self._header() not in (None, list(FIELD_NAMES)):
+            self.rewrite(self.read())
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=FIELD_NAMES, lineterminator="\n")
         if not self.path.exists() or self.path.stat().st_size == 0:
@@ -236,6 +261,13 @@ class ResultsFile:
             out.write(buffer.getvalue())
             out.flush()
             os.fsync(out.fileno())
+
+    def _header(self) -> list[str] | None:
+        """The file's column names; None when it is missing or empty."""
+        if not self.path.exists():
+            return None
+        with self.path.open(encoding="utf-8", newline="") as f:
+            return next(csv.reader(f), None)
 
     def __iter__(self) -> Iterator[Result]:
         return iter(self.read())
@@ -251,6 +283,7 @@ class RunInfo:
     git_rev: str
     host: str
     machine: dict = field(default_factory=dict)
+    unavailable: dict = field(default_factory=dict)  # target name → why this run could not use it
 
     def append_to(self, path: Path | str) -> None:
         path = Path(path)

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from host.errors import UnavailableError
-from host.cli import Parser, guard, int_list, integer
+from host.cli_common import Parser, guard, int_list, integer
 from host.problem import LIMITS, check_int
 
 FLOAT_BYTES = 4

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 from host.problem import AttentionProblem
-from host.target import Inputs
+from host.target_api import Inputs
 from kernels import target
 
 

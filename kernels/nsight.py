@@ -29,7 +29,7 @@ from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
 from host.errors import KbenchError, ResultsError, SpecError
-from host.cli import Parser, guard, integer
+from host.cli_common import Parser, guard, integer
 from host.problem import LIMITS, AttentionProblem
 from host.results import ResultsFile
 from kernels import budget, target
@@ -217,7 +217,7 @@ def cmd_drive(args: argparse.Namespace) -> int:
     ok, reason = target.available()
     if not ok:
         raise KbenchError(f"nsight drive needs a GPU: {reason}")
-    from host.target import Inputs
+    from host.target_api import Inputs
 
     problem = _problem(args, args.seq)
     launcher = target.Launcher(args.kernel, problem, Inputs(problem), *_tile(args, problem))

@@ -31,10 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from host.errors import ResultsError
-from host.cli import Parser, guard, int_list, integer
+from host.cli_common import Parser, guard, int_list, integer
 from host.problem import LIMITS, AttentionProblem
 from host.reference import errors
-from host.target import Inputs
+from host.target_api import Inputs
 from kernels import budget, target
 
 CSV_NAME = "sweep.csv"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from host.cli import Parser, guard, integer
+from host.cli_common import Parser, guard, integer
 from host.errors import LinkError, TargetError, UnavailableError
 from mcu.link import BREAK, FLUSH
 from mcu.mpy import BOARD_MODULES, MpyAbi, compile_board_module

@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from host import q15
-from host.cli import Parser, guard, integer
+from host.cli_common import Parser, guard, integer
 from host.q15 import DIM_MAX
 from mcu import messages as m
 

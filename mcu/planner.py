@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import Sequence
 
-from host.cli import Parser, guard, int_list, integer
+from host.cli_common import Parser, guard, int_list, integer
 from host.errors import TargetError
 from host.q15 import DIM_MAX, SEQ_MAX
 from mcu.messages import tensor_bytes

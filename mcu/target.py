@@ -1,17 +1,21 @@
 """The MCU target: the Q15 kernel on an STM32F407 running MicroPython (`--serial PORT`) or on its twin (`--sim`).
 
+Its options (`add_options`): `--serial PORT [--baud N]`, or `--sim [--sim-faults SPEC]`.
 `open_session(settings)` connects for a whole sweep: with `sim` it starts `python -m mcu.sim` as a child (a pipe
 on its stdin, so it ends with the host), deploys the board code to it with mcu.deploy and connects to its pty; with
 `serial` it connects to the board (deploy first with `python -m mcu.deploy --port PORT`). `run` quantises the
-problem per tensor exactly as host/q15.py's `run_problem` does, and for every head: SETUP with the planner's
+problem per tensor with host/q15.py's `prepare` (as every Q15 target does), and for every head: SETUP with the planner's
 chunking, LOAD K and V^T, then per chunk of query rows LOAD Q, RUN (warm-up + timed repeats on the board) and READ
 O. A session lost mid-head (the board reset) is restarted and the head redone, so every row is measured once and
-whole. The row: latency = DWT cycles / clock (all heads and chunks of one repeat), max_abs and rel_l2 of the
-dequantised output against the float64 golden, bit_exact against the model, temperature and VDDA after the run.
+whole. The row: latency = DWT cycles / clock (all heads and chunks of one repeat), the verdict (bit-exact with the
+model and within the contract's error bound: host/verdict.py), max_abs and rel_l2 of the dequantised output against
+the float64 golden, temperature and VDDA after the run (measured by a board's ADC, modelled by the twin), and the
+Cortex-M4's datasheet roof (SMLALD: 2 MACs per cycle; SRAM: 4 bytes per cycle) for the roofline.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import select
 import subprocess
@@ -25,10 +29,10 @@ import numpy as np
 from host import q15
 from host.errors import LinkError, SpecError, TargetError, UnavailableError
 from host.problem import AttentionProblem
-from host.reference import errors
 from host.results import Result
-from host.target import Inputs, RunOptions
+from host.target_api import Inputs, RunOptions
 from host.timing import summarize
+from host.verdict import check_q15
 
 KERNELS = {"q15": "q15"}
 #: warm-up and timed repeats when the sweep does not set them: DWT cycles barely vary, and the twin's are exact.
@@ -37,21 +41,65 @@ BC = 32  # keys per online-softmax block on the board
 HEAD_ATTEMPTS = 5  # sessions tried per head before the row fails
 TWIN_START_S = 60  # how long the twin may take to print its pty
 SECONDS_PER_MAC = 2e-6  # RUN's reply timeout per multiply-accumulate: ~5x the twin's rate, ~70x a real F407's
+DEFAULT_BAUD = 115200
+#: The Cortex-M4's roof (ARM Cortex-M4 TRM): SMLALD retires two 16×16 multiply-accumulates per cycle (4 operations
+#: in the FLOP convention), and the core moves at most one 32-bit word per cycle to or from SRAM.
+M4_OPS_PER_CYCLE = 4
+M4_SRAM_BYTES_PER_CYCLE = 4
 
-_state = {"device": "STM32F407 (not connected: pass --serial PORT or --sim)"}
+
+@dataclass(frozen=True)
+class Settings:
+    """Where the MCU target runs: a board on a serial port, or the twin (optionally with line faults)."""
+
+    serial: str | None = None
+    baud: int = DEFAULT_BAUD
+    sim: bool = False
+    sim_faults: str = ""
+
+    def __post_init__(self) -> None:
+        if self.serial and self.sim:
+            raise SpecError("--serial and --sim both given; allowed: one of them")
+        if self.sim_faults and not self.sim:
+            raise SpecError(f"--sim-faults {self.sim_faults!r} needs --sim (faults are injected by the twin)")
 
 
-def available() -> tuple[bool, str]:
+def add_options(group: argparse._ArgumentGroup) -> None:
+    from host.cli_common import integer
+
+    group.add_argument("--serial", metavar="PORT", default=None,
+                       help="a board, e.g. /dev/ttyACM0 (deploy first: python -m mcu.deploy --port PORT)")
+    group.add_argument("--baud", type=integer("baud", 1200, 12_000_000), default=DEFAULT_BAUD,
+                       help=f"the board's baud rate, ignored by USB CDC (default {DEFAULT_BAUD})")
+    group.add_argument("--sim", action="store_true",
+                       help="the board twin (python -m mcu.sim), started and deployed by the sweep")
+    group.add_argument("--sim-faults", metavar="SPEC", default="",
+                       help="line faults for the twin, e.g. drop=0.001,flip=0.001,delay=0.01,reset=200 (docs/twin.md)")
+
+
+def settings(args: argparse.Namespace) -> Settings:
+    if args.sim_faults:
+        from mcu.sim.faults import FaultSpec
+
+        FaultSpec.parse(args.sim_faults, "--sim-faults")  # a bad spec is the user's error, reported before anything
+    return Settings(serial=args.serial, baud=args.baud, sim=args.sim, sim_faults=args.sim_faults)
+
+
+def available(settings: Settings = Settings()) -> tuple[bool, str]:
     try:
         import mpremote  # noqa: F401
         import serial  # noqa: F401
     except ImportError as exc:
         return False, f"{exc.name} is not installed (pip install -e '.[mcu]')"
+    if not settings.serial and not settings.sim:
+        return False, "no board: pass --serial PORT (a board) or --sim (the board twin)"
     return True, ""
 
 
-def device() -> str:
-    return _state["device"]
+def device(settings: Settings | None = None, session: "Session | None" = None) -> str:
+    if session is not None:
+        return session.description
+    return "STM32F407 (not connected)"
 
 
 @dataclass
@@ -61,40 +109,39 @@ class Session:
     link: object  # mcu.link.BoardLink
     port: str
     description: str
+    twin: bool = False
     resources: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
 
 @contextlib.contextmanager
-def open_session(settings: dict):
-    """settings: {"serial": PORT or None, "baud": N, "sim": bool}. Yields a Session; UnavailableError when no
-    board was named or the one named cannot be reached."""
+def open_session(settings: Settings):
+    """Yield a Session on the board or twin the settings name; UnavailableError when none was named or the one
+    named cannot be reached."""
     from mcu.link import BoardLink
 
-    serial_port, sim = settings.get("serial"), settings.get("sim")
-    if serial_port and sim:
-        raise SpecError("--serial and --sim both given; allowed: one of them")
+    serial_port, sim = settings.serial, settings.sim
     if not serial_port and not sim:
         raise UnavailableError("no board: pass --serial PORT (a board) or --sim (the board twin)")
     with contextlib.ExitStack() as stack:
         if sim:
-            port = stack.enter_context(start_twin(settings.get("sim_faults") or ""))
+            port = stack.enter_context(start_twin(settings.sim_faults))
             from mcu.deploy import deploy
 
             deploy(port, 115200, say=lambda line: None)
         else:
             port = serial_port
-        link = BoardLink(port, settings.get("baud") or 115200)
+        link = BoardLink(port, settings.baud)
         try:
             hello = link.open()
         except LinkError as exc:
             raise UnavailableError(f"{'the twin' if sim else port}: {exc}") from None
         stack.callback(link.close)
         kind = "twin" if sim else "board"
-        _state["device"] = f"{hello.machine} ({kind}, {hello.clock_hz / 1e6:g} MHz, heap {hello.heap_total} B)"
+        description = f"{hello.machine} ({kind}, {hello.clock_hz / 1e6:g} MHz, heap {hello.heap_total} B)"
         if not hello.module_present:
             raise UnavailableError(f"{port}: q15attn is not on the {kind} (deploy q15attn.mpy with python -m "
                                    "mcu.deploy, or bake it into the firmware)")
-        yield Session(link, port, _state["device"])
+        yield Session(link, port, description, twin=bool(sim))
 
 
 @contextlib.contextmanager
@@ -193,40 +240,39 @@ def _load(link, tensor, data: bytes, max_data: int) -> None:
 
 
 def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[Result]:
-    """Measure `problem` on the board of options.extra["mcu"] (a Session); one row."""
-    session: Session | None = options.extra.get("mcu")
+    """Measure `problem` on the board of options.session (a Session); one row with its verdict."""
+    session: Session | None = options.session
     if session is None:
         raise UnavailableError("the MCU target has no session (host.compare opens one with --serial or --sim)")
-    (qq, sq), (kq, sk), (vq, sv) = q15.quantize(inputs.q), q15.quantize(inputs.k), q15.quantize(inputs.v)
-    mult, shift = q15.score_scale(sq, sk, problem.dim)
-    params = q15.Q15Params(problem.seq, problem.dim, problem.causal, BC, mult, shift)
+    quantized = q15.prepare(problem, inputs.q, inputs.k, inputs.v, BC)
     repeats = options.warmup + options.iters
     if repeats > 255:
         raise SpecError(f"warmup + iters = {repeats} is out of range for the MCU; allowed: 1..255")
     stats = session.link.stats
     before = (stats.retries, stats.restarts, stats.rejected)
-    out = np.empty(problem.shape, dtype=np.int16)
+    out = np.empty(problem.shape, dtype=np.int16)  # (B, H, N, d) Q15 in V's scale
     cycles = np.zeros(repeats, dtype=np.int64)
-    exact = True
     head = None
     for b in range(problem.batch):
         for h in range(problem.heads):
-            head = run_head(session, params, qq[b, h], kq[b, h], vq[b, h], repeats)
+            head = run_head(session, quantized.params, *quantized.head(b, h), repeats)
             out[b, h] = head.out
             cycles += head.cycles
-            exact &= bool(np.array_equal(head.out, q15.attention_q15(qq[b, h], kq[b, h], vq[b, h], params)))
-    hello = session.link.hello
-    clock = hello.clock_hz
+    verdict = check_q15(out, quantized.expected(), quantized.dequantize(out), inputs.golden,
+                        q15.error_bound(inputs.q, inputs.k, inputs.v, quantized))
+    clock = session.link.hello.clock_hz
     timed = cycles[options.warmup:]
     timing = summarize((timed / clock * 1e3).tolist())
-    err = errors(q15.dequantize(out, sv), inputs.golden)
     seconds = timing.p50_ms / 1e3
     return [options.context.result(
-        problem, target="mcu", kernel=options.kernel, device=device(), br=head.rows, bc=BC,
+        problem, target="mcu", kernel=options.kernel, device=session.description, br=head.rows, bc=BC,
         warmup=options.warmup, **timing.as_fields(), gflops=problem.flops() / seconds / 1e9 if seconds else None,
         model_bytes=problem.min_bytes(), gbps=problem.min_bytes() / seconds / 1e9 if seconds else None,
-        max_abs=err.max_abs, rel_l2=err.rel_l2, bit_exact=exact, cycles=int(np.median(timed)), clock_hz=clock,
-        temp_c=head.temp_c, vdda_v=head.vdda_v, message=_link_note(before, stats))]
+        peak_gflops=M4_OPS_PER_CYCLE * clock / 1e9, peak_gbps=M4_SRAM_BYTES_PER_CYCLE * clock / 1e9,
+        peak_source=f"datasheet: Cortex-M4 SMLALD 2 MAC/cycle, SRAM 4 B/cycle at {clock / 1e6:g} MHz",
+        cycles=int(np.median(timed)), clock_hz=clock, temp_c=head.temp_c, vdda_v=head.vdda_v,
+        sensors_source=("modelled" if session.twin else "measured") if head.temp_c is not None else "",
+        verdict=verdict, message=_link_note(before, stats))]
 
 
 def _link_note(before: tuple[int, int, int], stats) -> str:

@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from host.cli import guard, int_list, integer, name_list
+from host.cli_common import guard, int_list, integer, name_list
 from host.errors import LinkError, SpecError
 
 

@@ -1,10 +1,11 @@
 """`python -m host.compare`: the CPU sweep end to end, bad arguments, failing rows, interruption and --resume."""
 
 import csv
+import json
+import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -13,16 +14,25 @@ from host import compare
 from host.results import ResultsFile
 
 FAKE_TARGET = '''
-"""A target for tests: fails on seq 17, runs out of memory on seq 33, else one ok row."""
-from host.results import Result
+"""A target for tests: fails on seq 17, runs out of memory on seq 33, computes a wrong output on seq 65 (1 % off),
+else one ok row. Its one option, --fake-scale, scales every output (1.0: right)."""
+import numpy as np
+
+from host.verdict import check_float
 
 KERNELS = {"fake": "float32"}
 CALLS = []
 
-def available():
+def add_options(group):
+    group.add_argument("--fake-scale", type=float, default=1.0, help="scale every output by this")
+
+def settings(args):
+    return args.fake_scale
+
+def available(settings):
     return True, "always"
 
-def device():
+def device(settings=None, session=None):
     return "fake device"
 
 def run(problem, inputs, options):
@@ -31,18 +41,25 @@ def run(problem, inputs, options):
         raise RuntimeError("kernel exploded")
     if problem.seq == 33:
         raise MemoryError("4 GiB requested")
+    out = inputs.golden.astype(np.float32) * np.float32(options.settings * (1.01 if problem.seq == 65 else 1.0))
     return [options.context.result(problem, target="fake", kernel=options.kernel, device=device(),
-                                   p50_ms=1.0, min_ms=1.0, rel_l2=0.0)]
+                                   p50_ms=1.0, min_ms=1.0, verdict=check_float(out, problem, inputs.golden))]
 '''
 
 MISSING_TARGET = '''
 """A target whose capability is absent."""
 KERNELS = {"ghost": "float32"}
 
-def available():
+def add_options(group):
+    pass
+
+def settings(args):
+    return None
+
+def available(settings):
     return False, "no ghost board attached"
 
-def device():
+def device(settings=None, session=None):
     return ""
 '''
 
@@ -61,7 +78,7 @@ def test_acceptance_cpu_sweep(tmp_path):
     assert sorted((int(r["seq"]), r["causal"]) for r in rows) == [(64, "0"), (64, "1"), (128, "0"), (128, "1")]
     for r in rows:
         assert r["status"] == "ok" and r["target"] == "cpu"
-        assert float(r["rel_l2"]) <= 1e-6
+        assert float(r["rel_l2"]) <= 1e-6 and r["bit_exact"] == ""
         assert float(r["p50_ms"]) > 0 and float(r["p50_ci_low_ms"]) <= float(r["p50_ms"])
         assert r["instructions"] or r["counters_reason"], "counters or the reason they are missing"
         assert float(r["peak_gflops"]) > 0 and float(r["gflops"]) > 0
@@ -103,27 +120,65 @@ def fake_targets(tmp_path, monkeypatch):
     return fake_target
 
 
-def test_a_failing_row_is_recorded_and_the_sweep_goes_on(fake_targets, tmp_path, capsys):
+def test_failing_and_wrong_rows_are_recorded_and_the_sweep_goes_on(fake_targets, tmp_path, capsys):
     out = tmp_path / "o"
-    code = compare.main(["--targets", "fake,ghost", "--seq", "1,17,33,97", "--causal", "0", "--out", str(out)])
+    code = compare.main(["--targets", "fake,ghost", "--seq", "1,17,33,65,97", "--causal", "0", "--out", str(out)])
     assert code == 1
     rows = {r.seq: r for r in ResultsFile(out / "results.csv").read()}
-    assert [rows[s].status for s in (1, 17, 33, 97)] == ["ok", "error", "oom", "ok"]
+    assert [rows[s].status for s in (1, 17, 33, 65, 97)] == ["ok", "error", "oom", "wrong", "ok"]
     assert "RuntimeError: kernel exploded" in rows[17].message
     assert "4 GiB requested" in rows[33].message
+    wrong = rows[65]
+    assert wrong.rel_l2 is not None and 5e-3 < wrong.rel_l2 < 2e-2, "a wrong row keeps its figures"
+    assert wrong.message.startswith("wrong") and "rel_l2" in wrong.message and "worst O(" in wrong.message
     printed = capsys.readouterr()
     assert "ghost" in printed.out and "no ghost board attached" in printed.out
+    assert "1 wrong" in printed.out
+    report = (out / "results.md").read_text()
+    assert "wrong" in report and "no ghost board attached" in report
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert runs[-1]["unavailable"] == {"ghost": "no ghost board attached"}
 
 
-def test_resume_retries_failed_rows_only(fake_targets, tmp_path):
+def test_only_wrong_rows_make_an_all_ok_sweep_fail(fake_targets, tmp_path):
+    assert compare.main(["--targets", "fake", "--seq", "1,97", "--out", str(tmp_path / "a")]) == 0
+    assert compare.main(["--targets", "fake", "--seq", "1,97", "--fake-scale", "1.001",
+                         "--out", str(tmp_path / "b")]) == 1
+    assert {r.status for r in ResultsFile(tmp_path / "b" / "results.csv").read()} == {"wrong"}
+
+
+def test_a_target_owns_its_options(fake_targets, tmp_path, capsys):
     out = tmp_path / "o"
-    args = ["--targets", "fake", "--seq", "1,17,97", "--causal", "both", "--out", str(out)]
+    assert compare.main(["--targets", "ghost", "--fake-scale", "2", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "--fake-scale apply to the fake target, which --targets leaves out" in err
+    assert "--fake-scale" in compare.build_parser()[0].format_help()
+    source = (ROOT / "host" / "compare.py").read_text()
+    for flag in ("--serial", "--sim", "--baud", "--cpu-cache-sim", "--gpu-device", "--gpu-tile"):
+        assert flag not in source, f"{flag} belongs to its target, not to compare.py"
+
+
+def test_resume_retries_failed_and_wrong_rows_only(fake_targets, tmp_path):
+    out = tmp_path / "o"
+    args = ["--targets", "fake", "--seq", "1,17,65,97", "--causal", "both", "--out", str(out)]
     assert compare.main(args) == 1
     fake_targets.CALLS.clear()
     assert compare.main(args + ["--resume"]) == 1
-    assert fake_targets.CALLS == [17, 17]  # the two failed rows (causal 0 and 1) again, nothing else
+    assert fake_targets.CALLS == [17, 17, 65, 65]  # the failed and wrong rows (causal 0 and 1) again, nothing else
     rows = ResultsFile(out / "results.csv").read()
-    assert len(rows) == 6 and len({r.config_key() for r in rows}) == 6
+    assert len(rows) == 8 and len({r.config_key() for r in rows}) == 8
+
+
+def test_resume_with_nothing_left_records_no_run(fake_targets, tmp_path, capsys):
+    out = tmp_path / "o"
+    args = ["--targets", "fake", "--seq", "1,97", "--out", str(out)]
+    assert compare.main(args) == 0
+    runs = (out / "runs.jsonl").read_text().splitlines()
+    fake_targets.CALLS.clear()
+    assert compare.main(args + ["--resume"]) == 0
+    assert fake_targets.CALLS == [] and (out / "runs.jsonl").read_text().splitlines() == runs
+    assert "nothing left to measure" in capsys.readouterr().err
+    assert "from 1 run(s)" in (out / "results.md").read_text()
 
 
 def test_a_fresh_run_keeps_the_previous_results_aside(fake_targets, tmp_path):
@@ -134,27 +189,23 @@ def test_a_fresh_run_keeps_the_previous_results_aside(fake_targets, tmp_path):
     assert [r.seq for r in ResultsFile(out / "results.csv.prev").read()] == [1, 1]
 
 
-@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
+@pytest.mark.parametrize("how", ["INT", "TERM", "KILL"])
 def test_interrupted_sweep_resumes_without_duplicates_or_losses(tmp_path, how):
     out = tmp_path / "o"
-    args = [sys.executable, "-m", "host.compare", "--targets", "cpu", "--seq", "32,48,64,80,96,112,128,144",
-            "--dim", "16", "--heads", "1", "--causal", "both", "--iters", "1500", "--warmup", "0", "--out", str(out)]
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if (out / "results.csv").exists() and len(ResultsFile(out / "results.csv").read()) >= 2:
-            break
-        time.sleep(0.05)
-    proc.send_signal(how)
-    _, stderr = proc.communicate(timeout=60)
+    args = [sys.executable, "-m", "host.compare", "--targets", "cpu", "--seq", "32,48,64,80",
+            "--dim", "16", "--heads", "1", "--causal", "both", "--iters", "3", "--warmup", "0", "--out", str(out)]
+    stop = {**os.environ, compare.STOP_AFTER_ROWS_ENV: "3", compare.STOP_SIGNAL_ENV: how}
+    cut = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300, env=stop)
     before = ResultsFile(out / "results.csv").read()
-    assert 2 <= len(before) < 16, "the sweep must be cut in the middle"
-    if how == signal.SIGINT:
-        assert proc.returncode == 130 and "--resume" in stderr
-    done = subprocess.run(args + ["--resume", "--iters", "3"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert len(before) == 3, "the hook stops the sweep right after its third row"
+    if how == "KILL":
+        assert cut.returncode == -signal.SIGKILL
+    else:
+        assert cut.returncode == 130 and "--resume" in cut.stderr
+    done = subprocess.run(args + ["--resume"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     after = ResultsFile(out / "results.csv").read()
     keys = [r.config_key() for r in after]
-    assert len(after) == 16 and len(set(keys)) == 16
-    assert all(r in after for r in before), "rows measured before the interruption are kept as they were"
-    assert f"{len(before)} of 16 rows already" in done.stderr
+    assert len(after) == 8 and len(set(keys)) == 8
+    assert after[:3] == before, "rows measured before the interruption are kept as they were"
+    assert "3 of 8 rows already" in done.stderr

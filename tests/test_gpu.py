@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT
 from host.errors import SpecError
 from host.problem import AttentionProblem
-from host.target import Inputs, RunContext, RunOptions
+from host.target_api import Inputs, RunContext, RunOptions
 from kernels import target
 
 FLASH_INSTANCES = [(128, 64, 64), (64, 64, 64), (32, 64, 64), (64, 32, 128), (32, 32, 128), (16, 32, 256), (8, 8, 59), (16, 64, 16), (128, 8, 1)]

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from host import q15
-from mcu import hostlib
+from host import q15_c
+from host.native_build import BUILD, NATIVE
 
 RANDOM_CASES = 10_000
 
@@ -22,7 +23,7 @@ def case_params(rng, seq, dim, causal, bc, exp_q=None, exp_k=None):
 
 def assert_same(params, q, k, v, row0=0, label=""):
     want = q15.attention_q15(q, k, v, params, row0)
-    got = hostlib.attention_rows(params, q, k, v, row0)
+    got = q15_c.attention_rows(params, q, k, v, row0)
     if not np.array_equal(want, got):
         bad = np.argwhere(want != got)[:5]
         firsts = ", ".join(f"O{tuple(int(i) for i in idx)}: model {want[tuple(idx)]}, C {got[tuple(idx)]}"
@@ -33,11 +34,11 @@ def assert_same(params, q, k, v, row0=0, label=""):
 def test_exp2_step_is_identical_for_every_delta_that_is_not_zero_by_rule():
     delta = np.arange(0, 16 << 16, 1, dtype=np.int64)
     model = q15.exp2_q15(delta)
-    lib = hostlib.library()
+    lib = q15_c.library()
     sample = delta[::3]  # every third delta: 350k calls, every table entry and interpolation remainder
     got = np.fromiter((lib.q15attn_exp2(int(d)) for d in sample), dtype=np.int64, count=sample.size)
     assert np.array_equal(got, model[::3])
-    assert [hostlib.exp2(d) for d in (16 << 16, 0xFFFFFFFF)] == [0, 0]
+    assert [q15_c.exp2(d) for d in (16 << 16, 0xFFFFFFFF)] == [0, 0]
 
 
 def test_random_cases_are_bit_exact():
@@ -89,7 +90,7 @@ def test_equal_scores_dominant_scores_and_masked_rows_are_bit_exact():
             params = case_params(rng, seq, dim, causal, bc, 0, 0)
             assert_same(params, equal_q, dominant_k, v, label="equal scores")
             assert_same(params, dominant_q, dominant_k, v, label="one dominant score")
-            out = hostlib.attention_rows(params, dominant_q, dominant_k, v)
+            out = q15_c.attention_rows(params, dominant_q, dominant_k, v)
             if causal:
                 assert np.array_equal(out[0], v[0])
 
@@ -107,8 +108,8 @@ def test_rows_in_chunks_equal_the_whole():
     rng = np.random.default_rng(3)
     params = case_params(rng, 97, 59, True, 16)
     q, k, v = (rng.integers(-32768, 32768, (97, 59)).astype(np.int16) for _ in range(3))
-    whole = hostlib.attention_rows(params, q, k, v)
-    chunks = [hostlib.attention_rows(params, q[r:r + 10], k, v, r) for r in range(0, 97, 10)]
+    whole = q15_c.attention_rows(params, q, k, v)
+    chunks = [q15_c.attention_rows(params, q[r:r + 10], k, v, r) for r in range(0, 97, 10)]
     assert np.array_equal(whole, np.concatenate(chunks))
 
 
@@ -131,20 +132,20 @@ GOOD_BUFFERS = [("h", 24), ("h", 24), ("h", 24), ("h", 24)]
     ({}, [("h", 12)] + GOOD_BUFFERS[1:3] + [("h", 12)], 3, "rows 3..4 are outside 0..3 (seq=4)"),
 ])
 def test_binding_validation_messages_name_the_values(params, buffers, row0, message):
-    status, _, text = hostlib.check_buffers({**GOOD, **params}, row0, buffers)
+    status, _, text = q15_c.check_buffers({**GOOD, **params}, row0, buffers)
     assert status < 0
     assert text == message or text.startswith(message), text
 
 
 def test_valid_buffers_give_the_row_count():
-    assert hostlib.check_buffers(GOOD, 1, [("h", 12), ("h", 24), ("h", 24), ("h", 12)])[:2] == (0, 2)
+    assert q15_c.check_buffers(GOOD, 1, [("h", 12), ("h", 24), ("h", 24), ("h", 12)])[:2] == (0, 2)
 
 
 @pytest.fixture(scope="module")
 def m4_build():
     if shutil.which("arm-none-eabi-gcc") is None:
         pytest.skip("arm-none-eabi-gcc is not installed (scripts/setup.sh installs Debian's gcc-arm-none-eabi)")
-    done = subprocess.run(["make", "-C", str(hostlib.NATIVE), "-B", "arm"], capture_output=True, text=True,
+    done = subprocess.run(["make", "-C", str(NATIVE), "-B", "arm"], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
     return done
@@ -159,7 +160,7 @@ def test_cortex_m4_build_is_warning_free_and_has_no_data_or_bss(m4_build):
 
 
 def test_cortex_m4_build_uses_the_dsp_instructions(m4_build):
-    listing = (hostlib.NATIVE / "build" / "attention_q15_m4.dis").read_text()
+    listing = (BUILD / "attention_q15_m4.dis").read_text()
     load = r"[^\n]*\tldr(?:\.w)?\t\w+, \[\w+\], #4\n"
     mac = r"[^\n]*\tsmlald\t[^\n]*\n"
     step = re.compile(load * 4 + mac * 2 + load * 2 + mac * 2 + r"[^\n]*\tcmp\t[^\n]*\n[^\n]*\tb(?:cc|lo)(?:\.n|\.w)?\t")

@@ -19,10 +19,11 @@ import threading
 from pathlib import Path
 from typing import Sequence
 
-from host.cli import Parser, guard, integer
+from host.cli_common import Parser, guard, integer
 from host.errors import SpecError, TargetError
-from mcu.sim.board import DEFAULT_CLOCK_HZ, MPY_ABI
 from mcu.sim.faults import FaultSpec
+from mcu.sim.interpreter import DEFAULT_CLOCK_HZ
+from mcu.sim.modules import MPY_ABI
 from mcu.sim.server import PtyServer
 
 

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from host.cli import Parser, guard, int_list, integer
+from host.cli_common import Parser, guard, int_list, integer
 from host.problem import AttentionProblem
 from host.q15 import BC_MAX, DIM_MAX, Q15Params, attention_q15, quantize, score_scale
 from mcu.sim.q15emu import BOARD_CLOCK_HZ, Q15Emulator

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from host.cli import Parser, guard
+from host.cli_common import Parser, guard
 from host.errors import LinkError, SpecError, TargetError
 from host.q15 import Q15Params, attention_q15, score_scale
 

@@ -1,7 +1,7 @@
 """Speed of the Q15 arithmetic on this machine: the numpy model and the host-built C kernel on one head, next to
 the float32 reference on the same head in the same run (the anchor: ratios, not absolute times, carry over).
 
-    python -m mcu.q15_bench [--seq 256] [--dim 64] [--bc 1,16,64] [--repeats 5]
+    python -m host.q15_bench [--seq 256] [--dim 64] [--bc 1,16,64] [--repeats 5]
 
 Prints a Markdown table (docs/performance.md keeps one with the machine it ran on).
 """
@@ -14,11 +14,11 @@ from typing import Sequence
 
 import numpy as np
 
-from host.cli import Parser, guard, int_list, integer
+from host.cli_common import Parser, guard, int_list, integer
 from host.problem import AttentionProblem
 from host.q15 import BC_MAX, DIM_MAX, SEQ_MAX, Q15Params, attention_q15, quantize, score_scale
 from host.reference import attention
-from mcu import hostlib
+from host import q15_c
 
 
 def median_ms(fn, repeats: int) -> float:
@@ -42,13 +42,13 @@ def bench(seq: int, dim: int, bcs: Sequence[int], repeats: int) -> str:
     for bc in bcs:
         params = Q15Params(seq, dim, False, bc, *score_scale(sq, sk, dim))
         model = median_ms(lambda: attention_q15(qh, kh, vh, params), repeats)
-        kernel = median_ms(lambda: hostlib.attention_rows(params, qh, kh, vh), repeats)
+        kernel = median_ms(lambda: q15_c.attention_rows(params, qh, kh, vh), repeats)
         lines.append(f"| {bc} | {model:.2f} | {model / anchor:.1f} | {kernel:.2f} | {kernel / anchor:.1f} |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(prog="python -m mcu.q15_bench", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m host.q15_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--seq", type=integer("seq", 1, SEQ_MAX), default=256)
     parser.add_argument("--dim", type=integer("dim", 1, DIM_MAX), default=64)
     parser.add_argument("--bc", type=int_list("bc", 1, BC_MAX), default=(1, 16, 64))

@@ -1,24 +1,21 @@
-"""The Q15 C kernel built for this machine (`make -C mcu/native host`), called through ctypes.
+"""The Q15 C kernel (mcu/native/attention_q15.c) built for this machine (`make -C mcu/native host`), via ctypes.
 
 Tests use it to hold the C source to host/q15.py bit for bit before the same file runs on the Cortex-M4; it is
-built on demand when missing or older than its sources.
+built on demand when missing or older than its sources (host/native_build.py).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import subprocess
-from pathlib import Path
 
 import numpy as np
 
-from host.errors import TargetError, UnavailableError
+from host.errors import TargetError
+from host.native_build import BUILD, built
 from host.q15 import Q15Params
 
-NATIVE = Path(__file__).resolve().parent / "native"
-LIBRARY = NATIVE / "build" / "libq15attn.so"
-SOURCES = ("attention_q15.c", "attention_q15.h", "Makefile")
+LIBRARY = BUILD / "libq15attn.so"
 
 
 class Params(ctypes.Structure):
@@ -33,23 +30,9 @@ class Buffer(ctypes.Structure):
     _fields_ = [("typecode", ctypes.c_int32), ("nbytes", ctypes.c_int32)]
 
 
-def build() -> Path:
-    """Run `make -C mcu/native host` when the library is missing or stale; UnavailableError says why it failed."""
-    newest = max((NATIVE / name).stat().st_mtime for name in SOURCES)
-    if LIBRARY.exists() and LIBRARY.stat().st_mtime >= newest:
-        return LIBRARY
-    try:
-        done = subprocess.run(["make", "-C", str(NATIVE), "host"], capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise UnavailableError(f"cannot build the host Q15 library: {exc}") from exc
-    if done.returncode != 0:
-        raise UnavailableError(f"make -C mcu/native host failed: {done.stderr.strip().splitlines()[-1:]}")
-    return LIBRARY
-
-
 @functools.lru_cache(maxsize=None)
 def library() -> ctypes.CDLL:
-    lib = ctypes.CDLL(str(build()))
+    lib = ctypes.CDLL(str(built("host", LIBRARY)))
     i16p = np.ctypeslib.ndpointer(dtype=np.int16, flags="C_CONTIGUOUS")
     lib.q15attn_rows.argtypes = [ctypes.POINTER(Params), ctypes.c_int32, ctypes.c_int32, i16p, i16p, i16p, i16p]
     lib.q15attn_rows.restype = ctypes.c_int

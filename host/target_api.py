@@ -1,0 +1,90 @@
+"""The contract between host.compare and every target: what a target module exposes, the options a run passes in,
+the inputs, and the one way to build a `Result` row (with its verdict).
+
+A target module (host/cpu.py, kernels/target.py, mcu/target.py) is cheap to import (heavy imports happen inside its
+functions) and exposes:
+
+- ``KERNELS``: {kernel name: the dtype it computes in}; ``REPEATS`` (optional): its default (warm-up, timed) calls;
+- ``add_options(group)``: its own command-line options, added to an argparse group host.compare gives it;
+- ``settings(args) -> Settings``: its typed, validated settings (a frozen dataclass) from the parsed arguments;
+- ``available(settings) -> (bool, reason)``: whether this machine can run it, and if not, why;
+- ``open_session(settings)`` (optional): a context manager holding a device for the whole sweep, yielding a session;
+- ``device(settings, session) -> str``: what it runs on, in words (stamped on every row);
+- ``run(problem, inputs, options) -> list[Result]``: measure one problem with one kernel (``options.kernel``).
+
+Rows are built by `RunContext.result`: a row that carries an output's figures gets its status from its `Verdict`
+(host/verdict.py), so no target can write `ok` without having been judged.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from host.errors import SpecError
+from host.problem import AttentionProblem
+from host.reference import attention
+from host.results import Result
+from host.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Who is measuring: the run's id, the code's git revision and the host's name, stamped on every row."""
+
+    run_id: str
+    git_rev: str
+    host: str
+
+    def result(self, problem: AttentionProblem, target: str, kernel: str, device: str, verdict: Verdict | None = None,
+               **fields: object) -> Result:
+        """A row for `problem` on `target`/`kernel`, stamped now; `fields` fills timing and extras.
+
+        A row with an output passes its `verdict`, which sets the error figures, bit_exact and the status (`ok` or
+        `wrong`); a `message` in `fields` (a note such as the link's retries) is kept after the verdict's. A row
+        without a verdict must carry a failure status (error, oom, skipped) and its message."""
+        if verdict is not None:
+            note = str(fields.pop("message", "") or "")
+            fields.update(verdict.as_fields())
+            fields["message"] = "; ".join(text for text in (verdict.message, note) if text)
+        elif fields.get("status", "ok") == "ok":
+            raise ValueError(f"a {target}/{kernel} row without a verdict needs a failure status; got status ok")
+        timestamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        return Result(run_id=self.run_id, timestamp=timestamp, git_rev=self.git_rev, host=self.host, device=device,
+                      target=target, kernel=kernel, dtype=problem.dtype, batch=problem.batch, heads=problem.heads,
+                      seq=problem.seq, dim=problem.dim, causal=problem.causal, seed=problem.seed, **fields)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to measure: which kernel, warm-ups and timed repeats, the target's own typed `settings` (its Settings
+    class, built by its `settings(args)`) and the `session` its open_session yielded (None when it has none)."""
+
+    context: RunContext
+    kernel: str
+    warmup: int = 2
+    iters: int = 10
+    settings: object = None
+    session: object = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.warmup, int) or self.warmup < 0:
+            raise SpecError(f"warmup={self.warmup!r} is out of range; allowed: >= 0")
+        if not isinstance(self.iters, int) or self.iters < 1:
+            raise SpecError(f"iters={self.iters!r} is out of range; allowed: >= 1")
+
+
+class Inputs:
+    """The problem's seeded Q, K, V (float32, (B, H, N, d)) and, computed once on first use, its float64 golden."""
+
+    def __init__(self, problem: AttentionProblem):
+        self.problem = problem
+        self.q, self.k, self.v = problem.inputs()
+
+    @cached_property
+    def golden(self) -> np.ndarray:
+        """float64 (B, H, N, d): the output every target is diffed against."""
+        return attention(self.q, self.k, self.v, self.problem.causal, np.float64)

@@ -1,0 +1,203 @@
+"""The GPU target's real device: kernels/*.cu compiled by CuPy (NVRTC) and launched on a CUDA GPU.
+
+`CudaDevice` implements the device contract of kernels/target.py (buffers, launches, the CUDA-event timer, the
+device's measured ceilings); `event_times` is the one timing loop every GPU tool uses (the target, the tile sweep,
+the headline, Nsight runs): warm-ups, then one pair of CUDA events around each call, the L2 cache overwritten
+before each timed call. CuPy is imported inside functions only, so this module imports on machines without it.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from host.errors import SpecError
+from host.problem import AttentionProblem
+from host.target_api import Inputs
+from kernels.budget import flash_smem_bytes
+
+SOURCE_DIR = Path(__file__).resolve().parent
+FLASH_THREADS = 128
+FUSED_THREADS = 256
+NAIVE_TILE = 16
+SOFTMAX_THREADS = 256
+LOG2E = 1.4426950408889634
+#: Ceiling measurements: an 8192² float32 cuBLAS matmul (1.1 TFLOP) and a 1 GiB device-to-device copy.
+CEILING_MATMUL_N = 8192
+CEILING_COPY_FLOATS = 1 << 28
+
+
+def event_times(fn: Callable[[], object], warmup: int, iters: int, flush: bool = True) -> list[float]:
+    """Milliseconds of each of `iters` calls of fn between two CUDA events, after `warmup` untimed calls; the L2
+    cache is overwritten before each timed call (outside the events) unless flush is False."""
+    import cupy
+
+    for _ in range(warmup):
+        fn()
+    buffer = _l2_flush_buffer() if flush else None
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    times = []
+    for _ in range(iters):
+        if buffer is not None:
+            buffer.fill(0)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop))
+    return times
+
+
+@functools.lru_cache(maxsize=None)
+def _l2_flush_buffer():
+    import cupy
+
+    l2 = cupy.cuda.runtime.deviceGetAttribute(cupy.cuda.runtime.cudaDevAttrL2CacheSize, cupy.cuda.Device().id)
+    return cupy.empty(2 * l2 // 4 + 1, dtype=cupy.float32)
+
+
+@functools.lru_cache(maxsize=None)
+def _module(name: str, expressions: tuple[str, ...] = ()):
+    import cupy
+
+    source = (SOURCE_DIR / name).read_text()
+    return cupy.RawModule(code=source, options=("-std=c++17", f"-I{SOURCE_DIR}"),
+                          name_expressions=list(expressions) or None)
+
+
+class CudaLauncher:
+    """Device buffers for one problem and `launch()` for one kernel; `out` is poisoned with NaN before use.
+    The target has already checked the plan (memory, shared memory, tile) against this device's limits."""
+
+    def __init__(self, kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int):
+        import cupy
+
+        self.kernel, self.problem = kernel, problem
+        bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
+        self.q, self.k, self.v = (cupy.asarray(x.reshape(bh, n, d)) for x in (inputs.q, inputs.k, inputs.v))
+        self.out = cupy.full((bh, n, d), np.nan, dtype=cupy.float32)  # (BH, N, d), NaN until written
+        causal = np.int32(problem.causal)
+        if kernel == "naive":
+            self.s = cupy.empty((bh, n, n), dtype=cupy.float32)  # (BH, N, N): S, then P in place
+            module = _module("naive.cu")
+            scores, softmax, pv = (module.get_function(f"naive_{x}") for x in ("scores", "softmax", "pv"))
+            tiles = (n + NAIVE_TILE - 1) // NAIVE_TILE
+            sizes = (np.int32(n), np.int32(d))
+            self.calls = [
+                (scores, (tiles, tiles, bh), (NAIVE_TILE, NAIVE_TILE),
+                 (self.q, self.k, self.s, *sizes, np.float32(problem.scale), causal), 0),
+                (softmax, (n, bh), (SOFTMAX_THREADS,), (self.s, np.int32(n)), 0),
+                (pv, ((d + NAIVE_TILE - 1) // NAIVE_TILE, tiles, bh), (NAIVE_TILE, NAIVE_TILE),
+                 (self.s, self.v, self.out, *sizes), 0),
+            ]
+        elif kernel == "fused":
+            fn = _module("fused.cu").get_function("fused_row")
+            smem = 4 * (n + 32)
+            if smem > 48 * 1024:
+                fn.max_dynamic_shared_size_bytes = smem
+            self.calls = [(fn, (n, bh), (FUSED_THREADS,), (self.q, self.k, self.v, self.out, np.int32(n), np.int32(d),
+                                                           np.float32(problem.scale * LOG2E), causal), smem)]
+        elif kernel == "flash":
+            expression = f"flash_fwd<{br},{bc},{d}>"
+            fn = _module("flash.cu", (expression,)).get_function(expression)
+            smem = flash_smem_bytes(br, bc, d)
+            if smem > 48 * 1024:
+                fn.max_dynamic_shared_size_bytes = smem
+            self.calls = [(fn, ((n + br - 1) // br, bh), (FLASH_THREADS,),
+                           (self.q, self.k, self.v, self.out, np.int32(n), np.float32(problem.scale * LOG2E), causal),
+                           smem)]
+        else:
+            raise SpecError(f"kernel {kernel!r} is unknown; allowed: naive, fused, flash")
+
+    def launch(self) -> None:
+        for fn, grid, block, args, smem in self.calls:
+            fn(grid, block, args, shared_mem=smem)
+
+    def output(self) -> np.ndarray:
+        """O on the host, (B, H, N, d) float32; waits for the launches."""
+        import cupy
+
+        return cupy.asnumpy(self.out).reshape(self.problem.shape)
+
+
+class CudaDevice:
+    """The current CUDA device through CuPy."""
+
+    name = "cuda"
+    launcher = CudaLauncher
+
+    @staticmethod
+    def available() -> tuple[bool, str]:
+        try:
+            import cupy
+
+            count = cupy.cuda.runtime.getDeviceCount()
+        except ImportError:
+            return False, "CuPy is not installed (pip install -e '.[gpu]' for CUDA 12, '.[gpu-cuda13]' for CUDA 13)"
+        except Exception as exc:  # noqa: BLE001 - CuPy raises driver/runtime errors of several kinds
+            return False, f"no usable CUDA device ({type(exc).__name__}: {exc})"
+        if count == 0:
+            return False, "no CUDA device"
+        return True, CudaDevice.describe()
+
+    @staticmethod
+    @functools.lru_cache(maxsize=None)
+    def describe() -> str:
+        """The GPU's name, e.g. 'NVIDIA H200 (132 SMs)'."""
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        return f"{name} ({props['multiProcessorCount']} SMs)"
+
+    @staticmethod
+    def sm_count() -> int:
+        import cupy
+
+        return int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+
+    @staticmethod
+    def free_bytes() -> int:
+        import cupy
+
+        return int(cupy.cuda.runtime.memGetInfo()[0])
+
+    @staticmethod
+    def smem_optin() -> int:
+        """The opt-in shared memory per block in bytes."""
+        import cupy
+
+        return int(cupy.cuda.runtime.deviceGetAttribute(cupy.cuda.runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                                        cupy.cuda.Device().id))
+
+    @staticmethod
+    def out_of_memory() -> type[BaseException]:
+        import cupy
+
+        return cupy.cuda.memory.OutOfMemoryError
+
+    @staticmethod
+    def synchronize() -> None:
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+
+    event_times = staticmethod(event_times)
+
+    @staticmethod
+    @functools.lru_cache(maxsize=None)
+    def ceilings() -> tuple[float, float]:
+        """(GFLOP/s of a float32 cuBLAS matmul, GB/s of a device-to-device copy counting read + write), medians."""
+        import cupy
+
+        n = CEILING_MATMUL_N
+        a = cupy.random.default_rng(1).standard_normal((n, n), dtype=cupy.float32)
+        matmul_ms = event_times(lambda: a @ a, warmup=2, iters=5, flush=False)
+        src = cupy.ones(CEILING_COPY_FLOATS, dtype=cupy.float32)
+        dst = cupy.empty_like(src)
+        copy_ms = event_times(lambda: dst.__setitem__(Ellipsis, src), warmup=2, iters=10, flush=False)
+        return (float(2 * n**3 / (np.median(matmul_ms) / 1e3) / 1e9),
+                float(2 * src.nbytes / (np.median(copy_ms) / 1e3) / 1e9))

@@ -1,0 +1,157 @@
+"""A fake GPU for the GPU target: the device contract of kernels/target.py implemented with numpy on the CPU.
+
+It runs the same launcher protocol as kernels/cuda.py (buffers poisoned with NaN, `launch()`, `output()`, a timer,
+limits and an out-of-memory error), so the GPU target's planning, NaN-poison check, out-of-memory path, verdict and
+row fields run in the plain test suite on a machine without a GPU (`--gpu-device fake`), as pyserial's loop:// does
+for a port. Its kernels follow the CUDA kernels' algorithms in float32: `naive` materialises S and P, `fused` does
+one query row's softmax at a time, `flash` walks Bc-key tiles with the online softmax for Br-query tiles, in base 2
+with log2(e) folded into the scale. Its limits are the H200's published ones (kernels/budget.py PROFILES["h200"])
+with `MEMORY_BYTES` of device memory; its times are wall-clock, and it measures no ceilings (no roofline point).
+Nothing here is a GPU measurement: every row says "fake" in its device.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+
+from host.errors import SpecError
+from host.problem import AttentionProblem
+from host.target_api import Inputs
+from kernels.budget import PROFILES
+
+LOG2E = 1.4426950408889634
+#: The fake's device memory: small, so that the naive kernel's N² scores run out of it at test sizes.
+MEMORY_BYTES = 1 << 30
+LIMITS = PROFILES["h200"]
+
+
+def _scores_log2(q: np.ndarray, k: np.ndarray, problem: AttentionProblem) -> np.ndarray:
+    """S·log2(e)/√d in float32 with the causal mask as -inf: (BH, N, N)."""
+    s = np.matmul(q, k.transpose(0, 2, 1)) * np.float32(problem.scale * LOG2E)  # (BH, N, N)
+    if problem.causal:
+        n = problem.seq
+        s[:, np.triu(np.ones((n, n), dtype=bool), k=1)] = -np.inf
+    return s
+
+
+def naive(q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndarray, problem: AttentionProblem, br: int,
+          bc: int) -> None:
+    """S, then P = softmax(S) row by row, then P·V: (BH, N, d) float32 each."""
+    s = _scores_log2(q, k, problem)
+    p = np.exp2(s - s.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    np.matmul(p, v, out=out)
+
+
+def fused(q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndarray, problem: AttentionProblem, br: int,
+          bc: int) -> None:
+    """One query row at a time: its N scores, their max and sum, then the weighted sum of V."""
+    for i in range(problem.seq):
+        keys = i + 1 if problem.causal else problem.seq
+        s = np.matmul(q[:, i:i + 1], k[:, :keys].transpose(0, 2, 1)) * np.float32(problem.scale * LOG2E)  # (BH,1,K)
+        p = np.exp2(s - s.max(axis=-1, keepdims=True))
+        out[:, i:i + 1] = np.matmul(p, v[:, :keys]) / p.sum(axis=-1, keepdims=True)
+
+
+def flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndarray, problem: AttentionProblem, br: int,
+          bc: int) -> None:
+    """Br-query tiles; for each, Bc-key tiles in order with the online softmax (running max m, sum l, rescale)."""
+    n = problem.seq
+    scale = np.float32(problem.scale * LOG2E)
+    for i0 in range(0, n, br):
+        i1 = min(n, i0 + br)
+        m = np.full((q.shape[0], i1 - i0, 1), -np.inf, dtype=np.float32)  # (BH, Br, 1)
+        l = np.zeros_like(m)
+        acc = np.zeros((q.shape[0], i1 - i0, problem.dim), dtype=np.float32)  # (BH, Br, d)
+        for j0 in range(0, i1 if problem.causal else n, bc):
+            j1 = min(n, j0 + bc)
+            s = np.matmul(q[:, i0:i1], k[:, j0:j1].transpose(0, 2, 1)) * scale  # (BH, Br, Bc)
+            if problem.causal:
+                s[:, np.arange(j0, j1)[None, :] > np.arange(i0, i1)[:, None]] = -np.inf
+            m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
+            alpha = np.exp2(m - m_new)
+            p = np.exp2(s - m_new)
+            l = l * alpha + p.sum(axis=-1, keepdims=True)
+            acc = acc * alpha + np.matmul(p, v[:, j0:j1])
+            m = m_new
+        out[:, i0:i1] = acc / l
+
+
+#: kernel name → its numpy implementation, writing O (BH, N, d) in place. Tests replace entries with broken ones.
+KERNEL_MATH: dict[str, Callable[..., None]] = {"naive": naive, "fused": fused, "flash": flash}
+
+
+class FakeLauncher:
+    """The launcher protocol on numpy arrays: `out` is NaN until a launch writes it."""
+
+    def __init__(self, kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int):
+        if kernel not in KERNEL_MATH:
+            raise SpecError(f"kernel {kernel!r} is unknown; allowed: {', '.join(KERNEL_MATH)}")
+        self.kernel, self.problem, self.br, self.bc = kernel, problem, br, bc
+        bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
+        self.q, self.k, self.v = (np.ascontiguousarray(x.reshape(bh, n, d), dtype=np.float32)
+                                  for x in (inputs.q, inputs.k, inputs.v))
+        self.out = np.full((bh, n, d), np.nan, dtype=np.float32)  # (BH, N, d)
+
+    def launch(self) -> None:
+        KERNEL_MATH[self.kernel](self.q, self.k, self.v, self.out, self.problem, self.br, self.bc)
+
+    def output(self) -> np.ndarray:
+        return self.out.reshape(self.problem.shape).copy()
+
+
+def wall_times(fn: Callable[[], object], warmup: int, iters: int, flush: bool = True) -> list[float]:
+    """The fake's timer: wall-clock milliseconds of each timed call after the warm-ups (no cache to flush)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        start = time.perf_counter_ns()
+        fn()
+        times.append((time.perf_counter_ns() - start) / 1e6)
+    return times
+
+
+class FakeDevice:
+    """numpy standing in for a GPU with the H200's limits and MEMORY_BYTES of memory."""
+
+    name = "fake"
+    launcher = FakeLauncher
+
+    @staticmethod
+    def available() -> tuple[bool, str]:
+        return True, FakeDevice.describe()
+
+    @staticmethod
+    def describe() -> str:
+        return f"fake GPU (numpy on the CPU, {LIMITS.name} limits, {MEMORY_BYTES >> 20} MiB)"
+
+    @staticmethod
+    def sm_count() -> int:
+        return LIMITS.sms
+
+    @staticmethod
+    def free_bytes() -> int:
+        return MEMORY_BYTES
+
+    @staticmethod
+    def smem_optin() -> int:
+        return LIMITS.smem_per_block_optin
+
+    @staticmethod
+    def out_of_memory() -> type[BaseException]:
+        return MemoryError
+
+    @staticmethod
+    def synchronize() -> None:
+        return None
+
+    event_times = staticmethod(wall_times)
+
+    @staticmethod
+    def ceilings() -> tuple[None, None]:
+        """A fake measures no ceilings: its rows carry none and stay off the roofline."""
+        return None, None
