@@ -18,10 +18,8 @@ import importlib
 import itertools
 import os
 import platform
-import secrets
 import shlex
 import signal
-import subprocess
 import sys
 import time
 import traceback
@@ -50,9 +48,6 @@ DEFAULT_REPEATS = (2, 10)
 #: kill-and-resume tests stop it at a known row instead of racing a timer.
 STOP_AFTER_ROWS_ENV = "KBENCH_STOP_AFTER_ROWS"
 STOP_SIGNAL_ENV = "KBENCH_STOP_SIGNAL"
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
 
 def seq_list(name: str):
     """An argparse type: a comma-separated list of ints within problem.LIMITS[name]."""
@@ -193,18 +188,6 @@ def plan(args: argparse.Namespace, targets: dict[str, ModuleType]) -> list[Job]:
     return jobs
 
 
-def git_revision() -> str:
-    """The checkout's short revision, '+dirty' when it has changes; 'unknown' outside a git checkout."""
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
-                             text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (rev + ("+dirty" if dirty else "")) if rev else "unknown"
-
-
 def repeats(args: argparse.Namespace, module: ModuleType) -> tuple[int, int]:
     """(warmup, iters) for a target: the command line's where given, else the target's REPEATS, else the default."""
     warmup, iters = getattr(module, "REPEATS", DEFAULT_REPEATS)
@@ -299,8 +282,7 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
         print("kbench: nothing left to measure; no run recorded", file=sys.stderr)
         summarize_run(args, [], unavailable, len(jobs))
         return 0
-    context = RunContext(run_id=time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(2), git_rev=git_revision(),
-                         host=platform.node())
+    context = RunContext.start()
     RunInfo(run_id=context.run_id, timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             command="python -m host.compare " + shlex.join(argv), git_rev=context.git_rev, host=context.host,
             machine={"platform": platform.platform(), "python": platform.python_version(), "numpy": np.__version__,

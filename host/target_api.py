@@ -19,8 +19,13 @@ Rows are built by `RunContext.result`: a row that carries an output's figures ge
 from __future__ import annotations
 
 import datetime as _dt
+import platform
+import secrets
+import subprocess
+import time
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 
@@ -39,6 +44,12 @@ class RunContext:
     git_rev: str
     host: str
 
+    @classmethod
+    def start(cls) -> "RunContext":
+        """A new run on this machine: a time-stamped random id, the checkout's revision, the host's name."""
+        return cls(run_id=time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(2), git_rev=git_revision(),
+                   host=platform.node())
+
     def result(self, problem: AttentionProblem, target: str, kernel: str, device: str, verdict: Verdict | None = None,
                **fields: object) -> Result:
         """A row for `problem` on `target`/`kernel`, stamped now; `fields` fills timing and extras.
@@ -56,6 +67,19 @@ class RunContext:
         return Result(run_id=self.run_id, timestamp=timestamp, git_rev=self.git_rev, host=self.host, device=device,
                       target=target, kernel=kernel, dtype=problem.dtype, batch=problem.batch, heads=problem.heads,
                       seq=problem.seq, dim=problem.dim, causal=problem.causal, seed=problem.seed, **fields)
+
+
+def git_revision() -> str:
+    """The checkout's short revision, '+dirty' when it has changes; 'unknown' outside a git checkout."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (rev + ("+dirty" if dirty else "")) if rev else "unknown"
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ error and the largest error relative to max|golden| are of order
 
 where u_acc = 2⁻²⁴ is the unit roundoff of the float32 accumulators every kernel uses and u_store the unit roundoff
 of the precision Q, K, V and P are stored in (2⁻²⁴ for float32; its own term covers rounding the inputs). The
-tolerance is `SAFETY` times that. Measured (tests/test_verdict.py re-measures it): the float32 reference and a
-sequential online-softmax emulation stay below 0.6× the bracket at N 17..4096, d 1..256, causal or not, and so do
-the H200's naive, fused and flash rows; a kernel with a wrong scale, mask or rescale misses it by orders of magnitude.
+tolerance is `SAFETY` times that. Measured (tests/test_verdict.py re-measures it): the float32 reference and the
+tiled online softmax stay below 0.4× the bracket in rel-L2 and 0.8× in max-abs at N 17..4096, d 1..256, causal or
+not, and the H200's naive, fused and flash rows below 0.3× and 0.6× (reports/gpu-h200/compare); SAFETY = 8 leaves
+them a margin of 10 or more, while a wrong scale, mask or rescale misses it by orders of magnitude.
 
 Q15 targets must equal host/q15.py bit for bit (the contract), and their error against the golden must stay within
 the contract's worst-case bound (docs/q15.md §8, `q15.error_bound`): bit-exactness is the sharp test, the bound
@@ -37,7 +38,7 @@ from host.reference import ErrorMetrics, errors
 UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 #: Every float kernel accumulates in float32.
 ACCUMULATOR_ROUNDOFF = UNIT_ROUNDOFF["float32"]
-#: Tolerance = SAFETY × the rounding bracket; measured correct kernels use at most 0.6 of the bracket.
+#: Tolerance = SAFETY × the rounding bracket; measured correct kernels use at most 0.8 of the bracket.
 SAFETY = 8.0
 #: How many of the worst elements a `wrong` message quotes.
 MISMATCHES_SHOWN = 3

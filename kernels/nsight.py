@@ -206,7 +206,7 @@ def _problem(args: argparse.Namespace, seq: int) -> AttentionProblem:
 
 
 def _tile(args: argparse.Namespace, problem: AttentionProblem) -> tuple[int, int]:
-    br, bc = target.default_tile(problem, target.sm_count())
+    br, bc = target.default_tile(problem, target.sm_count()[0])
     tile = (args.br or br, args.bc or bc)
     target.check_tile(*tile)
     return tile
@@ -220,10 +220,10 @@ def cmd_drive(args: argparse.Namespace) -> int:
     from host.target_api import Inputs
 
     problem = _problem(args, args.seq)
-    launcher = target.Launcher(args.kernel, problem, Inputs(problem), *_tile(args, problem))
+    launcher = target.launcher(args.kernel, problem, Inputs(problem), *_tile(args, problem))
     for _ in range(2):  # warm-up, then the profiled call
         launcher.launch()
-        launcher.out.get()  # waits for the call
+        launcher.output()  # waits for the call
     print(f"nsight drive: {args.kernel} N={args.seq} d={args.dim} H={args.heads} B={args.batch}: "
           f"{PROFILED[args.kernel][1]} kernel(s) per call, 2 calls", file=sys.stderr)
     return 0

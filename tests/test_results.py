@@ -1,9 +1,11 @@
 """The Result schema: validation, CSV round trip, append-per-row, torn last lines, schema version checks."""
 
+import csv
+
 import pytest
 
 from host.errors import ResultsError
-from host.results import FIELD_NAMES, SCHEMA_VERSION, Result, ResultsFile, RunInfo, read_runs
+from host.results import ADDED_COLUMNS, FIELD_NAMES, SCHEMA_VERSION, Result, ResultsFile, RunInfo, read_runs
 
 BASE = dict(run_id="r1", timestamp="2026-11-29T00:00:00+00:00", git_rev="abc", host="h", device="d", target="cpu",
             kernel="numpy", dtype="float32", batch=1, heads=2, seq=17, dim=59, causal=True, seed=0)
@@ -56,12 +58,29 @@ def test_a_torn_last_line_is_ignored_and_repaired(tmp_path):
     assert [r.seq for r in results.read()] == [17, 97]
 
 
-def test_another_schema_version_is_refused_with_advice(tmp_path):
+def test_a_newer_schema_version_is_refused_with_advice(tmp_path):
     path = tmp_path / "results.csv"
     ResultsFile(path).append(row())
     path.write_text(path.read_text().replace(f",{SCHEMA_VERSION}\n", f",{SCHEMA_VERSION + 7}\n"))
-    with pytest.raises(ResultsError, match="another schema version"):
+    with pytest.raises(ResultsError, match=f"schema version '{SCHEMA_VERSION + 7}'; this kbench reads versions 1..2"):
         ResultsFile(path).read()
+
+
+def test_a_version_1_file_is_read_and_upgraded_when_appended_to(tmp_path):
+    """Version 2 added status `wrong` and the peak_source and sensors_source columns; a version 1 file (as a GPU
+    box of an older kbench wrote it) is read with those columns empty, and an append rewrites it in version 2."""
+    path = tmp_path / "results.csv"
+    v1_fields = [name for name in FIELD_NAMES if name not in ADDED_COLUMNS[2]]
+    old = {**row(seq=5).to_row(), "schema_version": "1"}
+    with path.open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=v1_fields, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        writer.writerow(old)
+    [read] = ResultsFile(path).read()
+    assert read == row(seq=5) and read.peak_source == "" and read.schema_version == SCHEMA_VERSION
+    ResultsFile(path).append(row(seq=6))
+    assert path.read_text().splitlines()[0].split(",") == list(FIELD_NAMES)
+    assert [r.seq for r in ResultsFile(path).read()] == [5, 6]
 
 
 def test_a_bad_cell_is_named(tmp_path):

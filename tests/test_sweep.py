@@ -1,4 +1,4 @@
-"""kernels.sweep (tile sweep CLI, CSV, heatmap) and kernels.nsight with scripts/run_nsight.sh (ncu CSV fold), no GPU."""
+"""kernels.sweep (tile sweep CLI, results rows, heatmap) and kernels.nsight with scripts/run_nsight.sh (ncu CSV fold), no GPU."""
 
 from __future__ import annotations
 
@@ -13,8 +13,14 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, gpu_missing, run_module
+import numpy as np
+
+from host import report
 from host.errors import ResultsError, SpecError
 from host.problem import AttentionProblem
+from host.results import Result, ResultsFile
+from host.target_api import RunContext
+from host.verdict import check_float
 from kernels import budget, nsight, sweep, target
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -48,7 +54,7 @@ def test_sweep_bad_argument_exit_status_from_the_command_line():
 
 
 def test_sweep_without_a_gpu_says_why_and_exits_0(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(target, "available", lambda: (False, "no CUDA device (test)"))
+    monkeypatch.setattr(target, "available", lambda settings=None: (False, "no CUDA device (test)"))
     assert sweep.main(["--out", str(tmp_path / "sweep")]) == 0
     captured = capsys.readouterr()
     assert captured.err == "kbench: sweep skipped: no CUDA device (test)\n"
@@ -70,35 +76,41 @@ def test_importing_the_sweep_does_not_import_cupy():
     assert proc.stdout.strip() == "False"
 
 
-# ---------------------------------------------------------------------------------------------------------- cells
+# ---------------------------------------------------------------------------------------------------------- rows
 
-def _cell(n: int, br: int, bc: int, tflops: float | None, status: str = sweep.OK, message: str = "") -> sweep.Cell:
-    smem = budget.flash_smem_bytes(br, bc, 64)
-    ran = tflops is not None
-    return sweep.Cell(N=n, d=64, Br=br, Bc=bc, smem_bytes=smem, blocks_per_sm=budget.blocks_per_sm(smem, H200),
-                      median_ms=1.0 if ran else None, tflops=tflops, rel_l2=2e-7 if ran else None, status=status,
-                      message=message)
+CONTEXT = RunContext("run", "rev", "host")
 
 
-def _synthetic_cells() -> list[sweep.Cell]:
-    cells = []
+def _row(n: int, br: int, bc: int, tflops: float | None, status: str = "ok", message: str = "") -> Result:
+    """A sweep row as target.run writes it: TFLOP/s as gflops, ok rows through a passing verdict."""
+    problem = AttentionProblem(heads=2, seq=n, dim=64)
+    fields = dict(br=br, bc=bc, p50_ms=1.0, min_ms=1.0, gflops=tflops * 1e3) if tflops is not None else dict(br=br, bc=bc)
+    if status == "ok":
+        gold = np.zeros(problem.shape)
+        return CONTEXT.result(problem, "gpu", "flash", "dev", verdict=check_float(gold.astype(np.float32), problem, gold),
+                              **fields)
+    return CONTEXT.result(problem, "gpu", "flash", "dev", status=status, message=message, **fields)
+
+
+def _synthetic_rows() -> list[Result]:
+    rows = []
     for n in (64, 1024):
         for br in (8, 16, 32):
             for bc in (8, 16, 32):
-                cells.append(_cell(n, br, bc, float(br + bc) / 10 * (n / 64)))
-    cells[0] = _cell(64, 8, 8, 3.0, sweep.FAILED, "rel_l2 0.3 > 1e-05 against the float64 golden")
-    cells[1] = _cell(64, 8, 16, None, sweep.ERROR, "CUDARuntimeError: launch failed")
-    cells[-1] = _cell(1024, 32, 32, None, sweep.SKIPPED, "needs too much shared memory")
-    return cells
+                rows.append(_row(n, br, bc, float(br + bc) / 10 * (n / 64)))
+    rows[0] = _row(64, 8, 8, 3.0, "wrong", "wrong (test): rel_l2 0.3 > 1e-05")
+    rows[1] = _row(64, 8, 16, None, "error", "CUDARuntimeError: launch failed")
+    rows[-1] = _row(1024, 32, 32, None, "skipped", "needs too much shared memory")
+    return rows
 
 
-def test_best_ignores_failed_errored_and_skipped_cells():
-    cells = _synthetic_cells()
-    top_64 = sweep.best(cell for cell in cells if cell.N == 64)
-    assert (top_64.Br, top_64.Bc) == (32, 32)
-    top_1024 = sweep.best(cell for cell in cells if cell.N == 1024)  # 32×32 was skipped: the next best
-    assert (top_1024.Br, top_1024.Bc) in {(16, 32), (32, 16)}
-    assert sweep.best([_cell(64, 8, 8, 9.0, sweep.FAILED)]) is None
+def test_best_ignores_wrong_errored_and_skipped_rows():
+    rows = _synthetic_rows()
+    top_64 = sweep.best(row for row in rows if row.seq == 64)
+    assert (top_64.br, top_64.bc) == (32, 32)
+    top_1024 = sweep.best(row for row in rows if row.seq == 1024)  # 32×32 was skipped: the next best
+    assert (top_1024.br, top_1024.bc) in {(16, 32), (32, 16)}
+    assert sweep.best([_row(64, 8, 8, 9.0, "wrong", "wrong: test")]) is None
     assert sweep.best([]) is None
 
 
@@ -107,58 +119,33 @@ def test_measure_skips_a_tile_that_does_not_fit_without_touching_the_gpu():
                                smem_per_block_optin=8_192, reserved_smem_per_block=0, regs_per_sm=65_536,
                                max_threads_per_sm=2_048)
     problem = AttentionProblem(heads=2, seq=64, dim=64)
-    cell = sweep.measure(problem, None, 64, 64, tiny, iters=1)  # inputs unused: never run
-    assert cell.status == sweep.SKIPPED
-    assert cell.smem_bytes == budget.flash_smem_bytes(64, 64, 64) and cell.blocks_per_sm == 0
-    assert "opt-in limit" in cell.message and cell.median_ms is None
-
-
-def test_csv_rows_round_trip_and_are_flushed_as_written(tmp_path):
-    path = tmp_path / "sweep.csv"
-    sink = sweep.CsvSink(path)
-    cells = _synthetic_cells()
-    sink(cells[0])
-    with path.open() as f:  # flushed: readable before close
-        assert len(list(csv.reader(f))) == 2
-    for cell in cells[1:]:
-        sink(cell)
-    sink.close()
-    with path.open() as f:
-        assert next(csv.reader(f)) == list(sweep.COLUMNS)
-    assert sweep.read_cells(path) == cells
-
-
-def test_read_cells_names_the_bad_row(tmp_path):
-    path = tmp_path / "sweep.csv"
-    path.write_text(",".join(sweep.COLUMNS) + "\n64,64,eight,8,1,1,,,,ok,\n")
-    with pytest.raises(ResultsError, match="sweep.csv:2"):
-        sweep.read_cells(path)
+    row = sweep.measure(problem, None, 64, 64, tiny, 1, CONTEXT, target.Settings())  # inputs unused: never run
+    assert row.status == "skipped" and (row.br, row.bc) == (64, 64)
+    assert "opt-in limit" in row.message and row.p50_ms is None
 
 
 def test_heatmap_writes_a_png_with_one_panel_per_n(tmp_path):
     from matplotlib.image import imread
 
-    path = sweep.heatmap(_synthetic_cells(), tmp_path / "out" / sweep.HEATMAP_NAME, "synthetic")
+    path = sweep.heatmap(_synthetic_rows(), tmp_path / "out" / sweep.HEATMAP_NAME, "synthetic")
     assert path.read_bytes()[:8] == PNG_SIGNATURE
     height, width, _ = imread(path).shape
     assert width > height > 100
 
 
-def test_heatmap_of_cells_read_back_from_csv_and_of_a_panel_where_nothing_ran(tmp_path):
-    cells = [_cell(128, 8, 8, None, sweep.ERROR, "boom"), _cell(128, 8, 16, None, sweep.SKIPPED, "too big"),
-             _cell(256, 8, 8, 1.5)]
-    sink = sweep.CsvSink(tmp_path / "sweep.csv")
-    for cell in cells:
-        sink(cell)
-    sink.close()
-    path = sweep.heatmap(sweep.read_cells(tmp_path / "sweep.csv"), tmp_path / "h.png")
+def test_heatmap_of_rows_read_back_and_of_a_panel_where_nothing_ran(tmp_path):
+    results = ResultsFile(tmp_path / "results.csv")
+    for row in (_row(128, 8, 8, None, "error", "boom"), _row(128, 8, 16, None, "skipped", "too big"),
+                _row(256, 8, 8, 1.5)):
+        results.append(row)
+    path = sweep.heatmap(results.read(), tmp_path / "h.png")
     assert path.read_bytes()[:8] == PNG_SIGNATURE
     with pytest.raises(ResultsError):
         sweep.heatmap([], tmp_path / "empty.png")
 
 
 def test_summary_names_the_best_tile_and_the_budget_square():
-    text = sweep.summary(_synthetic_cells(), H200)
+    text = sweep.summary(_synthetic_rows(), H200)
     lines = text.splitlines()
     assert len(lines) == 3 and lines[0].split()[:2] == ["N", "d"]
     square = budget.largest_square_tile(64, H200)
@@ -349,54 +336,39 @@ def test_script_profiles_each_kernel_and_n_then_folds(tmp_path):
 
 # ---------------------------------------------------------------------------------------------------------- fake GPU
 
-class _FakeOut:
-    def __init__(self, array):
-        self.array = array
+def test_the_whole_sweep_on_the_fake_gpu(monkeypatch, tmp_path, capsys):
+    """The sweep on kernels/fake.py: one results-schema row per cell with its verdict, a wrong tile `wrong` (exit 1),
+    a tile over the shrunk shared-memory limit `skipped`, a failing launch `error`, the heatmap, the summary."""
+    from kernels import fake
 
-    def get(self):
-        return self.array
-
-
-class _FakeLauncher:
-    """target.Launcher's surface on the CPU: `out` is the float32 reference; Br=Bc=8 raises, Br=16, Bc=8 is wrong."""
-
-    def __init__(self, kernel, problem, inputs, br, bc):
-        from host.reference import attention
-
+    def flash_with_faults(q, k, v, out, problem, br, bc):
         if (br, bc) == (8, 8):
             raise RuntimeError("launch failed (fake)")
-        out = attention(inputs.q, inputs.k, inputs.v, problem.causal, "float32")
+        fake.flash(q, k, v, out, problem, br, bc)
         if (br, bc) == (16, 8):
-            out = out + 1.0
-        self.out = _FakeOut(out.reshape(-1))
+            out += np.float32(1.0)
 
-    def launch(self):
-        pass
-
-
-def test_the_whole_sweep_against_a_fake_gpu(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(target, "available", lambda: (True, "fake GPU"))
-    monkeypatch.setattr(target, "device", lambda: "fake GPU")
-    monkeypatch.setattr(target, "Launcher", _FakeLauncher)
-    monkeypatch.setattr(target, "_event_times", lambda fn, warmup, iters: [2.0, 1.0, 3.0][:iters])
+    monkeypatch.setitem(fake.KERNEL_MATH, "flash", flash_with_faults)
     small = dataclasses.replace(H200, smem_per_block_optin=budget.flash_smem_bytes(128, 128, 64) - 1)
-    monkeypatch.setattr(budget, "choose_device", lambda profile: (small, "the h200 profile, shrunk (test)"))
+    monkeypatch.setattr(budget, "PROFILES", {**budget.PROFILES, "h200": small})
     out = tmp_path / "sweep"
-    args = ["--br", "8,16,128", "--bc", "8,128", "--seq", "17,64", "--heads", "2", "--iters", "3", "--out", str(out)]
-    assert sweep.main(args) == 0
-    cells = sweep.read_cells(out / sweep.CSV_NAME)
-    assert len(cells) == 2 * 3 * 2
-    status = {(cell.N, cell.Br, cell.Bc): cell for cell in cells}
-    assert status[17, 8, 8].status == sweep.ERROR and "launch failed (fake)" in status[17, 8, 8].message
-    assert status[17, 16, 8].status == sweep.FAILED and status[17, 16, 8].rel_l2 > 1e-5
-    assert status[64, 128, 128].status == sweep.SKIPPED and "opt-in limit" in status[64, 128, 128].message
+    args = ["--gpu-device", "fake", "--br", "8,16,128", "--bc", "8,128", "--seq", "17,64", "--heads", "2",
+            "--iters", "3", "--out", str(out)]
+    assert sweep.main(args) == 1
+    rows = ResultsFile(out / sweep.RESULTS_NAME).read()
+    assert len(rows) == 2 * 3 * 2 and all(row.target == "gpu" and row.kernel == "flash" for row in rows)
+    status = {(row.seq, row.br, row.bc): row for row in rows}
+    assert status[17, 8, 8].status == "error" and "launch failed (fake)" in status[17, 8, 8].message
+    assert status[17, 16, 8].status == "wrong" and status[17, 16, 8].rel_l2 > 0.1 and status[17, 16, 8].p50_ms > 0
+    assert status[64, 128, 128].status == "skipped" and "opt-in limit" in status[64, 128, 128].message
     ok = status[64, 16, 128]
-    assert ok.status == sweep.OK and ok.median_ms == 2.0 and ok.rel_l2 < 1e-6
-    assert ok.tflops == pytest.approx(AttentionProblem(heads=2, seq=64, dim=64).flops() / 2e-3 / 1e12)
+    assert ok.status == "ok" and ok.iters == 3 and ok.gflops == pytest.approx(
+        AttentionProblem(heads=2, seq=64, dim=64).flops() / (ok.p50_ms / 1e3) / 1e9)
     assert (out / sweep.HEATMAP_NAME).read_bytes()[:8] == PNG_SIGNATURE
-    assert (out / sweep.META_NAME).exists()
+    assert "python -m kernels.sweep --gpu-device fake" in (out / sweep.RUNS_NAME).read_text()
     printed = capsys.readouterr()
     assert "best Br×Bc" in printed.out and "N=64 Br=16 Bc=128" in printed.err
+    assert report.render(out)  # the one schema: host.report reads a sweep folder
 
 
 def test_merge_folds_measured_bytes_into_matching_gpu_rows(tmp_path):
