@@ -51,7 +51,8 @@ fi
 # The stamp records pyproject.toml's hash and the extras installed with it; pip runs only when one is missing.
 stamp=.venv/kbench.stamp
 hash=$(sha256sum pyproject.toml | cut -d' ' -f1)
-read -r old_hash old_extras < "$stamp" 2>/dev/null || true
+old_hash= old_extras=
+[ -f "$stamp" ] && read -r old_hash old_extras < "$stamp"
 [ "${old_hash:-}" = "$hash" ] || old_extras=
 extras=$(printf '%s\n' ${old_extras//,/ } ${extras//,/ } | sort -u | paste -sd, -)
 if [ "${old_hash:-}" != "$hash" ] || [ "$extras" != "${old_extras:-}" ]; then
