@@ -1,4 +1,5 @@
-"""host.report: results.md tables per (target, kernel), the failure list, the plots, and the CLI's error path."""
+"""host.report: results.md tables per (target, kernel), the runs and the targets not run, the wrong/skipped/failed
+list, the labels of simulated and modelled figures, the plots' series and roofs, old schema files, and the CLI."""
 
 from __future__ import annotations
 
@@ -6,12 +7,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import csv
+import dataclasses
+import json
+import re
+
 import matplotlib.image
 import pytest
 
 from host.errors import ResultsError
 from host.report import render
-from host.results import Result, ResultsFile, RunInfo
+from host.report_plots import results_frame, roofline_data, seq_ticks, series, shared_text
+from host.results import ADDED_COLUMNS, Result, ResultsFile, RunInfo
 
 REPO = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -20,9 +27,15 @@ PERF_REASON = "perf_event_open: not supported on this machine"
 GPU_RUN = RunInfo(run_id="gpu-1", timestamp="2026-12-01T10:00:00Z", command="python -m host.compare --seq 128 256",
                   git_rev="abc1234", host="gpubox",
                   machine={"gpu": "NVIDIA H200", "sms": 132, "driver": {"cuda": "12.4"}})
+NO_CUPY = "CuPy is not installed (pip install cupy-cuda12x)"
 BENCH_RUN = RunInfo(run_id="bench-1", timestamp="2026-12-02T09:30:00Z",
-                    command="python -m host.compare --serial /dev/ttyACM0", git_rev="abc1234", host="labpc",
-                    machine={"board": "STM32F407", "clock_hz": 168000000})
+                    command="python -m host.compare --sim", git_rev="abc1234", host="labpc",
+                    machine={"board": "STM32F407", "clock_hz": 168000000}, unavailable={"gpu": NO_CUPY})
+#: A --resume that found nothing left to measure (written by kbench before it stopped recording such runs).
+EMPTY_RUN = RunInfo(run_id="bench-2", timestamp="2026-12-02T10:00:00Z", command="python -m host.compare --sim --resume",
+                    git_rev="abc1234", host="labpc", unavailable={"gpu": NO_CUPY})
+M4_ROOF = "datasheet: Cortex-M4 SMLALD 2 MAC/cycle, SRAM 4 B/cycle"
+WRONG = "rel_l2 3.10e-02 exceeds the tolerance 2.40e-06 (fp32, d=59, N=256)"
 
 
 def _row(run: RunInfo, device: str, target: str, kernel: str, seq: int, **extra) -> Result:
@@ -56,10 +69,20 @@ def gpu_rows(peaks: bool = True) -> list[Result]:
     return rows
 
 
+def wrong_row() -> Result:
+    """A kernel outside its tolerance: status wrong, its figures kept."""
+    return _row(GPU_RUN, "NVIDIA H200", "gpu", "fused", 256, **_timed(3e-3), gflops=2000.0, gbps=500.0,
+                max_abs=0.2, rel_l2=3.1e-2, peak_gflops=60_000.0, peak_gbps=4_200.0, peak_source="measured",
+                status="wrong", message=WRONG)
+
+
 def mcu_rows() -> list[Result]:
-    return [_row(BENCH_RUN, "STM32F407", "mcu", "q15", seq, dtype="q15", **_timed(0.2 * seq), cycles=seq * 33_600,
-                 clock_hz=168_000_000, temp_c=31.5, vdda_v=3.29, bit_exact=True, max_abs=6e-4, rel_l2=2.5e-3)
-            for seq in (16, 32)]
+    """The twin: the planner's Br follows seq, sensors modelled, ceilings from the Cortex-M4's datasheet."""
+    return [_row(BENCH_RUN, "STM32F407 (twin)", "mcu", "q15", seq, dtype="q15", br=seq, bc=32, **_timed(0.2 * seq),
+                 cycles=seq * 33_600, clock_hz=168_000_000, temp_c=26.18, vdda_v=3.311, sensors_source="modelled",
+                 bit_exact=True, max_abs=6e-4 * seq / 16, rel_l2=2.5e-3 * seq / 16, gflops=0.05 + seq / 1e4,
+                 gbps=0.2 / seq, peak_gflops=0.672, peak_gbps=0.672, peak_source=M4_ROOF)
+            for seq in (16, 32, 64)]
 
 
 def write(out: Path, rows: list[Result], runs: list[RunInfo]) -> Path:
@@ -96,9 +119,10 @@ def table(body: str) -> tuple[list[str], list[list[str]]]:
 
 @pytest.fixture(scope="module")
 def merged(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A GPU box's run and a lab bench's run merged into one folder."""
+    """A GPU box's run and a lab bench's run (the twin; no CuPy there) merged into one folder, with a wrong row and
+    a later run that gave no row."""
     out = tmp_path_factory.mktemp("merged")
-    return write(out, cpu_rows() + gpu_rows() + mcu_rows(), [GPU_RUN, BENCH_RUN])
+    return write(out, cpu_rows() + gpu_rows() + [wrong_row()] + mcu_rows(), [GPU_RUN, BENCH_RUN, EMPTY_RUN])
 
 
 @pytest.fixture(scope="module")
@@ -128,9 +152,9 @@ def test_render_writes_markdown_and_every_plot(merged: Path):
 
 def test_one_table_per_target_and_kernel_with_its_rows(md: str):
     groups = sections(md, "### ")
-    assert sorted(groups) == ["cpu / naive", "cpu / reference", "gpu / flash", "mcu / q15"]
+    assert sorted(groups) == ["cpu / naive", "cpu / reference", "gpu / flash", "gpu / fused", "mcu / q15"]
     counts = {name: len(table(body)[1]) for name, body in groups.items()}
-    assert counts == {"cpu / naive": 1, "cpu / reference": 3, "gpu / flash": 5, "mcu / q15": 2}
+    assert counts == {"cpu / naive": 1, "cpu / reference": 3, "gpu / flash": 5, "gpu / fused": 1, "mcu / q15": 3}
 
 
 def test_rows_are_sorted_by_shape_then_tile(md: str):
@@ -150,7 +174,7 @@ def test_columns_that_apply_to_no_row_are_dropped(md: str):
         assert absent not in cpu_headers
     assert {"p50 ms [95% CI]", "GFLOP/s", "max_abs", "rel_l2"} <= set(cpu_headers)
     mcu_headers = table(groups["mcu / q15"])[0]
-    assert {"cycles", "clock MHz", "temp °C", "VDDA V", "bit_exact"} <= set(mcu_headers)
+    assert {"cycles", "clock MHz", "temp °C (modelled)", "VDDA V (modelled)", "bit_exact"} <= set(mcu_headers)
     gpu_headers = table(groups["gpu / flash"])[0]
     assert {"Br×Bc", "% of peak GFLOP/s", "status", "message"} <= set(gpu_headers)
     assert "cycles" not in gpu_headers
@@ -163,7 +187,7 @@ def test_cells_are_formatted(md: str):
     assert first["p50 ms [95% CI]"] == "3.2 [3.104, 3.328]"
     assert first["rel_l2"] == "2.50e-03" and first["max_abs"] == "6.00e-04"
     assert first["clock MHz"] == "168" and first["bit_exact"] == "yes"
-    assert [dict(zip(headers, row))["cycles"] for row in rows] == ["537.6k", "1.075M"]
+    assert [dict(zip(headers, row))["cycles"] for row in rows] == ["537.6k", "1.075M", "2.15M"]
     gpu_headers, gpu_rows_ = table(groups["gpu / flash"])
     assert dict(zip(gpu_headers, gpu_rows_[0]))["% of peak GFLOP/s"] == "4.27 %"  # 2560 / 60000
 
@@ -199,20 +223,31 @@ def test_a_group_from_several_hosts_names_them(tmp_path: Path):
     assert sorted(row[0] for row in rows) == ["bench-1 / labpc", "gpu-1 / gpubox"]
 
 
-def test_failed_rows_are_listed_with_their_message(md: str):
-    failed = sections(md, "## ")["Skipped and failed"]
-    headers, rows = table(failed)
-    assert len(rows) == 1
-    row = dict(zip(headers, rows[0]))
-    assert (row["target"], row["status"], row["message"]) == ("gpu", "oom", "out of memory: 96 GiB requested")
+def test_wrong_and_failed_rows_are_listed_with_their_message(md: str):
+    headers, rows = table(sections(md, "## ")["Wrong, skipped and failed"])
+    listed = [dict(zip(headers, row)) for row in rows]
+    assert [(r["target"], r["kernel"], r["status"], r["message"]) for r in listed] == [
+        ("gpu", "flash", "oom", "out of memory: 96 GiB requested"), ("gpu", "fused", "wrong", WRONG)]
+
+
+def test_a_wrong_row_keeps_its_figures_in_its_table(md: str):
+    headers, rows = table(sections(md, "### ")["gpu / fused"])
+    cells = dict(zip(headers, rows[0]))
+    assert (cells["status"], cells["message"]) == ("wrong", WRONG)
+    assert cells["p50 ms [95% CI]"].startswith("0.003 [") and cells["rel_l2"] == "3.10e-02"
+    assert cells["GFLOP/s"] == "2000"
+
+
+def test_headline_counts_every_status(md: str):
+    assert "13 rows (11 ok, 1 wrong, 1 oom) from" in md.splitlines()[2]
 
 
 def test_runs_section_lists_every_run(md: str):
     runs = sections(md, "## ")["Runs"]
     assert "**gpu-1**" in runs and "**bench-1**" in runs
-    assert "`python -m host.compare --serial /dev/ttyACM0`" in runs
+    assert "`python -m host.compare --sim`" in runs
     assert 'driver={"cuda":"12.4"}; gpu=NVIDIA H200; sms=132' in runs
-    assert "9 rows" in runs and "2 rows" in runs
+    assert "10 rows" in runs and "3 rows" in runs
 
 
 def test_a_run_missing_from_runs_jsonl_is_still_listed(tmp_path: Path):
@@ -253,6 +288,115 @@ def test_missing_or_empty_results_raise(tmp_path: Path):
     (tmp_path / "results.csv").write_text("")
     with pytest.raises(ResultsError, match="no result rows"):
         render(tmp_path)
+
+
+def test_runs_headline_and_runs_list_agree(md: str):
+    head = re.search(r"from (\d+) run\(s\) on \d+ host\(s\)\. (\d+) more run\(s\) in runs.jsonl gave no row", md)
+    assert head, md.splitlines()[2]
+    entries = [line for line in sections(md, "## ")["Runs"].splitlines() if line.startswith("- **")]
+    assert len(entries) == int(head[1]) + int(head[2]) == 3
+    assert [line for line in entries if ", 0 rows" in line] == [line for line in entries if "**bench-2**" in line]
+
+
+def test_a_run_line_written_twice_counts_once(tmp_path: Path):
+    md = _rendered(tmp_path, mcu_rows(), [BENCH_RUN, BENCH_RUN])
+    assert "from 1 run(s) on 1 host(s)." in md and "more run(s)" not in md
+    assert sections(md, "## ")["Runs"].count("- **") == 1
+
+
+def test_unavailable_targets_are_listed_with_their_reason(md: str):
+    headers, rows = table(sections(md, "## ")["Targets not run"])
+    assert headers == ["target", "reason", "run (host)"]
+    assert rows == [["gpu", NO_CUPY, "bench-1 (labpc), bench-2 (labpc)"]]
+    assert "targets not run: `gpu`" in sections(md, "## ")["Runs"]
+
+
+def test_no_unavailable_target_is_said(tmp_path: Path):
+    md = _rendered(tmp_path, cpu_rows(), [GPU_RUN])
+    assert sections(md, "## ")["Targets not run"].strip() == "None: no run in runs.jsonl recorded an unavailable target."
+
+
+def test_modelled_sensors_are_labelled_in_the_header(md: str):
+    headers, rows = table(sections(md, "### ")["mcu / q15"])
+    cells = dict(zip(headers, rows[0]))
+    assert (cells["temp °C (modelled)"], cells["VDDA V (modelled)"]) == ("26.18", "3.311")
+
+
+def test_mixed_sensor_sources_label_each_modelled_cell(tmp_path: Path):
+    twin = mcu_rows()[0]
+    board = twin.replace(seq=48, br=48, temp_c=31.5, vdda_v=3.29, sensors_source="measured")
+    headers, rows = table(sections(_rendered(tmp_path, [twin, board], [BENCH_RUN]), "### ")["mcu / q15"])
+    assert [row[headers.index("temp °C")] for row in rows] == ["26.18 (modelled)", "31.5"]
+    assert [row[headers.index("VDDA V")] for row in rows] == ["3.311 (modelled)", "3.29"]
+
+
+def test_a_datasheet_roof_is_named_as_such(md: str):
+    assert ("Ran on labpc (STM32F407 (twin)), datasheet roof 0.672 GFLOP/s, 0.672 GB/s "
+            "(Cortex-M4 SMLALD 2 MAC/cycle, SRAM 4 B/cycle).") in sections(md, "### ")["mcu / q15"]
+    assert "measured peak 60000 GFLOP/s, 4200 GB/s" in sections(md, "### ")["gpu / flash"]
+
+
+def test_mcu_rows_whose_br_follows_seq_are_one_series():
+    lines = series(results_frame(mcu_rows()))
+    assert [s.label for s in lines] == ["mcu/q15"]
+    assert list(lines[0].rows.seq) == [16, 32, 64] and list(lines[0].rows.br) == [16, 32, 64]
+
+
+def test_a_tile_sweep_gives_one_series_per_tile_and_wrong_rows_stay_in_their_series():
+    lines = series(results_frame(gpu_rows() + [wrong_row()] + mcu_rows()))
+    assert [s.label for s in lines] == ["gpu/flash 32×64", "gpu/flash 64×64", "gpu/fused", "mcu/q15"]
+    assert [list(s.rows.seq) for s in lines[:2]] == [[256, 1024], [256, 1024]]  # the oom row is not plotted
+    assert list(lines[2].rows.status) == ["wrong"]
+    assert len({s.color for s in lines}) == 4
+
+
+def test_series_labels_name_what_tells_them_apart():
+    causal = [r.replace(causal=True) for r in cpu_rows()[:3]]
+    elsewhere = [r.replace(host="otherbox", dim=64) for r in cpu_rows()[:1]]
+    frame = results_frame(cpu_rows()[:3] + causal + elsewhere + mcu_rows())
+    assert [s.label for s in series(frame)] == [
+        "cpu/reference d=59 non-causal @gpubox", "cpu/reference d=59 causal @gpubox",
+        "cpu/reference d=64 non-causal @otherbox", "mcu/q15 d=59 non-causal @labpc"]
+    assert shared_text(frame) == "H=2, B=1"
+
+
+def test_seq_ticks_are_the_measured_lengths_labelled_where_they_fit():
+    assert seq_ticks([97, 17, 1025, 17]) == ([17, 97, 1025], [])
+    assert seq_ticks([16, 17, 32, 64, 1024, 1025]) == ([16, 32, 64, 1025], [17, 1024])
+    labelled, bare = seq_ticks(range(1, 1001))
+    assert labelled[0] == 1 and labelled[-1] == 1000 and len(labelled) <= 12
+    assert sorted(labelled + bare) == list(range(1, 1001))
+
+
+def test_roofline_puts_every_targets_rows_under_their_own_roof():
+    points, roofs = roofline_data(results_frame(cpu_rows() + gpu_rows() + [wrong_row()] + mcu_rows()))
+    assert sorted(points.target.unique()) == ["gpu", "mcu"]  # these cpu rows carry no peaks; wrong rows not plotted
+    assert (points.target == "mcu").sum() == 3
+    m4 = roofs.loc[("labpc", "STM32F407 (twin)", M4_ROOF)]
+    assert (m4.flops, m4.bw) == (0.672, 0.672)
+    assert roofs.loc[("gpubox", "NVIDIA H200", "measured")].flops == 60_000.0  # peak_source empty: measured
+
+
+def test_a_schema_1_results_csv_still_renders(tmp_path: Path):
+    rows = [r.to_row() | {"schema_version": "1"} for r in cpu_rows() + gpu_rows()]
+    columns = [name for name in rows[0] if name not in ADDED_COLUMNS[2]]
+    with (tmp_path / "results.csv").open("w", encoding="utf-8", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    old_run = {k: v for k, v in dataclasses.asdict(GPU_RUN).items() if k != "unavailable"}
+    (tmp_path / "runs.jsonl").write_text(json.dumps(old_run) + "\n", encoding="utf-8")
+    written = render(tmp_path)
+    assert [p.name for p in written] == ["results.md", "latency_vs_seq.png", "error.png", "roofline.png"]
+    md = (tmp_path / "results.md").read_text()
+    assert "9 rows (8 ok, 1 oom) from 1 run(s) on 1 host(s)." in md
+    assert len(table(sections(md, "### ")["gpu / flash"])[1]) == 5
+    assert "measured peak 60000 GFLOP/s" in md and "None: no run in runs.jsonl" in md
+
+
+def _rendered(out: Path, rows: list[Result], runs: list[RunInfo]) -> str:
+    render(write(out, rows, runs))
+    return (out / "results.md").read_text()
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
