@@ -20,7 +20,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from host.errors import LinkError, UnavailableError
+from host.errors import LinkError, SpecError, UnavailableError
 from mcu.frame import Decoder, Frame, encode
 from mcu.messages import PROTOCOL, REPLY, Hello, Kind
 
@@ -32,11 +32,29 @@ FLUSH = b"\x00" * 254
 #: Removes a previous deploy's modules from sys.modules (a redeploy takes effect without a reset), then starts.
 START_SERVER = ("import sys\nfor _m in ('kbench_server', 'kbench_framing'):\n    sys.modules.pop(_m, None)\n"
                 "import kbench_server\nkbench_server.serve()\n")
-READ_SLICE_S = 0.05  # pyserial read timeout while frames flow: how often a wait checks its deadline
-MPREMOTE_READ_S = 1.0  # pyserial read timeout while mpremote drives the raw REPL (it reads fixed byte counts)
-WRITE_TIMEOUT_S = 5.0  # a board that stops reading must not block a write for ever
-REOPEN_S = 10.0  # how long restart() waits for a port that went away (a USB board resetting) to come back
-START_ATTEMPTS = 4
+# Waits, in seconds. Every wait for bytes has an overall deadline and an inter-byte timeout (Timeouts.inter_byte):
+# a frame whose bytes stop arriving part-way is given up at once, not at the end of the reply's deadline.
+#: pyserial's read timeout while frames flow: how often a wait wakes to check its deadlines (short: a reply that
+#: arrives is seen within it; long enough that an idle wait is not a busy loop).
+READ_SLICE_S = 0.05
+#: pyserial's read timeout while mpremote drives the raw REPL: mpremote reads fixed byte counts ("OK", the banner)
+#: and treats a short read as failure, so one read must span the board's longest pause there (an exec starting up).
+MPREMOTE_READ_S = 1.0
+#: A board that stops reading (hung, or USB buffers full) must not block a write for ever; 5 s is far beyond the
+#: few milliseconds the largest frame (about 1 KB) takes on any line kbench drives.
+WRITE_TIMEOUT_S = 5.0
+#: How long restart() waits for a port that went away (a USB board resetting re-enumerates in 1..5 s) to come back,
+#: trying again every REOPEN_POLL_S.
+REOPEN_S = 10.0
+REOPEN_POLL_S = 0.5
+#: Resends back off exponentially from BACKOFF_FIRST_S to at most BACKOFF_MAX_S: the first resend is quick (a
+#: corrupted frame is the common case), later ones give a board that is busy (a GC pass, a slow flash write) room.
+BACKOFF_FIRST_S = 0.05
+BACKOFF_MAX_S = 1.0
+#: _drain() gives up after this long even on a line that never goes quiet (a board printing in a loop).
+DRAIN_MAX_S = 5.0
+START_ATTEMPTS = 4  # tries of the whole start sequence: noise may hit the break, the raw REPL entry or the HELLO
+HELLO_RETRIES = 3  # resends of HELLO when the server's announcement was lost
 GARBAGE_KEPT = 4096  # bytes since the last good frame, kept to recognise a reset board or a stopped server
 SERVER_ENDED = re.compile(rb"\x04([^\x04]*)\x04>")  # a raw REPL command's end: stdout end, traceback, prompt
 #: What a board prints after a reset and never appears in a frame (HELLO's texts hold "MicroPython v", so not that):
@@ -54,11 +72,26 @@ class ServerMissing(LinkError):
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Seconds: a reply's wait (RUN adds its compute estimate), starting the server, and a quiet line."""
+    """The link's waits, in seconds; each positive."""
 
+    #: Overall wait for one reply (RUN adds its compute estimate): the board answers any other request in
+    #: milliseconds, a ~1 KB frame takes 0.1 s even at 115200 baud; 2 s leaves room for a GC pass and a loaded host.
     reply: float = 2.0
+    #: Overall wait for the raw REPL and the server's start (and for the prompt after BYE): a board importing the
+    #: server's .mpy files takes well under a second; 10 s covers a twin starting on a loaded 2-core machine.
     start: float = 10.0
+    #: A line silent this long is idle (nothing more is coming from a stopped server): a board that is still
+    #: printing sends its next bytes within milliseconds.
     quiet: float = 0.3
+    #: Inter-byte timeout: once a frame (or any bytes after the last delimiter) started arriving, the next byte must
+    #: follow within this; the board writes a frame in one go (a USB packet every millisecond at most), so a longer
+    #: gap means the frame lost bytes (its delimiter, say) and is resent now rather than at the reply's deadline.
+    inter_byte: float = 0.5
+
+    def __post_init__(self) -> None:
+        bad = [f"{name}={value!r}" for name, value in vars(self).items() if not value > 0]
+        if bad:
+            raise SpecError(f"Timeouts {', '.join(bad)} out of range; allowed: > 0 seconds")
 
 
 @dataclass
@@ -91,6 +124,8 @@ class BoardLink:
         self._decoder = Decoder()
         self._garbage = bytearray()
         self._seq = random.randrange(0x10000)
+        self._partial = False  # bytes have arrived since the last delimiter: a frame (or noise) is in progress
+        self._last_byte_at = time.monotonic()
 
     # -- session ----------------------------------------------------------------------------------------------
 
@@ -119,7 +154,7 @@ class BoardLink:
                 except LinkError:
                     if time.monotonic() >= deadline:
                         raise
-                    time.sleep(0.5)
+                    time.sleep(REOPEN_POLL_S)
         return self._start()
 
     def close(self) -> None:
@@ -172,10 +207,24 @@ class BoardLink:
             raise SessionLost(f"{self.port}: cannot write: {exc}") from None
 
     def _read(self) -> bytes:
+        """What the port has, waiting at most READ_SLICE_S for the first byte; tracks the inter-byte gap."""
         try:
-            return self._serial.read(max(1, self._serial.in_waiting))
+            data = self._serial.read(max(1, self._serial.in_waiting))
         except Exception as exc:  # noqa: BLE001 - the device gone (USB reset), a closed port
             raise SessionLost(f"{self.port}: cannot read: {exc}") from None
+        if data:
+            self._partial = data[-1] != 0
+            self._last_byte_at = time.monotonic()
+        return data
+
+    def _expect_new(self) -> None:
+        """From here on, wait for new bytes: what arrived before no longer counts as a frame in progress."""
+        self._partial = False
+        self._last_byte_at = time.monotonic()
+
+    def _stalled(self) -> bool:
+        """Bytes after the last delimiter, then silence for longer than the inter-byte timeout."""
+        return self._partial and time.monotonic() - self._last_byte_at > self.timeouts.inter_byte
 
     # -- starting and ending the server -----------------------------------------------------------------------
 
@@ -210,8 +259,9 @@ class BoardLink:
                 self._serial.timeout = READ_SLICE_S
         self._decoder = Decoder()
         self._garbage.clear()
+        self._expect_new()
         deadline = time.monotonic() + self.timeouts.reply
-        while time.monotonic() < deadline:  # the server announces itself with a HELLO reply
+        while time.monotonic() < deadline and not self._stalled():  # the server announces itself with a HELLO reply
             for frame in self._receive():
                 if frame.kind == Kind.HELLO | REPLY:
                     return self._accept(Hello.parse(frame.payload))
@@ -219,7 +269,7 @@ class BoardLink:
             if ended:
                 raise ServerMissing(f"{self.port}: the board could not start kbench_server: {ended} "
                                     f"(deploy it with: python -m mcu.deploy --port {self.port})")
-        return self._accept(Hello.parse(self.request(Kind.HELLO, retries=3)))  # the announcement was lost
+        return self._accept(Hello.parse(self.request(Kind.HELLO, retries=HELLO_RETRIES)))  # the announcement was lost
 
     def _accept(self, hello: Hello) -> Hello:
         if hello.protocol != PROTOCOL:
@@ -237,8 +287,9 @@ class BoardLink:
             return  # the server is already gone
         except LinkError:
             self._write(FLUSH + BREAK)
+        self._expect_new()
         deadline = time.monotonic() + self.timeouts.start
-        while not self._server_ended() and time.monotonic() < deadline:
+        while not self._server_ended() and time.monotonic() < deadline and not self._stalled():
             self._absorb(self._read())
 
     # -- requests ---------------------------------------------------------------------------------------------
@@ -257,7 +308,7 @@ class BoardLink:
             for attempt in range(attempts):
                 if attempt:
                     self.stats.retries += 1
-                    time.sleep(min(0.05 * 2 ** (attempt - 1), 1.0))
+                    time.sleep(min(BACKOFF_FIRST_S * 2 ** (attempt - 1), BACKOFF_MAX_S))
                 sent = FLUSH + wire if attempt else wire
                 self._write(sent)
                 self.stats.frames += 1
@@ -271,9 +322,12 @@ class BoardLink:
             self.stats.add_time(kind, time.monotonic() - started)
 
     def _await(self, kind: Kind, seq: int, wait: float) -> Frame | None:
+        """The reply to (kind, seq), or None when it did not come whole: `wait` seconds passed, a frame stalled
+        for longer than the inter-byte timeout, or a corrupted frame arrived with nothing after it."""
+        self._expect_new()
         deadline = time.monotonic() + wait
         rejected = self._decoder.rejected
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self._stalled():
             for frame in self._receive():
                 if frame.kind == kind | REPLY and frame.seq == seq:
                     return frame  # anything else is a late answer to an earlier attempt
@@ -314,8 +368,8 @@ class BoardLink:
         return text.splitlines()[-1] if text else "the server returned to the REPL"
 
     def _drain(self, quiet: float) -> None:
-        """Read and drop bytes until the line has been quiet for `quiet` seconds (at most 5 s)."""
-        end = time.monotonic() + 5.0
+        """Read and drop bytes until the line has been quiet for `quiet` seconds (at most DRAIN_MAX_S)."""
+        end = time.monotonic() + DRAIN_MAX_S
         last = time.monotonic()
         while time.monotonic() < end and time.monotonic() - last < quiet:
             if self._read():

@@ -5,6 +5,10 @@ LOAD and READ payload throughput (bytes of tensor data per second of wall time, 
 one head of (seq, dim) split into wall time spent waiting for RUN (the board computing; on the twin, emulating)
 and everything else (SETUP, LOAD, READ: the link), with the DWT cycles and what they mean at the board's clock;
 then the planner's largest seq per dim for the heap the board announced.
+
+Outputs are checked, not assumed: the bytes READ back must be those LOAD wrote, and the head (the seeded problem's
+one head, quantised as every Q15 target gets it) must equal host/q15.py bit for bit and stay within the contract's
+error bound (host/verdict.check_q15). A mismatch ends the run with a TargetError that names what differed.
 """
 
 from __future__ import annotations
@@ -16,12 +20,16 @@ from typing import Sequence
 
 import numpy as np
 
-from host import q15
 from host.cli_common import Parser, guard, integer
-from host.q15 import DIM_MAX
+from host.errors import TargetError
+from host.problem import AttentionProblem
+from host.q15 import DIM_MAX, error_bound, prepare
+from host.reference import golden
+from host.verdict import check_q15
 from mcu import messages as m
 
 TRANSFER_BYTES = 64 * 1024
+HEAD_BC = 32  # the head's key block: the frame server's default
 
 
 def throughput(link, nbytes: int) -> tuple[float, float]:
@@ -41,25 +49,39 @@ def throughput(link, nbytes: int) -> tuple[float, float]:
         count = min(step, nbytes - offset)
         back += m.check_status(m.Kind.READ, link.request(m.Kind.READ, m.READ.pack(m.Tensor.K, offset, count)))
     read_s = time.perf_counter() - start
-    if bytes(back) != data:
-        raise AssertionError("READ returned other bytes than LOAD wrote")
+    check_round_trip(data, bytes(back))
     return nbytes / load_s, nbytes / read_s
+
+
+def check_round_trip(wrote: bytes, read: bytes) -> None:
+    """TargetError naming the first differing byte when READ did not return what LOAD wrote."""
+    if read == wrote:
+        return
+    if len(read) != len(wrote):
+        raise TargetError(f"READ returned {len(read)} bytes of K; LOAD wrote {len(wrote)}", status="wrong")
+    at = next(i for i, (a, b) in enumerate(zip(wrote, read)) if a != b)
+    differ = sum(a != b for a, b in zip(wrote, read))
+    raise TargetError(f"READ returned other bytes than LOAD wrote: {differ} of {len(wrote)} differ, the first at "
+                      f"offset {at}: wrote 0x{wrote[at]:02x}, read 0x{read[at]:02x}", status="wrong")
 
 
 def head_split(link, seq: int, dim: int) -> dict:
     """Wall seconds of one head in the link and in RUN, the head's DWT cycles, and the bytes moved."""
     from mcu.target import Session, run_head
 
-    rng = np.random.default_rng(1)
-    q, k, v = (rng.integers(-16000, 16000, (seq, dim)).astype(np.int16) for _ in range(3))
-    params = q15.Q15Params(seq, dim, False, 32, 23170, 22)
+    problem = AttentionProblem(seq=seq, dim=dim)  # one head, not causal
+    q, k, v = problem.inputs()
+    quantized = prepare(problem, q, k, v, HEAD_BC)
     stats = link.stats
     before_s, before_in, before_out = dict(stats.seconds), stats.bytes_in, stats.bytes_out
     start = time.perf_counter()
-    head = run_head(Session(link, link.port, "bench"), params, q, k, v, repeats=1)
+    head = run_head(Session(link, link.port, "bench"), quantized.params, *quantized.head(0, 0), repeats=1)
     wall = time.perf_counter() - start
-    if not np.array_equal(head.out, q15.attention_q15(q, k, v, params)):
-        raise AssertionError("the board's output differs from the model")
+    out = head.out[None, None]  # (1, 1, N, d)
+    verdict = check_q15(out, quantized.expected(), quantized.dequantize(out), golden(problem),
+                        error_bound(q, k, v, quantized))
+    if not verdict.passed:
+        raise TargetError(f"the board's head (seq {seq}, dim {dim}): {verdict.message}", status=verdict.status)
     spent = {kind: stats.seconds.get(kind, 0.0) - before_s.get(kind, 0.0) for kind in stats.seconds}
     return {"wall": wall, "run": spent.get("RUN", 0.0), "cycles": int(head.cycles[0]),
             "bytes": stats.bytes_in - before_in + stats.bytes_out - before_out}

@@ -3,15 +3,26 @@ bits; validation comes from the emulated kernel; requests that exceed the board'
 is deterministic and costs instructions by class."""
 
 import array
+import importlib.util
 import shutil
 
 import numpy as np
 import pytest
 
 from host import q15
+from mcu.sim.q15emu import instruction_cycles
 
-pytestmark = pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None,
-                                reason="arm-none-eabi-gcc is not installed (scripts/setup.sh installs it)")
+
+def emulator_missing() -> str:
+    """Why the emulated core cannot run here ("" when it can): the cross compiler and the twin's libraries."""
+    if shutil.which("arm-none-eabi-gcc") is None:
+        return "arm-none-eabi-gcc is not installed (scripts/setup.sh installs it)"
+    missing = [name for name in ("unicorn", "capstone", "elftools") if importlib.util.find_spec(name) is None]
+    return f"{', '.join(missing)} not installed (pip install -e '.[mcu]')" if missing else ""
+
+
+#: Only the tests that run the emulated core need it; the cycle model's table is tested everywhere.
+needs_emulator = pytest.mark.skipif(bool(emulator_missing()), reason=emulator_missing() or "-")
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +38,7 @@ def random_case(rng, seq, dim, causal, bc):
     return params, q, k, v
 
 
+@needs_emulator
 @pytest.mark.parametrize("seq,dim,causal,bc", [(1, 1, False, 1), (17, 59, True, 5), (33, 64, False, 64),
                                                (97, 16, True, 7), (40, 128, False, 16)])
 def test_emulated_kernel_is_bit_exact_with_the_model(emulator, seq, dim, causal, bc):
@@ -37,12 +49,14 @@ def test_emulated_kernel_is_bit_exact_with_the_model(emulator, seq, dim, causal,
     assert 0 < cycles <= stats.cycles and stats.instructions > 0
 
 
+@needs_emulator
 def test_row_chunks_on_the_twin_equal_the_model(emulator):
     params, q, k, v = random_case(np.random.default_rng(4), 29, 8, True, 4)
     out, _, _ = emulator.run(params, q[10:20], k, v, row0=10)
     assert np.array_equal(out, q15.attention_q15(q[10:20], k, v, params, row0=10))
 
 
+@needs_emulator
 def test_cycles_are_deterministic_and_grow_with_the_work(emulator):
     params, q, k, v = random_case(np.random.default_rng(5), 32, 16, False, 8)
     first = emulator.run(params, q, k, v)[1]
@@ -52,6 +66,7 @@ def test_cycles_are_deterministic_and_grow_with_the_work(emulator):
     assert 3.0 < emulator.run(double, q2, k2, v2)[1] / first < 4.5  # N² work: about 4× the cycles
 
 
+@needs_emulator
 def test_bad_arguments_raise_the_kernels_messages(emulator):
     good = [("h", bytes(24))] * 4
     with pytest.raises(ValueError, match=r"^dim=300 is out of range; allowed: 1\.\.256$"):
@@ -60,6 +75,7 @@ def test_bad_arguments_raise_the_kernels_messages(emulator):
         emulator.attention((4, 3, 0, 2, 20000, 20), [("f", bytes(48))] + good[1:], 0, 24)
 
 
+@needs_emulator
 def test_a_request_beyond_the_boards_ram_is_refused(emulator):
     params = q15.Q15Params(2048, 64, False, 16, 20000, 20)
     big = np.zeros((2048, 64), np.int16)  # K and Vᵀ alone need 512 KB; SRAM is 128 KB
@@ -67,6 +83,7 @@ def test_a_request_beyond_the_boards_ram_is_refused(emulator):
         emulator.run(params, big[:1], big, big)
 
 
+@needs_emulator
 def test_module_api_writes_o_and_reports_cycles():
     from mcu.sim.q15emu import as_array, make_module
 
@@ -81,6 +98,7 @@ def test_module_api_writes_o_and_reports_cycles():
     assert module.limits() == (32768, 256, 64) and module.version() == 1
 
 
+@needs_emulator
 def test_module_takes_bytearray_tensors_as_int16_and_refuses_bytes():
     """The frame server keeps tensors in bytearrays: the binding reads them as little-endian int16, as array('h')."""
     from mcu.sim.q15emu import make_module
@@ -103,11 +121,10 @@ def test_module_takes_bytearray_tensors_as_int16_and_refuses_bytes():
     ("ldrd", "r0, r1, [r2]", False, 3), ("vdiv.f32", "s0, s1, s2", False, 14), ("bne.w", "#0x20", False, 1),
 ])
 def test_instruction_costs_by_class(mnemonic, operands, after_load, cycles):
-    from mcu.sim.q15emu import instruction_cycles
-
     assert instruction_cycles(mnemonic, operands, after_load) == cycles
 
 
+@needs_emulator
 def test_calibration_program_gives_the_models_bits_on_the_emulated_core(monkeypatch, capsys):
     """The device program of mcu.sim.calibrate, run against the twin's q15attn in-process: every case's output
     checksum equals host/q15.py's, and the report shows the cycles with no board."""

@@ -1,7 +1,7 @@
 """The board twin's `q15attn`: the Cortex-M4 build of mcu/native/attention_q15.c executed by Unicorn, with a cycle
 model standing in for the DWT cycle counter.
 
-The ELF (`make -C mcu/native arm`, built on demand) is loaded at its link address into an STM32F407 memory map:
+The ELF (`make -C mcu/native arm`, built on demand by host/native_build.py) is loaded at its link address into an STM32F407 memory map:
 flash 0x08000000 (1 MB), SRAM 0x20000000 (128 KB, code, buffers and stack), CCM 0x10000000 (64 KB). DEMCR
 (0xE000EDFC) and the DWT (0xE0001000..) are memory-mapped I/O whose CYCCNT is the modelled cycle count.
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import array
 import functools
-import subprocess
 import time
 import types
 from dataclasses import dataclass, field
@@ -27,9 +26,9 @@ import numpy as np
 
 from host import q15
 from host.errors import UnavailableError
+from host.native_build import BUILD, built
 
-NATIVE = Path(__file__).resolve().parent.parent / "native"
-ELF = NATIVE / "build" / "attention_q15_m4.elf"
+ELF = BUILD / "attention_q15_m4.elf"
 
 FLASH, FLASH_SIZE = 0x08000000, 1 << 20
 SRAM, SRAM_SIZE = 0x20000000, 128 << 10
@@ -119,7 +118,7 @@ class CortexM4:
         from unicorn import arm_const
 
         self._uc_mod, self._arm = unicorn, arm_const
-        path = elf or build_elf()
+        path = elf or built("arm", ELF)
         self.uc = unicorn.Uc(unicorn.UC_ARCH_ARM, unicorn.UC_MODE_THUMB | unicorn.UC_MODE_MCLASS)
         self.uc.ctl_set_cpu_model(unicorn.arm_const.UC_CPU_ARM_CORTEX_M4)
         for base, size in ((FLASH, FLASH_SIZE), (SRAM, SRAM_SIZE), (CCM, CCM_SIZE)):
@@ -229,21 +228,6 @@ class CortexM4:
 
     def read(self, address: int, size: int) -> bytes:
         return bytes(self.uc.mem_read(address, size))
-
-
-def build_elf() -> Path:
-    """`make -C mcu/native arm` when the ELF is missing or older than its source; UnavailableError says why not."""
-    sources = [NATIVE / name for name in ("attention_q15.c", "attention_q15.h", "Makefile")]
-    if ELF.exists() and ELF.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
-        return ELF
-    try:
-        done = subprocess.run(["make", "-C", str(NATIVE), "arm"], capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise UnavailableError(f"cannot build the Cortex-M4 kernel: {exc}") from exc
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise UnavailableError(f"make -C mcu/native arm failed (arm-none-eabi-gcc installed?): {last}")
-    return ELF
 
 
 class Q15Emulator:

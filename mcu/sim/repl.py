@@ -206,7 +206,7 @@ class Link:
 
 
 class Machine(Protocol):
-    """What the REPL needs from the board (mcu.sim.board.Board)."""
+    """What the REPL needs from the board (mcu.sim.interpreter.Interpreter)."""
 
     def reset(self) -> None: ...
 

@@ -19,8 +19,9 @@ import traceback
 import tty
 from pathlib import Path
 
-from mcu.sim.board import MPY_ABI, Board
 from mcu.sim.faults import FaultSpec, FaultyLine
+from mcu.sim.interpreter import Interpreter
+from mcu.sim.modules import MPY_ABI
 from mcu.sim.repl import CTRL_C, Link, Repl
 
 POLL_S = 0.2
@@ -35,7 +36,7 @@ class PtyServer:
         self.path = os.ttyname(self._slave)
         self._closing = False
         self.link = Link(self._transmit)
-        self.board = Board(root, self.link, clock_hz, mpy_abi=mpy_abi)
+        self.board = Interpreter(root, self.link, clock_hz, mpy_abi=mpy_abi)
         self.repl = Repl(self.link, self.board)
         self.faults = FaultyLine(faults, active=lambda: self.link.kbd_char != CTRL_C,
                                  reset=lambda: self.link.interrupt(SystemExit))

@@ -1,0 +1,397 @@
+"""The twin's built-in modules (os, sys, time, machine, pyb, gc, micropython, select, ...): one factory per module,
+called once per soft reset with the interpreter (mcu.sim.interpreter.Interpreter) whose state the module serves.
+
+Each module offers what MicroPython's STM32 port offers and host code uses, over the twin's sandboxed folder, its
+peripherals (mcu.sim.peripherals: the board clock, DWT, ADC) and its link; docs/twin.md lists what is modelled.
+The firmware's identity (version, machine name, .mpy ABI, heap size) is defined here, where the modules report it.
+"""
+
+from __future__ import annotations
+
+import array as _array
+import binascii as _binascii
+import calendar
+import collections
+import errno as _errno
+import hashlib as _hashlib
+import heapq
+import io
+import json
+import math
+import re
+import struct
+import time as _time
+import types
+from typing import TYPE_CHECKING, Callable
+
+from mcu.sim.sandbox import EPOCH_2000, board_error
+
+if TYPE_CHECKING:
+    from mcu.sim.interpreter import Interpreter
+
+VERSION = (1, 27, 0, "")
+BUILD_DATE = "2026-01-01"
+MACHINE = "kbench twin of F4DISC with STM32F407"
+MPY_ABI = 7942  # .mpy version 6.3, arch armv7emsp: (7 << 10) | (3 << 8) | 6
+HEAP_BYTES = 100 * 1024
+TICKS_PERIOD = 1 << 30  # MICROPY_PY_TIME_TICKS_PERIOD: ticks_* wrap at 2**30
+
+
+def _module(name: str, doc: str, **attrs) -> types.ModuleType:
+    module = types.ModuleType(name, doc)
+    for key, value in attrs.items():
+        setattr(module, key, value)
+    return module
+
+
+def make_os(interp: Interpreter) -> types.ModuleType:
+    box = interp.sandbox
+    uname = collections.namedtuple("uname_result", "sysname nodename release version machine")
+    version = ".".join(map(str, VERSION[:3]))
+    return _module(
+        "os", "os on the board's sandboxed volume",
+        stat=box.stat, ilistdir=box.ilistdir, listdir=box.listdir, mkdir=box.mkdir, rmdir=box.rmdir,
+        remove=box.remove, unlink=box.remove, rename=box.rename, getcwd=box.getcwd, chdir=box.chdir,
+        statvfs=box.statvfs, sep="/", sync=lambda: None, urandom=lambda n: interp.random.randbytes(n),
+        uname=lambda: uname("pyboard", "pyboard", version, f"v{version} on {BUILD_DATE}", MACHINE),
+        dupterm=lambda *args: None)
+
+
+class Implementation:
+    """sys.implementation as MicroPython prints it."""
+
+    name = "micropython"
+    version = VERSION
+    _machine = MACHINE
+
+    def __init__(self, mpy_abi: int = MPY_ABI):
+        self._mpy = mpy_abi
+
+    def __repr__(self) -> str:
+        return f"(name='micropython', version={VERSION!r}, _machine='{MACHINE}', _mpy={self._mpy})"
+
+
+def make_sys(interp: Interpreter) -> types.ModuleType:
+    version = ".".join(map(str, VERSION[:3]))
+
+    def exit(code=0):
+        raise SystemExit(code)
+
+    def print_exception(exc, file=None):
+        (interp.stdout if file is None else file).write(interp.format_exception(exc))
+
+    return _module(
+        "sys", "sys of the board", argv=[], byteorder="little", maxsize=2**31 - 1, platform="pyboard",
+        implementation=Implementation(interp.mpy_abi), version=f"3.4.0; MicroPython v{version} on {BUILD_DATE}",
+        version_info=(3, 4, 0), path=["", ".frozen", "/flash", "/flash/lib"], modules=interp.sys_modules,
+        stdin=interp.stdin, stdout=interp.stdout, stderr=interp.stdout, exit=exit, print_exception=print_exception)
+
+
+def make_time(interp: Interpreter) -> types.ModuleType:
+    clock, hz = interp.hw.clock, interp.clock_hz
+    mask, half = TICKS_PERIOD - 1, TICKS_PERIOD // 2
+
+    def ticks_cpu() -> int:
+        interp.hw.dwt.enable()
+        return interp.hw.dwt.cyccnt() & mask
+
+    def ticks_diff(end: int, start: int) -> int:
+        return ((int(end) - int(start) + half) & mask) - half
+
+    def now() -> int:
+        return interp.sandbox.board_time() + interp.rtc_offset_s
+
+    def localtime(secs=None) -> tuple:
+        t = _time.gmtime((now() if secs is None else int(secs)) + EPOCH_2000)
+        return (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, t.tm_wday, t.tm_yday)
+
+    def mktime(t) -> int:
+        return calendar.timegm((t[0], t[1], t[2], t[3], t[4], t[5], 0, 0, 0)) - EPOCH_2000
+
+    return _module(
+        "time", "time on the board clock",
+        ticks_ms=lambda: clock.cycles() * 1000 // hz & mask, ticks_us=lambda: clock.cycles() * 1_000_000 // hz & mask,
+        ticks_cpu=ticks_cpu, ticks_diff=ticks_diff, ticks_add=lambda t, delta: (int(t) + int(delta)) & mask,
+        sleep=lambda s: interp.link.pause(s), sleep_ms=lambda ms: interp.link.pause(ms / 1e3),
+        sleep_us=lambda us: interp.link.pause(us / 1e6), time=now, time_ns=lambda: now() * 10**9,
+        localtime=localtime, gmtime=localtime, mktime=mktime)
+
+
+class Mem:
+    """machine.mem8 / mem16 / mem32: aligned loads and stores of the modelled addresses."""
+
+    def __init__(self, interp: Interpreter, width: int):
+        self._memory = interp.hw.memory
+        self._width = width
+
+    def _address(self, address) -> int:
+        if not isinstance(address, int):
+            raise TypeError("address must be an int")
+        address &= 0xFFFFFFFF
+        if address % self._width:
+            raise ValueError(f"address {address:08x} is not aligned to {self._width} bytes")
+        return address
+
+    def __getitem__(self, address) -> int:
+        value = self._memory.read(self._address(address), self._width)
+        return value - (1 << 32) if self._width == 4 and value >= 1 << 31 else value  # mem32 is signed
+
+    def __setitem__(self, address, value) -> None:
+        self._memory.write(self._address(address), self._width, int(value) & ((1 << 8 * self._width) - 1))
+
+    def __repr__(self) -> str:
+        return f"<{8 * self._width}-bit memory>"
+
+
+def make_machine(interp: Interpreter) -> types.ModuleType:
+    hz = interp.clock_hz
+
+    class RTC:
+        def datetime(self, value=None):
+            if value is None:
+                t = interp.modules.get("time") or interp.module("time")
+                y, mo, d, h, mi, s, wd, _ = t.localtime()
+                return (y, mo, d, wd + 1, h, mi, s, 0)
+            y, mo, d, _wd, h, mi, s = value[:7]
+            target = calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0)) - EPOCH_2000
+            interp.rtc_offset_s = target - interp.sandbox.board_time()
+
+    return _module(
+        "machine", "machine of the STM32 port",
+        freq=lambda *args: (hz, hz, hz // 4, hz // 2), reset=_soft_reset, soft_reset=_soft_reset,
+        unique_id=lambda: bytes.fromhex("3a0047000d51353532383431"), mem8=Mem(interp, 1), mem16=Mem(interp, 2),
+        mem32=Mem(interp, 4), idle=lambda: interp.link.pause(0), disable_irq=lambda: 0, enable_irq=lambda state=0: None,
+        reset_cause=lambda: 5, PWRON_RESET=1, HARD_RESET=2, WDT_RESET=3, DEEPSLEEP_RESET=4, SOFT_RESET=5, RTC=RTC)
+
+
+def make_pyb(interp: Interpreter) -> types.ModuleType:
+    adc, clock, hz = interp.hw.adc, interp.hw.clock, interp.clock_hz
+
+    class ADCAll:
+        """pyb.ADCAll(resolution, mask): the internal channels (16 temperature, 17 VREFINT, 18 VBAT)."""
+
+        def __init__(self, resolution: int, mask: int = 0xFFFFFFFF):
+            if resolution not in (6, 8, 10, 12):
+                raise ValueError(f"resolution {resolution} not supported")
+            self._resolution = resolution
+            self._mask = mask
+
+        def read_channel(self, channel: int) -> int:
+            return adc.raw(channel) >> (12 - self._resolution)
+
+        def read_core_temp(self) -> float:
+            return adc.core_temp()
+
+        def read_core_vbat(self) -> float:
+            return adc.core_vbat()
+
+        def read_core_vref(self) -> float:
+            return adc.core_vref()
+
+        def read_vref(self) -> float:
+            return adc.vref()
+
+    class LED:
+        def __init__(self, number: int):
+            if not 1 <= number <= 4:
+                raise ValueError(f"LED({number}) doesn't exist")
+            self._on = False
+
+        def on(self):
+            self._on = True
+
+        def off(self):
+            self._on = False
+
+        def toggle(self):
+            self._on = not self._on
+
+        def intensity(self, value=None):
+            return 255 if self._on else 0
+
+    def millis() -> int:
+        return clock.cycles() * 1000 // hz & (TICKS_PERIOD - 1)
+
+    def micros() -> int:
+        return clock.cycles() * 1_000_000 // hz & (TICKS_PERIOD - 1)
+
+    return _module(
+        "pyb", "pyb of the STM32 port (ADCAll, LED and timing only)", ADCAll=ADCAll, LED=LED, millis=millis,
+        micros=micros, elapsed_millis=lambda start: (millis() - start) & (TICKS_PERIOD - 1),
+        elapsed_micros=lambda start: (micros() - start) & (TICKS_PERIOD - 1),
+        delay=lambda ms: interp.link.pause(ms / 1e3), udelay=lambda us: interp.link.pause(us / 1e6),
+        freq=lambda *args: (hz, hz, hz // 4, hz // 2), unique_id=lambda: bytes.fromhex("3a0047000d51353532383431"),
+        hard_reset=_soft_reset)
+
+
+def _soft_reset() -> None:
+    """machine.reset / soft_reset / pyb.hard_reset on the twin: a soft reset, which SystemExit asks the REPL for."""
+    raise SystemExit()
+
+
+def make_gc(interp: Interpreter) -> types.ModuleType:
+    state = {"enabled": True, "threshold": -1}
+    return _module(
+        "gc", "gc over the twin's heap estimate", collect=lambda: None, mem_free=interp.mem_free,
+        mem_alloc=lambda: min(HEAP_BYTES, interp.heap_used()), enable=lambda: state.update(enabled=True),
+        disable=lambda: state.update(enabled=False), isenabled=lambda: state["enabled"],
+        threshold=lambda *amount: state.update(threshold=amount[0]) if amount else state["threshold"])
+
+
+def make_micropython(interp: Interpreter) -> types.ModuleType:
+    def kbd_intr(char: int) -> None:
+        interp.link.kbd_char = int(char)
+
+    def mem_info(verbose=None) -> None:
+        used = min(HEAP_BYTES, interp.heap_used())
+        interp.stdout.write(f"stack: 512 out of 15360\nGC: total: {HEAP_BYTES}, used: {used}, "
+                           f"free: {HEAP_BYTES - used}\n")
+
+    def identity(fn):
+        return fn
+
+    return _module(
+        "micropython", "micropython of the board", const=lambda value: value, kbd_intr=kbd_intr,
+        opt_level=lambda *level: None if level else 0, mem_info=mem_info, qstr_info=lambda *v: None,
+        stack_use=lambda: 512, heap_lock=lambda: 0, heap_unlock=lambda: 0, heap_locked=lambda: 0,
+        alloc_emergency_exception_buf=lambda size: None, schedule=lambda fn, arg: fn(arg), native=identity,
+        viper=identity)
+
+
+class Sha256:
+    """hashlib.sha256 as MicroPython has it: update() and digest()."""
+
+    def __init__(self, data=b""):
+        self._hash = _hashlib.sha256(bytes(data))
+
+    def update(self, data) -> None:
+        self._hash.update(bytes(data))
+
+    def digest(self) -> bytes:
+        return self._hash.digest()
+
+
+def make_hashlib(interp: Interpreter) -> types.ModuleType:
+    return _module("hashlib", "hashlib of the board (sha256)", sha256=Sha256)
+
+
+def make_binascii(interp: Interpreter) -> types.ModuleType:
+    def hexlify(data, sep=None) -> bytes:
+        return _binascii.hexlify(bytes(data), sep) if sep else _binascii.hexlify(bytes(data))
+
+    def b2a_base64(data, newline=True) -> bytes:
+        return _binascii.b2a_base64(bytes(data), newline=newline)
+
+    return _module(
+        "binascii", "binascii of the board", hexlify=hexlify, unhexlify=_binascii.unhexlify,
+        a2b_base64=_binascii.a2b_base64, b2a_base64=b2a_base64, crc32=_binascii.crc32)
+
+
+def make_array(interp: Interpreter) -> types.ModuleType:
+    class array(_array.array):  # noqa: N801 - the board's name
+        """array.array whose construction is charged against the board's heap (MemoryError when it won't fit)."""
+
+        def __new__(cls, typecode, initializer=()):
+            made = super().__new__(cls, typecode, initializer)
+            interp.check_alloc(len(made) * made.itemsize)
+            return made
+
+    return _module("array", "array of the board", array=array)
+
+
+def make_errno(interp: Interpreter) -> types.ModuleType:
+    codes = {name: getattr(_errno, name) for name in (
+        "EPERM", "ENOENT", "EIO", "EBADF", "EAGAIN", "ENOMEM", "EACCES", "EEXIST", "ENODEV", "ENOTDIR", "EISDIR",
+        "EINVAL", "ENOSPC", "EROFS", "EOPNOTSUPP", "ETIMEDOUT", "EINPROGRESS", "EALREADY")}
+    return _module("errno", "errno of the board", errorcode={v: k for k, v in codes.items()}, **codes)
+
+
+def make_io(interp: Interpreter) -> types.ModuleType:
+    return _module("io", "io of the board", BytesIO=io.BytesIO, StringIO=io.StringIO, IOBase=io.IOBase,
+                   open=interp.sandbox.open)
+
+
+def make_select(interp: Interpreter) -> types.ModuleType:
+    POLLIN, POLLOUT, POLLERR, POLLHUP = 1, 4, 8, 16  # noqa: N806 - the board's names
+
+    class Poll:
+        """select.poll() for sys.stdin / sys.stdout (the only streams the twin has)."""
+
+        def __init__(self):
+            self._objects: dict[int, tuple[object, int]] = {}
+
+        def register(self, obj, mask=POLLIN | POLLOUT):
+            if obj not in (interp.stdin, interp.stdin.buffer, interp.stdout, interp.stdout.buffer):
+                raise TypeError("kbench twin: select.poll only serves sys.stdin and sys.stdout")
+            self._objects[id(obj)] = (obj, mask)
+
+        def modify(self, obj, mask):
+            if id(obj) not in self._objects:
+                raise board_error(_errno.ENOENT)
+            self._objects[id(obj)] = (obj, mask)
+
+        def unregister(self, obj):
+            self._objects.pop(id(obj), None)
+
+        def _ready(self) -> list:
+            ready = []
+            for obj, mask in self._objects.values():
+                readable = obj in (interp.stdin, interp.stdin.buffer) and interp.link.available() > 0
+                writable = obj in (interp.stdout, interp.stdout.buffer)
+                events = (POLLIN if readable else 0) | (POLLOUT if writable else 0)
+                if events & mask:
+                    ready.append((obj, events & mask))
+            return ready
+
+        def poll(self, timeout=-1) -> list:
+            ready = self._ready()
+            if ready or timeout == 0:
+                return ready
+            wants_input = any(obj in (interp.stdin, interp.stdin.buffer) and mask & POLLIN
+                              for obj, mask in self._objects.values())
+            if wants_input:
+                interp.link.wait_readable(None if timeout is None or timeout < 0 else timeout / 1e3)
+            elif timeout is not None and timeout > 0:
+                interp.link.pause(timeout / 1e3)
+            return self._ready()
+
+        def ipoll(self, timeout=-1, flags=0):
+            return iter(self.poll(timeout))
+
+    return _module("select", "select of the board (poll on stdin/stdout)", poll=Poll, POLLIN=POLLIN,
+                   POLLOUT=POLLOUT, POLLERR=POLLERR, POLLHUP=POLLHUP)
+
+
+def make_random(interp: Interpreter) -> types.ModuleType:
+    rng = interp.random
+    return _module("random", "random of the board", seed=rng.seed, getrandbits=rng.getrandbits,
+                   randrange=rng.randrange, randint=rng.randint, choice=rng.choice, random=rng.random,
+                   uniform=rng.uniform)
+
+
+def _passthrough(name: str, source: types.ModuleType, attrs: tuple[str, ...]) -> Callable[[Interpreter], types.ModuleType]:
+    return lambda interp: _module(name, f"{name} of the board", **{a: getattr(source, a) for a in attrs})
+
+
+BOARD_MODULES: dict[str, Callable[[Interpreter], types.ModuleType]] = {
+    "array": make_array,
+    "binascii": make_binascii,
+    "collections": _passthrough("collections", collections, ("namedtuple", "OrderedDict", "deque")),
+    "errno": make_errno,
+    "gc": make_gc,
+    "hashlib": make_hashlib,
+    "heapq": _passthrough("heapq", heapq, ("heappush", "heappop", "heapify")),
+    "io": make_io,
+    "json": _passthrough("json", json, ("dumps", "loads", "dump", "load")),
+    "machine": make_machine,
+    "math": _passthrough("math", math, tuple(n for n in dir(math) if not n.startswith("_"))),
+    "micropython": make_micropython,
+    "os": make_os,
+    "pyb": make_pyb,
+    "random": make_random,
+    "re": _passthrough("re", re, ("compile", "match", "search", "sub", "split")),
+    "select": make_select,
+    "struct": _passthrough("struct", struct, ("pack", "pack_into", "unpack", "unpack_from", "calcsize")),
+    "sys": make_sys,
+    "time": make_time,
+}
