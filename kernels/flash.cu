@@ -5,23 +5,75 @@
 // 128 threads per block; each thread holds a register micro-tile of S (TM×TN) and of O (TMO×TNO). Shared memory,
 // in floats (kernels/budget.py flash_smem_bytes() is the same formula):
 //   Q tile Br·QP, K tile Bc·KP, V tile Bc·D, S/P tile Br·(Bc+4), and m, l and the rescale factor, 3·Br.
-// When D % 4 == 0 the tiles are loaded from device memory as float4, and the inner loops read float4 (16-byte)
-// words: Q and K along d (QP = D, KP = D + 4: eight K rows read by a quarter-warp then fall in distinct banks), P
-// along keys and V along d (TNO % 4 == 0, i.e. D % 64 == 0).
-// Otherwise they read single floats, with QP = KP = D + 1 against bank conflicts. Causal: key j is kept for query
-// i when j <= i (diagonal kept); key tiles past the block's last query are skipped. Any N; Br, Bc powers of two
-// in 8..128; D in 1..256; all three compile-time (name_expressions).
+// Along d the tiles move in words of W floats (Words<W>): when D % 4 == 0, float4 (16-byte) words, W = 4, in the
+// loads from device memory and in the Q·Kᵀ loop (QP = D, KP = D + 4: eight K rows read by a quarter-warp then fall
+// in distinct banks); otherwise single floats, W = 1, with QP = KP = D + 1 against bank conflicts. Each loop is
+// written once for both widths. The P·V loop reads P along keys and V along d as float4 when TNO % 4 == 0 (i.e.
+// D % 64 == 0), single floats otherwise. Causal: key j is kept for query i when j <= i (diagonal kept); key tiles
+// past the block's last query are skipped. Any N; Br, Bc powers of two in 8..128; D in 1..256; all three
+// compile-time (name_expressions).
 #include "attention_common.cuh"
 
 #define FLASH_THREADS 128
+
+// A word of W floats as the tile loops move it: a float (W = 1) or a 16-byte-aligned float4 (W = 4).
+template <int W>
+struct Words;
+
+template <>
+struct Words<1> {
+    using T = float;
+    static __device__ __forceinline__ T zero() { return 0.0f; }
+    static __device__ __forceinline__ T &at(float *p) { return *p; }
+    static __device__ __forceinline__ const T &at(const float *p) { return *p; }
+    static __device__ __forceinline__ T scaled(T x, float a) { return x * a; }
+    static __device__ __forceinline__ float dot_acc(T a, T b, float acc) { return fmaf(a, b, acc); }  // acc + a·b
+};
+
+template <>
+struct Words<4> {
+    using T = float4;
+    static __device__ __forceinline__ T zero() { return make_float4(0.f, 0.f, 0.f, 0.f); }
+    static __device__ __forceinline__ T &at(float *p) { return *reinterpret_cast<float4 *>(p); }
+    static __device__ __forceinline__ const T &at(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+    static __device__ __forceinline__ T scaled(T x, float a) {
+        x.x *= a; x.y *= a; x.z *= a; x.w *= a;
+        return x;
+    }
+    static __device__ __forceinline__ float dot_acc(T a, T b, float acc) {  // acc + a·b, one FMA per lane, x to w
+        acc = fmaf(a.x, b.x, acc);
+        acc = fmaf(a.y, b.y, acc);
+        acc = fmaf(a.z, b.z, acc);
+        return fmaf(a.w, b.w, acc);
+    }
+};
+
+// Calls f(r, c) for each W-float word (row r, first column c) of a ROWS × D tile, dealt round-robin to the block's
+// threads: the loop of every tile load from device memory.
+template <int ROWS, int D, int W, typename F>
+__device__ __forceinline__ void for_tile_words(F f) {
+    for (int e = threadIdx.x; e < ROWS * D / W; e += FLASH_THREADS) f(e / (D / W), W * (e % (D / W)));
+}
+
+// A thread's register fragment of a shared tile (row stride LD): x[i] = the W floats at column c of row r0 + i·STEP,
+// zeros for rows at or past ROWS.
+template <int W, int ROWS, int LD, int STEP, int COUNT>
+__device__ __forceinline__ void load_rows(typename Words<W>::T (&x)[COUNT], const float *tile, int r0, int c) {
+#pragma unroll
+    for (int i = 0; i < COUNT; i++) {
+        const int r = r0 + i * STEP;
+        x[i] = r < ROWS ? Words<W>::at(tile + r * LD + c) : Words<W>::zero();
+    }
+}
 
 template <int Br, int Bc, int D>
 __global__ void __launch_bounds__(FLASH_THREADS)
 flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
           float *__restrict__ O, int N, float scale_log2, int causal) {
     constexpr int NT = FLASH_THREADS;
-    constexpr bool VEC_D = D % 4 == 0;                   // float4 along d in the score loop
-    constexpr int QP = VEC_D ? D : D + 1, KP = VEC_D ? D + 4 : D + 1, SP = Bc + 4;
+    constexpr int W = D % 4 == 0 ? 4 : 1;                // floats per word along d: tile loads and the score loop
+    using Word = Words<W>;
+    constexpr int QP = W == 4 ? D : D + 1, KP = W == 4 ? D + 4 : D + 1, SP = Bc + 4;
     // S micro-tiles: SX threads across the Bc keys, SY across the Br rows.
     constexpr int SX = Bc < 16 ? Bc : 16, SY = NT / SX;
     constexpr int TM = (Br + SY - 1) / SY, TN = Bc / SX;
@@ -52,22 +104,11 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
     const float *k = K + bh * N * D;
     const float *v = V + bh * N * D;
 
-    if constexpr (VEC_D) {  // 16-byte global loads and shared stores
-        for (int e = tid; e < Br * D / 4; e += NT) {
-            const int r = e / (D / 4), c = 4 * (e % (D / 4));
-            float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (q0 + r < N) {
-                x = *reinterpret_cast<const float4 *>(q + (long)(q0 + r) * D + c);
-                x.x *= scale_log2; x.y *= scale_log2; x.z *= scale_log2; x.w *= scale_log2;
-            }
-            *reinterpret_cast<float4 *>(q_s + r * QP + c) = x;
-        }
-    } else {
-        for (int e = tid; e < Br * D; e += NT) {
-            const int r = e / D, c = e % D;
-            q_s[r * QP + c] = (q0 + r < N) ? q[(long)(q0 + r) * D + c] * scale_log2 : 0.0f;
-        }
-    }
+    for_tile_words<Br, D, W>([&](int r, int c) {
+        typename Word::T x = Word::zero();
+        if (q0 + r < N) x = Word::scaled(Word::at(q + (long)(q0 + r) * D + c), scale_log2);
+        Word::at(q_s + r * QP + c) = x;
+    });
     for (int r = tid; r < Br; r += NT) {
         m_s[r] = KB_NEG_INF;
         l_s[r] = 0.0f;
@@ -85,24 +126,11 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
     const int kv_end = causal ? min(N, q0 + Br) : N;
     for (int kv0 = 0; kv0 < kv_end; kv0 += Bc) {
         __syncthreads();  // the previous tile's readers are done with k_s, v_s, s_s
-        if constexpr (VEC_D) {
-            for (int e = tid; e < Bc * D / 4; e += NT) {
-                const int r = e / (D / 4), c = 4 * (e % (D / 4));
-                const bool in = kv0 + r < N;
-                const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-                *reinterpret_cast<float4 *>(k_s + r * KP + c) =
-                    in ? *reinterpret_cast<const float4 *>(k + (long)(kv0 + r) * D + c) : zero;
-                *reinterpret_cast<float4 *>(v_s + r * D + c) =
-                    in ? *reinterpret_cast<const float4 *>(v + (long)(kv0 + r) * D + c) : zero;
-            }
-        } else {
-            for (int e = tid; e < Bc * D; e += NT) {
-                const int r = e / D, c = e % D;
-                const bool in = kv0 + r < N;
-                k_s[r * KP + c] = in ? k[(long)(kv0 + r) * D + c] : 0.0f;
-                v_s[r * D + c] = in ? v[(long)(kv0 + r) * D + c] : 0.0f;
-            }
-        }
+        for_tile_words<Bc, D, W>([&](int r, int c) {
+            const bool in = kv0 + r < N;
+            Word::at(k_s + r * KP + c) = in ? Word::at(k + (long)(kv0 + r) * D + c) : Word::zero();
+            Word::at(v_s + r * D + c) = in ? Word::at(v + (long)(kv0 + r) * D + c) : Word::zero();
+        });
         __syncthreads();
 
         // S = Q Kᵀ for this tile, masked, into s_s
@@ -111,43 +139,17 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
         for (int i = 0; i < TM; i++)
 #pragma unroll
             for (int j = 0; j < TN; j++) s[i][j] = 0.0f;
-        if constexpr (VEC_D) {
-#pragma unroll 2
-            for (int c = 0; c < D; c += 4) {
-                float4 qv[TM], kv[TN];
+        constexpr int S_UNROLL = W == 4 ? 2 : 4;  // d-steps per unrolled iteration: 8 floats as float4, 4 as floats
+#pragma unroll S_UNROLL
+        for (int c = 0; c < D; c += W) {
+            typename Word::T qv[TM], kv[TN];
+            load_rows<W, Br, QP, SY>(qv, q_s, sy, c);
 #pragma unroll
-                for (int i = 0; i < TM; i++) {
-                    const int r = sy + i * SY;
-                    qv[i] = r < Br ? *reinterpret_cast<const float4 *>(q_s + r * QP + c) : make_float4(0.f, 0.f, 0.f, 0.f);
-                }
+            for (int j = 0; j < TN; j++) kv[j] = Word::at(k_s + (sx + j * SX) * KP + c);
 #pragma unroll
-                for (int j = 0; j < TN; j++) kv[j] = *reinterpret_cast<const float4 *>(k_s + (sx + j * SX) * KP + c);
+            for (int i = 0; i < TM; i++)
 #pragma unroll
-                for (int i = 0; i < TM; i++)
-#pragma unroll
-                    for (int j = 0; j < TN; j++) {
-                        s[i][j] = fmaf(qv[i].x, kv[j].x, s[i][j]);
-                        s[i][j] = fmaf(qv[i].y, kv[j].y, s[i][j]);
-                        s[i][j] = fmaf(qv[i].z, kv[j].z, s[i][j]);
-                        s[i][j] = fmaf(qv[i].w, kv[j].w, s[i][j]);
-                    }
-            }
-        } else {
-#pragma unroll 4
-            for (int c = 0; c < D; c++) {
-                float qv[TM], kv[TN];
-#pragma unroll
-                for (int i = 0; i < TM; i++) {
-                    const int r = sy + i * SY;
-                    qv[i] = r < Br ? q_s[r * QP + c] : 0.0f;
-                }
-#pragma unroll
-                for (int j = 0; j < TN; j++) kv[j] = k_s[(sx + j * SX) * KP + c];
-#pragma unroll
-                for (int i = 0; i < TM; i++)
-#pragma unroll
-                    for (int j = 0; j < TN; j++) s[i][j] = fmaf(qv[i], kv[j], s[i][j]);
-            }
+                for (int j = 0; j < TN; j++) s[i][j] = Word::dot_acc(qv[i], kv[j], s[i][j]);
         }
 #pragma unroll
         for (int i = 0; i < TM; i++) {
@@ -167,7 +169,7 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
             const int r = tid / G, g = tid % G;
             float tile_max = KB_NEG_INF;
             for (int c = g; c < Bc; c += G) tile_max = fmaxf(tile_max, s_s[r * SP + c]);
-            tile_max = group_max(tile_max, G);
+            tile_max = group_reduce<MaxOp>(tile_max, G);
             float m_new;
             const float alpha = online_rescale(m_s[r], tile_max, &m_new);
             float row_sum = 0.0f;
@@ -176,7 +178,7 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
                 s_s[r * SP + c] = p;
                 row_sum += p;
             }
-            row_sum = group_sum(row_sum, G);
+            row_sum = group_reduce<SumOp>(row_sum, G);
             if (g == 0) {
                 l_s[r] = l_s[r] * alpha + row_sum;
                 m_s[r] = m_new;
@@ -197,17 +199,13 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
             constexpr int CH = TNO / 4;
             for (int key = 0; key < Bc; key += 4) {
                 float4 pv[TMO];
-#pragma unroll
-                for (int i = 0; i < TMO; i++) {
-                    const int r = oy + i * OY;
-                    pv[i] = r < Br ? *reinterpret_cast<const float4 *>(s_s + r * SP + key) : make_float4(0.f, 0.f, 0.f, 0.f);
-                }
+                load_rows<4, Br, SP, OY>(pv, s_s, oy, key);
 #pragma unroll
                 for (int kk = 0; kk < 4; kk++) {
                     float4 vv[CH];
 #pragma unroll
                     for (int ch = 0; ch < CH; ch++)
-                        vv[ch] = *reinterpret_cast<const float4 *>(v_s + (key + kk) * D + ch * OX * 4 + ox * 4);
+                        vv[ch] = Words<4>::at(v_s + (key + kk) * D + ch * OX * 4 + ox * 4);
 #pragma unroll
                     for (int i = 0; i < TMO; i++) {
                         const float p = kk == 0 ? pv[i].x : kk == 1 ? pv[i].y : kk == 2 ? pv[i].z : pv[i].w;
@@ -225,11 +223,7 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
             const int tile_keys = min(Bc, kv_end - kv0);
             for (int key = 0; key < tile_keys; key++) {
                 float pv[TMO], vv[TNO];
-#pragma unroll
-                for (int i = 0; i < TMO; i++) {
-                    const int r = oy + i * OY;
-                    pv[i] = r < Br ? s_s[r * SP + key] : 0.0f;
-                }
+                load_rows<1, Br, SP, OY>(pv, s_s, oy, key);
 #pragma unroll
                 for (int j = 0; j < TNO; j++) {
                     const int c = out_col(j);

@@ -24,14 +24,8 @@ extern "C" __global__ void fused_row(const float *__restrict__ Q, const float *_
         scores[j] = s;
         m = fmaxf(m, s);
     }
-    m = block_max(m, scratch);
-    float l = 0.0f;
-    for (int j = threadIdx.x; j < keys; j += blockDim.x) {
-        const float p = exp2f(scores[j] - m);
-        scores[j] = p;
-        l += p;
-    }
-    l = block_sum(l, scratch);  // its barriers also publish scores[] to every thread
+    // its barriers also publish scores[] to every thread
+    const float l = block_softmax_exp(scores, keys, m, scratch, [](float x) { return exp2f(x); });
     const float inv = 1.0f / l;
     for (int c = threadIdx.x; c < d; c += blockDim.x) {
         float acc = 0.0f;

@@ -37,14 +37,7 @@ extern "C" __global__ void naive_softmax(float *__restrict__ S, int N) {
     float *row = S + ((long)blockIdx.y * N + blockIdx.x) * N;
     float m = KB_NEG_INF;
     for (int j = threadIdx.x; j < N; j += blockDim.x) m = fmaxf(m, row[j]);
-    m = block_max(m, scratch);
-    float l = 0.0f;
-    for (int j = threadIdx.x; j < N; j += blockDim.x) {
-        const float p = __expf(row[j] - m);
-        row[j] = p;
-        l += p;
-    }
-    l = block_sum(l, scratch);
+    const float l = block_softmax_exp(row, N, m, scratch, [](float x) { return __expf(x); });
     const float inv = 1.0f / l;
     for (int j = threadIdx.x; j < N; j += blockDim.x) row[j] *= inv;
 }
