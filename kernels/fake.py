@@ -12,7 +12,6 @@ Nothing here is a GPU measurement: every row says "fake" in its device.
 
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 import numpy as np
@@ -20,6 +19,7 @@ import numpy as np
 from host.errors import SpecError
 from host.problem import AttentionProblem
 from host.target_api import Inputs
+from host.timing import time_calls
 from kernels.budget import PROFILES
 
 LOG2E = 1.4426950408889634
@@ -104,15 +104,8 @@ class FakeLauncher:
 
 
 def wall_times(fn: Callable[[], object], warmup: int, iters: int, flush: bool = True) -> list[float]:
-    """The fake's timer: wall-clock milliseconds of each timed call after the warm-ups (no cache to flush)."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        start = time.perf_counter_ns()
-        fn()
-        times.append((time.perf_counter_ns() - start) / 1e6)
-    return times
+    """The fake's timer: host/timing.py's wall-clock loop (there is no cache to flush)."""
+    return time_calls(fn, warmup, iters)
 
 
 class FakeDevice:
