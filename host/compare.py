@@ -270,6 +270,7 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
            settings: dict[str, object], sessions: dict[str, object]) -> int:
     from tqdm import tqdm
 
+    context = RunContext.start()  # before the output folder changes: a report inside the checkout is not "dirty" code
     jobs = plan(args, targets)
     results, done = prepare_out(args.out, args.resume)
     todo = [job for job in jobs if job.key() not in done]
@@ -282,7 +283,6 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
         print("kbench: nothing left to measure; no run recorded", file=sys.stderr)
         summarize_run(args, [], unavailable, len(jobs))
         return 0
-    context = RunContext.start()
     RunInfo(run_id=context.run_id, timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             command="python -m host.compare " + shlex.join(argv), git_rev=context.git_rev, host=context.host,
             machine={"platform": platform.platform(), "python": platform.python_version(), "numpy": np.__version__,

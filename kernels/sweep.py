@@ -221,13 +221,13 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     settings = target.Settings(device=args.gpu_device)
     limits, source = budget.choose_device(None) if settings.device == "cuda" else (budget.PROFILES["h200"],
                                                                                   "the fake device's h200 profile")
+    context = RunContext.start()  # before the output folder changes
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     for name in (RESULTS_NAME, RUNS_NAME):  # a sweep starts afresh; the previous files are kept beside
         if (out / name).exists():
             os.replace(out / name, out / f"{name}.prev")
     device = target.device(settings)
-    context = RunContext.start()
     RunInfo(run_id=context.run_id, timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             command="python -m kernels.sweep " + shlex.join(argv), git_rev=context.git_rev, host=context.host,
             machine={"device": device, "limits": asdict(limits), "limits_source": source,
