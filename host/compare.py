@@ -6,8 +6,9 @@ OUT/results.csv at once; ``--resume`` completes an interrupted sweep without dup
 OUT/results.md and its plots are rendered from the files alone.
 
 Each target declares its own options (host/target_api.py); `--help` lists them in one group per target.
-Exit status: 0 all rows ok, skipped or oom; 1 some row wrong (outside its tolerance, or not bit-exact) or failed
-(recorded in its row); 2 bad arguments; 130 interrupted.
+Exit status: 0 all rows ok (some may be skipped or oom); 1 some row wrong (outside its tolerance, or not
+bit-exact) or failed (recorded in its row), or no row measured at all; 2 bad arguments, an unusable --out, or no
+target able to run; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from types import ModuleType
 
 import numpy as np
 
-from host.errors import KbenchError, LinkError, SpecError, UnavailableError
+from host.errors import KbenchError, LinkError, ResultsError, SpecError, UnavailableError
 from host.cli_common import Parser, guard, int_list, integer, name_list
 from host.problem import LIMITS, AttentionProblem
 from host.results import CONFIG_FIELDS, FAILED_STATUSES, Result, ResultsFile, RunInfo
@@ -233,8 +234,7 @@ def measure(job: Job, inputs: Inputs, module: ModuleType, args: argparse.Namespa
 
 def prepare_out(out: Path, resume: bool) -> tuple[ResultsFile, set[tuple]]:
     """Open OUT/results.csv; with resume keep its finished rows (dropping failed and wrong ones to measure them
-    again), else start
-    afresh, keeping the previous file as results.csv.prev."""
+    again), else start afresh, keeping the previous file as results.csv.prev."""
     out.mkdir(parents=True, exist_ok=True)
     results = ResultsFile(out / "results.csv")
     if not resume:
@@ -242,12 +242,26 @@ def prepare_out(out: Path, resume: bool) -> tuple[ResultsFile, set[tuple]]:
             if (out / name).exists():
                 os.replace(out / name, out / f"{name}.prev")
         return results, set()
+    rows = results.read()  # first: a file that is not results is refused before anything changes it
     results.repair()
-    rows = results.read()
     kept = [row for row in rows if row.status not in FAILED_STATUSES]
     if len(kept) != len(rows):
         results.rewrite(kept)
     return results, {untiled_key(row) for row in kept}
+
+
+def check_out(out: Path, resume: bool) -> None:
+    """Refuse, in one line and before any target starts, an --out that is a file, lies under a file or cannot be
+    written, and (with --resume) a results.csv there that is not a results file."""
+    existing = next(path for path in (out.absolute(), *out.absolute().parents) if path.exists())
+    if existing == out.absolute() and not existing.is_dir():
+        raise SpecError(f"--out {out} is a file; allowed: a folder (new or existing)")
+    if not existing.is_dir():
+        raise SpecError(f"--out {out}: {existing} is a file, so no folder can be made under it")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise SpecError(f"--out {out}: cannot write in {existing} (permission denied)")
+    if resume:
+        ResultsFile(out / "results.csv").read()
 
 
 def untiled_key(row: Result) -> tuple:
@@ -260,9 +274,13 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
     settings = target_settings(args, entries)
     for warning in unused_options(args, parser, entries, args.targets):
         print(f"kbench: {warning}", file=sys.stderr)
+    check_out(args.out, args.resume)
     with contextlib.ExitStack() as stack:
         targets, unavailable = select_targets(args.targets, entries, settings)
         sessions = open_sessions(settings, targets, unavailable, stack)
+        if not targets:
+            raise SpecError("nothing can be measured: " + "; ".join(f"target {name} unavailable: {reason}"
+                                                                     for name, reason in unavailable.items()))
         return _sweep(args, argv, targets, unavailable, settings, sessions)
 
 
@@ -295,7 +313,17 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
             bar.set_description(job.label())
             base = job.problem.with_(dtype="float32")
             if inputs is None or inputs.problem != base:
-                inputs = Inputs(base)
+                inputs = None  # the previous problem's arrays go before the next ones are built
+                try:
+                    inputs = Inputs(base)
+                except MemoryError as exc:
+                    row = context.result(job.problem, target=job.target, kernel=job.kernel,
+                                         device=targets[job.target].device(settings.get(job.target),
+                                                                           sessions.get(job.target)),
+                                         status="oom", message=f"out of memory: {exc or 'MemoryError'}")
+                    results.append(row)
+                    written.append(row)
+                    continue
             for row in measure(job, inputs, targets[job.target], args, context, settings.get(job.target),
                                sessions.get(job.target)):
                 results.append(row)
@@ -303,6 +331,9 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
                 if stop_after is not None and len(written) == stop_after[0]:
                     os.kill(os.getpid(), stop_after[1])
     summarize_run(args, written, unavailable, len(jobs) - len(todo))
+    if written and all(row.status in ("oom", "skipped") for row in written):
+        print(f"kbench: no row was measured ({len(written)} rows oom or skipped)", file=sys.stderr)
+        return 1
     return 1 if any(row.status in FAILED_STATUSES for row in written) else 0
 
 
@@ -360,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
                   "sweep", file=sys.stderr)
             return 130
 
-    return guard(body)
+    return guard(body, usage_errors=(SpecError, ResultsError))
 
 
 if __name__ == "__main__":

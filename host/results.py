@@ -150,7 +150,7 @@ class Result:
             try:
                 values[name] = _parse(_KINDS[name], row[name])
             except ValueError:
-                raise ResultsError(f"results cell {name}={row[name]!r} is not a {_KINDS[name].__name__}") from None
+                raise ResultsError(f"cell {name}={row[name]!r} is not a {_KINDS[name].__name__}") from None
         return cls(**values)
 
     def replace(self, **changes: object) -> "Result":
@@ -166,13 +166,13 @@ for _f in fields(Result):
     _KINDS[_f.name] = next(t for t in (bool, int, float, str) if _type.startswith(t.__name__))
 
 
-def _upgrade(row: dict[str, str], path: Path) -> dict[str, str]:
+def _upgrade(row: dict[str, str], where: str) -> dict[str, str]:
     """A row of an older schema version in this version's columns (ADDED_COLUMNS); a newer or unknown version is
-    refused with the file named."""
+    refused, naming `where` (file:line)."""
     text = row.get("schema_version")
     known = {str(version) for version in range(1, SCHEMA_VERSION + 1)}
     if text not in known:
-        raise ResultsError(f"{path} holds a row of schema version {text!r}; this kbench reads versions 1.."
+        raise ResultsError(f"{where}: a row of schema version {text!r}; this kbench reads versions 1.."
                            f"{SCHEMA_VERSION}: move the file aside or choose another --out")
     row = dict(row)
     for version in range(int(text) + 1, SCHEMA_VERSION + 1):
@@ -180,6 +180,23 @@ def _upgrade(row: dict[str, str], path: Path) -> dict[str, str]:
             row.setdefault(name, value)
     row["schema_version"] = str(SCHEMA_VERSION)
     return row
+
+
+def _is_header(line: str) -> bool:
+    """Whether a line is the header of some schema version (it names schema_version and every field of version 1)."""
+    names = line.strip().split(",")
+    version1 = set(FIELD_NAMES) - {name for added in ADDED_COLUMNS.values() for name in added}
+    return "schema_version" in names and version1 <= set(names)
+
+
+def _decode(data: bytes, path: Path) -> str:
+    """The file's text; ResultsError naming the line of the first byte that is not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ResultsError(f"{path}:{line}: byte 0x{data[exc.start]:02x} is not UTF-8 text: not a kbench results "
+                           "file; move it aside or choose another --out") from None
 
 
 def _format(value: object) -> str:
@@ -213,25 +230,73 @@ class ResultsFile:
         self.path = Path(path)
 
     def read(self) -> list[Result]:
-        """Every complete row; a half-written last line (a killed writer) is ignored."""
+        """Every row. A last line without its newline (a writer killed mid-row) is kept when it is a whole row and
+        ignored when it is torn. Anything else that is not a results row is a ResultsError naming the file, the line
+        and what is wrong: a file is never read as emptier than it is."""
         if not self.path.exists():
             return []
-        text = self.path.read_text(encoding="utf-8")
-        if text and not text.endswith("\n"):
-            text = text[: text.rfind("\n") + 1]
-        reader = csv.DictReader(io.StringIO(text))
-        if reader.fieldnames is None:
+        text = _decode(self.path.read_bytes(), self.path)
+        if not text:
             return []
-        rows = [_upgrade(row, self.path) for row in reader]
-        return [Result.from_row(r) for r in rows]
+        body, _, tail = text.rpartition("\n")
+        if not body and not _is_header(tail):
+            raise ResultsError(f"{self.path}:1: no complete line, and not a results header "
+                               f"({tail[:60]!r}): move the file aside or choose another --out")
+        if not body:
+            return []  # a header alone, its newline never written
+        rows = self._parse(body + "\n")
+        if tail:
+            try:
+                rows += self._parse(body.split("\n", 1)[0] + "\n" + tail + "\n", first_line=body.count("\n") + 1)
+            except ResultsError:
+                pass  # a torn last row: the next append cuts it
+        return rows
+
+    def _parse(self, text: str, first_line: int = 1) -> list[Result]:
+        """The rows of `text` (a header line, then rows); line numbers in errors count from first_line's row."""
+        reader = csv.reader(io.StringIO(text))
+        header = next(reader, None)
+        if header is None:
+            return []
+        if not _is_header(",".join(header)):
+            raise ResultsError(f"{self.path}:1: not a kbench results header (it starts {','.join(header[:4])!r}): "
+                               "move the file aside or choose another --out")
+        rows = []
+        for cells in reader:
+            line = reader.line_num + first_line - 1
+            where = f"{self.path}:{line}"
+            if len(cells) != len(header):
+                raise ResultsError(f"{where}: {len(cells)} cells where the header has {len(header)}: not a whole "
+                                   "results row")
+            try:
+                rows.append(Result.from_row(_upgrade(dict(zip(header, cells)), where)))
+            except ResultsError as exc:
+                message = str(exc)
+                raise ResultsError(message if message.startswith(where) else f"{where}: {message}") from None
+        return rows
 
     def repair(self) -> None:
-        """Cut a half-written last line left by a killed writer, so the next append starts on a fresh line."""
+        """End the file on a whole row, so the next append starts on a fresh line: a last row whose newline was not
+        written gets it; a torn last row (a killed writer) is cut."""
         if not self.path.exists():
             return
         data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            self.path.write_bytes(data[: data.rfind(b"\n") + 1])
+        if not data or data.endswith(b"\n"):
+            return
+        body, _, tail = data.rpartition(b"\n")
+        header = data.split(b"\n", 1)[0]
+        try:
+            whole = bool(body) and bool(self._parse_bytes(header + b"\n" + tail + b"\n"))
+        except ResultsError:
+            whole = False
+        if whole or (not body and _is_header(_decode(data, self.path))):  # a whole row, or a header alone
+            with self.path.open("ab") as out:
+                out.write(b"\n")
+        elif body:
+            self.path.write_bytes(body + b"\n")
+
+    def _parse_bytes(self, data: bytes) -> list[Result]:
+        return self._parse(_decode(data, self.path))
 
     def rewrite(self, results: Iterable[Result]) -> None:
         """Replace the file's rows atomically (write beside it, then rename)."""

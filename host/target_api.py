@@ -69,6 +69,18 @@ class RunContext:
                       seq=problem.seq, dim=problem.dim, causal=problem.causal, seed=problem.seed, **fields)
 
 
+def host_memory_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes; None where the kernel does not say."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def git_revision() -> str:
     """The checkout's short revision, '+dirty' when it has changes; 'unknown' outside a git checkout."""
     root = Path(__file__).resolve().parent.parent
@@ -102,11 +114,24 @@ class RunOptions:
 
 
 class Inputs:
-    """The problem's seeded Q, K, V (float32, (B, H, N, d)) and, computed once on first use, its float64 golden."""
+    """The problem's seeded Q, K, V (float32, (B, H, N, d)) and, computed once on first use, its float64 golden.
+
+    Building them needs `bytes_needed(problem)` of host memory; a problem beyond what the machine has available is
+    refused with a MemoryError saying both figures, before anything is allocated."""
 
     def __init__(self, problem: AttentionProblem):
+        need, free = self.bytes_needed(problem), host_memory_available()
+        if free is not None and need > free:
+            raise MemoryError(f"the inputs and golden of B={problem.batch} H={problem.heads} N={problem.seq} "
+                              f"d={problem.dim} need {need} B ({need / 2**30:.1f} GiB) of host memory; "
+                              f"{free / 2**30:.1f} GiB available")
         self.problem = problem
         self.q, self.k, self.v = problem.inputs()
+
+    @staticmethod
+    def bytes_needed(problem: AttentionProblem) -> int:
+        """Q, K, V in float32, the float64 golden and a float64 difference for the error figures: 28 B per element."""
+        return 28 * problem.batch * problem.heads * problem.seq * problem.dim
 
     @cached_property
     def golden(self) -> np.ndarray:

@@ -149,7 +149,8 @@ def test_only_wrong_rows_make_an_all_ok_sweep_fail(fake_targets, tmp_path):
 
 def test_a_target_owns_its_options(fake_targets, tmp_path, capsys):
     out = tmp_path / "o"
-    assert compare.main(["--targets", "ghost", "--fake-scale", "2", "--out", str(out)]) == 0
+    assert compare.main(["--targets", "cpu", "--seq", "1", "--dim", "1", "--heads", "1", "--fake-scale", "2",
+                         "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "--fake-scale apply to the fake target, which --targets leaves out" in err
     assert "--fake-scale" in compare.build_parser()[0].format_help()
@@ -209,3 +210,40 @@ def test_interrupted_sweep_resumes_without_duplicates_or_losses(tmp_path, how):
     assert len(after) == 8 and len(set(keys)) == 8
     assert after[:3] == before, "rows measured before the interruption are kept as they were"
     assert "3 of 8 rows already" in done.stderr
+
+
+@pytest.mark.parametrize("where", ["file", "under_file"])
+def test_an_unusable_out_is_refused_before_any_target_starts(fake_targets, tmp_path, capsys, where):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder")
+    out = blocker if where == "file" else blocker / "sub"
+    assert compare.main(["--targets", "fake", "--seq", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kbench: error: --out") and "is a file" in err[0]
+    assert fake_targets.CALLS == [] and blocker.read_text() == "not a folder"
+
+
+def test_nothing_measurable_exits_2_saying_why(fake_targets, tmp_path, capsys):
+    assert compare.main(["--targets", "ghost", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "kbench: error: nothing can be measured: target ghost unavailable: no ghost board attached"
+    assert not (tmp_path / "o" / "results.csv").exists()
+
+
+def test_a_resume_over_a_file_that_is_not_results_changes_nothing(fake_targets, tmp_path, capsys):
+    out = tmp_path / "o"
+    out.mkdir()
+    garbage = bytes(range(256)) * 3
+    (out / "results.csv").write_bytes(garbage)
+    assert compare.main(["--targets", "fake", "--seq", "1", "--resume", "--out", str(out)]) == 2
+    assert "results.csv:2: byte 0x80 is not UTF-8 text" in capsys.readouterr().err  # 0x0a ends line 1
+    assert (out / "results.csv").read_bytes() == garbage and fake_targets.CALLS == []
+
+
+def test_inputs_too_large_for_the_machine_are_oom_rows_and_the_sweep_fails(fake_targets, tmp_path, capsys):
+    out = tmp_path / "o"
+    code = compare.main(["--targets", "fake", "--seq", "1048576", "--dim", "256", "--heads", "4096", "--causal", "0",
+                         "--out", str(out)])
+    [row] = ResultsFile(out / "results.csv").read()
+    assert code == 1 and row.status == "oom" and "GiB) of host memory" in row.message and fake_targets.CALLS == []
+    assert "no row was measured" in capsys.readouterr().err

@@ -121,11 +121,11 @@ def test_an_oom_is_an_oom_row_through_compare(tmp_path):
     from host.compare import main
     from host.results import ResultsFile
 
-    # the fake has 1 GiB: naive's S for 4 heads at N = 8192 needs 1 GiB on its own
+    # the fake has 1 GiB: naive's S for 4 heads at N = 8192 needs 1 GiB on its own; a sweep that measured nothing fails
     code = main(["--targets", "gpu", "--gpu-device", "fake", "--kernels", "naive", "--seq", "8192", "--dim", "16",
                  "--heads", "4", "--causal", "1", "--out", str(tmp_path)])
     [row] = ResultsFile(tmp_path / "results.csv").read()
-    assert code == 0 and row.status == "oom" and "GiB" in row.message and row.p50_ms is None
+    assert code == 1 and row.status == "oom" and "GiB" in row.message and row.p50_ms is None
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -1,6 +1,7 @@
 """The Result schema: validation, CSV round trip, append-per-row, torn last lines, schema version checks."""
 
 import csv
+import re
 
 import pytest
 
@@ -116,3 +117,49 @@ def test_numpy_floats_are_written_as_plain_numbers(tmp_path):
     results.append(row(peak_gflops=np.float64(50900.5), p50_ms=np.float64(1.25), min_ms=1.0))
     assert "np.float64" not in results.path.read_text()
     assert results.read()[0].peak_gflops == 50900.5
+
+
+def test_a_last_row_missing_only_its_newline_is_kept_not_measured_again(tmp_path):
+    path = tmp_path / "results.csv"
+    results = ResultsFile(path)
+    results.append(row(seq=5))
+    results.append(row(seq=6))
+    path.write_bytes(path.read_bytes()[:-1])  # the writer died after the row, before its newline
+    assert [r.seq for r in results.read()] == [5, 6]
+    results.append(row(seq=7))
+    assert [r.seq for r in results.read()] == [5, 6, 7]
+
+
+def test_a_header_alone_without_its_newline_takes_rows_after_it(tmp_path):
+    path = tmp_path / "results.csv"
+    path.write_text(",".join(FIELD_NAMES))
+    assert ResultsFile(path).read() == []
+    ResultsFile(path).append(row(seq=9))
+    assert [r.seq for r in ResultsFile(path).read()] == [9]
+
+
+@pytest.mark.parametrize("content,needle", [
+    (b"just some words without a newline", ":1: no complete line, and not a results header"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", ":1: byte 0x89 is not UTF-8 text"),
+    (b"schema_version\nok\n\xff\n", ":3: byte 0xff is not UTF-8 text"),
+    (b"a,b,c\n1,2,3\n", ":1: not a kbench results header"),
+])
+def test_a_file_that_is_not_results_is_refused_with_file_and_line(tmp_path, content, needle):
+    path = tmp_path / "results.csv"
+    path.write_bytes(content)
+    with pytest.raises(ResultsError, match=re.escape(needle)):
+        ResultsFile(path).read()
+    assert path.read_bytes() == content, "nothing overwritten"
+
+
+def test_a_garbage_line_and_a_bad_cell_are_named_by_line(tmp_path):
+    path = tmp_path / "results.csv"
+    for seq in (1, 2, 3):
+        ResultsFile(path).append(row(seq=seq, p50_ms=1.0, min_ms=1.0))
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:2] + ["garbage,line\n"] + lines[2:]))
+    with pytest.raises(ResultsError, match=r"results.csv:3: 2 cells where the header has \d+"):
+        ResultsFile(path).read()
+    path.write_text("".join(lines[:3]).replace(",1.0,", ",fast,", 1) + lines[3])
+    with pytest.raises(ResultsError, match=r"results.csv:2: cell \w+='fast' is not a float"):
+        ResultsFile(path).read()
