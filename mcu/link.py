@@ -157,6 +157,12 @@ class BoardLink:
                     time.sleep(REOPEN_POLL_S)
         return self._start()
 
+    def move(self, port: str) -> None:
+        """Talk to the board on another port from now on (a restarted twin has a new pty); restart() connects."""
+        self.hello = None
+        self._disconnect()
+        self.port = port
+
     def close(self) -> None:
         """BYE to the server (if it still answers), back at the raw REPL prompt, port closed."""
         if self._transport is None:

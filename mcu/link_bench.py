@@ -67,7 +67,7 @@ def check_round_trip(wrote: bytes, read: bytes) -> None:
 
 def head_split(link, seq: int, dim: int) -> dict:
     """Wall seconds of one head in the link and in RUN, the head's DWT cycles, and the bytes moved."""
-    from mcu.target import Session, run_head
+    from mcu.head import Session, run_head
 
     problem = AttentionProblem(seq=seq, dim=dim)  # one head, not causal
     q, k, v = problem.inputs()
@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         from mcu.link import BoardLink
         from mcu.planner import largest_seq
-        from mcu.target import start_twin
+        from mcu.twin_process import start_twin
 
         args = parser.parse_args(argv)
         with contextlib.ExitStack() as stack:
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if port is None:
                 from mcu.deploy import deploy
 
-                port = stack.enter_context(start_twin())
+                port = stack.enter_context(start_twin()).port
                 deploy(port, 115200, say=lambda line: None)
             link = stack.enter_context(BoardLink(port))
             hello = link.hello

@@ -75,7 +75,7 @@ def test_link_bench_on_the_twin():
 
 def test_link_bench_refuses_a_head_that_differs_from_the_model(monkeypatch):
     """The head check: a board whose output is one LSB off ends the run with a TargetError naming the element."""
-    from mcu import link_bench, target
+    from mcu import head, link_bench
 
     def one_lsb_off(session, params, q, k, v, repeats):
         out = q15.attention_q15(q, k, v, params)
@@ -86,7 +86,7 @@ def test_link_bench_refuses_a_head_that_differs_from_the_model(monkeypatch):
         port = "fake"
         stats = type("Stats", (), {"seconds": {}, "bytes_in": 0, "bytes_out": 0})()
 
-    monkeypatch.setattr(target, "run_head", one_lsb_off)
+    monkeypatch.setattr(head, "run_head", one_lsb_off)
     with pytest.raises(TargetError, match=r"the board's head \(seq 17, dim 8\): wrong \(Q15 contract\): not "
                                           r"bit-exact with host/q15.py \(1 of 136 elements differ: O\(0, 0, 0, 1\)"):
         link_bench.head_split(FakeLink(), 17, 8)

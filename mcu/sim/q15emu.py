@@ -27,6 +27,7 @@ import numpy as np
 from host import q15
 from host.errors import UnavailableError
 from host.native_build import BUILD, built
+from mcu.cycles import TWIN_EMULATION_CAP_S, kernel_cycles, twin_seconds
 
 ELF = BUILD / "attention_q15_m4.elf"
 
@@ -202,8 +203,10 @@ class CortexM4:
 
     # --- calls ---------------------------------------------------------------------------------------------
 
-    def call(self, name: str, *args: int, timeout_s: float = 600.0) -> tuple[int, RunStats]:
-        """Run function `name` with integer/pointer arguments (AAPCS: r0-r3, then the stack); (r0, stats)."""
+    def call(self, name: str, *args: int, timeout_s: float = TWIN_EMULATION_CAP_S,
+             expected_s: float | None = None) -> tuple[int, RunStats]:
+        """Run function `name` with integer/pointer arguments (AAPCS: r0-r3, then the stack); (r0, stats). The
+        emulation stops after timeout_s; the TimeoutError then names the cap and `expected_s`, the estimate."""
         arm = self._arm
         sp = self.stack_top - 4 * max(0, len(args) - 4)
         sp &= ~7
@@ -219,7 +222,9 @@ class CortexM4:
         self.uc.emu_start(self.symbols[name] | 1, RETURN_ADDRESS, timeout=int(timeout_s * 1e6))
         self._stats.wall_s = time.perf_counter() - start
         if (self.uc.reg_read(arm.UC_ARM_REG_PC) & ~1) != RETURN_ADDRESS:
-            raise TimeoutError(f"{name} did not return within {timeout_s} s of emulation")
+            expected = f"; this call was expected to need ~{expected_s:.0f} s" if expected_s is not None else ""
+            raise TimeoutError(f"{name} did not return within the twin's emulation cap of {timeout_s:.0f} s"
+                               f"{expected}: a board runs it, the twin gives up (mcu/cycles.py)")
         result = self.uc.reg_read(arm.UC_ARM_REG_R0)
         return (result - (1 << 32) if result & 0x80000000 else result), self._stats
 
@@ -268,7 +273,10 @@ class Q15Emulator:
         nrows = int.from_bytes(cpu.read(n_addr, 4), "little")
         for address, (_, data) in zip((q_addr, k_addr, vt_addr), buffers[:3]):
             cpu.write(address, data)
-        status, stats = cpu.call("q15attn_rows_timed", p_addr, row0, nrows, q_addr, k_addr, vt_addr, o_addr, n_addr)
+        seq, dim, causal = params[0], params[1], bool(params[2])
+        expected_s = twin_seconds(kernel_cycles(seq, dim, row0, nrows, causal))
+        status, stats = cpu.call("q15attn_rows_timed", p_addr, row0, nrows, q_addr, k_addr, vt_addr, o_addr, n_addr,
+                                 expected_s=expected_s)
         if status != 0:
             raise ValueError(f"q15attn_rows_timed returned status {status}")
         cycles = int.from_bytes(cpu.read(n_addr, 4), "little")
@@ -310,7 +318,13 @@ def make_module(clock_hz: int = BOARD_CLOCK_HZ, cycle_sink: Callable[[int], None
     emulator = shared_emulator()
     module = types.ModuleType("q15attn", "Q15 attention, the Cortex-M4 kernel executed by the board twin's emulator")
 
-    def attention(q, k, vt, o, seq, dim, causal, bc, score_mult, score_shift, row0=0):
+    def attention(*args, **kwargs):
+        if kwargs:
+            raise TypeError("function doesn't take keyword arguments")
+        if not 10 <= len(args) <= 11:
+            raise TypeError(f"attention() takes 10 or 11 positional arguments but {len(args)} were given")
+        q, k, vt, o = args[:4]
+        seq, dim, causal, bc, score_mult, score_shift, row0 = (machine_int(x) for x in (*args[4:], 0)[:7])
         buffers = []
         for name, value in (("q", q), ("k", k), ("vt", vt), ("o", o)):
             try:
@@ -318,18 +332,29 @@ def make_module(clock_hz: int = BOARD_CLOCK_HZ, cycle_sink: Callable[[int], None
             except TypeError:
                 raise TypeError(f"object with buffer protocol required for {name}") from None
             buffers.append((binding_typecode(value), view.tobytes()))
-        values = tuple(int(x) for x in (seq, dim, causal, bc, score_mult, score_shift))
-        out, cycles, stats = emulator.attention(values, buffers, int(row0), len(buffers[3][1]))
+        values = (seq, dim, causal, bc, score_mult, score_shift)
+        out, cycles, stats = emulator.attention(values, buffers, row0, len(buffers[3][1]))
         memoryview(o).cast("B")[:] = out
         if cycle_sink is not None:
             cycle_sink(stats.cycles)
         return cycles
 
+    attention.__name__ = attention.__qualname__ = "attention"
     module.attention = attention
     module.limits = lambda: (q15.SEQ_MAX, q15.DIM_MAX, q15.BC_MAX)
     module.version = lambda: 1
     module.CLOCK_HZ = clock_hz
     return module
+
+
+def machine_int(value) -> int:
+    """An argument as the binding's mp_obj_get_int sees it: an int (bools are ints) within a 32-bit machine word;
+    a float or another type is a TypeError, a larger int an OverflowError, as on the board."""
+    if not isinstance(value, int):
+        raise TypeError(f"can't convert {type(value).__name__} to int")
+    if not -(1 << 31) <= value < (1 << 31):
+        raise OverflowError("overflow converting long int to machine word")
+    return int(value)
 
 
 def as_array(values: np.ndarray) -> array.array:

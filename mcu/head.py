@@ -1,0 +1,191 @@
+"""One attention head on a board (or the twin) through the frame protocol, resumable across lost sessions.
+
+A head is SETUP, LOAD K and V^T, then per chunk of query rows LOAD Q, RUN and READ O. Chunks are independent once K
+and V^T are on the board, so a session lost mid-head (a reset board, a restarted twin) costs only the chunk in
+flight: the next session loads K and V^T again and goes on with the rows not done; after a session that completed
+no chunk, in chunks half as large, so that a line resetting faster than a whole head still gets through it piece by
+piece. A head fails only after
+`HEAD_ATTEMPTS` sessions in a row that completed no chunk, naming what each session got done. The RUN reply's wait comes from the kernel's cycle estimate
+(mcu/cycles.py): the board's clock, or the twin's emulation rate, and a twin call the estimate puts over the twin's
+emulation cap is refused before it is sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from host import q15
+from host.errors import LinkError, TargetError
+from mcu import cycles as model
+
+HEAD_ATTEMPTS = 5  # sessions in a row without a completed chunk before the head fails
+#: The twin names itself so in HELLO's machine string (sys.implementation._machine), as boards name their board.
+TWIN_MACHINE_MARK = "kbench twin"
+
+
+@dataclass
+class Session:
+    """A connected board (or twin) for one sweep. `twin` is the mcu.twin_process.TwinProcess the host owns (None
+    for a board); `notes` collects what happened to the session (a twin restarted) for the rows."""
+
+    link: object  # mcu.link.BoardLink
+    port: str
+    description: str
+    twin: object = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def is_twin(self) -> bool:
+        """A twin this host started, or one it was pointed at (its HELLO says so): its RUNs take emulation time."""
+        hello = getattr(self.link, "hello", None)
+        return self.twin is not None or (hello is not None and TWIN_MACHINE_MARK in hello.machine)
+
+    def recover(self) -> None:
+        """A fresh server session: a twin that died is started again (and deployed to) first."""
+        if self.twin is not None and self.twin.exit_code() is not None:
+            from mcu.deploy import deploy
+
+            code = self.twin.exit_code()
+            self.port = self.twin.restart()
+            deploy(self.port, 115200, say=lambda line: None)
+            self.link.move(self.port)
+            self.notes.append(f"the twin exited (status {code}) and was restarted")
+        self.link.restart()
+
+
+@dataclass(frozen=True)
+class HeadResult:
+    out: np.ndarray  # (seq, dim) int16
+    cycles: np.ndarray  # (repeats,) summed over chunks
+    temp_c: float | None
+    vdda_v: float | None
+    rows: int  # the smallest chunk of query rows this head ran with
+    sessions: tuple[int, ...]  # query rows completed in each session the head needed
+
+
+@dataclass
+class _Progress:
+    """What a head has got back so far: rows done, their outputs and cycles, the sensors of the last RUN."""
+
+    seq: int
+    dim: int
+    repeats: int
+    done: np.ndarray = None  # (seq,) bool
+    out: np.ndarray = None  # (seq, dim) int16
+    cycles: np.ndarray = None  # (repeats,) int64
+    sensors: tuple = (None, None)
+    sessions: list[int] = field(default_factory=list)
+    smallest_chunk: int = 0
+
+    def __post_init__(self) -> None:
+        self.done = np.zeros(self.seq, dtype=bool)
+        self.out = np.empty((self.seq, self.dim), dtype=np.int16)
+        self.cycles = np.zeros(self.repeats, dtype=np.int64)
+
+    def chunks(self, rows: int):
+        """(row0, nrows) over the rows not done, at most `rows` each."""
+        row0 = 0
+        while row0 < self.seq:
+            if self.done[row0]:
+                row0 += 1
+                continue
+            end = row0
+            while end < self.seq and not self.done[end] and end - row0 < rows:
+                end += 1
+            yield row0, end - row0
+            row0 = end
+
+    def describe(self) -> str:
+        return f"query rows done per session: {', '.join(map(str, self.sessions))} of {self.seq}"
+
+
+def run_head(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+             repeats: int) -> HeadResult:
+    """One head: q, k, v (seq, dim) int16. A lost session is recovered and the head resumed where it stopped."""
+    from mcu.link import ServerMissing, SessionLost
+
+    progress = _Progress(params.seq, params.dim, repeats)
+    failure: Exception | None = None
+    limit = None  # rows per chunk: the planner's, halved after each lost session
+    stalled = 0  # sessions in a row that completed no chunk
+    while stalled < HEAD_ATTEMPTS:
+        before = int(progress.done.sum())
+        try:
+            if progress.sessions or session.link.hello is None:  # lost now, or by an earlier row
+                session.recover()
+            limit = _head_once(session, params, q, k, v, progress, limit)
+            progress.sessions.append(int(progress.done.sum()) - before)
+            return HeadResult(progress.out, progress.cycles, *progress.sensors, progress.smallest_chunk,
+                              tuple(progress.sessions))
+        except ServerMissing:
+            raise
+        except (SessionLost, LinkError) as exc:
+            failure = exc
+            gained = int(progress.done.sum()) - before
+            progress.sessions.append(gained)
+            stalled = 0 if gained else stalled + 1
+            if not gained:  # smaller chunks, so that the next session completes one before the line fails again
+                limit = max(1, (limit or params.seq) // 2)
+    raise LinkError(f"head failed: {HEAD_ATTEMPTS} sessions in a row completed no chunk ({progress.describe()}); "
+                    f"last: {failure}")
+
+
+def _head_once(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+               progress: _Progress, limit: int | None) -> int:
+    """One session's part of the head: SETUP, K and V^T, then every chunk not done. Returns the chunk size used."""
+    from mcu import messages as m
+    from mcu.planner import plan
+
+    link = session.link
+    hello = link.hello
+    seq, dim, repeats = params.seq, params.dim, progress.repeats
+    rows = plan(seq, dim, hello.heap_free, hello.reserve).rows
+    if limit is not None:
+        rows = min(rows, limit)
+    progress.smallest_chunk = min(progress.smallest_chunk or rows, rows)
+    m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(
+        seq, dim, int(params.causal), params.bc, params.score_mult, params.score_shift, rows)))
+    load(link, m.Tensor.K, k.astype("<i2").tobytes(), hello.max_data)
+    load(link, m.Tensor.VT, np.ascontiguousarray(v.T).astype("<i2").tobytes(), hello.max_data)
+    for row0, nrows in list(progress.chunks(rows)):
+        load(link, m.Tensor.Q, q[row0:row0 + nrows].astype("<i2").tobytes(), hello.max_data)
+        timeout = link.timeouts.reply + run_wait(session, params, row0, nrows, repeats, hello.clock_hz)
+        reply = m.RunReply.parse(link.request(m.Kind.RUN, m.RUN.pack(row0, nrows, repeats), timeout=timeout))
+        if any(c is None for c in reply.cycles):
+            raise TargetError("the board's q15attn is not timed (not a Cortex-M4 build): no DWT cycles")
+        data = bytearray()
+        total = 2 * nrows * dim
+        for offset in range(0, total, hello.max_data):
+            count = min(hello.max_data, total - offset)
+            data += m.check_status(m.Kind.READ, link.request(m.Kind.READ, m.READ.pack(m.Tensor.O, offset, count)))
+        progress.out[row0:row0 + nrows] = np.frombuffer(bytes(data), dtype="<i2").reshape(nrows, dim)
+        progress.cycles += np.asarray(reply.cycles, dtype=np.int64)
+        progress.done[row0:row0 + nrows] = True
+        progress.sensors = (reply.temp_c, reply.vdda_v)
+    return rows
+
+
+def run_wait(session: Session, params: q15.Q15Params, row0: int, nrows: int, repeats: int, clock_hz: int) -> float:
+    """Seconds to wait for a RUN's reply beyond the link's reply timeout: WAIT_FACTOR × the cycle estimate's time
+    on the board or twin. A twin call over the twin's emulation cap is refused here, naming both figures."""
+    estimate = model.kernel_cycles(params.seq, params.dim, row0, nrows, params.causal)
+    if not session.is_twin:
+        return repeats * model.WAIT_FACTOR * model.board_seconds(estimate, clock_hz)
+    expected = model.twin_seconds(estimate)
+    if expected > model.TWIN_EMULATION_CAP_S:
+        raise TargetError(f"rows {row0}..{row0 + nrows - 1} of this head need ~{expected:.0f} s of emulation on the "
+                          f"twin ({estimate} modelled cycles at ~{model.TWIN_CYCLES_PER_S:.0e} cycles/s), over the "
+                          f"twin's cap of {model.TWIN_EMULATION_CAP_S:.0f} s per call; a board runs them in "
+                          f"{model.board_seconds(estimate, clock_hz):.1f} s (use --serial, or a smaller seq)")
+    return repeats * min(model.WAIT_FACTOR * expected, model.TWIN_EMULATION_CAP_S)
+
+
+def load(link, tensor, data: bytes, max_data: int) -> None:
+    """LOAD `data` into a board tensor, one frame of at most max_data bytes at a time."""
+    from mcu import messages as m
+
+    for offset in range(0, len(data), max_data):
+        m.check_status(m.Kind.LOAD, link.request(m.Kind.LOAD, m.LOAD.pack(tensor, offset)
+                                                 + data[offset:offset + max_data]))
