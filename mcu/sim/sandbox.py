@@ -1,26 +1,36 @@
-"""The twin's filesystem: board paths mapped onto one host folder that nothing sent to the twin can leave.
+"""The twin's sandbox: the board's filesystem over one host folder, and the wrappers that hand board code
+builtin-like functions and native-like objects instead of host ones.
+
+It is written for trusted board code (kbench's own, and code its user sends): it keeps honest code inside the folder
+and away from the host objects behind the board's API. It is a convenience boundary, not a security one: the board
+code runs in CPython, and code written to escape it (through `type()`, `object.__subclasses__()`, the frames of a
+traceback, the methods of any object) can reach the host. Run untrusted code in a container (docs/twin.md).
 
 The board sees a single FAT-like volume: '/' is the host folder given as `--root`, and '/flash' (the STM32 port's
 mount point) is an alias of '/'. Every path is normalised against the board's current directory before it touches
 the host: a '..' that would climb above '/' is refused with EACCES, an absolute host path such as '/etc/passwd' is
 just a board path that does not exist (ENOENT), and a symlink inside the folder that resolves outside it is refused
-with EACCES. Only directories and regular files are visible.
+with EACCES. Only directories and regular files are on the board: anything else (a FIFO, a socket, a device node)
+is ENOENT to every call, and is never opened (so it cannot block the twin). The root itself cannot be removed or
+renamed (EPERM, as MicroPython refuses operations on its VFS root).
 
 Errors are raised as MicroPython raises them: `OSError` whose only argument is the errno number, printed
-"[Errno 2] ENOENT". This keeps honest code inside the folder; it is not a security boundary against code written
-to escape CPython (docs/twin.md).
+"[Errno 2] ENOENT", with no file name and no host exception chained to it. The board's functions are
+`BoardFunction`s (no `__func__`, `__self__` or `__globals__` to follow) and its files and streams are `Native`
+objects (their host state is not an attribute; assigning an attribute is an AttributeError, as on a board).
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import io
 import os
 import stat
 import time
 import weakref
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 EPOCH_2000 = 946_684_800  # the STM32 port counts file times from 2000-01-01
 FLASH_ALIAS = "flash"
@@ -28,7 +38,16 @@ BLOCK_SIZE = 512
 VOLUME_BLOCKS = 2048  # a nominal 1 MB volume for statvfs; writes are not limited by it
 MODE_DIR, MODE_FILE = 0x4000, 0x8000
 FILE_MODE_CHARS = set("rwaxbt+")
+OPEN_FLAGS = {"r": os.O_RDONLY, "w": os.O_WRONLY | os.O_CREAT, "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+              "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL}
+# Never block on open and never follow a symlink put in place after the path was checked; the descriptor is then
+# checked with fstat before it becomes a file.
+OPEN_GUARD = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+RACE_ERRNO = {errno.ELOOP: errno.EACCES,  # a symlink swapped in after the check: as if it had been there
+              errno.ENXIO: errno.ENOENT}  # a FIFO without a reader swapped in: not on the board
 
+
+# -- what board code is handed instead of host objects ------------------------------------------------------------
 
 class BoardOSError(OSError):
     """OSError as MicroPython builds it: args == (errno,), `.errno` set, str() "[Errno 2] ENOENT"."""
@@ -48,39 +67,111 @@ def board_error(code: int) -> BoardOSError:
     return BoardOSError(code)
 
 
-def from_host(exc: OSError) -> BoardOSError:
-    """A host OSError as the board would report it: the errno only, never the host path."""
-    return BoardOSError(exc.errno if exc.errno else errno.EIO)
+def host_call(fn: Callable, *args, errnos: dict[int, int] | None = None):
+    """fn(*args), a host OSError raised as the board's: its errno only (mapped through `errnos`), and raised after
+    the handler so that the host exception (with its host path) is not chained to it as `__context__`."""
+    try:
+        return fn(*args)
+    except BoardOSError:
+        raise
+    except OSError as exc:
+        code = exc.errno or errno.EIO
+    raise BoardOSError((errnos or {}).get(code, code))
 
 
-class BoardFile:
+class BoardFunction(functools.partial):
+    """A function of the board's API (a builtin, `os.stat`, ...) as board code sees it: callable, printed
+    `<function>` as MicroPython prints a builtin, and without the attributes that lead from a Python function or
+    method to the host (`__func__`, `__self__`, `__globals__`, `__closure__`; partial's `func`, `__reduce__` and
+    `__setstate__` are shut too)."""
+
+    __slots__ = ()
+    func = property()  # no getter: `f.func` is an AttributeError
+    __reduce__ = __setstate__ = None
+    __repr__ = "<function>".format  # a builtin method: no __func__ to follow, and any argument is ignored
+
+
+def board_method(method: Callable) -> property:
+    """A Sandbox method that is part of the board's API: read from a Sandbox, it is a BoardFunction bound to it, so
+    that `open.__self__` and `os.stat.__func__.__globals__` do not exist on the board."""
+    return property(lambda box: BoardFunction(method.__get__(box)), doc=method.__doc__)
+
+
+_HIDDEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def hidden(obj: Native) -> Any:
+    """The host state behind a Native object."""
+    return _HIDDEN[obj]
+
+
+class NativeType(type):
+    """The type of a Native class: like a type built into the firmware, its attributes cannot be set or deleted
+    (so `type(sys.stdout).write = f` cannot outlive a soft reset)."""
+
+    def __setattr__(cls, name: str, value) -> None:
+        raise AttributeError(f"type object '{cls.__name__}' has no attribute '{name}'")
+
+    def __delattr__(cls, name: str) -> None:
+        raise AttributeError(f"type object '{cls.__name__}' has no attribute '{name}'")
+
+
+class Native(metaclass=NativeType):
+    """An object MicroPython implements in C (a file, a stream): its host state is kept out of its attributes
+    (`hidden(obj)`), and assigning or deleting an attribute raises AttributeError with MicroPython's message
+    ("'FileIO' object has no attribute 'write'")."""
+
+    __slots__ = ("__weakref__",)
+    BOARD_TYPE = "FileIO"
+
+    def __init__(self, state) -> None:
+        _HIDDEN[self] = state
+
+    def _board_type(self) -> str:
+        return self.BOARD_TYPE
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"'{self._board_type()}' object has no attribute '{name}'")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"'{self._board_type()}' object has no attribute '{name}'")
+
+
+# -- files ---------------------------------------------------------------------------------------------------------
+
+class BoardFile(Native):
     """An open file on the board: the methods MicroPython's io.FileIO/TextIOWrapper have, over a host file object
-    that is not handed out (so `.name` and `.buffer` cannot reveal the host path)."""
+    that is not handed out (so no `.name`, `.buffer` or other attribute reveals the host path)."""
 
-    def __init__(self, raw, text: bool, owner: "Sandbox"):
-        self._raw = raw
-        self._text = text
-        self._owner = owner
+    __slots__ = ()
+
+    def __init__(self, raw, text: bool, owner: Sandbox):
+        super().__init__((raw, text))
+        owner._open_files.add(self)
+
+    def _board_type(self) -> str:
+        return "TextIOWrapper" if hidden(self)[1] else "FileIO"
 
     def __repr__(self) -> str:
-        kind = "TextIOWrapper" if self._text else "FileIO"
-        return f"<io.{kind} {id(self) & 0xFFFFFFFF:x}>"
+        return f"<io.{self._board_type()} {id(self) & 0xFFFFFFFF:x}>"
 
     def _call(self, name: str, *args):
-        if self._raw.closed:
+        raw = hidden(self)[0]
+        if raw.closed:
             raise board_error(errno.EBADF)
         try:
-            return getattr(self._raw, name)(*args)
-        except io.UnsupportedOperation:
-            raise board_error(errno.EINVAL) from None
+            return getattr(raw, name)(*args)
+        except io.UnsupportedOperation:  # an OSError too, without an errno: reading a file opened "w"
+            code = errno.EINVAL
         except OSError as exc:
-            raise from_host(exc) from None
+            code = exc.errno or errno.EIO
+        raise board_error(code)  # outside the handler: no host exception chained as __context__
 
     def read(self, size: int = -1):
         return self._call("read", -1 if size is None else size)
 
     def readinto(self, buf, size: int | None = None):
-        if self._text:
+        if hidden(self)[1]:
             raise board_error(errno.EINVAL)
         if size is not None:
             buf = memoryview(buf)[:size]
@@ -106,9 +197,9 @@ class BoardFile:
         return self._call("flush")
 
     def close(self) -> None:
-        if not self._raw.closed:
-            self._raw.close()
-        self._owner._open_files.discard(self)
+        raw = hidden(self)[0]
+        if not raw.closed:
+            raw.close()
 
     def __enter__(self):
         return self
@@ -125,22 +216,38 @@ class BoardFile:
             raise StopIteration
         return line
 
-    def __del__(self) -> None:
-        raw = getattr(self, "_raw", None)
-        if raw is not None and not raw.closed:
-            raw.close()
 
+def _open_flags(mode) -> tuple[int, bool, bool]:
+    """(os.open flags, text, truncate) for a board open() mode: one of r/w/a/x, '+' at most once, b or t."""
+    if not isinstance(mode, str) or not mode or set(mode) - FILE_MODE_CHARS:
+        raise ValueError(f"invalid mode {mode!r}")
+    kinds = [c for c in mode if c in OPEN_FLAGS]
+    if len(kinds) != 1 or len(set(mode)) != len(mode) or ("b" in mode and "t" in mode):
+        raise ValueError(f"invalid mode {mode!r}")
+    flags = OPEN_FLAGS[kinds[0]]
+    if "+" in mode:
+        flags = (flags & ~os.O_WRONLY) | os.O_RDWR
+    return flags, "b" not in mode, kinds[0] == "w"
+
+
+# -- the volume ------------------------------------------------------------------------------------------------------
 
 class Sandbox:
-    """Board paths ('/', '/flash' and relative to the current directory) over the host folder `root`."""
+    """Board paths ('/', '/flash' and relative to the current directory) over the host folder `root`. The methods
+    marked `board_method` are the board's API and are read as BoardFunctions; the others serve the twin."""
 
     def __init__(self, root: Path | str):
         root_path = Path(root)
         if not root_path.is_dir():
             raise NotADirectoryError(f"the twin's root {str(root)!r} is not a directory")
-        self.root = Path(os.path.realpath(root_path))
+        self._root = Path(os.path.realpath(root_path))
         self.cwd = "/"
         self._open_files: weakref.WeakSet[BoardFile] = weakref.WeakSet()
+
+    @property
+    def root(self) -> Path:
+        """The host folder behind '/', fixed for the twin's life."""
+        return self._root
 
     # -- paths ---------------------------------------------------------------------------------------------------
 
@@ -165,30 +272,40 @@ class Sandbox:
                 parts.append(part)
         return "/" + "/".join(parts)
 
-    def host(self, path) -> Path:
-        """The host path behind board `path`, refused (EACCES) when a symlink takes it outside the root."""
+    def _parts(self, path) -> list[str]:
+        """The components of board `path` below the root ('/flash' folded onto '/'); [] for the root itself."""
         parts = [p for p in self.abspath(path).split("/") if p]
-        if parts and parts[0] == FLASH_ALIAS:
-            parts = parts[1:]
-        candidate = self.root.joinpath(*parts)
-        resolved = os.path.realpath(candidate)
-        if resolved != str(self.root) and not resolved.startswith(str(self.root) + os.sep):
+        return parts[1:] if parts and parts[0] == FLASH_ALIAS else parts
+
+    def _resolved(self, path) -> str:
+        """The host path behind board `path` with every symlink resolved; EACCES when that leaves the root."""
+        resolved = os.path.realpath(self._root.joinpath(*self._parts(path)))
+        if resolved != str(self._root) and not resolved.startswith(str(self._root) + os.sep):
             raise board_error(errno.EACCES)
-        return candidate
+        return resolved
+
+    def host(self, path) -> Path:
+        """The host path behind board `path` (its last component unresolved, so a symlink is itself), refused
+        (EACCES) when a symlink takes it outside the root."""
+        self._resolved(path)
+        return self._root.joinpath(*self._parts(path))
+
+    def _not_root(self, path) -> None:
+        """EPERM for the volume's root under any spelling ('/', '/flash', '/flash/..', '.' in '/')."""
+        if not self._parts(path):
+            raise board_error(errno.EPERM)
 
     def _stat(self, path) -> os.stat_result:
-        try:
-            st = os.stat(self.host(path))
-        except OSError as exc:
-            if isinstance(exc, BoardOSError):
-                raise
-            raise from_host(exc) from None
+        """The host stat of a board entry (symlinks followed); ENOENT for anything but a directory or regular file.
+        stat() never opens, so a FIFO or device node cannot block here."""
+        st = host_call(os.stat, self.host(path))
         if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
             raise board_error(errno.ENOENT)
         return st
 
     # -- the os module -------------------------------------------------------------------------------------------
 
+    @board_method
     def stat(self, path) -> tuple:
         """MicroPython's 10-tuple: (mode, ino, dev, nlink, uid, gid, size, atime, mtime, ctime), times from 2000."""
         st = self._stat(path)
@@ -196,60 +313,77 @@ class Sandbox:
         mtime = max(0, int(st.st_mtime) - EPOCH_2000)
         return (MODE_DIR if is_dir else MODE_FILE, 0, 0, 0, 0, 0, 0 if is_dir else st.st_size, mtime, mtime, mtime)
 
+    @board_method
     def ilistdir(self, path="") -> Iterator[tuple]:
         """(name, type, inode, size) per visible entry, as FAT's ilistdir yields them."""
-        directory = self.host(path)
-        if not stat.S_ISDIR(self._stat(path)[0]):
+        if not stat.S_ISDIR(self._stat(path).st_mode):
             raise board_error(errno.ENOTDIR)
-        try:
-            names = sorted(os.listdir(directory))
-        except OSError as exc:
-            raise from_host(exc) from None
+        names = sorted(host_call(os.listdir, self.host(path)))
+        base = self.abspath(path).rstrip("/")
         entries = []
         for name in names:
-            board_path = self.abspath(path).rstrip("/") + "/" + name
             try:
-                mode, *_, size = self.stat(board_path)[:7]
+                st = self._stat(f"{base}/{name}")
             except OSError:
-                continue  # a symlink leaving the root, a fifo, a dangling link: not on the board
-            entries.append((name, mode, 0, size))
+                continue  # a symlink leaving the root, a FIFO, a dangling link: not on the board
+            is_dir = stat.S_ISDIR(st.st_mode)
+            entries.append((name, MODE_DIR if is_dir else MODE_FILE, 0, 0 if is_dir else st.st_size))
         return iter(entries)
 
+    @board_method
     def listdir(self, path="") -> list[str]:
         return [entry[0] for entry in self.ilistdir(path)]
 
+    @board_method
     def mkdir(self, path) -> None:
-        self._host_call(os.mkdir, path)
+        host_call(os.mkdir, self.host(path))
 
+    @board_method
     def rmdir(self, path) -> None:
-        self._host_call(os.rmdir, path)
+        self._not_root(path)
+        self._stat(path)
+        host_call(os.rmdir, self.host(path))
 
+    @board_method
     def remove(self, path) -> None:
+        self._not_root(path)
         if stat.S_ISDIR(self._stat(path).st_mode):
             raise board_error(errno.EISDIR)
-        self._host_call(os.remove, path)
+        host_call(os.remove, self.host(path))
 
+    @board_method
     def rename(self, old, new) -> None:
+        """os.rename; neither side may be the root, the source must be on the board, and an entry the board cannot
+        see (a FIFO, ...) is not replaced (EACCES)."""
+        self._not_root(old)
+        self._not_root(new)
+        self._stat(old)
         source, target = self.host(old), self.host(new)
         try:
-            os.rename(source, target)
-        except OSError as exc:
-            raise from_host(exc) from None
+            mode = os.lstat(target).st_mode
+        except OSError:
+            mode = None
+        if mode is not None and not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            raise board_error(errno.EACCES)
+        host_call(os.rename, source, target)
 
+    @board_method
     def getcwd(self) -> str:
         return self.cwd
 
+    @board_method
     def chdir(self, path) -> None:
         target = self.abspath(path)
         if not stat.S_ISDIR(self._stat(target).st_mode):
             raise board_error(errno.ENOTDIR)
         self.cwd = target
 
+    @board_method
     def statvfs(self, path="/") -> tuple:
         """(bsize, frsize, blocks, bfree, bavail, files, ffree, favail, flag, namemax) of a nominal 1 MB volume."""
         self._stat(path)
         used = 0
-        for folder, _dirs, files in os.walk(self.root):
+        for folder, _dirs, files in os.walk(self._root):
             for name in files:
                 try:
                     used += os.lstat(os.path.join(folder, name)).st_size
@@ -258,33 +392,39 @@ class Sandbox:
         free = max(0, VOLUME_BLOCKS - (used + BLOCK_SIZE - 1) // BLOCK_SIZE)
         return (BLOCK_SIZE, BLOCK_SIZE, VOLUME_BLOCKS, free, free, 0, 0, 0, 0, 255)
 
-    def _host_call(self, fn, path) -> None:
-        target = self.host(path)
-        try:
-            fn(target)
-        except OSError as exc:
-            raise from_host(exc) from None
-
     # -- files ---------------------------------------------------------------------------------------------------
 
+    @board_method
     def open(self, path, mode: str = "r", buffering: int = -1, encoding: str | None = None) -> BoardFile:
-        """open() as the board has it: modes of 'rwaxbt+', no newline translation, utf-8 text."""
-        if not isinstance(mode, str) or not mode or set(mode) - FILE_MODE_CHARS:
-            raise ValueError(f"invalid mode {mode!r}")
-        target = self.host(path)
-        if target.is_dir():
-            raise board_error(errno.EISDIR)
-        text = "b" not in mode
+        """open() as the board has it: modes of 'rwaxbt+', no newline translation, utf-8 text. Only a regular file
+        is opened: a directory is EISDIR, anything else ENOENT, found by stat before and fstat after the open (which
+        never blocks and never follows a symlink swapped in between)."""
+        flags, text, truncate = _open_flags(mode)
+        resolved = self._resolved(path)
         try:
+            mode_before = os.stat(resolved).st_mode
+        except OSError:
+            mode_before = None  # missing: created by w/a/x, ENOENT from os.open otherwise
+        if mode_before is not None and stat.S_ISDIR(mode_before):
+            raise board_error(errno.EISDIR)
+        if mode_before is not None and not stat.S_ISREG(mode_before):
+            raise board_error(errno.ENOENT)
+        fd = host_call(os.open, resolved, flags | OPEN_GUARD, 0o666, errnos=RACE_ERRNO)
+        try:
+            mode_now = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode_now):
+                raise board_error(errno.EISDIR if stat.S_ISDIR(mode_now) else errno.ENOENT)
+            os.set_blocking(fd, True)
+            if truncate:
+                host_call(os.ftruncate, fd, 0)
             if text:
-                raw = open(target, mode, encoding=encoding or "utf-8", newline="")  # noqa: SIM115 - owned by BoardFile
+                raw = open(fd, mode, encoding=encoding or "utf-8", newline="")  # noqa: SIM115 - owned by BoardFile
             else:
-                raw = open(target, mode, buffering=buffering)  # noqa: SIM115
-        except OSError as exc:
-            raise from_host(exc) from None
-        board_file = BoardFile(raw, text, self)
-        self._open_files.add(board_file)
-        return board_file
+                raw = open(fd, mode, buffering=buffering)  # noqa: SIM115
+        except BaseException:
+            os.close(fd)
+            raise
+        return BoardFile(raw, text, self)
 
     def read_bytes(self, path) -> bytes:
         with self.open(path, "rb") as f:

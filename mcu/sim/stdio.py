@@ -1,73 +1,100 @@
 """The twin's stdin and stdout as code on the board sees them: text cooked as the STM32 port cooks it (\\n -> \\r\\n),
-`.buffer` raw bytes, reads blocking on the bytes the host sends through the link (mcu.sim.repl.Link)."""
+`.buffer` raw bytes, reads blocking on the bytes the host sends through the link (mcu.sim.repl.Link).
+
+They are native objects, as on the board (mcu.sim.sandbox.Native): `sys.stdout.write = f` raises AttributeError
+("'FileIO' object has no attribute 'write'"), the class cannot be patched either, and the link behind them is not
+an attribute, so board code cannot silence or redirect the twin's output beyond its own session.
+"""
 
 from __future__ import annotations
 
 from mcu.sim.repl import Link
+from mcu.sim.sandbox import Native, hidden
+
+STDIN_FD, STDOUT_FD = 0, 1
 
 
-class RawOut:
+class Stream(Native):
+    """One of the board's stdio objects (the STM32 port's `FileIO` type, printed `<io.FileIO 1>`)."""
+
+    __slots__ = ("buffer",)
+    FD = STDOUT_FD
+
+    def __repr__(self) -> str:
+        return f"<io.FileIO {self.FD}>"
+
+
+class RawOut(Stream):
     """sys.stdout.buffer: bytes straight to the link."""
 
-    def __init__(self, link: Link):
-        self._link = link
+    __slots__ = ()
 
     def write(self, data) -> int:
         data = bytes(memoryview(data).cast("B"))
-        self._link.write(data)
+        link: Link = hidden(self)
+        link.write(data)
         return len(data)
 
     def flush(self) -> None:
         pass
 
 
-class TextOut:
+class TextOut(Stream):
     """sys.stdout / sys.stderr: text, cooked (\\n -> \\r\\n) as mp_hal_stdout_tx_strn_cooked does."""
 
+    __slots__ = ()
+
     def __init__(self, link: Link):
-        self.buffer = RawOut(link)
-        self._link = link
+        super().__init__(link)
+        object.__setattr__(self, "buffer", RawOut(link))
 
     def write(self, text) -> int:
         if not isinstance(text, str):
             raise TypeError(f"can't convert '{type(text).__name__}' object to str implicitly")
-        self._link.write(text.replace("\n", "\r\n").encode("utf-8", "surrogateescape"))
+        link: Link = hidden(self)
+        link.write(text.replace("\n", "\r\n").encode("utf-8", "surrogateescape"))
         return len(text)
 
     def flush(self) -> None:
         pass
 
 
-class RawIn:
+class RawIn(Stream):
     """sys.stdin.buffer: blocking reads of the bytes the host sends."""
 
-    def __init__(self, link: Link):
-        self._link = link
+    __slots__ = ()
+    FD = STDIN_FD
 
     def read(self, size: int = -1) -> bytes:
+        link: Link = hidden(self)
         if size is None or size < 0:
-            data = self._link.read_some(1)
-            return data + self._link.read_some(4096, timeout=0) if self._link.available() else data
-        return self._link.read(size)
+            data = link.read_some(1)
+            return data + link.read_some(4096, timeout=0) if link.available() else data
+        return link.read(size)
 
     def readinto(self, buf, size: int | None = None) -> int:
         view = memoryview(buf).cast("B")
         n = len(view) if size is None else min(size, len(view))
-        view[:n] = self._link.read(n)
+        view[:n] = hidden(self).read(n)
         return n
 
     def readline(self) -> bytes:
+        link: Link = hidden(self)
         line = bytearray()
         while not line.endswith(b"\n"):
-            line += self._link.read(1)
+            line += link.read(1)
         return bytes(line)
 
 
-class TextIn:
+class TextIn(Stream):
     """sys.stdin: the same bytes decoded as UTF-8."""
 
+    __slots__ = ()
+    FD = STDIN_FD
+
     def __init__(self, link: Link):
-        self.buffer = RawIn(link)
+        super().__init__(link)
+        object.__setattr__(self, "buffer", RawIn(link))
 
     def read(self, size: int = -1) -> str:
         return self.buffer.read(size).decode("utf-8", "replace")

@@ -1,0 +1,199 @@
+"""What the twin confines (docs/twin.md, "Confinement"): entries that are not directories or regular files never
+block it, board code cannot silence it past a soft reset, board errors carry no host path, the root cannot be
+removed, and the board's builtins do not lead to host objects by their attributes. Every wait is bounded."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import threading
+
+import pytest
+
+from mcu.sim.sandbox import Sandbox
+from test_sim_repl import Wire
+
+WAIT_S = 5.0
+
+
+@pytest.fixture
+def root(tmp_path):
+    folder = tmp_path / "root"
+    folder.mkdir()
+    (folder / "a.txt").write_text("inside")
+    (folder / "d").mkdir()
+    return folder
+
+
+@pytest.fixture
+def fifo(root):
+    path = root / "fifo"
+    os.mkfifo(path)
+    yield path
+    try:  # a twin blocked on it (the bug) is released: opening a FIFO read-write never blocks on Linux
+        os.close(os.open(path, os.O_RDWR | os.O_NONBLOCK))
+    except OSError:
+        pass
+
+
+@pytest.fixture
+def board(root):
+    wire = Wire(root)
+    wire.raw()
+    yield wire
+    wire.close()
+
+
+def board_errno(board, statement: str) -> str:
+    """The board's report of `statement`: "ok" or the errno name of the OSError it raised (any other error fails)."""
+    out, err = board.run(f"try:\n {statement}\n print('ok')\nexcept OSError as e:\n print(e.errno)\n")
+    assert err == b"", err
+    code = int(out) if out.strip().isdigit() else out.strip().decode()
+    return errno.errorcode.get(code, code) if isinstance(code, int) else code
+
+
+def in_thread(fn, timeout: float = WAIT_S):
+    """fn() in a daemon thread: its result or the exception it raised; fails if it does not return in time."""
+    outcome: list = []
+
+    def run():
+        try:
+            outcome.append(("value", fn()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            outcome.append(("raised", exc))
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    assert outcome, f"{fn} still blocked after {timeout} s"
+    return outcome[0]
+
+
+# -- entries that are not directories or regular files ---------------------------------------------------------
+
+def test_a_fifo_is_not_on_the_board_and_never_blocks_it(board, root, fifo):
+    os.symlink("fifo", root / "to_fifo")
+    for statement in ("open('fifo')", "open('fifo', 'rb')", "open('fifo', 'w')", "open('fifo', 'a+')",
+                      "open('to_fifo')", "os.stat('fifo')", "os.listdir('fifo')", "os.remove('fifo')",
+                      "os.rmdir('fifo')", "os.rename('fifo', 'moved')", "os.chdir('fifo')"):
+        board.run("import os")
+        assert board_errno(board, statement) == "ENOENT", statement
+    assert board.run("import os\nprint(os.listdir())") == (b"['a.txt', 'd']\r\n", b"")
+    # renaming a board file onto the hidden entry would destroy a host object the board cannot see
+    assert board_errno(board, "os.rename('a.txt', 'fifo')") == "EACCES"
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and (root / "a.txt").read_text() == "inside"
+    # and regular files still open in every mode, through the same non-blocking path
+    assert board.run("f = open('n.txt', 'w'); f.write('one'); f.close()\n"
+                     "f = open('n.txt', 'a'); f.write('+two'); f.close()\n"
+                     "f = open('n.txt', 'r+'); print(f.read()); f.seek(0); f.write('ONE'); f.close()\n"
+                     "f = open('n.txt', 'w'); f.write('3'); f.close()\n"
+                     "print(open('n.txt', 'rb').read())") == (b"one+two\r\nb'3'\r\n", b"")
+    assert board_errno(board, "open('n.txt', 'x')") == "EEXIST"
+    assert board_errno(board, "open('d')") == "EISDIR" and board_errno(board, "open('d', 'w')") == "EISDIR"
+    assert board.run("open('n.txt', 'rw')")[1].endswith(b"ValueError: invalid mode 'rw'\r\n")
+
+
+@pytest.mark.parametrize("swap", ["fifo", "symlink"])
+def test_an_entry_swapped_between_the_check_and_the_open_is_refused(root, monkeypatch, swap):
+    """The race: a.txt is a regular file when open() looks, and a FIFO (or a symlink) when it opens."""
+    target = root / "a.txt"
+    real_stat = os.stat
+
+    def stat_then_swap(path, *args, **kwargs):
+        result = real_stat(path, *args, **kwargs)
+        if os.fspath(path) == str(target) and not os.path.islink(target) and stat.S_ISREG(result.st_mode):
+            target.unlink()
+            if swap == "fifo":
+                os.mkfifo(target)
+            else:
+                os.symlink(root / "d" / "elsewhere.txt", target)
+        return result
+
+    box = Sandbox(root)
+    monkeypatch.setattr(os, "stat", stat_then_swap)
+    try:
+        kind, value = in_thread(lambda: box.open("a.txt").read())
+    finally:
+        monkeypatch.undo()
+        if stat.S_ISFIFO(os.lstat(target).st_mode):
+            os.close(os.open(target, os.O_RDWR | os.O_NONBLOCK))
+    assert kind == "raised" and isinstance(value, OSError), value
+    assert value.errno == (errno.ENOENT if swap == "fifo" else errno.EACCES)
+
+
+# -- output cannot be silenced past a soft reset --------------------------------------------------------------------
+
+def test_stdio_refuses_attribute_assignment_and_output_survives_a_soft_reset(board):
+    for statement in ("sys.stdout.write = lambda s: len(s)", "sys.stdout.buffer.write = lambda b: len(b)",
+                      "sys.stdin.read = None", "type(sys.stdout).write = lambda self, s: len(s)",
+                      "sys.stdout._link.write = lambda b: None"):
+        out, err = board.run(f"import sys\n{statement}\n")
+        assert out == b"" and b"AttributeError: " in err and b"has no attribute" in err, (statement, err)
+    assert board.run("import sys\nsys.stdout.write('still\\n'); print(sys.stdout)") == (b"still\r\n<io.FileIO 1>\r\n",
+                                                                                         b"")
+    board.send(b"\x04")
+    board.expect(b">")
+    assert board.run("import sys\nsys.stdout.write('after\\n'); print('reset')") == (b"after\r\nreset\r\n", b"")
+
+
+# -- board errors carry no host path --------------------------------------------------------------------------------
+
+def test_board_oserrors_carry_the_errno_only(board, root):
+    statements = ("open('missing')", "open('d', 'w')", "open('missing/x', 'w')", "os.mkdir('d')",
+                  "os.rename('missing', 'x')", "os.remove('missing')", "os.rmdir('a.txt')", "os.listdir('missing')",
+                  "os.chdir('a.txt')", "os.stat('../x')", "open('a.txt', 'w').read()")
+    probe = ("import os\nfor s in {statements!r}:\n"
+             " try:\n  eval(s)\n except OSError as e:\n"
+             "  c = e.__context__\n"
+             "  print(s, e.args, str(e), repr(e), e.filename, e.filename2, e.strerror, c, repr(c),"
+             " getattr(c, 'filename', None), e.__cause__)\n")
+    out, err = board.run(probe.format(statements=statements))
+    assert err == b"", err
+    lines = out.decode().splitlines()
+    assert len(lines) == len(statements), out
+    for statement, line in zip(statements, lines):
+        assert str(root.parent) not in line, line
+        # args (errno,), str and repr as MicroPython's; no file names, strerror, context, its file name or cause
+        assert re.fullmatch(re.escape(statement) + r" \((\d+),\) \[Errno \1\] E[A-Z]+ OSError\(\1\)"
+                            r" None None None None None None None", line), line
+
+
+# -- the root stays --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("statement", ["os.rmdir('/')", "os.rmdir('/flash')", "os.rmdir('/flash/..')",
+                                       "os.rmdir('.')", "os.rmdir('')", "os.rmdir('d/..')", "os.remove('/')",
+                                       "os.rename('/', '/d/root')", "os.rename('/flash/d/..', 'x')",
+                                       "os.rename('a.txt', '/flash')"])
+def test_the_root_cannot_be_removed_or_renamed(board, root, statement):
+    (root / "a.txt").unlink()  # an empty root, which a plain rmdir would take
+    (root / "d").rmdir()
+    board.run("import os")
+    assert board_errno(board, statement) == "EPERM"
+    assert root.is_dir()
+
+
+# -- the board's builtins do not lead to host objects ---------------------------------------------------------------
+
+def test_board_functions_have_no_route_to_host_objects(board, root):
+    names = ("open", "io.open", "os.stat", "os.listdir", "os.ilistdir", "os.mkdir", "os.rmdir", "os.remove",
+             "os.rename", "os.chdir", "os.getcwd", "os.statvfs")
+    probe = ("import os, io\nfor name in {names!r}:\n f = eval(name)\n"
+             " print(name, repr(f), [a for a in ('__func__', '__self__', '__globals__', '__closure__',"
+             " '__wrapped__', 'func') if hasattr(f, a)])\n")
+    out, err = board.run(probe.format(names=names))
+    assert err == b"", err
+    assert out.decode().splitlines() == [f"{name} <function> []" for name in names]
+    out, err = board.run("open.__func__.__globals__['os']")
+    assert err.endswith(b"AttributeError: 'BoardFunction' object has no attribute '__func__'\r\n"), err
+    # files hide the host file object and its path, and refuse attributes as a board's do
+    out, err = board.run("f = open('a.txt')\nprint(repr(f), [a for a in ('_raw', 'name', 'buffer', '_owner')"
+                         " if hasattr(f, a)])\nf.close = None")
+    assert out.startswith(b"<io.TextIOWrapper ") and out.endswith(b"> []\r\n") and str(root).encode() not in out
+    assert err.endswith(b"AttributeError: 'TextIOWrapper' object has no attribute 'close'\r\n"), err
+    # the host side cannot be re-rooted either
+    box = Sandbox(root)
+    with pytest.raises(AttributeError):
+        box.root = root.parent
+    assert box.root == root
