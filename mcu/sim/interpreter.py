@@ -1,11 +1,18 @@
 """The twin's MicroPython interpreter: what code sent over the REPL runs in, shaped like MicroPython's STM32 port.
 
 Code runs in CPython with `exec`, in a globals dict that a soft reset replaces and that persists between commands
-otherwise. Its builtins are CPython's with `__import__`, `open`, `print`, `input` and `help` replaced: `import`
+otherwise. Its builtins (the board's `builtins` module, made anew at each soft reset, as are sys.stdin/stdout and
+every board module) are CPython's with `__import__`, `open`, `print`, `input` and `help` replaced: `import`
 returns the board's modules (mcu.sim.modules.BOARD_MODULES, with the `u`-prefixed aliases), `.py` modules found on
 the board's `sys.path` inside the sandboxed folder, or `q15attn` (the Cortex-M4 kernel run by mcu.sim.q15emu); any
 other name raises ImportError "no module named 'x'". Tracebacks are printed as MicroPython prints them; stdin and
 stdout are mcu.sim.stdio's. A heap estimate stands in for the GC heap (`gc.mem_free`, MemoryError).
+
+Board code never takes the twin down: what the REPL itself prints (tracebacks, the values of expressions, print())
+goes straight to the link, as the firmware's HAL printer does, never through objects board code can replace; and
+formatting an exception runs the exception's own code (`__str__`) in the worker, interruptible and guarded, so a
+failing one prints `<exception str() failed>` as MicroPython does. Exceptions carry `.value` and `.errno` (their
+first argument), as MicroPython's do, through a rewrite of those attribute loads at compile time.
 
 Each command runs in a fresh worker thread so that the link's reader can raise KeyboardInterrupt in it
 (repl.Link.feed) while the REPL thread waits. docs/twin.md lists what is modelled and what is not.
@@ -20,6 +27,7 @@ import collections
 import errno as _errno
 import random as _random
 import re
+import sys
 import threading
 import types
 from pathlib import Path
@@ -44,7 +52,17 @@ MICROPYTHON_EXCEPTIONS = frozenset((
 MESSAGES = (  # CPython's wording -> MicroPython's, for the messages host code is likely to match
     (re.compile(r"^name '(.*)' is not defined$"), r"name '\1' isn't defined"),
     (re.compile(r"^(integer |float )?(division|modulo)( or modulo)? by zero$"), "divide by zero"),
+    # MICROPY_ERROR_REPORTING_DETAILED (the STM32 port's ROM level): "%q() takes %d positional arguments but %d were
+    # given", with the function's bare name; MicroPython's test runner reads the level from this message's length
+    (re.compile(r"^(?:[\w<>]+\.)*([\w<>]+)\(\) takes (\d+) positional arguments? but (\d+) (?:was|were) given$"),
+     r"\1() takes \2 positional arguments but \3 were given"),
+    (re.compile(r"^maximum recursion depth exceeded.*$"), "maximum recursion depth exceeded"),
 )
+EXCEPTION_ALIASES = ("value", "errno")  # MicroPython: aliases of args[0] on every exception instance (objexcept.c)
+EXCEPTION_ATTR = "_kbench_exception_attr"
+CAUGHT = "_kbench_caught"
+MICROPYTHON_EMITTERS = ("native", "viper", "bytecode")  # decorators the twin compiles as plain bytecode
+STR_FAILED = "<exception str() failed>"
 HELP_TEXT = """Welcome to the kbench twin of MicroPython (STM32 port).
 
 The board's filesystem is the folder the twin was started with; '/' and '/flash' are its root.
@@ -90,6 +108,93 @@ def exception_text(exc: BaseException) -> str:
     return repr(args)
 
 
+def exception_attr(obj, name: str):
+    """`obj.name` for the rewritten loads of .value / .errno: on an exception it is the first argument (None without
+    arguments), as MicroPython's exceptions have it, unless board code gave the instance or its class one."""
+    if isinstance(obj, BaseException):
+        own = name in getattr(obj, "__dict__", {}) or any(
+            name in vars(cls) for cls in type(obj).__mro__ if cls.__module__ != "builtins")
+        if not own:
+            return obj.args[0] if obj.args else None
+    return getattr(obj, name)
+
+
+def caught(exc: BaseException) -> None:
+    """Called first in every `except ... as e:` of board code: a builtin exception raised by the host (CPython) gets
+    MicroPython's wording in its message (MESSAGES), so that `str(e)` and `e.value` read as on a board."""
+    if type(exc).__module__ != "builtins" or len(exc.args) != 1 or not isinstance(exc.args[0], str):
+        return
+    text = exc.args[0]
+    for pattern, replacement in MESSAGES:
+        text = pattern.sub(replacement, text)
+    if text != exc.args[0]:
+        exc.args = (text,)
+
+
+def _printed(node: ast.Expr) -> ast.Expr:
+    """The expression statement `node` with its value printed by the REPL (never through host sys.displayhook)."""
+    return ast.copy_location(ast.Expr(ast.Call(ast.Name(REPL_PRINT, ast.Load()), [node.value], [])), node)
+
+
+class _SingleInput(ast.NodeTransformer):
+    """Expression statements of a "single" input printed, those inside functions and classes left alone."""
+
+    def visit_Expr(self, node: ast.Expr) -> ast.AST:
+        return _printed(node)
+
+    def _scope(self, node: ast.AST) -> ast.AST:
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _scope
+
+
+class _BoardSemantics(ast.NodeTransformer):
+    """What CPython compiles differently from MicroPython, rewritten in the tree: `x.value` and `x.errno` loads
+    become `_kbench_exception_attr(x, 'value')` (stores are left alone); each `except ... as e:` body starts with
+    `_kbench_caught(e)`; the compile-time decorators `@micropython.native`, `.viper` and `.bytecode` are dropped (code
+    runs as bytecode), and the inline assemblers are a SyntaxError, as in a firmware built without them."""
+
+    def __init__(self, filename: str):
+        self.filename = filename
+
+    def _decorators(self, node):
+        kept = []
+        for decorator in node.decorator_list:
+            if isinstance(decorator, ast.Attribute) and isinstance(decorator.value, ast.Name) \
+                    and decorator.value.id == "micropython":
+                if decorator.attr in MICROPYTHON_EMITTERS:
+                    continue
+                raise SyntaxError("invalid micropython decorator",
+                                  (self.filename, decorator.lineno, decorator.col_offset + 1, None))
+            kept.append(decorator)
+        node.decorator_list = kept
+        self.generic_visit(node)
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _decorators
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        if node.attr in EXCEPTION_ALIASES and isinstance(node.ctx, ast.Load):
+            call = ast.Call(ast.Name(EXCEPTION_ATTR, ast.Load()), [node.value, ast.Constant(node.attr)], [])
+            return ast.copy_location(call, node)
+        return node
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> ast.AST:
+        self.generic_visit(node)
+        if node.name:
+            call = ast.Call(ast.Name(CAUGHT, ast.Load()), [ast.Name(node.name, ast.Load())], [])
+            node.body.insert(0, ast.copy_location(ast.Expr(call), node.body[0]))
+        return node
+
+
+def _console_name(exc: BaseException) -> str:
+    """The exception's class name read without running any of its code (a metaclass may define __name__)."""
+    try:
+        return type.__dict__["__name__"].__get__(type(exc))
+    except BaseException:  # noqa: BLE001 - a name is all this is for
+        return "Exception"
+
 
 class Interpreter:
     """The interpreter state of the twin: sandboxed filesystem, board modules, globals, and how code runs."""
@@ -101,11 +206,10 @@ class Interpreter:
         self.mpy_abi = mpy_abi
         self.sandbox = Sandbox(root)
         self.hw = peripherals or Peripherals(clock_hz)
-        self.stdout = TextOut(link)
-        self.stdin = TextIn(link)
         self.rtc_offset_s = 0
         self._board_files: set[str] = {"<stdin>"}
         self._q15_native: types.ModuleType | None = None
+        self._formatted: tuple[BaseException, str] | None = None  # the last exception and its text, made in its worker
         self.reset()
 
     # -- what the REPL calls -------------------------------------------------------------------------------------
@@ -116,9 +220,20 @@ class Interpreter:
         self.modules: dict[str, types.ModuleType] = {}  # board modules made so far (ROM: not in sys.modules)
         self.sys_modules: dict[str, types.ModuleType] = {}  # modules loaded from the filesystem, and q15attn
         self.random = _random.Random()
-        self.builtins = self._make_builtins()
-        self.globals: dict = {"__name__": "__main__", "__builtins__": self.builtins}
+        self.stdout, self.stdin = self._make_stdio()
+        self.builtins_module = self._make_builtins()
+        self.builtins = vars(self.builtins_module)
+        self.modules["builtins"] = self.builtins_module
+        main = types.ModuleType("__main__")  # `import __main__` gives the namespace the REPL runs code in
+        main.__builtins__ = self.builtins
+        self.modules["__main__"] = main
+        self.globals: dict = vars(main)
+        self._formatted = None
         self.link.kbd_char = 0x03
+
+    def _make_stdio(self) -> tuple[TextOut, TextIn]:
+        """sys.stdout and sys.stdin for one session (native objects: board code cannot patch them)."""
+        return TextOut(self.link), TextIn(self.link)
 
     def banner(self) -> bytes:
         version = ".".join(map(str, VERSION[:3]))
@@ -137,35 +252,65 @@ class Interpreter:
 
         def run() -> None:
             try:
-                self.link.arm()
-                try:
-                    exec(self._compile(source, filename, interactive), self.globals)
-                finally:
-                    self.link.disarm()
+                exec(self._compile(source, filename, interactive), self.globals)
             except BaseException as exc:  # noqa: BLE001 - everything the code raised is the board's to report
                 outcome.append(exc)
+                self._formatted = (exc, self.format_exception(exc))  # its __str__ runs here, interruptible
+
+        if not self._in_worker(run):
+            return MemoryError("memory allocation failed, starting the code's thread")
+        return outcome[0] if outcome else None
+
+    def _in_worker(self, body: Callable[[], None]) -> bool:
+        """Run `body` in a worker thread that the interrupt character can interrupt, and wait for it; False when no
+        thread could be started (board code holds the memory)."""
 
         def guarded() -> None:
             try:
-                run()
+                self.link.arm()
+                try:
+                    body()
+                finally:
+                    self.link.disarm()
             except BaseException:  # noqa: BLE001 - an interrupt landing after the code ended
                 pass
 
         worker = threading.Thread(target=guarded, name="twin-exec", daemon=True)
-        worker.start()
+        try:
+            worker.start()
+        except (RuntimeError, MemoryError):
+            return False
         worker.join()
         self.link.disarm()
-        return outcome[0] if outcome else None
+        return True
 
     def format_exception(self, exc: BaseException) -> str:
-        """The traceback as MicroPython prints it: board frames only, "Traceback" only when there are frames."""
+        """The traceback as MicroPython prints it: board frames only, "Traceback" only when there are frames. Never
+        raises: board code that fails while the exception is formatted (a raising `__str__`, an interrupt, a
+        recursion) gives `<exception str() failed>` in place of the message."""
+        try:
+            return self._format_exception(exc)
+        except BaseException:  # noqa: BLE001 - the exception's own code failed; print what can be printed
+            pass
+        try:
+            frames = self._frames(exc)
+        except BaseException:  # noqa: BLE001
+            frames = []
+        lines = (["Traceback (most recent call last):"] if frames else []) + frames
+        return "\n".join(lines + [f"{_console_name(exc)}: {STR_FAILED}"]) + "\n"
+
+    def _frames(self, exc: BaseException) -> list[str]:
         frames = []
-        tb = exc.__traceback__
+        tb = BaseException.__dict__["__traceback__"].__get__(exc)
         while tb is not None:
             code = tb.tb_frame.f_code
             if code.co_filename in self._board_files:
                 frames.append(f'  File "{code.co_filename}", line {tb.tb_lineno}, in {code.co_name}')
             tb = tb.tb_next
+        return frames
+
+    def _format_exception(self, exc: BaseException) -> str:
+        frames = self._frames(exc)
         if isinstance(exc, SyntaxError) and exc.filename in self._board_files:
             frames.append(f'  File "{exc.filename}", line {exc.lineno}')
         lines = (["Traceback (most recent call last):"] if frames else []) + frames
@@ -173,23 +318,71 @@ class Interpreter:
         return "\n".join(lines) + "\n"
 
     def write_exception(self, exc: BaseException) -> None:
-        self.stdout.write(self.format_exception(exc))
+        """Print `exc` to the console; the text made in the worker that caught it, or made now in a new one."""
+        formatted, self._formatted = self._formatted, None
+        if formatted is not None and formatted[0] is exc:
+            text = formatted[1]
+        else:
+            made: list[str] = []
+            self._in_worker(lambda: made.append(self.format_exception(exc)))
+            text = made[0] if made else f"{_console_name(exc)}: {STR_FAILED}\n"
+        self.console(text)
+
+    def console(self, text: str) -> None:
+        """Text to the host as the firmware's own printer sends it (cooked \\n -> \\r\\n), past any object that
+        board code could have replaced."""
+        self.link.write(text.replace("\n", "\r\n").encode("utf-8", "surrogateescape"))
 
     # -- compiling and importing ---------------------------------------------------------------------------------
 
-    def _compile(self, source: bytes | str, filename: str, interactive: bool) -> types.CodeType:
+    def _compile(self, source: bytes | str, filename: str, interactive: bool = False,
+                 mode: str = "exec") -> types.CodeType:
         self._board_files.add(filename)
         try:
-            if not interactive:
-                return compile(source, filename, "exec", dont_inherit=True)
-            tree = ast.parse(source, filename, "exec")
+            tree = ast.parse(source, filename, mode)
         except ValueError as exc:  # NUL bytes in the source
             raise SyntaxError(str(exc), (filename, 1, 0, "")) from None
-        for i, node in enumerate(tree.body):
-            if isinstance(node, ast.Expr):  # the REPL prints the value of each top-level expression
-                call = ast.Call(ast.Name(REPL_PRINT, ast.Load()), [node.value], [])
-                tree.body[i] = ast.copy_location(ast.Expr(call), node)
-        return compile(ast.fix_missing_locations(tree), filename, "exec", dont_inherit=True)
+        if interactive and mode == "exec":
+            for i, node in enumerate(tree.body):
+                if isinstance(node, ast.Expr):  # the REPL prints the value of each top-level expression
+                    tree.body[i] = _printed(node)
+        if mode == "single":  # compile(..., "single"): each expression statement's value printed, as the REPL does
+            tree, mode = ast.Module(_SingleInput().visit(tree).body, []), "exec"
+        tree = _BoardSemantics(filename).visit(tree)
+        return compile(ast.fix_missing_locations(tree), filename, mode, dont_inherit=True)
+
+    def _board_compile(self, source, filename, mode, flags=0, dont_inherit=False, optimize=-1):
+        """compile() of board code: its source through the same rewrites as code the REPL runs."""
+        if mode not in ("exec", "eval", "single"):
+            raise ValueError("compile() mode must be 'exec', 'eval' or 'single'")
+        if isinstance(source, (str, bytes, bytearray)):
+            return self._compile(bytes(source) if isinstance(source, bytearray) else source, str(filename),
+                                 mode=mode)
+        return builtins.compile(source, filename, mode, flags, dont_inherit, optimize)
+
+    def _code_for(self, source, mode: str):
+        if isinstance(source, (str, bytes, bytearray)):
+            return self._compile(bytes(source) if isinstance(source, bytearray) else source, "<string>", mode=mode)
+        return source
+
+    def _board_exec(self, source, globals=None, locals=None):  # noqa: A002 - exec's own parameter names
+        """exec() of board code: a string compiled as board code, run in the caller's namespace by default."""
+        globals, locals = self._namespace(globals, locals)
+        return builtins.exec(self._code_for(source, "exec"), globals, locals)
+
+    def _board_eval(self, source, globals=None, locals=None):  # noqa: A002 - eval's own parameter names
+        globals, locals = self._namespace(globals, locals)
+        return builtins.eval(self._code_for(source, "eval"), globals, locals)
+
+    def _namespace(self, globals, locals) -> tuple[dict, object]:  # noqa: A002
+        """exec/eval's namespaces: the board caller's by default; a dict given without `__builtins__` gets the
+        board's (CPython would put its own there, and a print() in it would reach the twin's host stdout)."""
+        if globals is None:
+            caller = sys._getframe(2)
+            globals, locals = caller.f_globals, caller.f_locals if locals is None else locals
+        if isinstance(globals, dict) and "__builtins__" not in globals:
+            globals["__builtins__"] = self.builtins
+        return globals, globals if locals is None else locals
 
     def _import(self, name: str, globals=None, locals=None, fromlist=(), level: int = 0):
         if level:
@@ -236,16 +429,21 @@ class Interpreter:
         module = types.ModuleType("q15attn", self._q15_native.__doc__)
         for attr, value in vars(self._q15_native).items():
             if not attr.startswith("__"):
-                setattr(module, attr, self.hw.clock.excluding(self._native(value)) if callable(value) else value)
+                setattr(module, attr, self._native(value, attr) if callable(value) else value)
         return module
 
-    def _native(self, fn: Callable) -> Callable:
-        """`fn` as a native function: a Ctrl-C during the call is raised once it returns."""
+    def _native(self, fn: Callable, name: str) -> Callable:
+        """`fn` as the natmod's function `name` (the binding, mcu.sim.q15emu, checks its arguments as
+        modq15attn.c does): the call's wall time off the board clock, a Ctrl-C during the call raised once it
+        returns, and no host name in its repr or its errors."""
+        timed = self.hw.clock.excluding(fn)
 
         def call(*args, **kwargs):
             with self.link.deferred_interrupts():
-                return fn(*args, **kwargs)
+                return timed(*args, **kwargs)
 
+        call.__name__ = call.__qualname__ = name
+        call.__module__ = "q15attn"
         return call
 
     def _load_source(self, name: str) -> types.ModuleType:
@@ -296,7 +494,7 @@ class Interpreter:
         self._board_files.add(path)
         try:
             code = self.sandbox.read_bytes(path) if source is None else source
-            exec(compile(code, path, "exec", dont_inherit=True), module.__dict__)
+            exec(self._compile(code, path), module.__dict__)
         except BaseException:
             del self.sys_modules[name]
             raise
@@ -304,26 +502,39 @@ class Interpreter:
 
     # -- builtins ------------------------------------------------------------------------------------------------
 
-    def _make_builtins(self) -> dict:
-        table = dict(vars(builtins))
+    def _make_builtins(self) -> types.ModuleType:
+        """The board's `builtins` module, whose dict is the builtins of all board code until the next soft reset."""
+        module = types.ModuleType("builtins")
+        table = vars(module)
+        table.update((k, v) for k, v in vars(builtins).items() if not k.startswith("__") or k == "__build_class__")
         for name in ("exit", "quit", "copyright", "credits", "license", "breakpoint"):
             table.pop(name, None)
-        table.update(__import__=self._import, open=self.sandbox.open, print=self._print, input=self._input,
-                     help=self._help)
+        table.update(__name__="builtins", __import__=self._import, open=self.sandbox.open, print=self._print,
+                     input=self._input, help=self._help, exec=self._board_exec, eval=self._board_eval,
+                     compile=self._board_compile)
         table[REPL_PRINT] = self._repl_print
-        return table
+        table[EXCEPTION_ATTR] = exception_attr
+        table[CAUGHT] = caught
+        return module
 
     def _print(self, *args, sep=" ", end="\n", file=None, flush=False) -> None:
-        text = (" " if sep is None else sep).join(map(str, args)) + ("\n" if end is None else end)
-        (self.stdout if file is None else file).write(text)
+        sep, end = " " if sep is None else sep, "\n" if end is None else end
+        if file is None:
+            self.console(sep.join(map(str, args)) + end)  # print() writes to the HAL's stdout, not sys.stdout
+            return
+        for i, arg in enumerate(args):  # a stream gets each piece in its own write, as mp_builtin_print sends them
+            if i:
+                file.write(sep)
+            file.write(str(arg))
+        file.write(end)
 
     def _repl_print(self, value) -> None:
         if value is not None:
-            self.stdout.write(repr(value) + "\n")
+            self.console(repr(value) + "\n")
 
     def _input(self, prompt: str = "") -> str:
         """A line from the host, echoed, as the board's input() reads it."""
-        self.stdout.write(str(prompt))
+        self.console(str(prompt))
         line = bytearray()
         while True:
             c = self.link.read_byte()
@@ -342,11 +553,11 @@ class Interpreter:
 
     def _help(self, what=None) -> None:
         if what is None:
-            self.stdout.write(HELP_TEXT)
+            self.console(HELP_TEXT)
         elif what == "modules":
-            self.stdout.write(" ".join(sorted(BOARD_MODULES) + ["q15attn"]) + "\n")
+            self.console(" ".join(sorted(BOARD_MODULES) + ["builtins", "q15attn"]) + "\n")
         else:
-            self.stdout.write(f"object {what!r} is of type {type(what).__name__}\n")
+            self.console(f"object {what!r} is of type {type(what).__name__}\n")
 
     # -- heap model ----------------------------------------------------------------------------------------------
 

@@ -4,6 +4,8 @@ called once per soft reset with the interpreter (mcu.sim.interpreter.Interpreter
 Each module offers what MicroPython's STM32 port offers and host code uses, over the twin's sandboxed folder, its
 peripherals (mcu.sim.peripherals: the board clock, DWT, ADC) and its link; docs/twin.md lists what is modelled.
 The firmware's identity (version, machine name, .mpy ABI, heap size) is defined here, where the modules report it.
+Every class a module hands out is a fresh subclass per soft reset (`_fresh`), so that board code that patches one
+(`type(sys.implementation).name = ...`) changes nothing after the next reset.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ BUILD_DATE = "2026-01-01"
 MACHINE = "kbench twin of F4DISC with STM32F407"
 MPY_ABI = 7942  # .mpy version 6.3, arch armv7emsp: (7 << 10) | (3 << 8) | 6
 HEAP_BYTES = 100 * 1024
+GC_BLOCK_BYTES = 16  # MICROPY_BYTES_PER_GC_BLOCK on a 32-bit port
 TICKS_PERIOD = 1 << 30  # MICROPY_PY_TIME_TICKS_PERIOD: ticks_* wrap at 2**30
 
 
@@ -42,6 +45,11 @@ def _module(name: str, doc: str, **attrs) -> types.ModuleType:
     for key, value in attrs.items():
         setattr(module, key, value)
     return module
+
+
+def _fresh(cls: type) -> type:
+    """A new subclass of `cls` for one session: what board code assigns to it is gone at the next soft reset."""
+    return type(cls.__name__, (cls,), {"__module__": cls.__module__, "__doc__": cls.__doc__})
 
 
 def make_os(interp: Interpreter) -> types.ModuleType:
@@ -74,15 +82,16 @@ class Implementation:
 def make_sys(interp: Interpreter) -> types.ModuleType:
     version = ".".join(map(str, VERSION[:3]))
 
-    def exit(code=0):
-        raise SystemExit(code)
+    def exit(*code):
+        raise SystemExit(*code[:1])
 
     def print_exception(exc, file=None):
-        (interp.stdout if file is None else file).write(interp.format_exception(exc))
+        text = interp.format_exception(exc)
+        interp.console(text) if file is None else file.write(text)
 
     return _module(
         "sys", "sys of the board", argv=[], byteorder="little", maxsize=2**31 - 1, platform="pyboard",
-        implementation=Implementation(interp.mpy_abi), version=f"3.4.0; MicroPython v{version} on {BUILD_DATE}",
+        implementation=_fresh(Implementation)(interp.mpy_abi), version=f"3.4.0; MicroPython v{version} on {BUILD_DATE}",
         version_info=(3, 4, 0), path=["", ".frozen", "/flash", "/flash/lib"], modules=interp.sys_modules,
         stdin=interp.stdin, stdout=interp.stdout, stderr=interp.stdout, exit=exit, print_exception=print_exception)
 
@@ -159,8 +168,8 @@ def make_machine(interp: Interpreter) -> types.ModuleType:
     return _module(
         "machine", "machine of the STM32 port",
         freq=lambda *args: (hz, hz, hz // 4, hz // 2), reset=_soft_reset, soft_reset=_soft_reset,
-        unique_id=lambda: bytes.fromhex("3a0047000d51353532383431"), mem8=Mem(interp, 1), mem16=Mem(interp, 2),
-        mem32=Mem(interp, 4), idle=lambda: interp.link.pause(0), disable_irq=lambda: 0, enable_irq=lambda state=0: None,
+        unique_id=lambda: bytes.fromhex("3a0047000d51353532383431"), mem8=_fresh(Mem)(interp, 1), mem16=_fresh(Mem)(interp, 2),
+        mem32=_fresh(Mem)(interp, 4), idle=lambda: interp.link.pause(0), disable_irq=lambda: 0, enable_irq=lambda state=0: None,
         reset_cause=lambda: 5, PWRON_RESET=1, HARD_RESET=2, WDT_RESET=3, DEEPSLEEP_RESET=4, SOFT_RESET=5, RTC=RTC)
 
 
@@ -235,7 +244,12 @@ def make_gc(interp: Interpreter) -> types.ModuleType:
         "gc", "gc over the twin's heap estimate", collect=lambda: None, mem_free=interp.mem_free,
         mem_alloc=lambda: min(HEAP_BYTES, interp.heap_used()), enable=lambda: state.update(enabled=True),
         disable=lambda: state.update(enabled=False), isenabled=lambda: state["enabled"],
-        threshold=lambda *amount: state.update(threshold=amount[0]) if amount else state["threshold"])
+        threshold=lambda *amount: state.update(threshold=_gc_blocks(amount[0])) if amount else state["threshold"])
+
+
+def _gc_blocks(amount: int) -> int:
+    """gc.threshold's value as the port keeps it: whole 16-byte GC blocks, or -1 for none."""
+    return -1 if amount < 0 else int(amount) // GC_BLOCK_BYTES * GC_BLOCK_BYTES
 
 
 def make_micropython(interp: Interpreter) -> types.ModuleType:
@@ -244,7 +258,7 @@ def make_micropython(interp: Interpreter) -> types.ModuleType:
 
     def mem_info(verbose=None) -> None:
         used = min(HEAP_BYTES, interp.heap_used())
-        interp.stdout.write(f"stack: 512 out of 15360\nGC: total: {HEAP_BYTES}, used: {used}, "
+        interp.console(f"stack: 512 out of 15360\nGC: total: {HEAP_BYTES}, used: {used}, "
                            f"free: {HEAP_BYTES - used}\n")
 
     def identity(fn):
@@ -272,7 +286,7 @@ class Sha256:
 
 
 def make_hashlib(interp: Interpreter) -> types.ModuleType:
-    return _module("hashlib", "hashlib of the board (sha256)", sha256=Sha256)
+    return _module("hashlib", "hashlib of the board (sha256)", sha256=_fresh(Sha256))
 
 
 def make_binascii(interp: Interpreter) -> types.ModuleType:

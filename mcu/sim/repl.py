@@ -245,7 +245,7 @@ class Repl:
             source = self.board.script(name)
             if source is not None:
                 exc = self.board.execute(source, name)
-                if exc is not None and not isinstance(exc, SystemExit):
+                if exc is not None and not _is_exit(exc):
                     self.board.write_exception(exc)
 
     # -- raw REPL ----------------------------------------------------------------------------------------------
@@ -320,10 +320,10 @@ class Repl:
         """Run a raw REPL command and frame its output; True when it raised SystemExit (a soft reset follows)."""
         exc = KeyboardInterrupt() if interrupted else self.board.execute(source)
         self.link.write(EOF)
-        if exc is not None and not isinstance(exc, SystemExit):
+        if exc is not None and not _is_exit(exc):
             self.board.write_exception(exc)
         self.link.write(EOF)
-        return isinstance(exc, SystemExit)
+        return _is_exit(exc)
 
     # -- friendly REPL -----------------------------------------------------------------------------------------
 
@@ -354,7 +354,7 @@ class Repl:
             if source is None or not source.strip():
                 continue
             exc = self.board.execute(source, "<stdin>", interactive)
-            if isinstance(exc, SystemExit):
+            if _is_exit(exc):
                 return True
             if exc is not None:
                 self.board.write_exception(exc)
@@ -427,6 +427,12 @@ class Repl:
             elif c != LF:
                 source.append(c)
                 self.link.write(bytes([c]))
+
+
+def _is_exit(exc: BaseException | None) -> bool:
+    """Whether board code ended with SystemExit (a soft reset follows), asked of its class only: isinstance would
+    read a `__class__` that board code may define."""
+    return exc is not None and issubclass(type(exc), SystemExit)
 
 
 def _incomplete(source: bytes) -> bool:

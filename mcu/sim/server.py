@@ -5,6 +5,10 @@ mpremote or pyserial can open, close and reopen its path (`PtyServer.path`) whil
 client sends are fed to the `Link` by the thread that calls `serve`; the REPL and the code it runs live in other
 threads, so an interrupt character reaches running code however busy it is. When the twin ends, the master side
 closes and a client blocked on the pty gets an I/O error instead of waiting for ever.
+
+Board code never ends the twin: should the REPL thread itself fail (a bug in the twin, or a MemoryError that board
+code's allocations left it), the failure goes to stderr once and the board restarts as after a hard fault, with a
+soft reset; only failures that come back at once, RESTARTS_MAX times within RESTART_WINDOW_S, stop the twin.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from mcu.sim.modules import MPY_ABI
 from mcu.sim.repl import CTRL_C, Link, Repl
 
 POLL_S = 0.2
+#: A REPL that fails this often within this many seconds is broken for good (a bug in boot, say): the twin stops.
+RESTARTS_MAX, RESTART_WINDOW_S = 5, 10.0
+RESTARTED = b"\r\nkbench twin: the REPL failed (%s); soft reset\r\n"
 
 
 class PtyServer:
@@ -54,12 +61,27 @@ class PtyServer:
             view = view[written:]
 
     def _device(self) -> None:
-        try:
-            self.repl.serve()
-        except BaseException as exc:  # noqa: BLE001 - a bug in the twin: reported once, and the twin stops
-            if not self._closing:
-                self.failure = exc
-                traceback.print_exc(file=sys.stderr)
+        failures: list[float] = []
+        while True:
+            try:
+                self.repl.serve()
+                return
+            except BaseException as exc:  # noqa: BLE001 - reported once; the board restarts or the twin stops
+                if self._closing:
+                    return
+                now = time.monotonic()
+                failures = [t for t in failures if now - t < RESTART_WINDOW_S] + [now]
+                try:
+                    traceback.print_exc(file=sys.stderr)
+                except BaseException:  # noqa: BLE001 - stderr gone or no memory: the restart matters more
+                    pass
+                if len(failures) >= RESTARTS_MAX:
+                    self.failure = exc
+                    return
+                try:
+                    self.link.write(RESTARTED % type(exc).__name__.encode())
+                except BaseException:  # noqa: BLE001 - the client hears the banner of the restart instead
+                    pass
 
     def serve(self, stop: threading.Event) -> BaseException | None:
         """Serve until `stop` is set or the REPL thread dies; the exception that killed it, if any."""
@@ -71,13 +93,14 @@ class PtyServer:
                 continue
             try:
                 data = os.read(self._master, 4096)
+                if data:
+                    self.link.feed(self.faults.inbound(data))
             except OSError as exc:
                 if exc.errno != errno.EIO:
                     raise
                 time.sleep(POLL_S)  # no client has the slave open: nothing to read yet
-                continue
-            if data:
-                self.link.feed(self.faults.inbound(data))
+            except MemoryError:
+                time.sleep(POLL_S)  # board code holds the memory for a moment; its MemoryError frees it
         return self.failure
 
     def close(self) -> None:
