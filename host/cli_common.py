@@ -5,7 +5,9 @@ status (2 for a bad argument or specification, 1 for anything else that failed o
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Callable, Sequence
 
 from host.errors import KbenchError, SpecError
@@ -60,6 +62,31 @@ def name_list(text: str) -> tuple[str, ...]:
     if not text.strip() or any(not item for item in items):
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of names")
     return tuple(dict.fromkeys(items))
+
+
+def folder(text: str) -> Path:
+    """An argparse type: a folder path (new or existing); an empty one is refused rather than read as '.'."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is empty; allowed: a folder path (new or existing)")
+    return Path(text)
+
+
+def output_folder(out: Path, option: str = "--out") -> Path:
+    """Make `out` (and its parents) for writing, or raise SpecError in one line: it is a file, it lies under a
+    file, or it cannot be created or written."""
+    absolute = out.absolute()
+    existing = next(path for path in (absolute, *absolute.parents) if path.exists())
+    if existing == absolute and not existing.is_dir():
+        raise SpecError(f"{option} {out} is a file; allowed: a folder (new or existing)")
+    if not existing.is_dir():
+        raise SpecError(f"{option} {out}: {existing} is a file, so no folder can be made under it")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecError(f"{option} {out} cannot be created: {exc.strerror or exc}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise SpecError(f"{option} {out}: cannot write in it (permission denied)")
+    return out
 
 
 def guard(body: Callable[[], int], usage_errors: tuple[type[Exception], ...] = (SpecError,)) -> int:

@@ -31,9 +31,9 @@ from types import ModuleType
 import numpy as np
 
 from host.errors import KbenchError, LinkError, ResultsError, SpecError, UnavailableError
-from host.cli_common import Parser, guard, int_list, integer, name_list
+from host.cli_common import Parser, folder, guard, int_list, integer, name_list, output_folder
 from host.problem import LIMITS, AttentionProblem
-from host.results import CONFIG_FIELDS, FAILED_STATUSES, Result, ResultsFile, RunInfo
+from host.results import CONFIG_FIELDS, FAILED_STATUSES, STATUSES, Result, ResultsFile, RunInfo, read_runs
 from host.target_api import Inputs, RunContext, RunOptions
 
 #: target name → the module that implements it (host/target_api.py says what such a module exposes). Registering a
@@ -100,7 +100,7 @@ def build_parser() -> tuple[Parser, dict[str, TargetEntry]]:
     parser.add_argument("--iters", type=integer("iters", 1), default=None,
                         help=f"timed calls per row (default: the target's own; {DEFAULT_REPEATS[1]} for cpu and gpu, "
                              "1 for mcu, whose DWT cycles barely vary)")
-    parser.add_argument("--out", type=Path, default=Path("reports/latest"), help="output folder (default reports/latest)")
+    parser.add_argument("--out", type=folder, default=Path("reports/latest"), help="output folder (default reports/latest)")
     parser.add_argument("--resume", action="store_true",
                         help="keep OUT/results.csv and run only the configurations it lacks (failed and wrong rows "
                              "again)")
@@ -164,7 +164,8 @@ def unused_options(args: argparse.Namespace, parser: argparse.ArgumentParser, en
         given = [dest for dest in entry.dests if getattr(args, dest) != parser.get_default(dest)]
         if given and name not in selected:
             flags = ", ".join("--" + dest.replace("_", "-") for dest in given)
-            warnings.append(f"{flags} apply to the {name} target, which --targets leaves out")
+            verb = "applies" if len(given) == 1 else "apply"
+            warnings.append(f"{flags} {verb} to the {name} target, which --targets leaves out")
     return warnings
 
 
@@ -243,6 +244,9 @@ def prepare_out(out: Path, resume: bool) -> tuple[ResultsFile, set[tuple]]:
                 os.replace(out / name, out / f"{name}.prev")
         return results, set()
     rows = results.read()  # first: a file that is not results is refused before anything changes it
+    if results.torn_line:
+        print(f"kbench: {results.path}:{results.torn_line}: a torn last row (a writer killed mid-row) is dropped and "
+              "measured again", file=sys.stderr)
     results.repair()
     kept = [row for row in rows if row.status not in FAILED_STATUSES]
     if len(kept) != len(rows):
@@ -250,18 +254,25 @@ def prepare_out(out: Path, resume: bool) -> tuple[ResultsFile, set[tuple]]:
     return results, {untiled_key(row) for row in kept}
 
 
+def check_kernels(requested: tuple[str, ...] | None, entries: dict[str, TargetEntry]) -> None:
+    """Refuse a --kernels name no registered target has, before any target starts."""
+    known = sorted({kernel for entry in entries.values() if entry.module for kernel in entry.module.KERNELS})
+    unknown = [kernel for kernel in requested or () if kernel not in known]
+    if unknown:
+        raise SpecError(f"--kernels: unknown kernel {unknown[0]!r}; allowed: {', '.join(known)}")
+
+
 def check_out(out: Path, resume: bool) -> None:
     """Refuse, in one line and before any target starts, an --out that is a file, lies under a file or cannot be
-    written, and (with --resume) a results.csv there that is not a results file."""
-    existing = next(path for path in (out.absolute(), *out.absolute().parents) if path.exists())
-    if existing == out.absolute() and not existing.is_dir():
-        raise SpecError(f"--out {out} is a file; allowed: a folder (new or existing)")
-    if not existing.is_dir():
-        raise SpecError(f"--out {out}: {existing} is a file, so no folder can be made under it")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise SpecError(f"--out {out}: cannot write in {existing} (permission denied)")
+    made or written, files there that are not files (a folder named results.csv), and (with --resume) a results
+    file or run log there that cannot be read."""
+    output_folder(out)
+    for name in ("results.csv", "runs.jsonl"):
+        if (out / name).exists() and not (out / name).is_file():
+            raise SpecError(f"--out {out}: {out / name} is not a file; move it aside or choose another --out")
     if resume:
         ResultsFile(out / "results.csv").read()
+        read_runs(out / "runs.jsonl")
 
 
 def untiled_key(row: Result) -> tuple:
@@ -275,6 +286,7 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
     for warning in unused_options(args, parser, entries, args.targets):
         print(f"kbench: {warning}", file=sys.stderr)
     check_out(args.out, args.resume)
+    check_kernels(args.kernels, entries)
     with contextlib.ExitStack() as stack:
         targets, unavailable = select_targets(args.targets, entries, settings)
         sessions = open_sessions(settings, targets, unavailable, stack)
@@ -289,6 +301,7 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
     from tqdm import tqdm
 
     context = RunContext.start()  # before the output folder changes: a report inside the checkout is not "dirty" code
+    stop_after = _stop_hook()
     jobs = plan(args, targets)
     results, done = prepare_out(args.out, args.resume)
     todo = [job for job in jobs if job.key() not in done]
@@ -305,7 +318,6 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
             command="python -m host.compare " + shlex.join(argv), git_rev=context.git_rev, host=context.host,
             machine={"platform": platform.platform(), "python": platform.python_version(), "numpy": np.__version__,
                      "cpus": os.cpu_count()}, unavailable=dict(unavailable)).append_to(args.out / "runs.jsonl")
-    stop_after = _stop_hook()
     written: list[Result] = []
     inputs = None
     with tqdm(todo, unit="row", file=sys.stderr, dynamic_ncols=True, disable=None) as bar:
@@ -342,10 +354,11 @@ def _stop_hook() -> tuple[int, int] | None:
     rows = os.environ.get(STOP_AFTER_ROWS_ENV)
     if not rows:
         return None
+    if not (rows.isascii() and rows.isdigit() and int(rows) >= 1):
+        raise SpecError(f"{STOP_AFTER_ROWS_ENV}={rows!r} is not a row count; allowed: 1 or more")
     name = os.environ.get(STOP_SIGNAL_ENV, "KILL")
-    if name not in ("KILL", "TERM", "INT") or not rows.isdigit():
-        raise SpecError(f"{STOP_AFTER_ROWS_ENV}={rows!r}, {STOP_SIGNAL_ENV}={name!r}; allowed: a row count and one "
-                        "of KILL, TERM, INT")
+    if name not in ("KILL", "TERM", "INT"):
+        raise SpecError(f"{STOP_SIGNAL_ENV}={name!r} is unknown; allowed: KILL, TERM, INT")
     return int(rows), getattr(signal, f"SIG{name}")
 
 
@@ -362,8 +375,9 @@ def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: 
               f"{fmt(row.rel_l2, '9.2e')}  {row.status}{': ' + row.message if row.message else ''}")
     for name, reason in unavailable.items():
         print(f"unavailable: {name}: {reason}")
-    print(f"{len(written)} rows measured, {kept} kept from before, "
-          f"{sum(r.status == 'wrong' for r in written)} wrong, {sum(r.status == 'error' for r in written)} failed")
+    counts = ", ".join(f"{sum(r.status == status for r in written)} {status}" for status in STATUSES
+                       if any(r.status == status for r in written))
+    print(f"{len(written)} rows written ({counts or 'none'}), {kept} kept from before")
     try:
         paths = render(args.out)
     except KbenchError as exc:

@@ -228,14 +228,20 @@ class ResultsFile:
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
+        self.torn_line: int | None = None  # the line of a torn last row the latest read() ignored
 
     def read(self) -> list[Result]:
         """Every row. A last line without its newline (a writer killed mid-row) is kept when it is a whole row and
         ignored when it is torn. Anything else that is not a results row is a ResultsError naming the file, the line
         and what is wrong: a file is never read as emptier than it is."""
+        self.torn_line = None
         if not self.path.exists():
             return []
-        text = _decode(self.path.read_bytes(), self.path)
+        try:
+            data = self.path.read_bytes()
+        except OSError as exc:
+            raise ResultsError(f"{self.path}: cannot read it: {exc.strerror or exc}") from None
+        text = _decode(data, self.path)
         if not text:
             return []
         body, _, tail = text.rpartition("\n")
@@ -249,7 +255,7 @@ class ResultsFile:
             try:
                 rows += self._parse(body.split("\n", 1)[0] + "\n" + tail + "\n", first_line=body.count("\n") + 1)
             except ResultsError:
-                pass  # a torn last row: the next append cuts it
+                self.torn_line = body.count("\n") + 2  # a torn last row: the next append cuts it
         return rows
 
     def _parse(self, text: str, first_line: int = 1) -> list[Result]:
@@ -358,14 +364,19 @@ class RunInfo:
 
 
 def read_runs(path: Path | str) -> list[RunInfo]:
-    """Every run recorded in runs.jsonl (missing file: none); a half-written last line is ignored."""
+    """Every run recorded in runs.jsonl (missing file: none). A line that is not a run (a half-written last line,
+    garbage, bytes that are not UTF-8) is skipped: this log describes the rows, it holds no measurement."""
     path = Path(path)
     if not path.exists():
         return []
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot read it: {exc.strerror or exc}") from None
     runs = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in data.splitlines():
         try:
-            runs.append(RunInfo(**json.loads(line)))
-        except (json.JSONDecodeError, TypeError):
+            runs.append(RunInfo(**json.loads(line.decode("utf-8"))))
+        except (UnicodeDecodeError, json.JSONDecodeError, TypeError):
             continue
     return runs

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from host.cli_common import Parser, guard, integer
-from host.errors import TargetError
+from host.errors import SpecError, TargetError
 from host.problem import AttentionProblem
 from host.target_api import Inputs
 from host.verdict import check_float
@@ -78,8 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = target.Settings(device=args.gpu_device)
         ok, reason = target.available(settings)
         if not ok:
-            print(f"kbench: GPU benchmarks skipped: {reason}", file=sys.stderr)
-            return 0
+            raise SpecError(f"nothing can be measured: {reason} (--gpu-device fake checks the tool without a GPU)")
         dev = target.backend(settings)
         peak_gflops, copy_gbps = dev.ceilings()
         ceilings = (f"copy {copy_gbps:.0f} GB/s; fp32 matmul {peak_gflops / 1e3:.1f} TFLOP/s" if peak_gflops

@@ -13,8 +13,8 @@ square tile for comparison.
 
 Usage: ``python -m kernels.sweep [--br 8,16,32,64] [--bc 8,16,32,64] [--seq 64,128,512,1024,4096] [--dim 64]
 [--heads 16] [--batch 1] [--causal 0] [--iters 10] [--gpu-device cuda|fake] [--out reports/sweep]``.
-Exit status: 0 every cell ok or skipped, or the sweep skipped without a GPU (one ``kbench: sweep skipped: <reason>``
-line on stderr); 1 a cell wrong or failed; 2 bad arguments (one ``kbench: error: ...`` line on stderr).
+Exit status: 0 every cell ok or skipped; 1 a cell wrong or failed, or no cell measured at all; 2 bad arguments, an
+unusable --out, or no device to run on (one ``kbench: error: ...`` line on stderr).
 CuPy is imported only through kernels.cuda.
 """
 
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from host.cli_common import Parser, guard, int_list, integer
-from host.errors import KbenchError, ResultsError
+from host.cli_common import Parser, folder, guard, int_list, integer, output_folder
+from host.errors import KbenchError, ResultsError, SpecError
 from host.problem import LIMITS, AttentionProblem
 from host.results import FAILED_STATUSES, Result, ResultsFile, RunInfo
 from host.target_api import Inputs, RunContext, RunOptions
@@ -75,10 +75,17 @@ def sweep(problems: Sequence[AttentionProblem], brs: Sequence[int], bcs: Sequenc
     """Every (problem, Br, Bc), N by N; each row goes to `sink` as it finishes."""
     rows = []
     for problem in problems:
-        inputs = Inputs(problem)
+        try:
+            inputs = Inputs(problem)
+        except MemoryError as exc:  # the problem itself does not fit this machine: every cell says so
+            inputs, why = None, f"out of memory: {exc}"
         for br in brs:
             for bc in bcs:
-                row = measure(problem, inputs, br, bc, limits, iters, context, settings)
+                if inputs is None:
+                    row = context.result(problem, target="gpu", kernel="flash", device=target.device(settings), br=br,
+                                         bc=bc, status="oom", message=why)
+                else:
+                    row = measure(problem, inputs, br, bc, limits, iters, context, settings)
                 sink(row)
                 rows.append(row)
     return rows
@@ -210,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--iters", type=integer("iters", 1, 100_000), default=10, help="timed launches per cell (default 10)")
     parser.add_argument("--gpu-device", choices=target.DEVICES, default="cuda",
                         help="cuda: the GPU (default); fake: kernels/fake.py, to try the sweep without a GPU")
-    parser.add_argument("--out", type=Path, default=Path("reports/sweep"), help="output folder (default reports/sweep)")
+    parser.add_argument("--out", type=folder, default=Path("reports/sweep"), help="output folder (default reports/sweep)")
     return parser
 
 
@@ -222,8 +229,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     limits, source = budget.choose_device(None) if settings.device == "cuda" else (budget.PROFILES["h200"],
                                                                                   "the fake device's h200 profile")
     context = RunContext.start()  # before the output folder changes
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
+    out: Path = output_folder(args.out)
     for name in (RESULTS_NAME, RUNS_NAME):  # a sweep starts afresh; the previous files are kept beside
         if (out / name).exists():
             os.replace(out / name, out / f"{name}.prev")
@@ -247,8 +253,11 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     heatmap(rows, out / HEATMAP_NAME, f"flash fp32 TFLOP/s, d={d}, H={h}, B={b}, causal={args.causal}; {device}")
     print(summary(rows, limits))
     failed = sum(row.status in FAILED_STATUSES for row in rows)
-    print(f"{len(rows)} cells, {failed} wrong or failed, {sum(row.status == 'skipped' for row in rows)} skipped; "
-          f"{out / RESULTS_NAME}, {out / HEATMAP_NAME}")
+    print(f"{len(rows)} cells, {failed} wrong or failed, {sum(row.status == 'skipped' for row in rows)} skipped, "
+          f"{sum(row.status == 'oom' for row in rows)} oom; {out / RESULTS_NAME}, {out / HEATMAP_NAME}")
+    if not any(row.status == "ok" for row in rows) and not failed:
+        print("kbench: no cell was measured (every tile skipped or out of memory)", file=sys.stderr)
+        return 1
     return 1 if failed else 0
 
 
@@ -259,8 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         ok, reason = target.available(target.Settings(device=args.gpu_device))
         if not ok:
-            print(f"kbench: sweep skipped: {reason}", file=sys.stderr)
-            return 0
+            raise SpecError(f"nothing can be measured: {reason} (--gpu-device fake runs the sweep without a GPU)")
         return run(args, argv)
 
     return guard(body)

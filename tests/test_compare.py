@@ -152,7 +152,7 @@ def test_a_target_owns_its_options(fake_targets, tmp_path, capsys):
     assert compare.main(["--targets", "cpu", "--seq", "1", "--dim", "1", "--heads", "1", "--fake-scale", "2",
                          "--out", str(out)]) == 0
     err = capsys.readouterr().err
-    assert "--fake-scale apply to the fake target, which --targets leaves out" in err
+    assert "--fake-scale applies to the fake target, which --targets leaves out" in err
     assert "--fake-scale" in compare.build_parser()[0].format_help()
     source = (ROOT / "host" / "compare.py").read_text()
     for flag in ("--serial", "--sim", "--baud", "--cpu-cache-sim", "--gpu-device", "--gpu-tile"):
@@ -247,3 +247,51 @@ def test_inputs_too_large_for_the_machine_are_oom_rows_and_the_sweep_fails(fake_
     [row] = ResultsFile(out / "results.csv").read()
     assert code == 1 and row.status == "oom" and "GiB) of host memory" in row.message and fake_targets.CALLS == []
     assert "no row was measured" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("setup,args,needle", [
+    ("", ["--out", ""], "'' is empty"),
+    ("results_dir", ["--resume"], "results.csv is not a file"),
+])
+def test_more_unusable_outs_exit_2(fake_targets, tmp_path, capsys, setup, args, needle):
+    out = tmp_path / "o"
+    if setup == "results_dir":
+        (out / "results.csv").mkdir(parents=True)
+    argv = ["--targets", "fake", "--seq", "1"] + (["--out", str(out)] if "--out" not in args else []) + args
+    assert compare.main(argv) == 2
+    assert needle in capsys.readouterr().err and fake_targets.CALLS == []
+
+
+def test_a_run_log_with_garbage_bytes_still_resumes_and_renders(fake_targets, tmp_path):
+    out = tmp_path / "o"
+    args = ["--targets", "fake", "--seq", "1,97", "--out", str(out)]
+    assert compare.main(args) == 0
+    with (out / "runs.jsonl").open("ab") as log:
+        log.write(b"garbage\n{not json\n\x00\xff\n")
+    assert compare.main(args + ["--resume"]) == 0
+    assert "from 1 run(s)" in (out / "results.md").read_text()
+
+
+def test_a_torn_last_row_is_announced_and_measured_again(fake_targets, tmp_path, capsys):
+    out = tmp_path / "o"
+    args = ["--targets", "fake", "--seq", "1,97", "--causal", "0", "--out", str(out)]
+    assert compare.main(args) == 0
+    data = (out / "results.csv").read_bytes()
+    (out / "results.csv").write_bytes(data[: data.rfind(b"\n", 0, len(data) - 1) + 40])  # half of the last row
+    fake_targets.CALLS.clear()
+    assert compare.main(args + ["--resume"]) == 0
+    assert "results.csv:3: a torn last row (a writer killed mid-row) is dropped" in capsys.readouterr().err
+    assert fake_targets.CALLS == [97] and len(ResultsFile(out / "results.csv").read()) == 2
+
+
+@pytest.mark.parametrize("rows,signal_name,needle", [
+    ("²", "KILL", "KBENCH_STOP_AFTER_ROWS='²' is not a row count"),
+    ("0", "KILL", "KBENCH_STOP_AFTER_ROWS='0' is not a row count"),
+    ("1", "HUP", "KBENCH_STOP_SIGNAL='HUP' is unknown"),
+])
+def test_the_stop_hook_refuses_bad_values_naming_the_variable(fake_targets, tmp_path, capsys, monkeypatch, rows,
+                                                              signal_name, needle):
+    monkeypatch.setenv(compare.STOP_AFTER_ROWS_ENV, rows)
+    monkeypatch.setenv(compare.STOP_SIGNAL_ENV, signal_name)
+    assert compare.main(["--targets", "fake", "--seq", "1", "--out", str(tmp_path / "o")]) == 2
+    assert needle in capsys.readouterr().err and not (tmp_path / "o" / "runs.jsonl").exists()

@@ -53,11 +53,12 @@ def test_sweep_bad_argument_exit_status_from_the_command_line():
     assert proc.stdout == ""
 
 
-def test_sweep_without_a_gpu_says_why_and_exits_0(monkeypatch, tmp_path, capsys):
+def test_sweep_without_a_gpu_says_why_and_exits_2(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(target, "available", lambda settings=None: (False, "no CUDA device (test)"))
-    assert sweep.main(["--out", str(tmp_path / "sweep")]) == 0
+    assert sweep.main(["--out", str(tmp_path / "sweep")]) == 2
     captured = capsys.readouterr()
-    assert captured.err == "kbench: sweep skipped: no CUDA device (test)\n"
+    assert captured.err == ("kbench: error: nothing can be measured: no CUDA device (test) (--gpu-device fake runs "
+                            "the sweep without a GPU)\n")
     assert captured.out == ""
     assert not (tmp_path / "sweep").exists()
 
@@ -65,8 +66,29 @@ def test_sweep_without_a_gpu_says_why_and_exits_0(monkeypatch, tmp_path, capsys)
 @pytest.mark.skipif(not gpu_missing(), reason="a GPU is present: the sweep would run")
 def test_sweep_without_a_gpu_from_the_command_line(tmp_path):
     proc = run_module("kernels.sweep", "--out", str(tmp_path), timeout=120)
-    assert proc.returncode == 0
-    assert proc.stderr.startswith("kbench: sweep skipped: ") and proc.stderr.count("\n") == 1
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("kbench: error: nothing can be measured: ") and proc.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("args,code,needle", [
+    (["--seq", "100000", "--heads", "4096"], 1, "no cell was measured"),  # inputs beyond host memory: oom cells
+    (["--br", "128", "--bc", "128", "--dim", "256"], 1, "no cell was measured"),  # the tile does not fit: skipped
+    (["--out", ""], 2, "'' is empty"),
+])
+def test_a_sweep_that_measures_nothing_does_not_pass(tmp_path, capsys, args, code, needle):
+    base = ["--gpu-device", "fake", "--br", "8", "--bc", "8", "--seq", "64", "--heads", "1", "--iters", "1"]
+    out = [] if "--out" in args else ["--out", str(tmp_path / "s")]
+    assert sweep.main(base + args + out) == code
+    assert needle in capsys.readouterr().err
+    if code == 1:
+        rows = ResultsFile(tmp_path / "s" / sweep.RESULTS_NAME).read()
+        assert rows and {row.status for row in rows} <= {"oom", "skipped"} and all(row.message for row in rows)
+
+
+def test_a_sweep_into_a_file_is_refused(tmp_path, capsys):
+    (tmp_path / "afile").write_text("hi")
+    assert sweep.main(["--gpu-device", "fake", "--out", str(tmp_path / "afile")]) == 2
+    assert "is a file" in capsys.readouterr().err and (tmp_path / "afile").read_text() == "hi"
 
 
 def test_importing_the_sweep_does_not_import_cupy():
