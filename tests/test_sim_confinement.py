@@ -16,6 +16,9 @@ from mcu.sim.sandbox import Sandbox
 from test_sim_repl import Wire
 
 WAIT_S = 5.0
+ROUTES = ("__func__", "__self__", "__globals__", "__closure__", "__wrapped__", "func")
+MODULES = ("array", "binascii", "collections", "errno", "gc", "hashlib", "heapq", "io", "json", "machine", "math",
+           "micropython", "os", "pyb", "random", "re", "select", "struct", "sys", "time")
 
 
 @pytest.fixture
@@ -131,8 +134,8 @@ def test_stdio_refuses_attribute_assignment_and_output_survives_a_soft_reset(boa
                       "sys.stdout._link.write = lambda b: None"):
         out, err = board.run(f"import sys\n{statement}\n")
         assert out == b"" and b"AttributeError: " in err and b"has no attribute" in err, (statement, err)
-    assert board.run("import sys\nsys.stdout.write('still\\n'); print(sys.stdout)") == (b"still\r\n<io.FileIO 1>\r\n",
-                                                                                         b"")
+    assert board.run("import sys\nsys.stdout.write('still\\n'); print(sys.stdout)") == (
+        b"still\r\n<io.TextIOWrapper 1>\r\n", b"")
     board.send(b"\x04")
     board.expect(b">")
     assert board.run("import sys\nsys.stdout.write('after\\n'); print('reset')") == (b"after\r\nreset\r\n", b"")
@@ -197,3 +200,62 @@ def test_board_functions_have_no_route_to_host_objects(board, root):
     with pytest.raises(AttributeError):
         box.root = root.parent
     assert box.root == root
+
+
+def routes_from(board, module: str) -> list[str]:
+    """The callables of board module `module` (classes aside) that have an attribute leading to host objects."""
+    probe = (f"import {module}\nprint([n for n, f in sorted(vars({module}).items()) if callable(f)"
+             f" and not isinstance(f, type) and any(hasattr(f, a) for a in {ROUTES!r})])")
+    out, err = board.run(probe)
+    assert err == b"", err
+    return eval(out.decode())
+
+
+def test_the_builtins_do_not_lead_to_the_interpreter_or_host_modules(board, root):
+    """print, input, help, __import__, exec, ... were bound methods of the Interpreter (print.__self__.sandbox could
+    re-root the twin, print.__func__.__globals__ held the host modules) and len.__self__ was the host `builtins`."""
+    assert routes_from(board, "builtins") == []
+    for name in ("print", "input", "help", "__import__", "exec", "eval", "compile", "len", "__build_class__"):
+        assert board.run(f"print(repr({name}))") == (b"<function>\r\n", b""), name
+    for statement in ("print.__self__", "print.__func__.__globals__", "len.__self__", "__import__.__self__"):
+        out, err = board.run(statement)
+        assert out == b"" and err.startswith(b"Traceback") and b"AttributeError: " in err, (statement, err)
+    out, err = board.run("print.__self__ = 1")
+    assert err.endswith(b"AttributeError: 'BoardFunction' object has no attribute '__self__'\r\n"), err
+    assert board.run("print.__self__.sandbox._root = '/'")[1].endswith(
+        b"AttributeError: 'BoardFunction' object has no attribute '__self__'\r\n")
+    # the builtins still behave as before through their wrappers
+    assert board.run("import os\nexec('x = len([1, 2])')\nprint(x, eval('x + 1'), os.listdir(), __import__('sys')"
+                     ".platform)\nclass C:\n    pass\nprint(C.__name__)") == (
+        b"2 3 ['a.txt', 'd'] pyboard\r\nC\r\n", b"")
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_module_functions_do_not_lead_to_the_interpreter_or_host_modules(board, module):
+    """time.time, sys.exit, json.dumps, ... were closures and host functions: __closure__ led to the Interpreter,
+    __globals__ to host modules, a builtin's __self__ to its host module."""
+    assert routes_from(board, module) == []
+
+
+def test_module_functions_still_work_wrapped(board):
+    out, err = board.run("import time, sys, json, math, random, gc\nrandom.seed(1)\n"
+                         "print(repr(time.time), type(time.time()), json.dumps([1]), math.sqrt(4.0), "
+                         "random.randint(3, 3), gc.mem_free() > 0)\n"
+                         "try:\n 1/0\nexcept Exception as e:\n sys.print_exception(e)\n"
+                         "try:\n sys.exit(3)\nexcept SystemExit as e:\n print(e.value)")
+    assert out == (b"<function> <class 'int'> [1] 2.0 3 True\r\n"
+                   b"Traceback (most recent call last):\r\n  File \"<stdin>\", line 5, in <module>\r\n"
+                   b"ZeroDivisionError: divide by zero\r\n3\r\n"), out
+    assert err == b""
+
+
+def test_stdio_names_itself_as_the_stm32_port_does(board):
+    """MicroPython's tests/basics/sys_stdio.py and sys_stdio_buffer.py: TextIOWrapper streams over FileIO buffers."""
+    probe = ("import sys\nfor s in (sys.stdout, sys.stderr, sys.stdin):\n"
+             " print(str(s), str(type(s)), str(s.buffer), str(type(s.buffer)))")
+    out, err = board.run(probe)
+    assert err == b"", err
+    assert out.decode().splitlines() == [
+        f"<io.TextIOWrapper {fd}> <class 'TextIOWrapper'> <io.FileIO {fd}> <class 'FileIO'>" for fd in (1, 1, 0)]
+    out, err = board.run("import sys\nsys.stdout.buffer.write = None")
+    assert err.endswith(b"AttributeError: 'FileIO' object has no attribute 'write'\r\n"), err

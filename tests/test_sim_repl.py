@@ -20,8 +20,9 @@ import pytest
 from conftest import ROOT
 from mcu.sim.interpreter import Interpreter
 from mcu.sim.peripherals import DEMCR, DWT_CTRL, DWT_CYCCNT
-from mcu.sim.repl import RAW_BANNER, Link, Repl
+from mcu.sim.repl import RAW_BANNER, Repl
 from mcu.sim.sandbox import Sandbox
+from mcu.sim.uart import Link
 
 CLOCK_HZ = 168_000_000
 SOFT_RESET_REPLY = b"OK\r\nMPY: soft reboot\r\n" + RAW_BANNER + b">"

@@ -5,7 +5,8 @@ Each module offers what MicroPython's STM32 port offers and host code uses, over
 peripherals (mcu.sim.peripherals: the board clock, DWT, ADC) and its link; docs/twin.md lists what is modelled.
 The firmware's identity (version, machine name, .mpy ABI, heap size) is defined here, where the modules report it.
 Every class a module hands out is a fresh subclass per soft reset (`_fresh`), so that board code that patches one
-(`type(sys.implementation).name = ...`) changes nothing after the next reset.
+(`type(sys.implementation).name = ...`) changes nothing after the next reset; every function is a BoardFunction
+(`_module`), printed `<function>` and with no attribute leading to the interpreter or to host modules.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import time as _time
 import types
 from typing import TYPE_CHECKING, Callable
 
-from mcu.sim.sandbox import EPOCH_2000, board_error
+from mcu.sim.sandbox import EPOCH_2000
+from mcu.sim.sealed import board_error, board_function
 
 if TYPE_CHECKING:
     from mcu.sim.interpreter import Interpreter
@@ -41,9 +43,11 @@ TICKS_PERIOD = 1 << 30  # MICROPY_PY_TIME_TICKS_PERIOD: ticks_* wrap at 2**30
 
 
 def _module(name: str, doc: str, **attrs) -> types.ModuleType:
+    """A board module of `attrs`, its functions as BoardFunctions (mcu.sim.sealed): a closure's `__closure__` would
+    lead to the interpreter, a function's `__globals__` or a builtin's `__self__` to host modules. Classes stay."""
     module = types.ModuleType(name, doc)
     for key, value in attrs.items():
-        setattr(module, key, value)
+        setattr(module, key, board_function(value))
     return module
 
 
@@ -168,8 +172,9 @@ def make_machine(interp: Interpreter) -> types.ModuleType:
     return _module(
         "machine", "machine of the STM32 port",
         freq=lambda *args: (hz, hz, hz // 4, hz // 2), reset=_soft_reset, soft_reset=_soft_reset,
-        unique_id=lambda: bytes.fromhex("3a0047000d51353532383431"), mem8=_fresh(Mem)(interp, 1), mem16=_fresh(Mem)(interp, 2),
-        mem32=_fresh(Mem)(interp, 4), idle=lambda: interp.link.pause(0), disable_irq=lambda: 0, enable_irq=lambda state=0: None,
+        unique_id=lambda: bytes.fromhex("3a0047000d51353532383431"), mem8=_fresh(Mem)(interp, 1),
+        mem16=_fresh(Mem)(interp, 2), mem32=_fresh(Mem)(interp, 4), idle=lambda: interp.link.pause(0),
+        disable_irq=lambda: 0, enable_irq=lambda state=0: None,
         reset_cause=lambda: 5, PWRON_RESET=1, HARD_RESET=2, WDT_RESET=3, DEEPSLEEP_RESET=4, SOFT_RESET=5, RTC=RTC)
 
 
@@ -383,7 +388,8 @@ def make_random(interp: Interpreter) -> types.ModuleType:
                    uniform=rng.uniform)
 
 
-def _passthrough(name: str, source: types.ModuleType, attrs: tuple[str, ...]) -> Callable[[Interpreter], types.ModuleType]:
+def _passthrough(name: str, source: types.ModuleType,
+                 attrs: tuple[str, ...]) -> Callable[[Interpreter], types.ModuleType]:
     return lambda interp: _module(name, f"{name} of the board", **{a: getattr(source, a) for a in attrs})
 
 

@@ -1,5 +1,4 @@
-"""The twin's sandbox: the board's filesystem over one host folder, and the wrappers that hand board code
-builtin-like functions and native-like objects instead of host ones.
+"""The twin's sandbox: the board's filesystem over one host folder.
 
 It is written for trusted board code (kbench's own, and code its user sends): it keeps honest code inside the folder
 and away from the host objects behind the board's API. It is a convenience boundary, not a security one: the board
@@ -15,22 +14,22 @@ is ENOENT to every call, and is never opened (so it cannot block the twin). The 
 renamed (EPERM, as MicroPython refuses operations on its VFS root).
 
 Errors are raised as MicroPython raises them: `OSError` whose only argument is the errno number, printed
-"[Errno 2] ENOENT", with no file name and no host exception chained to it. The board's functions are
-`BoardFunction`s (no `__func__`, `__self__` or `__globals__` to follow) and its files and streams are `Native`
-objects (their host state is not an attribute; assigning an attribute is an AttributeError, as on a board).
+"[Errno 2] ENOENT", with no file name and no host exception chained to it. The os functions are read as
+`BoardFunction`s and open files are `Native` objects (mcu.sim.sealed), so neither leads to the host folder's path.
 """
 
 from __future__ import annotations
 
 import errno
-import functools
 import io
 import os
 import stat
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
+
+from mcu.sim.sealed import BoardOSError, Native, board_error, board_method, hidden
 
 EPOCH_2000 = 946_684_800  # the STM32 port counts file times from 2000-01-01
 FLASH_ALIAS = "flash"
@@ -47,25 +46,7 @@ RACE_ERRNO = {errno.ELOOP: errno.EACCES,  # a symlink swapped in after the check
               errno.ENXIO: errno.ENOENT}  # a FIFO without a reader swapped in: not on the board
 
 
-# -- what board code is handed instead of host objects ------------------------------------------------------------
-
-class BoardOSError(OSError):
-    """OSError as MicroPython builds it: args == (errno,), `.errno` set, str() "[Errno 2] ENOENT"."""
-
-    def __init__(self, code: int):
-        super().__init__(code)
-        self.errno = code
-
-    def __str__(self) -> str:
-        return f"[Errno {self.errno}] {errno.errorcode.get(self.errno, str(self.errno))}"
-
-
-BoardOSError.__name__ = BoardOSError.__qualname__ = "OSError"
-
-
-def board_error(code: int) -> BoardOSError:
-    return BoardOSError(code)
-
+# -- errors ----------------------------------------------------------------------------------------------------------
 
 def host_call(fn: Callable, *args, errnos: dict[int, int] | None = None):
     """fn(*args), a host OSError raised as the board's: its errno only (mapped through `errnos`), and raised after
@@ -77,64 +58,6 @@ def host_call(fn: Callable, *args, errnos: dict[int, int] | None = None):
     except OSError as exc:
         code = exc.errno or errno.EIO
     raise BoardOSError((errnos or {}).get(code, code))
-
-
-class BoardFunction(functools.partial):
-    """A function of the board's API (a builtin, `os.stat`, ...) as board code sees it: callable, printed
-    `<function>` as MicroPython prints a builtin, and without the attributes that lead from a Python function or
-    method to the host (`__func__`, `__self__`, `__globals__`, `__closure__`; partial's `func`, `__reduce__` and
-    `__setstate__` are shut too)."""
-
-    __slots__ = ()
-    func = property()  # no getter: `f.func` is an AttributeError
-    __reduce__ = __setstate__ = None
-    __repr__ = "<function>".format  # a builtin method: no __func__ to follow, and any argument is ignored
-
-
-def board_method(method: Callable) -> property:
-    """A Sandbox method that is part of the board's API: read from a Sandbox, it is a BoardFunction bound to it, so
-    that `open.__self__` and `os.stat.__func__.__globals__` do not exist on the board."""
-    return property(lambda box: BoardFunction(method.__get__(box)), doc=method.__doc__)
-
-
-_HIDDEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def hidden(obj: Native) -> Any:
-    """The host state behind a Native object."""
-    return _HIDDEN[obj]
-
-
-class NativeType(type):
-    """The type of a Native class: like a type built into the firmware, its attributes cannot be set or deleted
-    (so `type(sys.stdout).write = f` cannot outlive a soft reset)."""
-
-    def __setattr__(cls, name: str, value) -> None:
-        raise AttributeError(f"type object '{cls.__name__}' has no attribute '{name}'")
-
-    def __delattr__(cls, name: str) -> None:
-        raise AttributeError(f"type object '{cls.__name__}' has no attribute '{name}'")
-
-
-class Native(metaclass=NativeType):
-    """An object MicroPython implements in C (a file, a stream): its host state is kept out of its attributes
-    (`hidden(obj)`), and assigning or deleting an attribute raises AttributeError with MicroPython's message
-    ("'FileIO' object has no attribute 'write'")."""
-
-    __slots__ = ("__weakref__",)
-    BOARD_TYPE = "FileIO"
-
-    def __init__(self, state) -> None:
-        _HIDDEN[self] = state
-
-    def _board_type(self) -> str:
-        return self.BOARD_TYPE
-
-    def __setattr__(self, name: str, value) -> None:
-        raise AttributeError(f"'{self._board_type()}' object has no attribute '{name}'")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"'{self._board_type()}' object has no attribute '{name}'")
 
 
 # -- files ---------------------------------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ from pathlib import Path
 from mcu.sim.faults import FaultSpec, FaultyLine
 from mcu.sim.interpreter import Interpreter
 from mcu.sim.modules import MPY_ABI
-from mcu.sim.repl import CTRL_C, Link, Repl
+from mcu.sim.repl import Repl
+from mcu.sim.uart import KBD_INTR_DEFAULT, Link
 
 POLL_S = 0.2
 #: A REPL that fails this often within this many seconds is broken for good (a bug in boot, say): the twin stops.
@@ -45,7 +46,7 @@ class PtyServer:
         self.link = Link(self._transmit)
         self.board = Interpreter(root, self.link, clock_hz, mpy_abi=mpy_abi)
         self.repl = Repl(self.link, self.board)
-        self.faults = FaultyLine(faults, active=lambda: self.link.kbd_char != CTRL_C,
+        self.faults = FaultyLine(faults, active=lambda: self.link.kbd_char != KBD_INTR_DEFAULT,
                                  reset=lambda: self.link.interrupt(SystemExit))
         self.failure: BaseException | None = None
 

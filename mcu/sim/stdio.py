@@ -1,29 +1,32 @@
 """The twin's stdin and stdout as code on the board sees them: text cooked as the STM32 port cooks it (\\n -> \\r\\n),
-`.buffer` raw bytes, reads blocking on the bytes the host sends through the link (mcu.sim.repl.Link).
+`.buffer` raw bytes, reads blocking on the bytes the host sends through the link (mcu.sim.uart.Link).
 
-They are native objects, as on the board (mcu.sim.sandbox.Native): `sys.stdout.write = f` raises AttributeError
-("'FileIO' object has no attribute 'write'"), the class cannot be patched either, and the link behind them is not
-an attribute, so board code cannot silence or redirect the twin's output beyond its own session.
+They are native objects, as on the board (mcu.sim.sealed.Native), named as the STM32 port names them: the streams
+are `TextIOWrapper`s (printed `<io.TextIOWrapper 1>`) over `FileIO` buffers (`<io.FileIO 1>`).
+`sys.stdout.write = f` raises AttributeError ("'TextIOWrapper' object has no attribute 'write'"), the class cannot
+be patched either, and the link behind them is not an attribute, so board code cannot silence or redirect the twin's
+output beyond its own session.
 """
 
 from __future__ import annotations
 
-from mcu.sim.repl import Link
-from mcu.sim.sandbox import Native, hidden
+from mcu.sim.sealed import Native, board_named, hidden
+from mcu.sim.uart import Link
 
 STDIN_FD, STDOUT_FD = 0, 1
 
 
 class Stream(Native):
-    """One of the board's stdio objects (the STM32 port's `FileIO` type, printed `<io.FileIO 1>`)."""
+    """One of the board's stdio objects, printed as stdio_obj_print prints it: `<io.TextIOWrapper 1>`."""
 
     __slots__ = ("buffer",)
     FD = STDOUT_FD
 
     def __repr__(self) -> str:
-        return f"<io.FileIO {self.FD}>"
+        return f"<io.{self._board_type()} {self.FD}>"
 
 
+@board_named
 class RawOut(Stream):
     """sys.stdout.buffer: bytes straight to the link."""
 
@@ -39,10 +42,12 @@ class RawOut(Stream):
         pass
 
 
+@board_named
 class TextOut(Stream):
     """sys.stdout / sys.stderr: text, cooked (\\n -> \\r\\n) as mp_hal_stdout_tx_strn_cooked does."""
 
     __slots__ = ()
+    BOARD_TYPE = "TextIOWrapper"
 
     def __init__(self, link: Link):
         super().__init__(link)
@@ -59,6 +64,7 @@ class TextOut(Stream):
         pass
 
 
+@board_named
 class RawIn(Stream):
     """sys.stdin.buffer: blocking reads of the bytes the host sends."""
 
@@ -86,10 +92,12 @@ class RawIn(Stream):
         return bytes(line)
 
 
+@board_named
 class TextIn(Stream):
     """sys.stdin: the same bytes decoded as UTF-8."""
 
     __slots__ = ()
+    BOARD_TYPE = "TextIOWrapper"
     FD = STDIN_FD
 
     def __init__(self, link: Link):
