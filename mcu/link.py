@@ -244,6 +244,10 @@ class BoardLink:
                 raise
             except LinkError as exc:
                 failure = exc
+            except (OSError, ValueError) as exc:  # the port failed under us (pyserial's errors are OSErrors)
+                failure = LinkError(f"{self.port}: the port failed: {type(exc).__name__}: {exc}")
+                if not self._port_alive():
+                    break
         raise SessionLost(f"{self.port}: could not start kbench_server in {START_ATTEMPTS} attempts; last: {failure}")
 
     def _start_once(self) -> Hello:

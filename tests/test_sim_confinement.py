@@ -259,3 +259,29 @@ def test_stdio_names_itself_as_the_stm32_port_does(board):
         f"<io.TextIOWrapper {fd}> <class 'TextIOWrapper'> <io.FileIO {fd}> <class 'FileIO'>" for fd in (1, 1, 0)]
     out, err = board.run("import sys\nsys.stdout.buffer.write = None")
     assert err.endswith(b"AttributeError: 'FileIO' object has no attribute 'write'\r\n"), err
+
+
+@pytest.mark.parametrize("target", ["open('a.txt')", "sys.stdout", "sys.stdin", "sys.stdout.buffer"])
+def test_files_and_streams_hand_out_no_pickling_hooks(board, target):
+    """object.__reduce_ex__ returns copyreg's functions, whose __globals__ reach the host's builtins (an
+    adversarial pass read /etc/hostname that way); a board's files have no such method."""
+    out, err = board.run(f"import sys\nprint(getattr({target}, '__reduce_ex__', 'absent'))")
+    assert out == b"None\r\n", (out, err)
+    out, err = board.run(f"import sys\n{target}.__reduce_ex__(0)")
+    assert err.endswith(b"TypeError: 'NoneType' object is not callable\r\n"), err
+
+
+def test_sys_streams_cannot_be_replaced_as_on_a_board(board):
+    for name in ("stdout", "stdin", "stderr"):
+        out, err = board.run(f"import sys\nsys.{name} = None")
+        assert err.endswith(f"AttributeError: 'module' object has no attribute '{name}'\r\n".encode()), err
+    out, err = board.run("import sys\nprint('still', 'here')")
+    assert out == b"still here\r\n" and err == b""
+
+
+@pytest.mark.parametrize("statement", ["os.rmdir('up/root')", "os.rename('up/root', '/d/y')", "os.remove('up/root')"])
+def test_the_root_spelt_through_a_symlink_to_its_parent_is_still_the_root(board, root, statement):
+    (root / "up").symlink_to(root.parent)  # up/root is the root itself, seen from outside
+    board.run("import os")
+    assert board_errno(board, statement) == "EPERM"
+    assert root.is_dir() and (root / "up").is_symlink()

@@ -51,6 +51,28 @@ def _module(name: str, doc: str, **attrs) -> types.ModuleType:
     return module
 
 
+class BuiltinModule(types.ModuleType):
+    """A module MicroPython builds into the firmware: its attributes cannot be assigned or deleted (its globals are
+    a const table), except the names `settable` lists ('module' object has no attribute … otherwise)."""
+
+    settable: frozenset = frozenset()
+
+    def __setattr__(self, name: str, value) -> None:
+        if name not in type(self).settable and not name.startswith("__"):
+            raise AttributeError(f"'module' object has no attribute '{name}'")
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"'module' object has no attribute '{name}'")
+
+
+class SysModule(BuiltinModule):
+    """The board's sys: MicroPython lets ps1, ps2 and tracebacklimit be set (attribute delegation), nothing else;
+    `sys.stdout = x` is refused as on a board rather than accepted and ignored."""
+
+    settable = frozenset({"ps1", "ps2", "tracebacklimit"})
+
+
 def _fresh(cls: type) -> type:
     """A new subclass of `cls` for one session: what board code assigns to it is gone at the next soft reset."""
     return type(cls.__name__, (cls,), {"__module__": cls.__module__, "__doc__": cls.__doc__})
@@ -93,11 +115,13 @@ def make_sys(interp: Interpreter) -> types.ModuleType:
         text = interp.format_exception(exc)
         interp.console(text) if file is None else file.write(text)
 
-    return _module(
+    module = _module(
         "sys", "sys of the board", argv=[], byteorder="little", maxsize=2**31 - 1, platform="pyboard",
         implementation=_fresh(Implementation)(interp.mpy_abi), version=f"3.4.0; MicroPython v{version} on {BUILD_DATE}",
         version_info=(3, 4, 0), path=["", ".frozen", "/flash", "/flash/lib"], modules=interp.sys_modules,
         stdin=interp.stdin, stdout=interp.stdout, stderr=interp.stdout, exit=exit, print_exception=print_exception)
+    module.__class__ = SysModule  # after its attributes are in place
+    return module
 
 
 def make_time(interp: Interpreter) -> types.ModuleType:

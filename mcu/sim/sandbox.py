@@ -214,8 +214,9 @@ class Sandbox:
         return self._root.joinpath(*self._parts(path))
 
     def _not_root(self, path) -> None:
-        """EPERM for the volume's root under any spelling ('/', '/flash', '/flash/..', '.' in '/')."""
-        if not self._parts(path):
+        """EPERM for the volume's root under any spelling ('/', '/flash', '/flash/..', '.' in '/', or a path
+        through a symlink that leads back to it)."""
+        if not self._parts(path) or self._resolved(path) == str(self._root):
             raise board_error(errno.EPERM)
 
     def _stat(self, path) -> os.stat_result:

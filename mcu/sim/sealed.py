@@ -97,6 +97,8 @@ class Native(metaclass=NativeType):
 
     __slots__ = ("__weakref__",)
     BOARD_TYPE = "FileIO"
+    #: object's pickling hooks hand out copyreg's functions, whose globals reach the host's builtins.
+    __reduce__ = __reduce_ex__ = __getstate__ = None
 
     def __init__(self, state) -> None:
         _HIDDEN[self] = state
