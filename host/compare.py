@@ -1,9 +1,9 @@
 """`python -m host.compare`: sweep one attention problem over shapes, targets and kernels into one report.
 
-The only module that knows every target. Targets are found by name in `TARGETS` and imported when selected, so a
-machine without CuPy, mpremote or unicorn still runs the CPU rows. Each finished row is appended to
-OUT/results.csv at once; ``--resume`` completes an interrupted sweep without duplicating or losing a row. At the end
-OUT/results.md and its plots are rendered from the files alone.
+Targets are found by name in host/compare_targets.py's `TARGETS` (the only place that knows every target) and their
+heavy libraries are imported only when they run, so a machine without CuPy, mpremote or unicorn still runs the CPU
+rows. Each finished row is appended to OUT/results.csv at once; ``--resume`` completes an interrupted sweep without
+duplicating or losing a row. At the end OUT/results.md and its plots are rendered from the files alone.
 
 Each target declares its own options (host/target_api.py); `--help` lists them in one group per target.
 Exit status: 0 all rows ok (some may be skipped or oom); 1 some row wrong (outside its tolerance, or not
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import itertools
 import os
 import platform
@@ -30,19 +29,14 @@ from types import ModuleType
 
 import numpy as np
 
-from host.errors import KbenchError, LinkError, ResultsError, SpecError, UnavailableError
+from host.errors import KbenchError, ResultsError, SpecError
 from host.cli_common import Parser, folder, guard, int_list, integer, name_list, output_folder
 from host.problem import LIMITS, AttentionProblem
 from host.results import CONFIG_FIELDS, FAILED_STATUSES, STATUSES, Result, ResultsFile, RunInfo, read_runs
 from host.target_api import Inputs, RunContext, RunOptions
+from host.compare_targets import (TARGETS, TargetEntry, check_kernels, load_targets, open_sessions, select_targets,
+                                  target_settings, unused_options)
 
-#: target name → the module that implements it (host/target_api.py says what such a module exposes). Registering a
-#: target here is the only edit a new one needs: its options, settings and session come from its module.
-TARGETS = {
-    "cpu": "host.cpu",
-    "gpu": "kernels.target",
-    "mcu": "mcu.target",
-}
 #: warm-up and timed calls per row when neither --warmup nor --iters is given and the target has no REPEATS
 DEFAULT_REPEATS = (2, 10)
 #: Test hook: after this many rows are appended, the sweep sends itself KBENCH_STOP_SIGNAL (KILL, TERM or INT), so
@@ -53,33 +47,6 @@ STOP_SIGNAL_ENV = "KBENCH_STOP_SIGNAL"
 def seq_list(name: str):
     """An argparse type: a comma-separated list of ints within problem.LIMITS[name]."""
     return int_list(name, *LIMITS[name])
-
-
-@dataclass(frozen=True)
-class TargetEntry:
-    """A registered target: its module (None when it cannot be imported, with the reason) and the option names
-    (argparse dests) it added to the parser."""
-
-    name: str
-    module: ModuleType | None
-    reason: str
-    dests: tuple[str, ...]
-
-
-def load_targets(parser: argparse.ArgumentParser) -> dict[str, TargetEntry]:
-    """Import every registered target (cheap: heavy imports are inside their functions) and let each add its own
-    option group to the parser."""
-    entries = {}
-    for name, path in TARGETS.items():
-        try:
-            module = importlib.import_module(path)
-        except ImportError as exc:
-            entries[name] = TargetEntry(name, None, f"cannot import {path}: {exc}", ())
-            continue
-        group = parser.add_argument_group(f"{name} target options")
-        module.add_options(group)
-        entries[name] = TargetEntry(name, module, "", tuple(action.dest for action in group._group_actions))
-    return entries
 
 
 def build_parser() -> tuple[Parser, dict[str, TargetEntry]]:
@@ -128,47 +95,6 @@ class Job:
         return f"{self.target}/{self.kernel} B{p.batch} H{p.heads} N{p.seq} d{p.dim}{' causal' if p.causal else ''}"
 
 
-def select_targets(requested: tuple[str, ...] | None, entries: dict[str, TargetEntry],
-                   settings: dict[str, object]) -> tuple[dict[str, ModuleType], dict[str, str]]:
-    """The requested targets (default: all); return ({name: module} available, {name: reason} unavailable)."""
-    names = requested or tuple(TARGETS)
-    unknown = [name for name in names if name not in TARGETS]
-    if unknown:
-        raise SpecError(f"--targets: unknown target {unknown[0]!r}; allowed: {', '.join(TARGETS)}")
-    ready, missing = {}, {}
-    for name in names:
-        entry = entries[name]
-        if entry.module is None:
-            missing[name] = entry.reason
-            continue
-        ok, reason = entry.module.available(settings[name])
-        if ok:
-            ready[name] = entry.module
-        else:
-            missing[name] = reason
-    return ready, missing
-
-
-def target_settings(args: argparse.Namespace, entries: dict[str, TargetEntry]) -> dict[str, object]:
-    """Each importable target's typed settings from the parsed arguments (a bad option raises SpecError)."""
-    return {name: entry.module.settings(args) for name, entry in entries.items() if entry.module is not None}
-
-
-def unused_options(args: argparse.Namespace, parser: argparse.ArgumentParser, entries: dict[str, TargetEntry],
-                   selected: tuple[str, ...] | None) -> list[str]:
-    """One warning per target whose options were given while --targets leaves it out."""
-    if not selected:
-        return []
-    warnings = []
-    for name, entry in entries.items():
-        given = [dest for dest in entry.dests if getattr(args, dest) != parser.get_default(dest)]
-        if given and name not in selected:
-            flags = ", ".join("--" + dest.replace("_", "-") for dest in given)
-            verb = "applies" if len(given) == 1 else "apply"
-            warnings.append(f"{flags} {verb} to the {name} target, which --targets leaves out")
-    return warnings
-
-
 def plan(args: argparse.Namespace, targets: dict[str, ModuleType]) -> list[Job]:
     """Every (problem, target, kernel) the arguments ask for, in sweep order (small problems first)."""
     kernels = {name: tuple(module.KERNELS) for name, module in targets.items()}
@@ -194,23 +120,6 @@ def repeats(args: argparse.Namespace, module: ModuleType) -> tuple[int, int]:
     """(warmup, iters) for a target: the command line's where given, else the target's REPEATS, else the default."""
     warmup, iters = getattr(module, "REPEATS", DEFAULT_REPEATS)
     return (warmup if args.warmup is None else args.warmup), (iters if args.iters is None else args.iters)
-
-
-def open_sessions(settings: dict[str, object], targets: dict[str, ModuleType], unavailable: dict[str, str],
-                  stack: contextlib.ExitStack) -> dict[str, object]:
-    """Connect the targets that hold a device for the whole sweep (open_session); one that cannot connect moves
-    from `targets` to `unavailable` with the reason."""
-    sessions = {}
-    for name in list(targets):
-        opener = getattr(targets[name], "open_session", None)
-        if opener is None:
-            continue
-        try:
-            sessions[name] = stack.enter_context(opener(settings[name]))
-        except (UnavailableError, LinkError) as exc:
-            unavailable[name] = str(exc)
-            del targets[name]
-    return sessions
 
 
 def measure(job: Job, inputs: Inputs, module: ModuleType, args: argparse.Namespace, context: RunContext,
@@ -252,14 +161,6 @@ def prepare_out(out: Path, resume: bool) -> tuple[ResultsFile, set[tuple]]:
     if len(kept) != len(rows):
         results.rewrite(kept)
     return results, {untiled_key(row) for row in kept}
-
-
-def check_kernels(requested: tuple[str, ...] | None, entries: dict[str, TargetEntry]) -> None:
-    """Refuse a --kernels name no registered target has, before any target starts."""
-    known = sorted({kernel for entry in entries.values() if entry.module for kernel in entry.module.KERNELS})
-    unknown = [kernel for kernel in requested or () if kernel not in known]
-    if unknown:
-        raise SpecError(f"--kernels: unknown kernel {unknown[0]!r}; allowed: {', '.join(known)}")
 
 
 def check_out(out: Path, resume: bool) -> None:

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT, run_module
-from host import compare
+from host import compare, compare_targets
 from host.results import ResultsFile
 
 FAKE_TARGET = '''
@@ -113,7 +113,8 @@ def fake_targets(tmp_path, monkeypatch):
     (tmp_path / "fake_target.py").write_text(FAKE_TARGET)
     (tmp_path / "missing_target.py").write_text(MISSING_TARGET)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(compare, "TARGETS", {**compare.TARGETS, "fake": "fake_target", "ghost": "missing_target"})
+    monkeypatch.setattr(compare_targets, "TARGETS",
+                        {**compare_targets.TARGETS, "fake": "fake_target", "ghost": "missing_target"})
     import fake_target
 
     fake_target.CALLS.clear()
