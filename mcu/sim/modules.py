@@ -1,12 +1,14 @@
-"""The twin's built-in modules (os, sys, time, machine, pyb, gc, micropython, select, ...): one factory per module,
-called once per soft reset with the interpreter (mcu.sim.interpreter.Interpreter) whose state the module serves.
+"""The twin's built-in modules (os, sys, time, gc, micropython, select, ...; machine and pyb are in
+mcu/sim/modules_hardware.py) and their registry BOARD_MODULES: one factory per module, called once per soft reset
+with the interpreter (mcu.sim.interpreter.Interpreter) whose state the module serves.
 
 Each module offers what MicroPython's STM32 port offers and host code uses, over the twin's sandboxed folder, its
 peripherals (mcu.sim.peripherals: the board clock, DWT, ADC) and its link; docs/twin.md lists what is modelled.
 The firmware's identity (version, machine name, .mpy ABI, heap size) is defined here, where the modules report it.
-Every class a module hands out is a fresh subclass per soft reset (`_fresh`), so that board code that patches one
-(`type(sys.implementation).name = ...`) changes nothing after the next reset; every function is a BoardFunction
-(`_module`), printed `<function>` and with no attribute leading to the interpreter or to host modules.
+Every class a module hands out is a fresh subclass per soft reset (mcu.sim.module_kit.fresh_class), so that board
+code that patches one (`type(sys.implementation).name = ...`) changes nothing after the next reset; every function
+is a BoardFunction (mcu.sim.module_kit.board_module), printed `<function>` and with no attribute leading to the
+interpreter or to host modules.
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ import time as _time
 import types
 from typing import TYPE_CHECKING, Callable
 
+from mcu.sim.module_kit import TICKS_PERIOD, SysModule, board_module as _module
+from mcu.sim.module_kit import fresh_class as _fresh
+from mcu.sim.modules_hardware import make_machine, make_pyb
 from mcu.sim.sandbox import EPOCH_2000
-from mcu.sim.sealed import board_error, board_function
+from mcu.sim.sealed import board_error
 
 if TYPE_CHECKING:
     from mcu.sim.interpreter import Interpreter
@@ -39,43 +44,6 @@ MACHINE = "kbench twin of F4DISC with STM32F407"
 MPY_ABI = 7942  # .mpy version 6.3, arch armv7emsp: (7 << 10) | (3 << 8) | 6
 HEAP_BYTES = 100 * 1024
 GC_BLOCK_BYTES = 16  # MICROPY_BYTES_PER_GC_BLOCK on a 32-bit port
-TICKS_PERIOD = 1 << 30  # MICROPY_PY_TIME_TICKS_PERIOD: ticks_* wrap at 2**30
-
-
-def _module(name: str, doc: str, **attrs) -> types.ModuleType:
-    """A board module of `attrs`, its functions as BoardFunctions (mcu.sim.sealed): a closure's `__closure__` would
-    lead to the interpreter, a function's `__globals__` or a builtin's `__self__` to host modules. Classes stay."""
-    module = types.ModuleType(name, doc)
-    for key, value in attrs.items():
-        setattr(module, key, board_function(value))
-    return module
-
-
-class BuiltinModule(types.ModuleType):
-    """A module MicroPython builds into the firmware: its attributes cannot be assigned or deleted (its globals are
-    a const table), except the names `settable` lists ('module' object has no attribute … otherwise)."""
-
-    settable: frozenset = frozenset()
-
-    def __setattr__(self, name: str, value) -> None:
-        if name not in type(self).settable and not name.startswith("__"):
-            raise AttributeError(f"'module' object has no attribute '{name}'")
-        super().__setattr__(name, value)
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"'module' object has no attribute '{name}'")
-
-
-class SysModule(BuiltinModule):
-    """The board's sys: MicroPython lets ps1, ps2 and tracebacklimit be set (attribute delegation), nothing else;
-    `sys.stdout = x` is refused as on a board rather than accepted and ignored."""
-
-    settable = frozenset({"ps1", "ps2", "tracebacklimit"})
-
-
-def _fresh(cls: type) -> type:
-    """A new subclass of `cls` for one session: what board code assigns to it is gone at the next soft reset."""
-    return type(cls.__name__, (cls,), {"__module__": cls.__module__, "__doc__": cls.__doc__})
 
 
 def make_os(interp: Interpreter) -> types.ModuleType:
@@ -152,119 +120,6 @@ def make_time(interp: Interpreter) -> types.ModuleType:
         sleep=lambda s: interp.link.pause(s), sleep_ms=lambda ms: interp.link.pause(ms / 1e3),
         sleep_us=lambda us: interp.link.pause(us / 1e6), time=now, time_ns=lambda: now() * 10**9,
         localtime=localtime, gmtime=localtime, mktime=mktime)
-
-
-class Mem:
-    """machine.mem8 / mem16 / mem32: aligned loads and stores of the modelled addresses."""
-
-    def __init__(self, interp: Interpreter, width: int):
-        self._memory = interp.hw.memory
-        self._width = width
-
-    def _address(self, address) -> int:
-        if not isinstance(address, int):
-            raise TypeError("address must be an int")
-        address &= 0xFFFFFFFF
-        if address % self._width:
-            raise ValueError(f"address {address:08x} is not aligned to {self._width} bytes")
-        return address
-
-    def __getitem__(self, address) -> int:
-        value = self._memory.read(self._address(address), self._width)
-        return value - (1 << 32) if self._width == 4 and value >= 1 << 31 else value  # mem32 is signed
-
-    def __setitem__(self, address, value) -> None:
-        self._memory.write(self._address(address), self._width, int(value) & ((1 << 8 * self._width) - 1))
-
-    def __repr__(self) -> str:
-        return f"<{8 * self._width}-bit memory>"
-
-
-def make_machine(interp: Interpreter) -> types.ModuleType:
-    hz = interp.clock_hz
-
-    class RTC:
-        def datetime(self, value=None):
-            if value is None:
-                t = interp.modules.get("time") or interp.module("time")
-                y, mo, d, h, mi, s, wd, _ = t.localtime()
-                return (y, mo, d, wd + 1, h, mi, s, 0)
-            y, mo, d, _wd, h, mi, s = value[:7]
-            target = calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0)) - EPOCH_2000
-            interp.rtc_offset_s = target - interp.sandbox.board_time()
-
-    return _module(
-        "machine", "machine of the STM32 port",
-        freq=lambda *args: (hz, hz, hz // 4, hz // 2), reset=_soft_reset, soft_reset=_soft_reset,
-        unique_id=lambda: bytes.fromhex("3a0047000d51353532383431"), mem8=_fresh(Mem)(interp, 1),
-        mem16=_fresh(Mem)(interp, 2), mem32=_fresh(Mem)(interp, 4), idle=lambda: interp.link.pause(0),
-        disable_irq=lambda: 0, enable_irq=lambda state=0: None,
-        reset_cause=lambda: 5, PWRON_RESET=1, HARD_RESET=2, WDT_RESET=3, DEEPSLEEP_RESET=4, SOFT_RESET=5, RTC=RTC)
-
-
-def make_pyb(interp: Interpreter) -> types.ModuleType:
-    adc, clock, hz = interp.hw.adc, interp.hw.clock, interp.clock_hz
-
-    class ADCAll:
-        """pyb.ADCAll(resolution, mask): the internal channels (16 temperature, 17 VREFINT, 18 VBAT)."""
-
-        def __init__(self, resolution: int, mask: int = 0xFFFFFFFF):
-            if resolution not in (6, 8, 10, 12):
-                raise ValueError(f"resolution {resolution} not supported")
-            self._resolution = resolution
-            self._mask = mask
-
-        def read_channel(self, channel: int) -> int:
-            return adc.raw(channel) >> (12 - self._resolution)
-
-        def read_core_temp(self) -> float:
-            return adc.core_temp()
-
-        def read_core_vbat(self) -> float:
-            return adc.core_vbat()
-
-        def read_core_vref(self) -> float:
-            return adc.core_vref()
-
-        def read_vref(self) -> float:
-            return adc.vref()
-
-    class LED:
-        def __init__(self, number: int):
-            if not 1 <= number <= 4:
-                raise ValueError(f"LED({number}) doesn't exist")
-            self._on = False
-
-        def on(self):
-            self._on = True
-
-        def off(self):
-            self._on = False
-
-        def toggle(self):
-            self._on = not self._on
-
-        def intensity(self, value=None):
-            return 255 if self._on else 0
-
-    def millis() -> int:
-        return clock.cycles() * 1000 // hz & (TICKS_PERIOD - 1)
-
-    def micros() -> int:
-        return clock.cycles() * 1_000_000 // hz & (TICKS_PERIOD - 1)
-
-    return _module(
-        "pyb", "pyb of the STM32 port (ADCAll, LED and timing only)", ADCAll=ADCAll, LED=LED, millis=millis,
-        micros=micros, elapsed_millis=lambda start: (millis() - start) & (TICKS_PERIOD - 1),
-        elapsed_micros=lambda start: (micros() - start) & (TICKS_PERIOD - 1),
-        delay=lambda ms: interp.link.pause(ms / 1e3), udelay=lambda us: interp.link.pause(us / 1e6),
-        freq=lambda *args: (hz, hz, hz // 4, hz // 2), unique_id=lambda: bytes.fromhex("3a0047000d51353532383431"),
-        hard_reset=_soft_reset)
-
-
-def _soft_reset() -> None:
-    """machine.reset / soft_reset / pyb.hard_reset on the twin: a soft reset, which SystemExit asks the REPL for."""
-    raise SystemExit()
 
 
 def make_gc(interp: Interpreter) -> types.ModuleType:
