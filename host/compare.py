@@ -26,6 +26,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Callable
 
 import numpy as np
 
@@ -122,14 +123,15 @@ def repeats(args: argparse.Namespace, module: ModuleType) -> tuple[int, int]:
     return (warmup if args.warmup is None else args.warmup), (iters if args.iters is None else args.iters)
 
 
-def measure(job: Job, inputs: Inputs, module: ModuleType, args: argparse.Namespace, context: RunContext,
-            settings: object = None, session: object = None) -> list[Result]:
-    """Run one job; a failure becomes a row with status error (or oom) and the sweep goes on."""
+def measure(job: Job, inputs: Callable[[], Inputs], module: ModuleType, args: argparse.Namespace,
+            context: RunContext, settings: object = None, session: object = None) -> list[Result]:
+    """Run one job; a failure becomes a row with status error (or oom) and the sweep goes on. `inputs` builds (or
+    returns the cached) inputs inside the row, so inputs too large for the machine are this row's oom."""
     warmup, iters = repeats(args, module)
     options = RunOptions(context=context, kernel=job.kernel, warmup=warmup, iters=iters, settings=settings,
                          session=session)
     try:
-        return module.run(job.problem, inputs, options)
+        return module.run(job.problem, inputs(), options)
     except MemoryError as exc:
         status, message = "oom", f"out of memory: {exc or 'MemoryError'}"
     except KbenchError as exc:
@@ -220,25 +222,21 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
             machine={"platform": platform.platform(), "python": platform.python_version(), "numpy": np.__version__,
                      "cpus": os.cpu_count()}, unavailable=dict(unavailable)).append_to(args.out / "runs.jsonl")
     written: list[Result] = []
-    inputs = None
+    cache: dict[str, Inputs] = {}
+
+    def inputs_of(problem: AttentionProblem) -> Inputs:
+        """The problem's inputs, built once for all the jobs that share them (jobs are planned problem by problem)."""
+        if "inputs" not in cache or cache["inputs"].problem != problem:
+            cache.clear()  # the previous problem's arrays go before the next ones are built
+            cache["inputs"] = Inputs(problem)
+        return cache["inputs"]
+
     with tqdm(todo, unit="row", file=sys.stderr, dynamic_ncols=True, disable=None) as bar:
         for job in bar:
             bar.set_description(job.label())
             base = job.problem.with_(dtype="float32")
-            if inputs is None or inputs.problem != base:
-                inputs = None  # the previous problem's arrays go before the next ones are built
-                try:
-                    inputs = Inputs(base)
-                except MemoryError as exc:
-                    row = context.result(job.problem, target=job.target, kernel=job.kernel,
-                                         device=targets[job.target].device(settings.get(job.target),
-                                                                           sessions.get(job.target)),
-                                         status="oom", message=f"out of memory: {exc or 'MemoryError'}")
-                    results.append(row)
-                    written.append(row)
-                    continue
-            for row in measure(job, inputs, targets[job.target], args, context, settings.get(job.target),
-                               sessions.get(job.target)):
+            for row in measure(job, lambda: inputs_of(base), targets[job.target], args, context,
+                               settings.get(job.target), sessions.get(job.target)):
                 results.append(row)
                 written.append(row)
                 if stop_after is not None and len(written) == stop_after[0]:

@@ -53,10 +53,9 @@ def measure(problem: AttentionProblem, inputs: Inputs, br: int, bc: int, limits:
             context: RunContext, settings: target.Settings) -> Result:
     """One cell: skipped when the block does not fit `limits`, else the GPU target's row for this tile."""
     fits, why = budget.fits(br, bc, problem.dim, limits)
-    device = target.device(settings)
     if not fits:
-        return context.result(problem, target="gpu", kernel="flash", device=device, br=br, bc=bc, status="skipped",
-                              message=why)
+        return context.result(problem, target="gpu", kernel="flash", device=target.device(settings), br=br, bc=bc,
+                              status="skipped", message=why)
     options = RunOptions(context=context, kernel="flash", warmup=WARMUP, iters=iters,
                          settings=target.Settings(device=settings.device, tile=(br, bc)))
     try:
@@ -66,8 +65,8 @@ def measure(problem: AttentionProblem, inputs: Inputs, br: int, bc: int, limits:
         status, message = getattr(exc, "status", "error"), f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # noqa: BLE001 - one cell's failure (compile, launch, OOM) is that cell's row
         status, message = "error", f"{type(exc).__name__}: {exc}"
-    return context.result(problem, target="gpu", kernel="flash", device=device, br=br, bc=bc, status=status,
-                          message=message.replace("\n", " ")[:500])
+    return context.result(problem, target="gpu", kernel="flash", device=target.device(settings), br=br, bc=bc,
+                          status=status, message=message.replace("\n", " ")[:500])
 
 
 def sweep(problems: Sequence[AttentionProblem], brs: Sequence[int], bcs: Sequence[int], limits: budget.DeviceLimits,

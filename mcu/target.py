@@ -28,7 +28,7 @@ from host.results import Result
 from host.target_api import Inputs, RunOptions
 from host.timing import summarize
 from host.verdict import check_q15
-from mcu.head import HeadResult, Session, run_head  # noqa: F401 - the session and head protocol, re-exported
+from mcu.head import Session, run_head  # noqa: F401 - Session is re-exported for callers of open_session
 
 KERNELS = {"q15": "q15"}
 #: warm-up and timed repeats when the sweep does not set them: DWT cycles barely vary, and the twin's are exact.

@@ -296,3 +296,14 @@ def test_the_stop_hook_refuses_bad_values_naming_the_variable(fake_targets, tmp_
     monkeypatch.setenv(compare.STOP_SIGNAL_ENV, signal_name)
     assert compare.main(["--targets", "fake", "--seq", "1", "--out", str(tmp_path / "o")]) == 2
     assert needle in capsys.readouterr().err and not (tmp_path / "o" / "runs.jsonl").exists()
+
+
+def test_the_stop_hook_counts_oom_rows_too(fake_targets, tmp_path, monkeypatch):
+    """Rows that could not get their inputs are rows like any other: the hook stops the sweep after the first."""
+    monkeypatch.setenv(compare.STOP_AFTER_ROWS_ENV, "1")
+    monkeypatch.setenv(compare.STOP_SIGNAL_ENV, "INT")
+    out = tmp_path / "o"
+    code = compare.main(["--targets", "fake", "--seq", "1048576", "--dim", "256", "--heads", "4096",
+                         "--causal", "both", "--out", str(out)])
+    [row] = ResultsFile(out / "results.csv").read()
+    assert code == 130 and row.status == "oom"
