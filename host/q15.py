@@ -22,7 +22,10 @@ from host.problem import AttentionProblem, check_int
 # The same limits as mcu/native/attention_q15.h.
 SEQ_MAX = 32768
 DIM_MAX = 256
+#: Bc of the C kernel (its block's scores and probabilities live on the stack).
 BC_MAX = 64
+#: Bc of this model and of the ASIC datapath (codesign), whose key block is its array's width, up to 256 columns.
+MODEL_BC_MAX = 256
 MULT_MIN, MULT_MAX = 1 << 14, (1 << 15) - 1
 SHIFT_MIN, SHIFT_MAX = 1, 62
 #: Range of the per-tensor power-of-two exponent s (a tensor is q · 2^(s-15)).
@@ -50,7 +53,7 @@ class Q15Params:
     def __post_init__(self) -> None:
         check_int("seq", self.seq, 1, SEQ_MAX)
         check_int("dim", self.dim, 1, DIM_MAX)
-        check_int("bc", self.bc, 1, BC_MAX)
+        check_int("bc", self.bc, 1, MODEL_BC_MAX)
         check_int("score_mult", self.score_mult, MULT_MIN, MULT_MAX)
         check_int("score_shift", self.score_shift, SHIFT_MIN, SHIFT_MAX)
 

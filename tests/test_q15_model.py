@@ -91,7 +91,7 @@ def test_causal_row_zero_is_v_row_zero_exactly():
 @pytest.mark.parametrize("kwargs,needle", [
     (dict(seq=0), "seq=0 is out of range; allowed: 1..32768"),
     (dict(dim=300), "dim=300 is out of range; allowed: 1..256"),
-    (dict(bc=65), "bc=65 is out of range; allowed: 1..64"),
+    (dict(bc=257), "bc=257 is out of range; allowed: 1..256"),
     (dict(score_mult=5), "score_mult=5"),
     (dict(score_shift=63), "score_shift=63"),
 ])

@@ -1,0 +1,119 @@
+"""The parameters of one ASIC attention datapath: what an architect chooses, validated on construction.
+
+A `Datapath` is an R×C systolic array of Q15 multiply-accumulate cells (one dataflow, one accumulator width and
+overflow rule) with a score unit, a softmax unit of E exponent lanes, a bank of dividers, four on-chip buffers and a
+DRAM interface, at one clock. The array's columns are the key block (Bc = C) and its rows the query tile (Br = R), so
+its outputs are the Q15 contract's bits at Bc = C (docs/codesign.md). codesign/bits.py computes those bits,
+codesign/cycles.py the cycles and the traffic; both take this object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass
+
+from host.errors import SpecError
+from host.problem import check_int
+from host.q15 import MODEL_BC_MAX
+
+DATAFLOWS = ("os", "ws", "is")
+OVERFLOWS = ("wrap", "saturate")
+ARRAY_MAX = MODEL_BC_MAX  # rows and columns: 1..256 (the contract's widest key block)
+ACC_BITS_MIN, ACC_BITS_MAX = 16, 64
+#: Width of the running output accumulators A (signed): |A| ≤ 2¹⁵·l + 2²⁹ < 2⁴⁶ for every N ≤ 32768 (docs/q15.md §6),
+#: so 48 bits hold every head exactly; they wrap or saturate as the array's accumulators do.
+OUTPUT_ACC_BITS = 48
+#: Bytes one running output accumulator occupies in the O buffer (48 bits), and the per-row state m, l (32 bits each).
+OUTPUT_ACC_BYTES = 6
+ROW_STATE_BYTES = 8
+#: Pipeline depths in cycles (latency only: each stage accepts a new element per lane per cycle).
+SCORE_LATENCY = 3  # multiply by M, add the rounding half and shift, saturate to 32 bits
+EXP_LATENCY = 4  # table read, interpolation multiply, rounding shift, cap at 32767
+RESCALE_LATENCY = 2  # multiply by α, rounding shift
+
+
+@dataclass(frozen=True)
+class Datapath:
+    """One operating point of the datapath. Sizes in KB are 1024 bytes; Q15 words are 2 bytes."""
+
+    rows: int = 32  # R: query rows per tile (Br)
+    cols: int = 32  # C: keys per block (Bc)
+    dataflow: str = "os"
+    acc_bits: int = 40  # the array's MAC accumulators, signed
+    overflow: str = "wrap"  # what an accumulator does past its range: wrap (two's complement) or saturate
+    exp_lanes: int = 16  # E: EXP2 evaluations (and max comparisons, rescale multiplies) per cycle
+    dividers: int = 4
+    div_latency: int = 18  # cycles per division of one divider (iterative: 16 quotient bits + 2 for rounding)
+    q_buffer_kb: float = 32.0
+    k_buffer_kb: float = 64.0
+    v_buffer_kb: float = 64.0
+    o_buffer_kb: float = 128.0
+    dram_bytes_per_cycle: float = 32.0
+    clock_hz: float = 1e9
+
+    def __post_init__(self) -> None:
+        check_int("array rows", self.rows, 1, ARRAY_MAX)
+        check_int("array cols", self.cols, 1, ARRAY_MAX)
+        if self.dataflow not in DATAFLOWS:
+            raise SpecError(f"dataflow={self.dataflow!r} is unknown; allowed: {', '.join(DATAFLOWS)}")
+        check_int("acc_bits", self.acc_bits, ACC_BITS_MIN, ACC_BITS_MAX)
+        if self.overflow not in OVERFLOWS:
+            raise SpecError(f"overflow={self.overflow!r} is unknown; allowed: {', '.join(OVERFLOWS)}")
+        check_int("exp_lanes", self.exp_lanes, 1, 4096)
+        check_int("dividers", self.dividers, 1, 4096)
+        check_int("div_latency", self.div_latency, 1, 256)
+        for name in ("q_buffer_kb", "k_buffer_kb", "v_buffer_kb", "o_buffer_kb"):
+            _check_real(name, getattr(self, name), 0.0625, 1 << 20)
+        _check_real("dram_bytes_per_cycle", self.dram_bytes_per_cycle, 0.001, 65536)
+        _check_real("clock_hz", self.clock_hz, 1e6, 1e10)
+
+    @property
+    def bc(self) -> int:
+        """Keys per block: the array's width."""
+        return self.cols
+
+    @property
+    def name(self) -> str:
+        """The short name rows carry as their kernel: array, dataflow, accumulator (s = saturating)."""
+        return f"sa{self.rows}x{self.cols}-{self.dataflow}-acc{self.acc_bits}{'s' if self.overflow == 'saturate' else ''}"
+
+    def describe(self) -> str:
+        """One line for a row's device field."""
+        return (f"ASIC model: {self.rows}x{self.cols} {self.dataflow} array, {self.acc_bits}-bit {self.overflow} "
+                f"accumulators, {self.exp_lanes} exp lanes, {self.dividers} dividers, "
+                f"{self.clock_hz / 1e6:g} MHz, DRAM {self.dram_bytes_per_cycle:g} B/cycle")
+
+
+def _check_real(name: str, value: float, low: float, high: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not low <= value <= high:
+        raise SpecError(f"{name}={value!r} is out of range; allowed: {low:g}..{high:g}")
+
+
+def array_shape(text: str) -> tuple[int, int]:
+    """An argparse type: 'RxC' (e.g. 32x32), each 1..256."""
+    parts = text.lower().split("x")
+    try:
+        rows, cols = (int(part) for part in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"array {text!r} is not RxC (e.g. 32x32); allowed: 1..{ARRAY_MAX} "
+                                         "each") from None
+    for value in (rows, cols):
+        if not 1 <= value <= ARRAY_MAX:
+            raise argparse.ArgumentTypeError(f"array {text!r} has a side of {value}; allowed: 1..{ARRAY_MAX} each")
+    return rows, cols
+
+
+def positive_real(name: str, low: float, high: float):
+    """An argparse type: a finite number in low..high (scientific notation allowed: 1e9)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name}={text!r} is not a number; allowed: {low:g}..{high:g}") from None
+        if not math.isfinite(value) or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{name}={text} is out of range; allowed: {low:g}..{high:g}")
+        return value
+
+    return parse
