@@ -43,7 +43,7 @@ class Datapath:
     acc_bits: int = 40  # the array's MAC accumulators, signed
     overflow: str = "wrap"  # what an accumulator does past its range: wrap (two's complement) or saturate
     exp_lanes: int = 16  # E: EXP2 evaluations (and max comparisons, rescale multiplies) per cycle
-    dividers: int = 4
+    dividers: int = 32
     div_latency: int = 18  # cycles per division of one divider (iterative: 16 quotient bits + 2 for rounding)
     q_buffer_kb: float = 32.0
     k_buffer_kb: float = 64.0

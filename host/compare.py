@@ -35,8 +35,8 @@ from host.cli_common import Parser, folder, guard, int_list, integer, name_list,
 from host.problem import LIMITS, AttentionProblem
 from host.results import CONFIG_FIELDS, FAILED_STATUSES, STATUSES, Result, ResultsFile, RunInfo, read_runs
 from host.target_api import Inputs, RunContext, RunOptions
-from host.compare_targets import (TARGETS, TargetEntry, check_kernels, load_targets, open_sessions, select_targets,
-                                  target_settings, unused_options)
+from host.compare_targets import (TARGETS, TargetEntry, check_kernels, kernel_table, load_targets, open_sessions,
+                                  select_targets, target_settings, unused_options)
 
 #: warm-up and timed calls per row when neither --warmup nor --iters is given and the target has no REPEATS
 DEFAULT_REPEATS = (2, 10)
@@ -96,9 +96,10 @@ class Job:
         return f"{self.target}/{self.kernel} B{p.batch} H{p.heads} N{p.seq} d{p.dim}{' causal' if p.causal else ''}"
 
 
-def plan(args: argparse.Namespace, targets: dict[str, ModuleType]) -> list[Job]:
+def plan(args: argparse.Namespace, targets: dict[str, ModuleType], settings: dict[str, object]) -> list[Job]:
     """Every (problem, target, kernel) the arguments ask for, in sweep order (small problems first)."""
-    kernels = {name: tuple(module.KERNELS) for name, module in targets.items()}
+    tables = {name: kernel_table(module, settings.get(name)) for name, module in targets.items()}
+    kernels = {name: tuple(table) for name, table in tables.items()}
     known = sorted({kernel for names in kernels.values() for kernel in names})
     if args.kernels:
         unknown = [kernel for kernel in args.kernels if kernel not in known]
@@ -112,7 +113,7 @@ def plan(args: argparse.Namespace, targets: dict[str, ModuleType]) -> list[Job]:
                 if args.kernels and kernel not in args.kernels:
                     continue
                 problem = AttentionProblem(batch=batch, heads=heads, seq=seq, dim=dim, causal=is_causal,
-                                           dtype=targets[target].KERNELS[kernel], seed=args.seed)
+                                           dtype=tables[target][kernel], seed=args.seed)
                 jobs.append(Job(target, kernel, problem))
     return jobs
 
@@ -189,7 +190,7 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
     for warning in unused_options(args, parser, entries, args.targets):
         print(f"kbench: {warning}", file=sys.stderr)
     check_out(args.out, args.resume)
-    check_kernels(args.kernels, entries)
+    check_kernels(args.kernels, entries, settings)
     with contextlib.ExitStack() as stack:
         targets, unavailable = select_targets(args.targets, entries, settings)
         sessions = open_sessions(settings, targets, unavailable, stack)
@@ -205,7 +206,7 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
 
     context = RunContext.start()  # before the output folder changes: a report inside the checkout is not "dirty" code
     stop_after = _stop_hook()
-    jobs = plan(args, targets)
+    jobs = plan(args, targets, settings)
     results, done = prepare_out(args.out, args.resume)
     todo = [job for job in jobs if job.key() not in done]
     for name, reason in unavailable.items():
@@ -265,11 +266,12 @@ def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: 
     """Print this run's rows as a short table, the unavailable targets, and where the report is."""
     from host.report import render
 
-    print(f"{'target/kernel':<16} {'B':>3} {'H':>4} {'N':>6} {'d':>4} {'causal':>6} {'p50 ms':>10} "
+    width = max([16] + [len(row.target) + 1 + len(row.kernel) for row in written])
+    print(f"{'target/kernel':<{width}} {'B':>3} {'H':>4} {'N':>6} {'d':>4} {'causal':>6} {'p50 ms':>10} "
           f"{'GFLOP/s':>9} {'rel_l2':>9}  status")
     for row in written:
         fmt = lambda x, f: "-" if x is None else format(x, f)  # noqa: E731
-        print(f"{row.target + '/' + row.kernel:<16} {row.batch:>3} {row.heads:>4} {row.seq:>6} {row.dim:>4} "
+        print(f"{row.target + '/' + row.kernel:<{width}} {row.batch:>3} {row.heads:>4} {row.seq:>6} {row.dim:>4} "
               f"{int(row.causal):>6} {fmt(row.p50_ms, '10.4g')} {fmt(row.gflops, '9.4g')} "
               f"{fmt(row.rel_l2, '9.2e')}  {row.status}{': ' + row.message if row.message else ''}")
     for name, reason in unavailable.items():

@@ -19,6 +19,7 @@ TARGETS = {
     "cpu": "host.cpu",
     "gpu": "kernels.target",
     "mcu": "mcu.target",
+    "asic": "codesign.target",
 }
 @dataclass(frozen=True)
 class TargetEntry:
@@ -105,9 +106,18 @@ def open_sessions(settings: dict[str, object], targets: dict[str, ModuleType], u
     return sessions
 
 
-def check_kernels(requested: tuple[str, ...] | None, entries: dict[str, TargetEntry]) -> None:
+def kernel_table(module: ModuleType, settings: object) -> dict[str, str]:
+    """{kernel name: dtype} of a target under its settings: its `kernels(settings)` where it names kernels after
+    its options (the asic target's datapaths), else its fixed KERNELS."""
+    named = getattr(module, "kernels", None)
+    return named(settings) if callable(named) else module.KERNELS
+
+
+def check_kernels(requested: tuple[str, ...] | None, entries: dict[str, TargetEntry],
+                  settings: dict[str, object]) -> None:
     """Refuse a --kernels name no registered target has, before any target starts."""
-    known = sorted({kernel for entry in entries.values() if entry.module for kernel in entry.module.KERNELS})
+    known = sorted({kernel for name, entry in entries.items() if entry.module
+                    for kernel in kernel_table(entry.module, settings.get(name))})
     unknown = [kernel for kernel in requested or () if kernel not in known]
     if unknown:
         raise SpecError(f"--kernels: unknown kernel {unknown[0]!r}; allowed: {', '.join(known)}")

@@ -1,10 +1,12 @@
 """The contract between host.compare and every target: what a target module exposes, the options a run passes in,
 the inputs, and the one way to build a `Result` row (with its verdict).
 
-A target module (host/cpu.py, kernels/target.py, mcu/target.py) is cheap to import (heavy imports happen inside its
+A target module (host/cpu.py, kernels/target.py, mcu/target.py, codesign/target.py) is cheap to import (heavy imports happen inside its
 functions) and exposes:
 
-- ``KERNELS``: {kernel name: the dtype it computes in}; ``REPEATS`` (optional): its default (warm-up, timed) calls;
+- ``KERNELS``: {kernel name: the dtype it computes in}, or ``kernels(settings)`` returning it where the kernels are
+  named after the target's options (the asic target: one kernel per datapath); ``REPEATS`` (optional): its default
+  (warm-up, timed) calls;
 - ``add_options(group)``: its own command-line options, added to an argparse group host.compare gives it;
 - ``settings(args) -> Settings``: its typed, validated settings (a frozen dataclass) from the parsed arguments;
 - ``available(settings) -> (bool, reason)``: whether this machine can run it, and if not, why;

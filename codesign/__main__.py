@@ -1,0 +1,40 @@
+"""`python -m codesign COMMAND …`: the datapath model's command line. Each command is a module with `main(argv)`;
+bad arguments exit 2 with one line, a failed check exits 1."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from host.cli_common import guard
+
+#: command → (module, what it does)
+COMMANDS = {
+    "run": ("codesign.run", "one attention problem on one datapath: cycles, stages, traffic, bit-exactness"),
+    "gemm": ("codesign.gemm", "one GEMM on the array: cycles and SRAM accesses, SCALE-Sim v2 compatible"),
+    "widths": ("codesign.widths", "the accumulator-width sweep: where bit-exactness breaks and what error follows"),
+    "diagram": ("codesign.diagram", "draw the datapath's block diagram as a PNG"),
+    "bench": ("codesign.bench", "speed of the bit-accurate model and of cycle-only evaluation"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: python -m codesign COMMAND [options]   (COMMAND --help for its options)", "commands:"]
+    lines += [f"  {name:<8} {what}" for name, (_, what) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"kbench: unknown command {command!r}; allowed: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[command][0])
+    return guard(lambda: module.main(rest))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

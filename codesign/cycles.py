@@ -1,0 +1,202 @@
+"""Cycles and traffic of one attention head on a `Datapath`: a closed form per stage (docs/codesign.md "Cycle
+model"), cheap enough for a design-space explorer (no data needed, ~10⁴ configurations per second).
+
+The head is a grid of steps (query tile t, key block b). Each step runs QKᵀ then P·V on the array (codesign/gemm.py
+gives each GEMM's folds, fill and drain for the dataflow), and the softmax unit's passes (block max, EXP2 of the
+block's p and the rows' α, rescale of l and A) on E lanes. The softmax unit holds two blocks of scores, so the array
+computes block b+1's scores while the softmax unit works on block b: a step costs the slower of the two, and the
+first step's softmax is exposed once (pipeline fill). Each tile's divisions run on the dividers after its last
+block, overlapped with the next tile when the O buffer holds two tiles' accumulators. DRAM moves each tile's Q tile,
+its K and V blocks (each block once per head, by the first tile that visits it, when both buffers hold all of
+K and V) and its O tile; with double-buffered inputs
+a tile's transfers overlap its compute and only the excess stalls, otherwise they add. Causal heads visit, per tile,
+only the blocks up to the tile's last row (the masked part of the diagonal block is computed and discarded).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from codesign.datapath import (EXP_LATENCY, OUTPUT_ACC_BYTES, RESCALE_LATENCY, ROW_STATE_BYTES, SCORE_LATENCY,
+                               Datapath)
+from codesign.gemm import gemm
+from host.errors import SpecError
+from host.problem import check_int
+from host.q15 import DIM_MAX, SEQ_MAX
+
+WORD_BYTES = 2  # a Q15 word
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One unit over the head: cycles it was busy, operations done, and its utilisation of its own capacity."""
+
+    busy_cycles: int
+    operations: int  # MACs (array), element operations (softmax unit), divisions (dividers)
+    utilisation: float  # operations / (busy_cycles × the unit's parallelism); 0 when never busy
+
+
+@dataclass(frozen=True)
+class HeadCycles:
+    """One head on one datapath: total cycles, per-stage figures, DRAM stalls, and the traffic per operand."""
+
+    datapath: Datapath
+    seq: int
+    dim: int
+    causal: bool
+    cycles: int
+    stall_cycles: int  # cycles the compute waited for DRAM
+    stages: dict[str, Stage]  # array, softmax, divider
+    traffic: dict[str, int]  # see TRAFFIC_KEYS
+    useful_macs: int  # the MACs of the unmasked (query, key) pairs, both GEMMs
+    buffering: dict[str, str]  # per buffer: "double", "single" or "resident"
+
+    @property
+    def latency_s(self) -> float:
+        return self.cycles / self.datapath.clock_hz
+
+    @property
+    def utilisation(self) -> float:
+        """Useful MACs over what the array could do in the head's cycles."""
+        return self.useful_macs / (self.cycles * self.datapath.rows * self.datapath.cols)
+
+
+#: Traffic counters: DRAM in bytes, on-chip buffers and units in words (Q15 words; accumulators as whole entries).
+TRAFFIC_KEYS = ("dram_read_q_bytes", "dram_read_k_bytes", "dram_read_v_bytes", "dram_write_o_bytes",
+                "sram_write_q", "sram_write_k", "sram_write_v", "sram_read_q", "sram_read_k", "sram_read_v",
+                "score_writes", "prob_reads", "acc_reads", "acc_writes", "sram_read_o", "exp_evals",
+                "max_compares", "rescale_mults", "divisions", "macs")
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One (tile, block) step of a given tile height and block width: its cycles and counts."""
+
+    array: int
+    softmax: int
+    macs: int
+    ops: int  # softmax-unit element operations
+    counts: dict[str, int]
+
+
+def _step(dp: Datapath, rows: int, keys: int, dim: int, first_block: bool) -> _Step:
+    qk = gemm(rows, keys, dim, dp.rows, dp.cols, dp.dataflow)  # scores: (rows, d) @ (d, keys)
+    pv = gemm(rows, dim, keys, dp.rows, dp.cols, dp.dataflow)  # partials: (rows, keys) @ (keys, d)
+    lanes = dp.exp_lanes
+    compares, exps = rows * keys, rows * keys + rows  # block max; p of each key and α of each row
+    rescales = 0 if first_block else rows * (dim + 1)  # l and the d accumulators of every row (clock-gated if idle)
+    softmax = (-(-compares // lanes) + -(-exps // lanes) + -(-rescales // lanes) + SCORE_LATENCY
+               + math.ceil(math.log2(keys)) + EXP_LATENCY + (RESCALE_LATENCY if rescales else 0))
+    counts = {"sram_read_q": qk.ifmap_reads, "sram_read_k": qk.filter_reads, "score_writes": qk.ofmap_writes,
+              "prob_reads": pv.ifmap_reads, "sram_read_v": pv.filter_reads,
+              "acc_reads": pv.ofmap_writes + rows * dim * (not first_block),
+              "acc_writes": pv.ofmap_writes + rows * dim * (not first_block),
+              "exp_evals": exps, "max_compares": compares, "rescale_mults": rescales, "macs": qk.macs + pv.macs}
+    return _Step(qk.cycles + pv.cycles, softmax, qk.macs + pv.macs, compares + exps + rescales, counts)
+
+
+def head_cycles(dp: Datapath, seq: int, dim: int, causal: bool) -> HeadCycles:
+    """The cycle and traffic model of one head (seq × dim) on `dp`; SpecError when a buffer cannot hold one tile."""
+    check_int("seq", seq, 1, SEQ_MAX)
+    check_int("dim", dim, 1, DIM_MAX)
+    R, C, bw = dp.rows, dp.cols, dp.dram_bytes_per_cycle
+    q_tile, kv_block, o_tile = R * dim * WORD_BYTES, C * dim * WORD_BYTES, R * (dim * OUTPUT_ACC_BYTES + ROW_STATE_BYTES)
+    for name, size, need, what in (("q_buffer_kb", dp.q_buffer_kb, q_tile, f"one query tile ({R}x{dim} words)"),
+                                   ("k_buffer_kb", dp.k_buffer_kb, kv_block, f"one key block ({C}x{dim} words)"),
+                                   ("v_buffer_kb", dp.v_buffer_kb, kv_block, f"one value block ({C}x{dim} words)"),
+                                   ("o_buffer_kb", dp.o_buffer_kb, o_tile, f"one tile's accumulators ({R} rows)")):
+        if size * 1024 < need:
+            raise SpecError(f"{name}={size:g} holds less than {what} = {need} B at dim {dim}; allowed: "
+                            f">= {need / 1024:g}")
+    head_kv = seq * dim * WORD_BYTES
+    resident = min(dp.k_buffer_kb, dp.v_buffer_kb) * 1024 >= head_kv
+    kv_double = resident or min(dp.k_buffer_kb, dp.v_buffer_kb) * 1024 >= 2 * kv_block
+    q_double = dp.q_buffer_kb * 1024 >= 2 * q_tile
+    o_double = dp.o_buffer_kb * 1024 >= 2 * o_tile
+
+    tiles = -(-seq // R)
+    blocks = -(-seq // C)
+    last_keys = seq - (blocks - 1) * C  # keys in the last block (C when seq is a multiple of C)
+    t = np.arange(tiles)
+    tile_rows = np.minimum(R, seq - t * R)
+    visited = -(-np.minimum(seq, t * R + tile_rows) // C) if causal else np.full(tiles, blocks)
+    partial = (visited == blocks) & (last_keys < C)  # the tile visits the short last block
+    full = visited - partial
+
+    steps = {}  # (rows, keys, first) -> _Step, for the few kinds of step a head has
+    def step(rows: int, keys: int, first: bool) -> _Step:
+        key = (rows, keys, first)
+        if key not in steps:
+            steps[key] = _step(dp, rows, keys, dim, first)
+        return steps[key]
+
+    # per tile: compute cycles (Σ over its steps of max(array, softmax)) and the steps' counts. A tile's first step
+    # (block 0, no rescale) has min(C, seq) keys; its later steps are full blocks and, where it reaches it, the short
+    # last block.
+    first_keys = min(C, seq)
+    later_full = full - (1 if first_keys == C else 0)
+    later_short = partial.astype(np.int64) if blocks > 1 else np.zeros(tiles, dtype=np.int64)
+    compute = np.zeros(tiles, dtype=np.int64)
+    array_busy = softmax_busy = macs = ops = 0
+    counts = dict.fromkeys(TRAFFIC_KEYS, 0)
+    for rows in sorted(set(tile_rows.tolist())):
+        height = tile_rows == rows
+        for keys, first, number in ((first_keys, True, np.ones(tiles, dtype=np.int64)), (C, False, later_full),
+                                    (last_keys, False, later_short)):
+            n = np.where(height, number, 0)
+            total = int(n.sum())
+            if total == 0:
+                continue
+            s = step(rows, keys, first)
+            compute += n * max(s.array, s.softmax)
+            array_busy += total * s.array
+            softmax_busy += total * s.softmax
+            macs += total * s.macs
+            ops += total * s.ops
+            for name, value in s.counts.items():
+                counts[name] += total * value
+
+    # DRAM per tile: its Q tile, its O tile, and its K/V blocks unless K and V stay on chip for the whole head
+    kv_keys = np.minimum(visited * C, seq)  # keys of the blocks the tile visits
+    q_bytes = tile_rows * dim * WORD_BYTES
+    if resident:  # each block is loaded once, by the first tile that visits it, and stays
+        kv_bytes = 2 * np.diff(kv_keys, prepend=0) * dim * WORD_BYTES
+    else:
+        kv_bytes = 2 * kv_keys * dim * WORD_BYTES
+    o_bytes = q_bytes  # the tile's output, d Q15 words per row
+    overlapped = (kv_bytes if kv_double else 0) + (q_bytes if q_double else 0) + (o_bytes if o_double else 0)
+    exposed = (0 if kv_double else kv_bytes) + (0 if q_double else q_bytes) + (0 if o_double else o_bytes)
+    tile_time = np.maximum(compute, np.ceil(overlapped / bw)) + np.ceil(exposed / bw)
+    stall = int((tile_time - compute).sum())
+
+    divide = -(-(tile_rows * dim) // dp.dividers) * dp.div_latency
+    if o_double:  # tile t's divisions run beside tile t+1's steps
+        divider_exposed = int(np.maximum(divide[:-1] - tile_time[1:], 0).sum()) + int(divide[-1])
+    else:
+        divider_exposed = int(divide.sum())
+    first_step = step(int(tile_rows[0]), min(C, seq), True)
+    prologue = math.ceil((q_tile + 2 * min(C, seq) * dim * WORD_BYTES) / bw)
+    epilogue = math.ceil(int(o_bytes[-1]) / bw) if o_double else 0  # the last O tile leaves after its division
+    cycles = prologue + first_step.softmax + int(tile_time.sum()) + divider_exposed + epilogue
+
+    divisions = seq * dim
+    dram_kv = int(kv_bytes.sum()) // 2
+    counts.update(dram_read_q_bytes=seq * dim * WORD_BYTES, dram_read_k_bytes=dram_kv, dram_read_v_bytes=dram_kv,
+                  dram_write_o_bytes=seq * dim * WORD_BYTES, sram_write_q=seq * dim,
+                  sram_write_k=dram_kv // WORD_BYTES, sram_write_v=dram_kv // WORD_BYTES,
+                  sram_read_o=divisions, divisions=divisions)
+    counts["acc_reads"] += divisions
+    pairs = seq * (seq + 1) // 2 if causal else seq * seq
+    stages = {
+        "array": Stage(array_busy, macs, macs / (array_busy * R * C) if array_busy else 0.0),
+        "softmax": Stage(softmax_busy, ops, ops / (softmax_busy * dp.exp_lanes) if softmax_busy else 0.0),
+        "divider": Stage(int(divide.sum()), divisions,
+                         divisions * dp.div_latency / (int(divide.sum()) * dp.dividers)),
+    }
+    buffering = {"q": "double" if q_double else "single",
+                 "kv": "resident" if resident else ("double" if kv_double else "single"),
+                 "o": "double" if o_double else "single"}
+    return HeadCycles(dp, seq, dim, causal, cycles, stall, stages, counts, 2 * pairs * dim, buffering)

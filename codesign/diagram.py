@@ -1,0 +1,96 @@
+"""`python -m codesign diagram`: the datapath's block diagram, drawn from a `Datapath` (array shape, dataflow,
+widths, lanes, buffers), as a PNG. Boxes are units, arrows the data that moves between them, labelled with its
+width; the figure is the one in docs/codesign.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from codesign.datapath import OUTPUT_ACC_BITS, Datapath
+from codesign.options import add_datapath_options, datapaths
+from host.cli_common import Parser, output_folder
+
+UNIT = "#dbe8f5"
+MEMORY = "#f5e6cc"
+ARRAY = "#d9f0d3"
+
+
+def draw(dp: Datapath, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
+
+    fig, ax = plt.subplots(figsize=(13, 7.2))
+    ax.set_xlim(0, 130)
+    ax.set_ylim(-3, 72)
+    ax.axis("off")
+
+    def box(x, y, w, h, title, lines=(), colour=UNIT):
+        ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.4", facecolor=colour, edgecolor="#333"))
+        ax.text(x + w / 2, y + h - 2.2, title, ha="center", va="top", fontsize=10, weight="bold")
+        for i, line in enumerate(lines):
+            ax.text(x + w / 2, y + h - 5.6 - 2.9 * i, line, ha="center", va="top", fontsize=8)
+
+    def arrow(start, end, label="", offset=(0, 1.2), bend=0.0):
+        ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color="#444",
+                                     connectionstyle=f"arc3,rad={bend}", linewidth=1.2))
+        if label:
+            ax.text((start[0] + end[0]) / 2 + offset[0], (start[1] + end[1]) / 2 + offset[1], label, ha="center",
+                    fontsize=7.5, color="#222")
+
+    box(2, 28, 12, 16, "DRAM", [f"{dp.dram_bytes_per_cycle:g} B/cycle"], MEMORY)
+    box(22, 54, 14, 11, "Q buffer", [f"{dp.q_buffer_kb:g} KB", f"tiles of {dp.rows} rows"], MEMORY)
+    box(22, 38, 14, 11, "K buffer", [f"{dp.k_buffer_kb:g} KB", f"blocks of {dp.cols} keys"], MEMORY)
+    box(22, 22, 14, 11, "V buffer", [f"{dp.v_buffer_kb:g} KB", f"blocks of {dp.cols} keys"], MEMORY)
+    # the array, with a small grid of cells
+    ax.add_patch(FancyBboxPatch((45, 26), 26, 36, boxstyle="round,pad=0.4", facecolor=ARRAY, edgecolor="#333"))
+    ax.text(58, 60, f"systolic array {dp.rows}×{dp.cols}", ha="center", va="top", fontsize=10, weight="bold")
+    ax.text(58, 56.8, f"{dp.dataflow} dataflow, Q15 × Q15 MACs", ha="center", va="top", fontsize=8)
+    ax.text(58, 54.0, f"{dp.acc_bits}-bit accumulators ({dp.overflow})", ha="center", va="top", fontsize=8)
+    cells = 6
+    for i in range(cells):
+        for j in range(cells):
+            ax.add_patch(Rectangle((49.5 + j * 3.0, 30 + i * 3.2), 2.4, 2.5, facecolor="white", edgecolor="#5a5"))
+    ax.text(58, 27.2, "QKᵀ per (tile, block), then P·V", ha="center", fontsize=7.5)
+    box(80, 50, 18, 13, "score unit", ["z = sat32(RSH(acc·M, r))", "Q15.16, base-2 units"])
+    box(80, 23, 18, 23, "softmax unit", [f"block max (tree of {dp.cols})", "EXP2: 64-entry table",
+                                         f"+ interpolation, {dp.exp_lanes} lanes", "running max m, sum l",
+                                         "α = EXP2(m_b − m)", "rescale l, A by α"])
+    box(80, 3, 18, 14, "O accumulators", [f"A: {OUTPUT_ACC_BITS}-bit × d per row",
+                                                f"O buffer {dp.o_buffer_kb:g} KB", "A = RSH(A·α, 15) + Σ p·v"],
+        MEMORY)
+    box(106, 3, 21, 14, "divider", [f"{dp.dividers} × iterative, {dp.div_latency} cycles",
+                                    "l normalised to 16 bits", "o = sat16(A' / l')"])
+    arrow((14, 40), (22, 59), "Q tiles (int16)", (-3, 1))
+    arrow((14, 37), (22, 43), "K blocks", (0, 1))
+    arrow((14, 32), (22, 27), "V blocks", (-1, -3))
+    arrow((36, 59), (45, 52), "q rows")
+    arrow((36, 43), (45, 43), "kᵀ cols")
+    arrow((36, 27), (45, 32), "v")
+    arrow((71, 56), (80, 56), f"acc ({dp.acc_bits} b)", (0, 1.0))
+    arrow((89, 50), (89, 46.5), "z (32 b)", (5, -0.8))
+    arrow((80, 36), (71, 40), "P (Q15)", (0, 1.2))
+    arrow((71, 28), (80, 12), f"Σ p·v ({dp.acc_bits} b)", (-7, -1))
+    arrow((89, 23), (89, 17.5), "α, l", (3, -0.8))
+    arrow((98, 10), (106, 10), "A, l", (0, 1.0))
+    ax.plot([116.5, 116.5, 8, 8], [3, -1.5, -1.5, 27], color="#444", linewidth=1.2)
+    arrow((8, 25), (8, 27.6))
+    ax.text(60, -0.6, "O tiles (int16)", ha="center", fontsize=7.5, color="#222")
+    ax.text(65, 69.5, f"{dp.name}: key blocks of Bc = {dp.cols} in increasing key order; query tiles of "
+                      f"{dp.rows} rows; {dp.clock_hz / 1e6:g} MHz", ha="center", fontsize=9)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def main(argv: list[str]) -> int:
+    parser = Parser(prog="python -m codesign diagram", description=__doc__)
+    parser.add_argument("--out", type=Path, default=Path("docs/codesign_datapath.png"),
+                        help="the PNG to write (default docs/codesign_datapath.png)")
+    add_datapath_options(parser.add_argument_group("datapath"))
+    args = parser.parse_args(argv)
+    (datapath,) = datapaths(args)
+    output_folder(args.out.parent if str(args.out.parent) else Path("."), "--out")
+    draw(datapath, args.out)
+    print(f"wrote {args.out}")
+    return 0

@@ -1,0 +1,67 @@
+"""One attention problem on one datapath: its bits (every head through codesign/bits.py), judged against the
+contract's model at Bc = the array's width and against the float64 golden, and its cycles and traffic
+(codesign/cycles.py; heads run one after another on the one datapath). Used by the asic target and by
+`python -m codesign run`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from codesign.bits import run_head
+from codesign.cycles import HeadCycles, head_cycles
+from codesign.datapath import Datapath
+from host import q15
+from host.problem import AttentionProblem
+from host.target_api import Inputs
+from host.verdict import Verdict, check_q15
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The datapath's output (int16, (B, H, N, d)), its verdict, one head's cycle model and the whole problem's
+    cycles, and what the arithmetic went through (rescales, accumulator overflows)."""
+
+    datapath: Datapath
+    problem: AttentionProblem
+    out: np.ndarray
+    verdict: Verdict
+    head: HeadCycles
+    rescales: int
+    overflows: int
+
+    @property
+    def heads(self) -> int:
+        return self.problem.batch * self.problem.heads
+
+    @property
+    def cycles(self) -> int:
+        return self.head.cycles * self.heads
+
+    @property
+    def latency_s(self) -> float:
+        return self.cycles / self.datapath.clock_hz
+
+    @property
+    def dram_bytes(self) -> int:
+        t = self.head.traffic
+        per_head = t["dram_read_q_bytes"] + t["dram_read_k_bytes"] + t["dram_read_v_bytes"] + t["dram_write_o_bytes"]
+        return per_head * self.heads
+
+
+def evaluate(problem: AttentionProblem, inputs: Inputs, datapath: Datapath) -> Evaluation:
+    """Quantise the inputs per tensor (the contract's step 1), run every head on the datapath, judge the output."""
+    head = head_cycles(datapath, problem.seq, problem.dim, problem.causal)  # refuses buffers too small, first
+    quantized = q15.prepare(problem, inputs.q, inputs.k, inputs.v, datapath.cols)
+    out = np.empty(problem.shape, dtype=np.int16)  # (B, H, N, d) Q15 in V's scale
+    rescales = overflows = 0
+    for b in range(problem.batch):
+        for h in range(problem.heads):
+            bits = run_head(*quantized.head(b, h), quantized.params, datapath)
+            out[b, h] = bits.out
+            rescales += bits.rescales
+            overflows += bits.overflows
+    verdict = check_q15(out, quantized.expected(), quantized.dequantize(out), inputs.golden,
+                        q15.error_bound(inputs.q, inputs.k, inputs.v, quantized))
+    return Evaluation(datapath, problem, out, verdict, head, rescales, overflows)

@@ -1,0 +1,92 @@
+"""Command-line options that describe a `Datapath`, shared by `python -m codesign run` (one datapath) and the asic
+target of host.compare (prefixed --asic-…, where the array, dataflow and accumulator width take lists: each
+combination is one kernel of the sweep)."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+
+from codesign.datapath import (ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, DATAFLOWS, OVERFLOWS, Datapath, array_shape,
+                               positive_real)
+from host.cli_common import integer, int_list, name_list
+
+DEFAULT = Datapath()
+
+
+def _array_list(text: str) -> tuple[tuple[int, int], ...]:
+    items = text.split(",")
+    if not text.strip() or any(not item.strip() for item in items):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of RxC arrays (1..{ARRAY_MAX})")
+    return tuple(dict.fromkeys(array_shape(item.strip()) for item in items))
+
+
+def _choices(name: str, allowed: tuple[str, ...], many: bool):
+    def parse(text: str):
+        values = name_list(text) if many else (text.strip(),)
+        for value in values:
+            if value not in allowed:
+                raise argparse.ArgumentTypeError(f"{name}={value!r} is unknown; allowed: {', '.join(allowed)}")
+        return values if many else values[0]
+    return parse
+
+
+def add_datapath_options(group: argparse._ArgumentGroup, prefix: str = "", lists: bool = False) -> None:
+    """The datapath's options on `group`, each named --{prefix}…; with `lists`, array, dataflow and acc-bits take
+    comma-separated lists."""
+    d = DEFAULT
+    some = " (comma-separated list)" if lists else ""
+    group.add_argument(f"--{prefix}array", type=_array_list if lists else array_shape,
+                       default=((d.rows, d.cols),) if lists else (d.rows, d.cols),
+                       help=f"systolic array RxC: R query rows per tile, C keys per block (= Bc){some}; "
+                            f"default {d.rows}x{d.cols}")
+    group.add_argument(f"--{prefix}dataflow", type=_choices("dataflow", DATAFLOWS, lists),
+                       default=(d.dataflow,) if lists else d.dataflow,
+                       help=f"output-, weight- or input-stationary: {', '.join(DATAFLOWS)}{some}; default {d.dataflow}")
+    group.add_argument(f"--{prefix}acc-bits", type=(int_list if lists else integer)("acc-bits", ACC_BITS_MIN,
+                                                                                     ACC_BITS_MAX),
+                       default=(d.acc_bits,) if lists else d.acc_bits,
+                       help=f"the array's accumulator width in bits{some}; default {d.acc_bits}")
+    group.add_argument(f"--{prefix}overflow", type=_choices("overflow", OVERFLOWS, False), default=d.overflow,
+                       help=f"accumulators past their range: {' or '.join(OVERFLOWS)}; default {d.overflow}")
+    group.add_argument(f"--{prefix}clock", type=positive_real("clock", 1e6, 1e10), default=d.clock_hz,
+                       help=f"clock in Hz (e.g. 1e9); default {d.clock_hz:g}")
+    group.add_argument(f"--{prefix}exp-lanes", type=integer("exp-lanes", 1, 4096), default=d.exp_lanes,
+                       help=f"EXP2 evaluations per cycle in the softmax unit; default {d.exp_lanes}")
+    group.add_argument(f"--{prefix}dividers", type=integer("dividers", 1, 4096), default=d.dividers,
+                       help=f"dividers for the final normalisation; default {d.dividers}")
+    group.add_argument(f"--{prefix}div-latency", type=integer("div-latency", 1, 256), default=d.div_latency,
+                       help=f"cycles per division of one divider; default {d.div_latency}")
+    group.add_argument(f"--{prefix}buffers-kb", type=_buffers, default=_buffer_sizes(d),
+                       help="on-chip Q,K,V,O buffer sizes in KB; default "
+                            + ",".join(f"{size:g}" for size in _buffer_sizes(d)))
+    group.add_argument(f"--{prefix}dram-bw", type=positive_real("dram-bw", 0.001, 65536),
+                       default=d.dram_bytes_per_cycle, help=f"DRAM bytes per cycle; default {d.dram_bytes_per_cycle:g}")
+
+
+def _buffer_sizes(d: Datapath) -> tuple[float, float, float, float]:
+    return d.q_buffer_kb, d.k_buffer_kb, d.v_buffer_kb, d.o_buffer_kb
+
+
+def _buffers(text: str) -> tuple[float, ...]:
+    parts = text.split(",")
+    if len(parts) != 4:
+        raise argparse.ArgumentTypeError(f"buffers-kb {text!r} is not four sizes Q,K,V,O in KB (e.g. 32,64,64,128)")
+    parse = positive_real("buffer KB", 0.0625, 1 << 20)
+    return tuple(parse(part.strip()) for part in parts)
+
+
+def datapaths(args: argparse.Namespace, prefix: str = "") -> tuple[Datapath, ...]:
+    """Every Datapath the parsed options describe (one per array × dataflow × acc-bits with list options)."""
+    def get(name: str):
+        return getattr(args, (prefix + name).replace("-", "_"))
+
+    arrays = get("array") if isinstance(get("array")[0], tuple) else (get("array"),)  # a list, or one RxC pair
+    flows = get("dataflow") if isinstance(get("dataflow"), tuple) else (get("dataflow"),)
+    widths = get("acc-bits") if isinstance(get("acc-bits"), tuple) else (get("acc-bits"),)
+    q_kb, k_kb, v_kb, o_kb = get("buffers-kb")
+    return tuple(Datapath(rows=rows, cols=cols, dataflow=flow, acc_bits=bits, overflow=get("overflow"),
+                          exp_lanes=get("exp-lanes"), dividers=get("dividers"), div_latency=get("div-latency"),
+                          q_buffer_kb=q_kb, k_buffer_kb=k_kb, v_buffer_kb=v_kb, o_buffer_kb=o_kb,
+                          dram_bytes_per_cycle=get("dram-bw"), clock_hz=get("clock"))
+                 for (rows, cols), flow, bits in itertools.product(arrays, flows, widths))

@@ -1,0 +1,88 @@
+"""The asic target of host.compare: the Q15 problem on a modelled systolic datapath (codesign/), one kernel per
+datapath the --asic-… options describe (its short name, e.g. sa32x32-os-acc40).
+
+A row carries the datapath's output judged like every Q15 row (bit-exact with host/q15.py at Bc = the array's width,
+and within the contract's bound of the float64 golden), and its latency from the cycle model at the given clock,
+marked modelled: nothing here is measured on hardware. The roof is the model's own: R×C MACs (2 operations each)
+per cycle and the DRAM interface's bytes per cycle.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from codesign.datapath import Datapath
+from codesign.evaluate import evaluate
+from codesign.options import add_datapath_options, datapaths
+from host.errors import SpecError
+from host.problem import AttentionProblem
+from host.results import Result
+from host.target_api import Inputs, RunOptions
+
+#: The model is deterministic: one evaluation, no warm-up.
+REPEATS = (0, 1)
+PREFIX = "asic-"
+TIMING_SOURCE = "modelled: codesign cycle model"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The datapaths to evaluate, one kernel each."""
+
+    datapaths: tuple[Datapath, ...] = (Datapath(),)
+
+
+def add_options(group: argparse._ArgumentGroup) -> None:
+    add_datapath_options(group, prefix=PREFIX, lists=True)
+
+
+def settings(args: argparse.Namespace) -> Settings:
+    return Settings(datapaths(args, prefix=PREFIX))
+
+
+def kernels(settings: Settings) -> dict[str, str]:
+    """{kernel name: dtype}: one kernel per datapath, named by its short name."""
+    return {datapath.name: "q15" for datapath in settings.datapaths}
+
+
+#: The kernel names a sweep with default options runs (host.compare lists them; `kernels` gives the real ones).
+KERNELS = kernels(Settings())
+
+
+def available(settings: Settings = Settings()) -> tuple[bool, str]:
+    """A model runs wherever numpy does."""
+    return True, f"codesign datapath model ({', '.join(kernels(settings))})"
+
+
+def device(settings: Settings | None = None, session: object = None) -> str:
+    """What the rows ran on: the datapath when there is one, else the model in general."""
+    if settings is not None and len(settings.datapaths) == 1:
+        return settings.datapaths[0].describe()
+    return "ASIC model (codesign)"
+
+
+def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[Result]:
+    """Evaluate `problem` on the datapath named by options.kernel; one row with its verdict and modelled latency."""
+    chosen = {datapath.name: datapath for datapath in (options.settings or Settings()).datapaths}
+    if options.kernel not in chosen:
+        raise SpecError(f"kernel {options.kernel!r} is not a datapath of this sweep; allowed: {', '.join(chosen)}")
+    dp = chosen[options.kernel]
+    result = evaluate(problem, inputs, dp)
+    seconds = result.latency_s
+    ms = seconds * 1e3
+    stages = result.head.stages
+    note = (f"modelled: array {stages['array'].utilisation:.0%} busy-utilised, softmax "
+            f"{stages['softmax'].utilisation:.0%}, overall {result.head.utilisation:.0%} of the array's MACs; "
+            f"DRAM stalls {result.head.stall_cycles * result.heads} cycles; K/V {result.head.buffering['kv']}")
+    if result.overflows:
+        note += f"; {result.overflows} accumulator results overflowed ({dp.acc_bits}-bit, {dp.overflow})"
+    return [options.context.result(
+        problem, target="asic", kernel=dp.name, device=dp.describe(), br=dp.rows, bc=dp.cols,
+        mean_ms=ms, p50_ms=ms, p99_ms=ms, min_ms=ms, iters=1, warmup=0,
+        gflops=problem.flops() / seconds / 1e9, model_bytes=result.dram_bytes,
+        gbps=result.dram_bytes / seconds / 1e9,
+        peak_gflops=2 * dp.rows * dp.cols * dp.clock_hz / 1e9, peak_gbps=dp.dram_bytes_per_cycle * dp.clock_hz / 1e9,
+        peak_source=f"model: {dp.rows}x{dp.cols} MACs and {dp.dram_bytes_per_cycle:g} DRAM B/cycle at "
+                    f"{dp.clock_hz / 1e6:g} MHz",
+        cycles=result.cycles, clock_hz=int(dp.clock_hz), verdict=result.verdict, message=note)]

@@ -1,0 +1,133 @@
+"""The head's cycle and traffic model (codesign/cycles.py): one case derived by hand, the grouped closed form against
+a plain loop over every (tile, block) step, and the properties an architect relies on (bandwidth, buffers, causal)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from codesign import cycles
+from codesign.cycles import head_cycles
+from codesign.datapath import EXP_LATENCY, RESCALE_LATENCY, SCORE_LATENCY, Datapath
+from codesign.gemm import gemm
+from host.errors import SpecError
+
+
+def test_one_tile_one_block_by_hand():
+    dp = Datapath(rows=4, cols=4, dataflow="os", exp_lanes=4, dividers=4, div_latency=18, dram_bytes_per_cycle=32)
+    head = head_cycles(dp, seq=4, dim=4, causal=False)
+    # One tile, one block. QKᵀ = gemm(4, 4, 4) on 4x4 os: one fold of T + R + C − 2 = 4 + 4 + 4 − 2 = 10 cycles;
+    # P·V = gemm(4, 4, 4): 10 again → the array is busy 20 cycles.
+    # Softmax: 16 compares / 4 lanes = 4, 16 p + 4 α = 20 exps / 4 = 5, no rescale in the first block, plus the
+    # score (3), max tree ⌈log₂ 4⌉ = 2 and EXP2 (4) latencies → 18. The step costs max(20, 18) = 20.
+    # DRAM: Q tile 4·4·2 = 32 B, K and V 2·32 = 64 B (resident), O 32 B: 128 B / 32 B/cycle = 4 cycles, overlapped.
+    # Divider: 16 divisions on 4 dividers of 18 cycles = 72, exposed (the last tile's).
+    # Prologue: Q tile and the first K, V blocks, 96 B → 3 cycles; the first step's softmax fill 18; epilogue: the
+    # O tile out, 32 B → 1 cycle. Total 3 + 18 + 20 + 72 + 1 = 114.
+    assert (SCORE_LATENCY, EXP_LATENCY) == (3, 4)
+    assert head.cycles == 114
+    assert head.stages["array"].busy_cycles == 20 and head.stages["softmax"].busy_cycles == 18
+    assert head.stages["divider"].busy_cycles == 72 and head.stall_cycles == 0
+    assert head.traffic["macs"] == 2 * 4 * 4 * 4 and head.useful_macs == 128
+    assert head.traffic["dram_read_k_bytes"] == 32 and head.buffering == {"q": "double", "kv": "resident", "o": "double"}
+
+
+def _by_steps(dp: Datapath, seq: int, dim: int, causal: bool) -> dict:
+    """The array's and the softmax unit's busy cycles, MACs and SRAM reads by walking every (tile, block) step."""
+    array = softmax = macs = reads_q = reads_v = 0
+    for row0 in range(0, seq, dp.rows):
+        rows = min(dp.rows, seq - row0)
+        last_key = row0 + rows if causal else seq
+        for block, j0 in enumerate(range(0, last_key, dp.cols)):
+            keys = min(dp.cols, seq - j0)
+            qk = gemm(rows, keys, dim, dp.rows, dp.cols, dp.dataflow)
+            pv = gemm(rows, dim, keys, dp.rows, dp.cols, dp.dataflow)
+            rescales = 0 if block == 0 else rows * (dim + 1)
+            lanes = dp.exp_lanes
+            array += qk.cycles + pv.cycles
+            softmax += (math.ceil(rows * keys / lanes) + math.ceil((rows * keys + rows) / lanes)
+                        + math.ceil(rescales / lanes) + SCORE_LATENCY + math.ceil(math.log2(keys)) + EXP_LATENCY
+                        + (RESCALE_LATENCY if rescales else 0))
+            macs += qk.macs + pv.macs
+            reads_q += qk.ifmap_reads
+            reads_v += pv.filter_reads
+    return {"array": array, "softmax": softmax, "macs": macs, "sram_read_q": reads_q, "sram_read_v": reads_v}
+
+
+@pytest.mark.parametrize("seq", [1, 17, 97, 1025])
+@pytest.mark.parametrize("dim", [1, 59, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [(32, 32, "os"), (8, 24, "ws"), (16, 5, "is"), (64, 8, "os")])
+def test_grouped_steps_equal_a_walk_over_every_step(seq, dim, causal, shape):
+    rows, cols, dataflow = shape
+    dp = Datapath(rows=rows, cols=cols, dataflow=dataflow, q_buffer_kb=64, o_buffer_kb=256)
+    head = head_cycles(dp, seq, dim, causal)
+    walked = _by_steps(dp, seq, dim, causal)
+    assert head.stages["array"].busy_cycles == walked["array"]
+    assert head.stages["softmax"].busy_cycles == walked["softmax"]
+    assert head.traffic["macs"] == walked["macs"] == head.stages["array"].operations
+    assert head.traffic["sram_read_q"] == walked["sram_read_q"]
+    assert head.traffic["sram_read_v"] == walked["sram_read_v"]
+    pairs = seq * (seq + 1) // 2 if causal else seq * seq
+    assert head.useful_macs == 2 * pairs * dim <= head.traffic["macs"]
+
+
+def test_causal_visits_fewer_blocks_than_full():
+    dp = Datapath()
+    full, causal = head_cycles(dp, 1024, 64, False), head_cycles(dp, 1024, 64, True)
+    # 32 tiles × 32 blocks = 1024 steps full; causal tile t visits t + 1 blocks: 32·33/2 = 528 steps.
+    assert causal.traffic["macs"] * 1024 == full.traffic["macs"] * 528
+    assert causal.cycles < full.cycles
+
+
+def test_kv_traffic_once_when_resident_else_per_tile():
+    resident = head_cycles(Datapath(), 512, 64, False)  # K and V: 512·64·2 = 64 KB each, the buffers' size
+    assert resident.buffering["kv"] == "resident" and resident.traffic["dram_read_k_bytes"] == 512 * 64 * 2
+    streamed = head_cycles(Datapath(k_buffer_kb=8, v_buffer_kb=8), 512, 64, False)  # 2 blocks of 4 KB each
+    assert streamed.buffering["kv"] == "double"
+    assert streamed.traffic["dram_read_k_bytes"] == 16 * 512 * 64 * 2  # every one of the 16 tiles reads all of K
+    causal = head_cycles(Datapath(k_buffer_kb=8, v_buffer_kb=8), 512, 64, True)
+    assert causal.traffic["dram_read_v_bytes"] == sum(32 * (t + 1) for t in range(16)) * 64 * 2
+
+
+def test_less_bandwidth_never_helps_and_starving_it_stalls():
+    previous = 0
+    for bw in (64, 16, 4, 1, 0.25):
+        head = head_cycles(Datapath(k_buffer_kb=8, v_buffer_kb=8, dram_bytes_per_cycle=bw), 1024, 64, False)
+        assert head.cycles >= previous
+        previous = head.cycles
+    dram = sum(head.traffic[name] for name in ("dram_read_q_bytes", "dram_read_k_bytes", "dram_read_v_bytes",
+                                               "dram_write_o_bytes"))
+    assert head.stall_cycles > 0.9 * dram / 0.25 - head.stages["array"].busy_cycles
+    assert head.cycles >= dram / 0.25
+
+
+def test_single_buffers_expose_their_transfers():
+    double = head_cycles(Datapath(k_buffer_kb=8, v_buffer_kb=8), 1024, 64, False)
+    single = head_cycles(Datapath(k_buffer_kb=4, v_buffer_kb=4), 1024, 64, False)  # one 4 KB block each
+    assert single.buffering["kv"] == "single"
+    # each step's K and V blocks (2·4 KB at 32 B/cycle = 256 cycles) now add to the compute instead of hiding
+    assert single.cycles - double.cycles >= 0.9 * 32 * 32 * 256
+
+
+@pytest.mark.parametrize("field,size,what", [("q_buffer_kb", 1, "one query tile"), ("k_buffer_kb", 2, "one key block"),
+                                             ("o_buffer_kb", 4, "one tile's accumulators")])
+def test_a_buffer_smaller_than_one_tile_is_refused(field, size, what):
+    with pytest.raises(SpecError, match=f"{field}={size} holds less than {what}"):
+        head_cycles(Datapath(**{field: size}), 256, 64, False)
+
+
+@pytest.mark.parametrize("seq,dim", [(0, 64), (32769, 64), (64, 0), (64, 257)])
+def test_shape_out_of_range(seq, dim):
+    with pytest.raises(SpecError, match="out of range"):
+        head_cycles(Datapath(), seq, dim, False)
+
+
+def test_traffic_has_every_counter():
+    head = head_cycles(Datapath(), 97, 59, True)
+    assert set(head.traffic) == set(cycles.TRAFFIC_KEYS)
+    assert all(isinstance(value, int) and value >= 0 for value in head.traffic.values())
+    assert 0 < head.utilisation < 1 and all(0 < s.utilisation <= 1 for s in head.stages.values())
+    assert np.isclose(head.latency_s, head.cycles / 1e9)
