@@ -51,7 +51,7 @@ def accumulate(a: np.ndarray, b: np.ndarray, bits: int, overflow: str) -> tuple[
     exact; the others are re-run in k order with a clamp after every add (vectorised over those results)."""
     exact = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64)
     low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    if bits >= 63:
+    if bits >= 63 or a.shape[-1] * _peak(a) * _peak(b) <= high:  # no partial sum can leave the range
         return exact, 0
     if overflow == "wrap":
         wrapped = ((exact - low) & ((1 << bits) - 1)) + low
@@ -70,9 +70,16 @@ def accumulate(a: np.ndarray, b: np.ndarray, bits: int, overflow: str) -> tuple[
     return result, int(np.count_nonzero(total != exact[risky]))
 
 
+def _peak(x: np.ndarray) -> int:
+    """max |x| as a Python int (0 for an empty array)."""
+    return max(-int(x.min()), int(x.max())) if x.size else 0
+
+
 def _clamp(values: np.ndarray, bits: int, overflow: str) -> tuple[np.ndarray, int]:
     """A register of `bits` signed bits receiving `values`: wrapped or saturated, with the count that overflowed."""
     low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    if _peak(values) <= high:
+        return values, 0
     if overflow == "wrap":
         fitted = ((values - low) & ((1 << bits) - 1)) + low
     else:
