@@ -85,4 +85,5 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
         peak_gflops=2 * dp.rows * dp.cols * dp.clock_hz / 1e9, peak_gbps=dp.dram_bytes_per_cycle * dp.clock_hz / 1e9,
         peak_source=f"model: {dp.rows}x{dp.cols} MACs and {dp.dram_bytes_per_cycle:g} DRAM B/cycle at "
                     f"{dp.clock_hz / 1e6:g} MHz",
-        cycles=result.cycles, clock_hz=int(dp.clock_hz), verdict=result.verdict, message=note)]
+        cycles=result.cycles, clock_hz=int(dp.clock_hz), timing_source=TIMING_SOURCE, verdict=result.verdict,
+        message=note)]

@@ -25,6 +25,8 @@ from host.verdict import check_float
 
 #: kernel name → the dtype it computes in.
 KERNELS = {"numpy": "float32"}
+#: Where its rows' timing comes from (host/timing.py time_calls).
+TIMING_SOURCE = "measured: wall clock, perf_counter_ns"
 
 #: Size of the ceiling measurements: a 2048² float32 matmul (17 GFLOP) and a 64 MiB copy.
 MATMUL_N = 2048
@@ -107,6 +109,6 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
         problem, target="cpu", kernel=options.kernel, device=device(), warmup=options.warmup,
         **timing.as_fields(), gflops=problem.flops() / seconds / 1e9 if seconds > 0 else None,
         model_bytes=problem.min_bytes(), gbps=problem.min_bytes() / seconds / 1e9 if seconds > 0 else None,
-        peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source="measured", verdict=verdict,
-        **counters.as_fields())]
+        timing_source=TIMING_SOURCE, peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source="measured",
+        verdict=verdict, **counters.as_fields())]
 

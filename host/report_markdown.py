@@ -2,8 +2,10 @@
 kernel) with only the columns that apply to that group, the rows that were wrong, skipped or failed with their
 message, and the plots (or why each was not drawn).
 
-Figures that were not measured on hardware say so: cachegrind's counters are labelled "simulated", the twin's
-temperature and VDDA "modelled", in the header when every row of the table is, else in each such cell.
+Figures that were not measured on hardware say so: cachegrind's counters are labelled "simulated"; the twin's
+temperature and VDDA, and timing from a cycle model (latency, cycles and the GFLOP/s they give: the twin's, the asic
+target's) "modelled"; in the header when every row of the table is, else in each such cell. Each table's caption
+says where its timing comes from.
 Layer L3: it imports only host.results and host.report_common, and reads nothing itself.
 """
 
@@ -17,7 +19,7 @@ from itertools import groupby
 from typing import Callable, NamedTuple, Sequence
 
 from host.report_common import RUNS_JSONL, fmt_num, fmt_sci, is_measured_roof, roof_text, tile
-from host.results import STATUSES, Result, RunInfo
+from host.results import STATUSES, Result, RunInfo, timing_kind
 
 #: Rows of one table are sorted by these problem fields, then by tile.
 SORT_FIELDS = ("dtype", "batch", "heads", "dim", "causal", "seq", "br", "bc")
@@ -90,6 +92,7 @@ class Origin:
 
 SIMULATED = Origin("simulated", lambda r: "simulated" in r.counters_source.lower())
 MODELLED = Origin("modelled", lambda r: r.sensors_source == "modelled")
+MODELLED_TIMING = Origin("modelled", lambda r: timing_kind(r.timing_source) == "modelled")
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,11 @@ def _counter(header: str, value: Callable[[Result], float | int | None], fmt: Ca
     return Column(header, lambda r: fmt(value(r)), origin=SIMULATED)
 
 
+def _timed(header: str, cell: Callable[[Result], str]) -> Column:
+    """A timing figure, or one computed from the timing: labelled where a cycle model gave it."""
+    return Column(header, cell, origin=MODELLED_TIMING)
+
+
 COLUMNS: tuple[Column, ...] = (
     Column("dtype", lambda r: r.dtype),
     Column("B", lambda r: str(r.batch)),
@@ -118,12 +126,12 @@ COLUMNS: tuple[Column, ...] = (
     Column("d", lambda r: str(r.dim)),
     Column("causal", lambda r: _yes_no(r.causal)),
     Column("Br×Bc", tile),
-    Column("p50 ms [95% CI]", _p50_with_ci),
-    Column("mean ms", lambda r: fmt_num(r.mean_ms)),
-    Column("p99 ms", lambda r: fmt_num(r.p99_ms)),
-    Column("min ms", lambda r: fmt_num(r.min_ms)),
+    _timed("p50 ms [95% CI]", _p50_with_ci),
+    _timed("mean ms", lambda r: fmt_num(r.mean_ms)),
+    _timed("p99 ms", lambda r: fmt_num(r.p99_ms)),
+    _timed("min ms", lambda r: fmt_num(r.min_ms)),
     Column("iters", lambda r: fmt_num(r.iters)),
-    Column("GFLOP/s", lambda r: fmt_num(r.gflops)),
+    _timed("GFLOP/s", lambda r: fmt_num(r.gflops)),
     Column("GB/s (modelled)", lambda r: fmt_num(r.gbps)),
     Column("% of peak GFLOP/s", lambda r: _percent(_ratio(r.gflops, r.peak_gflops))),
     Column("% of peak GB/s", lambda r: _percent(_ratio(r.gbps, r.peak_gbps))),
@@ -139,7 +147,7 @@ COLUMNS: tuple[Column, ...] = (
     _counter("IPC", lambda r: r.ipc),
     Column("counters", lambda r: r.counters_source if _has_counters(r) else
            (f"not measured — {r.counters_reason}" if r.counters_reason else "")),
-    Column("cycles", lambda r: fmt_num(r.cycles)),
+    _timed("cycles", lambda r: fmt_num(r.cycles)),
     Column("clock MHz", lambda r: fmt_num(None if r.clock_hz is None else r.clock_hz / 1e6)),
     Column("temp °C", lambda r: fmt_num(r.temp_c), origin=MODELLED),
     Column("VDDA V", lambda r: fmt_num(r.vdda_v), origin=MODELLED),
@@ -279,8 +287,17 @@ def unavailable_section(runs: Sequence[RunInfo]) -> list[str]:
     return lines + markdown_table(["target", "reason", "run (host)"], cells) + [""]
 
 
+def _timing_text(rows: Sequence[Result]) -> str:
+    """' Timing measured (CUDA events).': where the rows' timing comes from, each source once; '' for rows that
+    never recorded it (schema version 1 and 2)."""
+    sources = dict.fromkeys(r.timing_source for r in rows if r.timing_source)
+    texts = [f"{kind} ({how})" for kind, _, how in (source.partition(": ") for source in sources)]
+    return f" Timing {'; '.join(texts)}." if texts else ""
+
+
 def _group_caption(rows: Sequence[Result]) -> str:
-    """Where a group ran: host (device) pairs and their roofs, measured or from a datasheet."""
+    """Where a group ran: host (device) pairs and their roofs, measured or from a datasheet; then where its timing
+    comes from."""
     parts = []
     machine = lambda r: (r.host, r.device)  # noqa: E731
     for (host, device), machine_rows in groupby(sorted(rows, key=machine), key=machine):
@@ -292,7 +309,7 @@ def _group_caption(rows: Sequence[Result]) -> str:
                 flops, bw = roofs.get(source, (0.0, 0.0))
                 roofs[source] = (max(flops, r.peak_gflops), max(bw, r.peak_gbps))
         parts.append(text + "".join(f", {roof_text(flops, bw, source)}" for source, (flops, bw) in roofs.items()))
-    return "Ran on " + "; ".join(parts) + "."
+    return "Ran on " + "; ".join(parts) + "." + _timing_text(rows)
 
 
 def tables_section(results: Sequence[Result]) -> list[str]:

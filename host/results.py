@@ -1,9 +1,9 @@
 """The one result record of every target, and its CSV file, appended one row at a time.
 
-A `Result` is one measured configuration: identity (run, machine), problem, timing, throughput, accuracy, target
-extras and status. It is validated on construction and immutable. An empty cell means "does not apply"; a figure
-that applies but could not be measured is left empty *and* its reason is written in the matching ``*_reason`` /
-``message`` field, never a zero.
+A `Result` is one measured configuration: identity (run, machine), problem, timing (and whether it was measured or
+modelled), throughput, accuracy, target extras and status. It is validated on construction and immutable. An empty
+cell means "does not apply"; a figure that applies but could not be measured is left empty *and* its reason is
+written in the matching ``*_reason`` / ``message`` field, never a zero.
 
 `ResultsFile` appends each row to results.csv as soon as it exists (flushed and fsynced), so an interrupted sweep
 loses nothing, and answers which configurations are already present for ``--resume``. Run metadata (the command
@@ -30,9 +30,19 @@ from host.errors import ResultsError
 #                  (where the ceilings come from: measured in the run, or a datasheet roof); sensors_source (whether
 #                  temp_c and vdda_v were measured by the board's ADC or modelled by the twin). Version 1 files are
 #                  read with those two columns empty.
-SCHEMA_VERSION = 2
+#   3  2026-11-30  timing_source: where a row's timing (mean/p50/p99/min ms, cycles) comes from, "measured: <clock>"
+#                  (wall clock, CUDA events, a board's DWT counter) or "modelled: <model>" (the twin's or the asic
+#                  target's cycle model); required of every row with a timing figure. Version 1 and 2 rows are read
+#                  with it empty and keep their own schema_version, which says the row never recorded it.
+SCHEMA_VERSION = 3
 #: Columns each later version added, with the value older rows get for them when read.
-ADDED_COLUMNS = {2: {"peak_source": "", "sensors_source": ""}}
+ADDED_COLUMNS = {2: {"peak_source": "", "sensors_source": ""}, 3: {"timing_source": ""}}
+#: The first word of a timing_source: how its figures were obtained.
+TIMING_KINDS = ("measured", "modelled")
+#: The figures timing_source describes: a row with any of them must say where they come from.
+TIMING_FIELDS = ("p50_ms", "mean_ms", "p99_ms", "min_ms", "cycles")
+_TIMING_FORMS = " or ".join(repr(f"{kind}: <how>") for kind in TIMING_KINDS)
+_TIMING_SOURCE_SINCE = next(version for version, added in ADDED_COLUMNS.items() if "timing_source" in added)
 
 STATUSES = ("ok", "wrong", "skipped", "oom", "error")
 #: Statuses that make a sweep fail (exit 1) and that --resume measures again.
@@ -76,6 +86,7 @@ class Result:
     p50_ci_high_ms: float | None = None
     iters: int | None = None
     warmup: int | None = None
+    timing_source: str = ""  # "measured: <clock>" or "modelled: <model>": TIMING_KINDS, then how
     # throughput
     gflops: float | None = None
     model_bytes: int | None = None
@@ -109,8 +120,9 @@ class Result:
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
-        if self.schema_version != SCHEMA_VERSION:
-            raise ResultsError(f"schema_version={self.schema_version} is not this kbench's {SCHEMA_VERSION}")
+        if self.schema_version not in range(1, SCHEMA_VERSION + 1):
+            raise ResultsError(f"schema_version={self.schema_version!r} is unknown; allowed: 1..{SCHEMA_VERSION} "
+                               f"(this kbench writes {SCHEMA_VERSION})")
         if self.status not in STATUSES:
             raise ResultsError(f"status={self.status!r} is unknown; allowed: {', '.join(STATUSES)}")
         if self.status != "ok" and not self.message:
@@ -130,6 +142,18 @@ class Result:
                 raise ResultsError(f"{f.name}={value!r} is not a string")
         if self.p50_ms is not None and self.min_ms is not None and self.min_ms > self.p50_ms:
             raise ResultsError(f"min_ms={self.min_ms} exceeds p50_ms={self.p50_ms}")
+        self._check_timing_source()
+
+    def _check_timing_source(self) -> None:
+        """timing_source is empty or 'measured: <how>' / 'modelled: <how>', and present on a row of this schema
+        version that has a timing figure (older rows never recorded it)."""
+        if self.timing_source and timing_kind(self.timing_source) is None:
+            raise ResultsError(f"timing_source={self.timing_source!r} is not allowed; allowed: empty, or "
+                               f"{_TIMING_FORMS}")
+        timed = next((name for name in TIMING_FIELDS if getattr(self, name) is not None), None)
+        if timed is not None and not self.timing_source and self.schema_version >= _TIMING_SOURCE_SINCE:
+            raise ResultsError(f"a row with {timed}={getattr(self, timed)!r} needs a timing_source saying where its "
+                               f"timing comes from: {_TIMING_FORMS}")
 
     def config_key(self) -> tuple:
         """What identifies the measured configuration (not the run): equal keys are the same experiment."""
@@ -158,6 +182,12 @@ class Result:
         return dataclasses.replace(self, **changes)
 
 
+def timing_kind(source: str) -> str | None:
+    """'measured' or 'modelled' for a timing_source of the form '<kind>: <how>'; None for anything else."""
+    kind, colon, how = source.partition(": ")
+    return kind if colon and kind in TIMING_KINDS and how.strip() else None
+
+
 FIELD_NAMES = tuple(f.name for f in fields(Result))
 _SIGNED = {"temp_c"}
 _KINDS: dict[str, type] = {}
@@ -167,7 +197,8 @@ for _f in fields(Result):
 
 
 def _upgrade(row: dict[str, str], where: str) -> dict[str, str]:
-    """A row of an older schema version in this version's columns (ADDED_COLUMNS); a newer or unknown version is
+    """A row of an older schema version in this version's columns (ADDED_COLUMNS, with the values older rows get);
+    it keeps its own schema_version, so the row says which columns it never recorded. A newer or unknown version is
     refused, naming `where` (file:line)."""
     text = row.get("schema_version")
     known = {str(version) for version in range(1, SCHEMA_VERSION + 1)}
@@ -178,7 +209,6 @@ def _upgrade(row: dict[str, str], where: str) -> dict[str, str]:
     for version in range(int(text) + 1, SCHEMA_VERSION + 1):
         for name, value in ADDED_COLUMNS.get(version, {}).items():
             row.setdefault(name, value)
-    row["schema_version"] = str(SCHEMA_VERSION)
     return row
 
 

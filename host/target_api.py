@@ -12,7 +12,9 @@ functions) and exposes:
 - ``available(settings) -> (bool, reason)``: whether this machine can run it, and if not, why;
 - ``open_session(settings)`` (optional): a context manager holding a device for the whole sweep, yielding a session;
 - ``device(settings, session) -> str``: what it runs on, in words (stamped on every row);
-- ``run(problem, inputs, options) -> list[Result]``: measure one problem with one kernel (``options.kernel``).
+- ``run(problem, inputs, options) -> list[Result]``: measure one problem with one kernel (``options.kernel``); a
+  row with timing figures says where they come from (``timing_source``: ``measured: <clock>`` or
+  ``modelled: <model>``; host/results.py refuses the row otherwise).
 
 Rows are built by `RunContext.result`: a row that carries an output's figures gets its status from its `Verdict`
 (host/verdict.py), so no target can write `ok` without having been judged.

@@ -6,8 +6,9 @@ row fields run in the plain test suite on a machine without a GPU (`--gpu-device
 for a port. Its kernels follow the CUDA kernels' algorithms in float32: `naive` materialises S and P, `fused` does
 one query row's softmax at a time, `flash` walks Bc-key tiles with the online softmax for Br-query tiles, in base 2
 with log2(e) folded into the scale. Its limits are the H200's published ones (kernels/budget.py PROFILES["h200"])
-with `MEMORY_BYTES` of device memory; its times are wall-clock, and it measures no ceilings (no roofline point).
-Nothing here is a GPU measurement: every row says "fake" in its device.
+with `MEMORY_BYTES` of device memory; its times are the host's wall clock timing numpy (its rows' timing_source says
+so), and it measures no ceilings (no roofline point). Nothing here is a GPU measurement: every row says "fake" in its
+device.
 """
 
 from __future__ import annotations
@@ -113,6 +114,8 @@ class FakeDevice:
 
     name = "fake"
     launcher = FakeLauncher
+    #: A real clock timing numpy on the host's CPU: a measurement, but of no GPU (and no model of one either).
+    timing_source = "measured: host wall clock of the numpy fake, no GPU timed"
 
     @staticmethod
     def available() -> tuple[bool, str]:

@@ -5,8 +5,9 @@ numpy, for a machine without a GPU: ``--gpu-device fake``). Either way this modu
 device's limits (the naive kernel's N² scores against free memory, before allocating anything; the fused kernel's
 row against shared memory; the flash tile against the opt-in shared memory), poisons O with NaN, launches once and
 judges the output (host/verdict.py) before timing, then times `warmup` + `iters` launches with the device's timer
-(CUDA events, L2 flushed between repeats). Each row carries GFLOP/s, the modelled HBM bytes of its kernel
-(`model_bytes`, formulas in docs/gpu.md) and the device's own ceilings measured once per process.
+(CUDA events, L2 flushed between repeats). Each row carries where that timing comes from (the device's
+`timing_source`), GFLOP/s, the modelled HBM bytes of its kernel (`model_bytes`, formulas in docs/gpu.md) and the
+device's own ceilings measured once per process.
 """
 
 from __future__ import annotations
@@ -204,8 +205,8 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
     peak_gflops, peak_gbps = dev.ceilings()
     return [options.context.result(
         problem, target="gpu", kernel=kernel, device=dev.describe(), warmup=options.warmup, **tile,
-        **timing.as_fields(), gflops=problem.flops() / seconds / 1e9 if seconds > 0 else None,
-        model_bytes=model_bytes(kernel, problem),
+        **timing.as_fields(), timing_source=dev.timing_source,
+        gflops=problem.flops() / seconds / 1e9 if seconds > 0 else None, model_bytes=model_bytes(kernel, problem),
         gbps=model_bytes(kernel, problem) / seconds / 1e9 if seconds > 0 else None,
         peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source="measured" if peak_gflops else "",
         verdict=verdict, message=fallback if kernel == "flash" else "")]

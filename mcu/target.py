@@ -7,10 +7,11 @@ on its stdin, so it ends with the host), deploys the board code to it with mcu.d
 problem per tensor with host/q15.py's `prepare` (as every Q15 target does), and for every head: SETUP with the planner's
 chunking, LOAD K and V^T, then per chunk of query rows LOAD Q, RUN (warm-up + timed repeats on the board) and READ
 O. A session lost mid-head (the board reset) is restarted and the head redone, so every row is measured once and
-whole. The row: latency = DWT cycles / clock (all heads and chunks of one repeat), the verdict (bit-exact with the
-model and within the contract's error bound: host/verdict.py), max_abs and rel_l2 of the dequantised output against
-the float64 golden, temperature and VDDA after the run (measured by a board's ADC, modelled by the twin), and the
-Cortex-M4's datasheet roof (SMLALD: 2 MACs per cycle; SRAM: 4 bytes per cycle) for the roofline.
+whole. The row: latency = DWT cycles / clock (all heads and chunks of one repeat; measured by a board's counter,
+modelled by the twin's cycle model, as its timing_source says), the verdict (bit-exact with the model and within the
+contract's error bound: host/verdict.py), max_abs and rel_l2 of the dequantised output against the float64 golden,
+temperature and VDDA after the run (measured by a board's ADC, modelled by the twin), and the Cortex-M4's datasheet
+roof (SMLALD: 2 MACs per cycle; SRAM: 4 bytes per cycle) for the roofline.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ DEFAULT_BAUD = 115200
 #: in the FLOP convention), and the core moves at most one 32-bit word per cycle to or from SRAM.
 M4_OPS_PER_CYCLE = 4
 M4_SRAM_BYTES_PER_CYCLE = 4
+#: Where a row's cycles (and so its latency) come from: a board's DWT_CYCCNT, or the twin's per-basic-block cycle
+#: model behind its emulated DWT (docs/twin.md, "The cycle model").
+BOARD_TIMING = "measured: DWT cycle counter"
+TWIN_TIMING = "modelled: board twin's cycle model"
 
 
 @dataclass(frozen=True)
@@ -161,7 +166,8 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
     seconds = timing.p50_ms / 1e3
     return [options.context.result(
         problem, target="mcu", kernel=options.kernel, device=session.description, br=head.rows, bc=BC,
-        warmup=options.warmup, **timing.as_fields(), gflops=problem.flops() / seconds / 1e9 if seconds else None,
+        warmup=options.warmup, **timing.as_fields(), timing_source=TWIN_TIMING if session.is_twin else BOARD_TIMING,
+        gflops=problem.flops() / seconds / 1e9 if seconds else None,
         model_bytes=problem.min_bytes(), gbps=problem.min_bytes() / seconds / 1e9 if seconds else None,
         peak_gflops=M4_OPS_PER_CYCLE * clock / 1e9, peak_gbps=M4_SRAM_BYTES_PER_CYCLE * clock / 1e9,
         peak_source=f"datasheet: Cortex-M4 SMLALD 2 MAC/cycle, SRAM 4 B/cycle at {clock / 1e6:g} MHz",

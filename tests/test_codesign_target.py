@@ -28,6 +28,7 @@ def test_asic_rows_are_judged_and_carry_the_models_latency(tmp_path):
         assert row.p50_ms == pytest.approx(row.cycles / 1e9 * 1e3)
         assert row.peak_gflops == pytest.approx(2 * 16 * 32)
         assert row.message.startswith("modelled:") and "ASIC model: 16x32" in row.device
+        assert row.timing_source == "modelled: codesign cycle model"
     assert "sa16x32-ws-acc40" in (tmp_path / "results.md").read_text()
 
 

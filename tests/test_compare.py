@@ -43,7 +43,8 @@ def run(problem, inputs, options):
         raise MemoryError("4 GiB requested")
     out = inputs.golden.astype(np.float32) * np.float32(options.settings * (1.01 if problem.seq == 65 else 1.0))
     return [options.context.result(problem, target="fake", kernel=options.kernel, device=device(),
-                                   p50_ms=1.0, min_ms=1.0, verdict=check_float(out, problem, inputs.golden))]
+                                   p50_ms=1.0, min_ms=1.0, timing_source="measured: wall clock",
+                                   verdict=check_float(out, problem, inputs.golden))]
 '''
 
 MISSING_TARGET = '''
@@ -80,6 +81,7 @@ def test_acceptance_cpu_sweep(tmp_path):
         assert r["status"] == "ok" and r["target"] == "cpu"
         assert float(r["rel_l2"]) > 0 and r["bit_exact"] == "" and r["message"] == ""  # judged ok by the verdict
         assert float(r["p50_ms"]) > 0 and float(r["p50_ci_low_ms"]) <= float(r["p50_ms"])
+        assert r["timing_source"] == "measured: wall clock, perf_counter_ns"
         assert r["instructions"] or r["counters_reason"], "counters or the reason they are missing"
         assert float(r["peak_gflops"]) > 0 and float(r["gflops"]) > 0
     assert (out / "results.md").read_text().count("| 128 |") >= 2

@@ -97,6 +97,8 @@ def test_rows_carry_their_verdict_and_figures(device, kernel, seq, dim, causal):
     assert row.model_bytes == target.model_bytes(kernel, problem) and row.bit_exact is None
     assert (row.br is not None) == (kernel == "flash")
     assert (device == "fake") == ("fake" in row.device)
+    assert row.timing_source == {"cuda": "measured: CUDA events, L2 flushed before each call",
+                                 "fake": "measured: host wall clock of the numpy fake, no GPU timed"}[device]
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -29,6 +29,7 @@ def test_a_corrupted_board_output_gives_a_wrong_row(monkeypatch, tmp_path, corru
     [row] = ResultsFile(tmp_path / "results.csv").read()
     assert row.cycles > 0 and row.rel_l2 is not None and row.p50_ms > 0
     assert row.sensors_source == "modelled" and row.temp_c is not None
+    assert row.timing_source == "modelled: board twin's cycle model"
     assert row.peak_source.startswith("datasheet: Cortex-M4") and row.peak_gflops == pytest.approx(
         4 * row.clock_hz / 1e9)
     if corrupt:

@@ -1,5 +1,6 @@
 """host.report: results.md tables per (target, kernel), the runs and the targets not run, the wrong/skipped/failed
-list, the labels of simulated and modelled figures, the plots' series and roofs, old schema files, and the CLI."""
+list, the labels of simulated and modelled figures (counters, sensors, timing), the plots' series and roofs, old
+schema files, and the CLI."""
 
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ EMPTY_RUN = RunInfo(run_id="bench-2", timestamp="2026-12-02T10:00:00Z", command=
                     git_rev="abc1234", host="labpc", unavailable={"gpu": NO_CUPY})
 M4_ROOF = "datasheet: Cortex-M4 SMLALD 2 MAC/cycle, SRAM 4 B/cycle"
 WRONG = "rel_l2 3.10e-02 exceeds the tolerance 2.40e-06 (fp32, d=59, N=256)"
+WALL = "measured: wall clock, perf_counter_ns"
+EVENTS = "measured: CUDA events, L2 flushed before each call"
+TWIN = "modelled: board twin's cycle model"
 
 
 def _row(run: RunInfo, device: str, target: str, kernel: str, seq: int, **extra) -> Result:
@@ -44,16 +48,16 @@ def _row(run: RunInfo, device: str, target: str, kernel: str, seq: int, **extra)
     return Result(**(base | extra))
 
 
-def _timed(p50: float) -> dict:
+def _timed(p50: float, source: str) -> dict:
     return dict(mean_ms=p50 * 1.05, p50_ms=p50, p99_ms=p50 * 1.4, min_ms=p50 * 0.9, p50_ci_low_ms=p50 * 0.97,
-                p50_ci_high_ms=p50 * 1.04, iters=50, warmup=5)
+                p50_ci_high_ms=p50 * 1.04, iters=50, warmup=5, timing_source=source)
 
 
 def cpu_rows() -> list[Result]:
     """Two groups: counters missing for one shared reason, and cachegrind-simulated counters."""
-    rows = [_row(GPU_RUN, "Xeon", "cpu", "reference", seq, **_timed(0.01 * seq), gflops=3.0 + seq / 100,
+    rows = [_row(GPU_RUN, "Xeon", "cpu", "reference", seq, **_timed(0.01 * seq, WALL), gflops=3.0 + seq / 100,
                  gbps=1.5, max_abs=2e-7, rel_l2=1.1e-7, counters_reason=PERF_REASON) for seq in (97, 17, 1025)]
-    rows.append(_row(GPU_RUN, "Xeon", "cpu", "naive", 64, **_timed(0.5), gflops=2.0, max_abs=3e-7, rel_l2=2e-7,
+    rows.append(_row(GPU_RUN, "Xeon", "cpu", "naive", 64, **_timed(0.5, WALL), gflops=2.0, max_abs=3e-7, rel_l2=2e-7,
                      llc_loads=120_000, llc_misses=30_000, instructions=9_876_543, cpu_cycles=4_000_000, ipc=2.47,
                      counters_source="simulated (cachegrind)"))
     return rows
@@ -61,8 +65,8 @@ def cpu_rows() -> list[Result]:
 
 def gpu_rows(peaks: bool = True) -> list[Result]:
     ceilings = dict(peak_gflops=60_000.0, peak_gbps=4_200.0) if peaks else {}
-    rows = [_row(GPU_RUN, "NVIDIA H200", "gpu", "flash", seq, br=br, bc=64, **_timed(1e-5 * seq), gflops=seq * 10.0,
-                 gbps=seq * 2.0, model_bytes=seq * 4096, max_abs=4e-6, rel_l2=3e-6, **ceilings)
+    rows = [_row(GPU_RUN, "NVIDIA H200", "gpu", "flash", seq, br=br, bc=64, **_timed(1e-5 * seq, EVENTS),
+                 gflops=seq * 10.0, gbps=seq * 2.0, model_bytes=seq * 4096, max_abs=4e-6, rel_l2=3e-6, **ceilings)
             for seq in (256, 1024) for br in (32, 64)]
     rows.append(_row(GPU_RUN, "NVIDIA H200", "gpu", "flash", 1 << 20, br=64, bc=64, status="oom",
                      message="out of memory: 96 GiB requested"))
@@ -71,15 +75,17 @@ def gpu_rows(peaks: bool = True) -> list[Result]:
 
 def wrong_row() -> Result:
     """A kernel outside its tolerance: status wrong, its figures kept."""
-    return _row(GPU_RUN, "NVIDIA H200", "gpu", "fused", 256, **_timed(3e-3), gflops=2000.0, gbps=500.0,
+    return _row(GPU_RUN, "NVIDIA H200", "gpu", "fused", 256, **_timed(3e-3, EVENTS), gflops=2000.0, gbps=500.0,
                 max_abs=0.2, rel_l2=3.1e-2, peak_gflops=60_000.0, peak_gbps=4_200.0, peak_source="measured",
                 status="wrong", message=WRONG)
 
 
 def mcu_rows() -> list[Result]:
-    """The twin: the planner's Br follows seq, sensors modelled, ceilings from the Cortex-M4's datasheet."""
-    return [_row(BENCH_RUN, "STM32F407 (twin)", "mcu", "q15", seq, dtype="q15", br=seq, bc=32, **_timed(0.2 * seq),
-                 cycles=seq * 33_600, clock_hz=168_000_000, temp_c=26.18, vdda_v=3.311, sensors_source="modelled",
+    """The twin: the planner's Br follows seq, sensors and timing modelled, ceilings from the Cortex-M4's
+    datasheet."""
+    return [_row(BENCH_RUN, "STM32F407 (twin)", "mcu", "q15", seq, dtype="q15", br=seq, bc=32,
+                 **_timed(0.2 * seq, TWIN), cycles=seq * 33_600, clock_hz=168_000_000, temp_c=26.18, vdda_v=3.311,
+                 sensors_source="modelled",
                  bit_exact=True, max_abs=6e-4 * seq / 16, rel_l2=2.5e-3 * seq / 16, gflops=0.05 + seq / 1e4,
                  gbps=0.2 / seq, peak_gflops=0.672, peak_gbps=0.672, peak_source=M4_ROOF)
             for seq in (16, 32, 64)]
@@ -174,20 +180,21 @@ def test_columns_that_apply_to_no_row_are_dropped(md: str):
         assert absent not in cpu_headers
     assert {"p50 ms [95% CI]", "GFLOP/s", "max_abs", "rel_l2"} <= set(cpu_headers)
     mcu_headers = table(groups["mcu / q15"])[0]
-    assert {"cycles", "clock MHz", "temp °C (modelled)", "VDDA V (modelled)", "bit_exact"} <= set(mcu_headers)
+    assert {"cycles (modelled)", "clock MHz", "temp °C (modelled)", "VDDA V (modelled)",
+            "bit_exact"} <= set(mcu_headers)
     gpu_headers = table(groups["gpu / flash"])[0]
     assert {"Br×Bc", "% of peak GFLOP/s", "status", "message"} <= set(gpu_headers)
-    assert "cycles" not in gpu_headers
+    assert not any(header.startswith("cycles") for header in gpu_headers)
 
 
 def test_cells_are_formatted(md: str):
     groups = sections(md, "### ")
     headers, rows = table(groups["mcu / q15"])
     first = dict(zip(headers, rows[0]))
-    assert first["p50 ms [95% CI]"] == "3.2 [3.104, 3.328]"
+    assert first["p50 ms [95% CI] (modelled)"] == "3.2 [3.104, 3.328]"
     assert first["rel_l2"] == "2.50e-03" and first["max_abs"] == "6.00e-04"
     assert first["clock MHz"] == "168" and first["bit_exact"] == "yes"
-    assert [dict(zip(headers, row))["cycles"] for row in rows] == ["537.6k", "1.075M", "2.15M"]
+    assert [dict(zip(headers, row))["cycles (modelled)"] for row in rows] == ["537.6k", "1.075M", "2.15M"]
     gpu_headers, gpu_rows_ = table(groups["gpu / flash"])
     assert dict(zip(gpu_headers, gpu_rows_[0]))["% of peak GFLOP/s"] == "4.27 %"  # 2560 / 60000
 
@@ -330,6 +337,35 @@ def test_mixed_sensor_sources_label_each_modelled_cell(tmp_path: Path):
     assert [row[headers.index("VDDA V")] for row in rows] == ["3.311 (modelled)", "3.29"]
 
 
+def test_modelled_timing_is_labelled_in_the_header(md: str):
+    """The twin's latency, cycles and the GFLOP/s they give come from its cycle model: every row of the table is
+    modelled, so the headers say so; measured tables stay unlabelled; each caption names its timing source."""
+    groups = sections(md, "### ")
+    mcu_headers = table(groups["mcu / q15"])[0]
+    for header in ("p50 ms [95% CI]", "mean ms", "p99 ms", "min ms", "cycles", "GFLOP/s"):
+        assert f"{header} (modelled)" in mcu_headers
+    assert "iters" in mcu_headers and "GB/s (modelled)" in mcu_headers  # modelled bytes, labelled once
+    for group in ("gpu / flash", "cpu / reference"):
+        headers = table(groups[group])[0]
+        assert {"p50 ms [95% CI]", "mean ms", "GFLOP/s"} <= set(headers)
+        assert [h for h in headers if h.endswith("(modelled)")] == ["GB/s (modelled)"]
+    assert "Timing modelled (board twin's cycle model)." in groups["mcu / q15"]
+    assert "Timing measured (CUDA events, L2 flushed before each call)." in groups["gpu / flash"]
+    assert "Timing measured (wall clock, perf_counter_ns)." in groups["cpu / reference"]
+
+
+def test_mixed_timing_sources_label_each_modelled_cell(tmp_path: Path):
+    twin = mcu_rows()[0]
+    board = twin.replace(seq=48, br=48, timing_source="measured: DWT cycle counter", sensors_source="measured")
+    body = sections(_rendered(tmp_path, [twin, board], [BENCH_RUN]), "### ")["mcu / q15"]
+    headers, rows = table(body)
+    cells = [dict(zip(headers, row)) for row in rows]
+    assert [c["p50 ms [95% CI]"] for c in cells] == ["3.2 [3.104, 3.328] (modelled)", "3.2 [3.104, 3.328]"]
+    assert [c["cycles"] for c in cells] == ["537.6k (modelled)", "537.6k"]
+    assert [c["min ms"] for c in cells] == ["2.88 (modelled)", "2.88"]
+    assert "Timing modelled (board twin's cycle model); measured (DWT cycle counter)." in body
+
+
 def test_a_datasheet_roof_is_named_as_such(md: str):
     assert ("Ran on labpc (STM32F407 (twin)), datasheet roof 0.672 GFLOP/s, 0.672 GB/s "
             "(Cortex-M4 SMLALD 2 MAC/cycle, SRAM 4 B/cycle).") in sections(md, "### ")["mcu / q15"]
@@ -379,7 +415,7 @@ def test_roofline_puts_every_targets_rows_under_their_own_roof():
 
 def test_a_schema_1_results_csv_still_renders(tmp_path: Path):
     rows = [r.to_row() | {"schema_version": "1"} for r in cpu_rows() + gpu_rows()]
-    columns = [name for name in rows[0] if name not in ADDED_COLUMNS[2]]
+    columns = [name for name in rows[0] if not any(name in added for added in ADDED_COLUMNS.values())]
     with (tmp_path / "results.csv").open("w", encoding="utf-8", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
@@ -392,6 +428,7 @@ def test_a_schema_1_results_csv_still_renders(tmp_path: Path):
     assert "9 rows (8 ok, 1 oom) from 1 run(s) on 1 host(s)." in md
     assert len(table(sections(md, "### ")["gpu / flash"])[1]) == 5
     assert "measured peak 60000 GFLOP/s" in md and "None: no run in runs.jsonl" in md
+    assert "Timing" not in md and "(modelled)" not in md.replace("GB/s (modelled)", "")  # never recorded: no label
 
 
 def _rendered(out: Path, rows: list[Result], runs: list[RunInfo]) -> str:

@@ -1,4 +1,5 @@
-"""The Result schema: validation, CSV round trip, append-per-row, torn last lines, schema version checks."""
+"""The Result schema: validation, CSV round trip, append-per-row, torn last lines, schema version checks, and where
+a row's timing comes from (timing_source)."""
 
 import csv
 import re
@@ -10,6 +11,7 @@ from host.results import ADDED_COLUMNS, FIELD_NAMES, SCHEMA_VERSION, Result, Res
 
 BASE = dict(run_id="r1", timestamp="2026-11-29T00:00:00+00:00", git_rev="abc", host="h", device="d", target="cpu",
             kernel="numpy", dtype="float32", batch=1, heads=2, seq=17, dim=59, causal=True, seed=0)
+WALL = dict(timing_source="measured: wall clock")
 
 
 def row(**changes):
@@ -17,7 +19,7 @@ def row(**changes):
 
 
 def test_round_trip_keeps_every_field_exactly(tmp_path):
-    original = row(p50_ms=0.1 + 0.2, min_ms=0.1, rel_l2=1.5e-7, bit_exact=False, temp_c=-4.5, br=16, bc=32,
+    original = row(p50_ms=0.1 + 0.2, min_ms=0.1, **WALL, rel_l2=1.5e-7, bit_exact=False, temp_c=-4.5, br=16, bc=32,
                    counters_reason="hardware counters not supported")
     results = ResultsFile(tmp_path / "results.csv")
     results.append(original)
@@ -36,6 +38,14 @@ def test_round_trip_keeps_every_field_exactly(tmp_path):
     (dict(bit_exact=1), "bit_exact=1"),
     (dict(p50_ms=1.0, min_ms=2.0), "min_ms=2.0"),
     (dict(schema_version=SCHEMA_VERSION + 1), "schema_version"),
+    (dict(schema_version=0), "schema_version=0"),
+    (dict(timing_source="guessed: by eye"), "timing_source='guessed: by eye' is not allowed; allowed: empty, or "
+                                            "'measured: <how>' or 'modelled: <how>'"),
+    (dict(timing_source="measured"), "timing_source='measured'"),  # the kind without how
+    (dict(timing_source="Measured: wall clock"), "timing_source='Measured: wall clock'"),
+    (dict(p50_ms=1.0, min_ms=1.0), "a row with p50_ms=1.0 needs a timing_source"),
+    (dict(cycles=5600), "a row with cycles=5600 needs a timing_source"),
+    (dict(p50_ms=1.0, timing_source=""), "'measured: <how>' or 'modelled: <how>'"),
 ])
 def test_invalid_rows_are_refused_naming_the_field(changes, needle):
     with pytest.raises(ResultsError) as info:
@@ -44,7 +54,7 @@ def test_invalid_rows_are_refused_naming_the_field(changes, needle):
 
 
 def test_config_key_ignores_the_run_but_not_the_problem():
-    assert row(run_id="other", p50_ms=3.0, min_ms=1.0).config_key() == row().config_key()
+    assert row(run_id="other", p50_ms=3.0, min_ms=1.0, **WALL).config_key() == row().config_key()
     assert row(seq=18).config_key() != row().config_key()
     assert row(br=16).config_key() != row().config_key()
 
@@ -63,30 +73,57 @@ def test_a_newer_schema_version_is_refused_with_advice(tmp_path):
     path = tmp_path / "results.csv"
     ResultsFile(path).append(row())
     path.write_text(path.read_text().replace(f",{SCHEMA_VERSION}\n", f",{SCHEMA_VERSION + 7}\n"))
-    with pytest.raises(ResultsError, match=f"schema version '{SCHEMA_VERSION + 7}'; this kbench reads versions 1..2"):
+    with pytest.raises(ResultsError, match=f"schema version '{SCHEMA_VERSION + 7}'; this kbench reads versions "
+                                          f"1..{SCHEMA_VERSION}"):
         ResultsFile(path).read()
 
 
-def test_a_version_1_file_is_read_and_upgraded_when_appended_to(tmp_path):
-    """Version 2 added status `wrong` and the peak_source and sensors_source columns; a version 1 file (as a GPU
-    box of an older kbench wrote it) is read with those columns empty, and an append rewrites it in version 2."""
-    path = tmp_path / "results.csv"
-    v1_fields = [name for name in FIELD_NAMES if name not in ADDED_COLUMNS[2]]
-    old = {**row(seq=5).to_row(), "schema_version": "1"}
+def _old_file(path, version: int, rows: list[dict]) -> None:
+    """A results file of an older schema `version`: without the columns later versions added."""
+    later = {name for added, columns in ADDED_COLUMNS.items() if added > version for name in columns}
     with path.open("w", newline="") as out:
-        writer = csv.DictWriter(out, fieldnames=v1_fields, extrasaction="ignore", lineterminator="\n")
+        writer = csv.DictWriter(out, fieldnames=[name for name in FIELD_NAMES if name not in later],
+                                extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
-        writer.writerow(old)
+        writer.writerows({**cells, "schema_version": str(version)} for cells in rows)
+
+
+def test_a_version_1_file_is_read_and_upgraded_when_appended_to(tmp_path):
+    """Version 2 added status `wrong` and the peak_source and sensors_source columns, version 3 timing_source; a
+    version 1 file (as a GPU box of an older kbench wrote it) is read with those columns empty, and an append
+    rewrites it in this version's columns, its old row still saying version 1."""
+    path = tmp_path / "results.csv"
+    _old_file(path, 1, [row(seq=5).to_row()])
     [read] = ResultsFile(path).read()
-    assert read == row(seq=5) and read.peak_source == "" and read.schema_version == SCHEMA_VERSION
+    assert read == row(seq=5, schema_version=1) and read.peak_source == "" and read.timing_source == ""
     ResultsFile(path).append(row(seq=6))
     assert path.read_text().splitlines()[0].split(",") == list(FIELD_NAMES)
-    assert [r.seq for r in ResultsFile(path).read()] == [5, 6]
+    assert [(r.seq, r.schema_version) for r in ResultsFile(path).read()] == [(5, 1), (6, SCHEMA_VERSION)]
+
+
+def test_a_version_2_file_with_timing_is_read_without_a_timing_source(tmp_path):
+    """Version 2 rows carry p50_ms and cycles but never recorded where they came from: they are read with
+    timing_source empty (not refused, not guessed), keep version 2 through an upgrade and a replace (as nsight's
+    merge does), while a new row with the same figures and no source is refused."""
+    path = tmp_path / "results.csv"
+    figures = dict(p50_ms=2.0, min_ms=1.5, cycles=336_000)
+    cells = {**row(seq=5, **figures, **WALL).to_row(), "timing_source": "not a column of version 2"}
+    _old_file(path, 2, [cells])
+    assert "timing_source" not in path.read_text()
+    [read] = ResultsFile(path).read()
+    assert (read.timing_source, read.schema_version, read.p50_ms, read.cycles) == ("", 2, 2.0, 336_000)
+    ResultsFile(path).append(row(seq=6, **figures, timing_source="modelled: board twin's cycle model"))
+    old, new = ResultsFile(path).read()
+    assert (old.timing_source, old.schema_version) == ("", 2)
+    assert (new.timing_source, new.schema_version) == ("modelled: board twin's cycle model", SCHEMA_VERSION)
+    assert old.replace(measured_bytes=4096).schema_version == 2
+    with pytest.raises(ResultsError, match="p50_ms=2.0 needs a timing_source"):
+        old.replace(schema_version=SCHEMA_VERSION)
 
 
 def test_a_bad_cell_is_named(tmp_path):
     path = tmp_path / "results.csv"
-    ResultsFile(path).append(row(p50_ms=1.0, min_ms=1.0))
+    ResultsFile(path).append(row(p50_ms=1.0, min_ms=1.0, **WALL))
     path.write_text(path.read_text().replace(",1.0,", ",fast,", 1))
     with pytest.raises(ResultsError, match="fast"):
         ResultsFile(path).read()
@@ -114,7 +151,7 @@ def test_numpy_floats_are_written_as_plain_numbers(tmp_path):
     import numpy as np
 
     results = ResultsFile(tmp_path / "results.csv")
-    results.append(row(peak_gflops=np.float64(50900.5), p50_ms=np.float64(1.25), min_ms=1.0))
+    results.append(row(peak_gflops=np.float64(50900.5), p50_ms=np.float64(1.25), min_ms=1.0, **WALL))
     assert "np.float64" not in results.path.read_text()
     assert results.read()[0].peak_gflops == 50900.5
 
@@ -155,7 +192,7 @@ def test_a_file_that_is_not_results_is_refused_with_file_and_line(tmp_path, cont
 def test_a_garbage_line_and_a_bad_cell_are_named_by_line(tmp_path):
     path = tmp_path / "results.csv"
     for seq in (1, 2, 3):
-        ResultsFile(path).append(row(seq=seq, p50_ms=1.0, min_ms=1.0))
+        ResultsFile(path).append(row(seq=seq, p50_ms=1.0, min_ms=1.0, **WALL))
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(lines[:2] + ["garbage,line\n"] + lines[2:]))
     with pytest.raises(ResultsError, match=r"results.csv:3: 2 cells where the header has \d+"):

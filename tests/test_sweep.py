@@ -106,7 +106,9 @@ CONTEXT = RunContext("run", "rev", "host")
 def _row(n: int, br: int, bc: int, tflops: float | None, status: str = "ok", message: str = "") -> Result:
     """A sweep row as target.run writes it: TFLOP/s as gflops, ok rows through a passing verdict."""
     problem = AttentionProblem(heads=2, seq=n, dim=64)
-    fields = dict(br=br, bc=bc, p50_ms=1.0, min_ms=1.0, gflops=tflops * 1e3) if tflops is not None else dict(br=br, bc=bc)
+    fields = dict(br=br, bc=bc)
+    if tflops is not None:
+        fields.update(p50_ms=1.0, min_ms=1.0, gflops=tflops * 1e3, timing_source="measured: CUDA events")
     if status == "ok":
         gold = np.zeros(problem.shape)
         return CONTEXT.result(problem, "gpu", "flash", "dev", verdict=check_float(gold.astype(np.float32), problem, gold),
