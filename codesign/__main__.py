@@ -25,15 +25,23 @@ def usage() -> str:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help"):
+    if argv and argv[0] in ("-h", "--help"):
         print(usage())
-        return 0 if argv else 2
+        return 0
+    if not argv:
+        print(f"kbench: error: a command is needed; allowed: {', '.join(COMMANDS)} (--help says more)",
+              file=sys.stderr)
+        return 2
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
-        print(f"kbench: unknown command {command!r}; allowed: {', '.join(COMMANDS)}", file=sys.stderr)
+        print(f"kbench: error: unknown command {command!r}; allowed: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[command][0])
-    return guard(lambda: module.main(rest))
+    try:
+        return guard(lambda: module.main(rest))
+    except MemoryError as exc:  # a problem larger than this machine: say so in one line, not a traceback
+        print(f"kbench: out of memory: {exc or 'MemoryError'}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

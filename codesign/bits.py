@@ -22,6 +22,9 @@ from codesign.datapath import OUTPUT_ACC_BITS, Datapath
 from host.errors import SpecError
 from host.q15 import INT32_MAX, INT32_MIN, Q15Params, divide_q15, exp2_q15, round_shift
 
+#: Operand elements the saturating path copies per pass (two int64 arrays of this many: 32 MiB each).
+SATURATE_CHUNK = 1 << 22
+
 
 @dataclass(frozen=True)
 class HeadBits:
@@ -60,11 +63,16 @@ def accumulate(a: np.ndarray, b: np.ndarray, bits: int, overflow: str) -> tuple[
     risky = np.nonzero(reach > high)
     if not risky[0].size:
         return exact, 0
-    rows = a[risky[:-1]].astype(np.int64)  # (n, K): the a row of each risky result
-    cols = b[:, risky[-1]].T.astype(np.int64)  # (n, K): its b column
-    total = np.zeros(rows.shape[0], dtype=np.int64)
-    for step in range(rows.shape[1]):
-        total = np.clip(total + rows[:, step] * cols[:, step], low, high)
+    total = np.empty(risky[0].size, dtype=np.int64)
+    chunk = max(1, SATURATE_CHUNK // a.shape[-1])  # results per pass: bounds the (n, K) operand copies' memory
+    for start in range(0, total.size, chunk):
+        part = slice(start, start + chunk)
+        rows = a[risky[0][part]].astype(np.int64)  # (n, K): the a row of each risky result
+        cols = b[:, risky[1][part]].T.astype(np.int64)  # (n, K): its b column
+        running = np.zeros(rows.shape[0], dtype=np.int64)
+        for step in range(rows.shape[1]):
+            running = np.clip(running + rows[:, step] * cols[:, step], low, high)
+        total[part] = running
     result = exact.copy()
     result[risky] = total
     return result, int(np.count_nonzero(total != exact[risky]))

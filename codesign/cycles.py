@@ -48,7 +48,7 @@ class HeadCycles:
     dim: int
     causal: bool
     cycles: int
-    stall_cycles: int  # cycles the compute waited for DRAM
+    stall_cycles: int  # cycles the compute waited for DRAM (prologue and epilogue included)
     stages: dict[str, Stage]  # array, softmax, divider
     traffic: dict[str, int]  # see TRAFFIC_KEYS
     useful_macs: int  # the MACs of the unmasked (query, key) pairs, both GEMMs
@@ -98,19 +98,35 @@ def _step(dp: Datapath, rows: int, keys: int, dim: int, first_block: bool) -> _S
     return _Step(qk.cycles + pv.cycles, softmax, qk.macs + pv.macs, compares + exps + rescales, counts)
 
 
+def _tile_bytes(dp: Datapath, dim: int) -> tuple[int, int, int]:
+    """Bytes of one query tile, one key (or value) block, and one tile's output accumulators with m and l."""
+    return (dp.rows * dim * WORD_BYTES, dp.cols * dim * WORD_BYTES,
+            dp.rows * (dim * OUTPUT_ACC_BYTES + ROW_STATE_BYTES))
+
+
+def buffer_shortfall(dp: Datapath, dim: int) -> str:
+    """Why `dp` cannot run a head of this dimension ('' when it can): the first buffer that holds less than one
+    tile or block."""
+    q_tile, kv_block, o_tile = _tile_bytes(dp, dim)
+    for name, size, need, what in (("q_buffer_kb", dp.q_buffer_kb, q_tile, f"one query tile ({dp.rows}x{dim} words)"),
+                                   ("k_buffer_kb", dp.k_buffer_kb, kv_block, f"one key block ({dp.cols}x{dim} words)"),
+                                   ("v_buffer_kb", dp.v_buffer_kb, kv_block,
+                                    f"one value block ({dp.cols}x{dim} words)"),
+                                   ("o_buffer_kb", dp.o_buffer_kb, o_tile, f"one tile's accumulators ({dp.rows} rows)")):
+        if size * 1024 < need:
+            return f"{name}={size:g} holds less than {what} = {need} B at dim {dim}; allowed: >= {need / 1024:g}"
+    return ""
+
+
 def head_cycles(dp: Datapath, seq: int, dim: int, causal: bool) -> HeadCycles:
     """The cycle and traffic model of one head (seq × dim) on `dp`; SpecError when a buffer cannot hold one tile."""
     check_int("seq", seq, 1, SEQ_MAX)
     check_int("dim", dim, 1, DIM_MAX)
     R, C, bw = dp.rows, dp.cols, dp.dram_bytes_per_cycle
-    q_tile, kv_block, o_tile = R * dim * WORD_BYTES, C * dim * WORD_BYTES, R * (dim * OUTPUT_ACC_BYTES + ROW_STATE_BYTES)
-    for name, size, need, what in (("q_buffer_kb", dp.q_buffer_kb, q_tile, f"one query tile ({R}x{dim} words)"),
-                                   ("k_buffer_kb", dp.k_buffer_kb, kv_block, f"one key block ({C}x{dim} words)"),
-                                   ("v_buffer_kb", dp.v_buffer_kb, kv_block, f"one value block ({C}x{dim} words)"),
-                                   ("o_buffer_kb", dp.o_buffer_kb, o_tile, f"one tile's accumulators ({R} rows)")):
-        if size * 1024 < need:
-            raise SpecError(f"{name}={size:g} holds less than {what} = {need} B at dim {dim}; allowed: "
-                            f">= {need / 1024:g}")
+    q_tile, kv_block, o_tile = _tile_bytes(dp, dim)
+    shortfall = buffer_shortfall(dp, dim)
+    if shortfall:
+        raise SpecError(shortfall)
     head_kv = seq * dim * WORD_BYTES
     resident = min(dp.k_buffer_kb, dp.v_buffer_kb) * 1024 >= head_kv
     kv_double = resident or min(dp.k_buffer_kb, dp.v_buffer_kb) * 1024 >= 2 * kv_block
@@ -159,27 +175,35 @@ def head_cycles(dp: Datapath, seq: int, dim: int, causal: bool) -> HeadCycles:
             for name, value in s.counts.items():
                 counts[name] += total * value
 
-    # DRAM per tile: its Q tile, its O tile, and its K/V blocks unless K and V stay on chip for the whole head
+    # DRAM, every byte charged once. Before anything computes (prologue): tile 0's Q and the first K, V block.
+    # During tile t: its other K, V blocks (each block once per head when resident), the next tile's Q and the
+    # previous tile's O; each overlaps the tile's compute when its buffer is double, else adds to it. After the
+    # last tile (epilogue): its O.
     kv_keys = np.minimum(visited * C, seq)  # keys of the blocks the tile visits
     q_bytes = tile_rows * dim * WORD_BYTES
+    o_bytes = q_bytes  # the tile's output, d Q15 words per row
     if resident:  # each block is loaded once, by the first tile that visits it, and stays
         kv_bytes = 2 * np.diff(kv_keys, prepend=0) * dim * WORD_BYTES
     else:
         kv_bytes = 2 * kv_keys * dim * WORD_BYTES
-    o_bytes = q_bytes  # the tile's output, d Q15 words per row
-    overlapped = (kv_bytes if kv_double else 0) + (q_bytes if q_double else 0) + (o_bytes if o_double else 0)
-    exposed = (0 if kv_double else kv_bytes) + (0 if q_double else q_bytes) + (0 if o_double else o_bytes)
+    first_kv = 2 * first_keys * dim * WORD_BYTES
+    kv_during = kv_bytes.copy()
+    kv_during[0] -= first_kv
+    q_next = np.append(q_bytes[1:], 0)
+    o_previous = np.concatenate(([0], o_bytes[:-1]))
+    overlapped = (kv_during if kv_double else 0) + (q_next if q_double else 0) + (o_previous if o_double else 0)
+    exposed = (0 if kv_double else kv_during) + (0 if q_double else q_next) + (0 if o_double else o_previous)
     tile_time = np.maximum(compute, np.ceil(overlapped / bw)) + np.ceil(exposed / bw)
-    stall = int((tile_time - compute).sum())
 
     divide = -(-(tile_rows * dim) // dp.dividers) * dp.div_latency
     if o_double:  # tile t's divisions run beside tile t+1's steps
         divider_exposed = int(np.maximum(divide[:-1] - tile_time[1:], 0).sum()) + int(divide[-1])
     else:
         divider_exposed = int(divide.sum())
-    first_step = step(int(tile_rows[0]), min(C, seq), True)
-    prologue = math.ceil((q_tile + 2 * min(C, seq) * dim * WORD_BYTES) / bw)
-    epilogue = math.ceil(int(o_bytes[-1]) / bw) if o_double else 0  # the last O tile leaves after its division
+    first_step = step(int(tile_rows[0]), first_keys, True)
+    prologue = math.ceil((int(q_bytes[0]) + first_kv) / bw)
+    epilogue = math.ceil(int(o_bytes[-1]) / bw)
+    stall = prologue + int((tile_time - compute).sum()) + epilogue
     cycles = prologue + first_step.softmax + int(tile_time.sum()) + divider_exposed + epilogue
 
     divisions = seq * dim

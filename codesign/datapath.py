@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from host.errors import SpecError
 from host.problem import check_int
@@ -50,7 +50,7 @@ class Datapath:
     v_buffer_kb: float = 64.0
     o_buffer_kb: float = 128.0
     dram_bytes_per_cycle: float = 32.0
-    clock_hz: float = 1e9
+    clock_hz: int = 1_000_000_000
 
     def __post_init__(self) -> None:
         check_int("array rows", self.rows, 1, ARRAY_MAX)
@@ -67,6 +67,8 @@ class Datapath:
             _check_real(name, getattr(self, name), 0.0625, 1 << 20)
         _check_real("dram_bytes_per_cycle", self.dram_bytes_per_cycle, 0.001, 65536)
         _check_real("clock_hz", self.clock_hz, 1e6, 1e10)
+        if float(self.clock_hz) != int(self.clock_hz):
+            raise SpecError(f"clock_hz={self.clock_hz!r} is not a whole number of Hz; allowed: 1e6..1e10 Hz")
 
     @property
     def bc(self) -> int:
@@ -75,8 +77,24 @@ class Datapath:
 
     @property
     def name(self) -> str:
-        """The short name rows carry as their kernel: array, dataflow, accumulator (s = saturating)."""
-        return f"sa{self.rows}x{self.cols}-{self.dataflow}-acc{self.acc_bits}{'s' if self.overflow == 'saturate' else ''}"
+        """The short name rows carry as their kernel: array, dataflow, accumulator (s = saturating), then a tag for
+        each other parameter that differs from its default, so that two different datapaths never share a name
+        (e.g. sa32x32-os-acc40, sa16x16-ws-acc36s-e8-bw4-500MHz)."""
+        name = f"sa{self.rows}x{self.cols}-{self.dataflow}-acc{self.acc_bits}{'s' if self.overflow == 'saturate' else ''}"
+        changed = [f.name for f in fields(self) if getattr(self, f.name) != f.default]
+        tags = []
+        if "exp_lanes" in changed:
+            tags.append(f"e{self.exp_lanes}")
+        if "dividers" in changed or "div_latency" in changed:
+            tags.append(f"div{self.dividers}x{self.div_latency}")
+        buffers = ("q_buffer_kb", "k_buffer_kb", "v_buffer_kb", "o_buffer_kb")
+        if any(name in changed for name in buffers):
+            tags.append("buf" + "_".join(f"{getattr(self, name):g}" for name in buffers))
+        if "dram_bytes_per_cycle" in changed:
+            tags.append(f"bw{self.dram_bytes_per_cycle:g}")
+        if "clock_hz" in changed:
+            tags.append(f"{self.clock_hz / 1e6:g}MHz")
+        return "-".join([name, *tags])
 
     def describe(self) -> str:
         """One line for a row's device field."""

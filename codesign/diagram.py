@@ -9,10 +9,13 @@ from pathlib import Path
 from codesign.datapath import OUTPUT_ACC_BITS, Datapath
 from codesign.options import add_datapath_options, datapaths
 from host.cli_common import Parser, output_folder
+from host.errors import SpecError
 
 UNIT = "#dbe8f5"
 MEMORY = "#f5e6cc"
 ARRAY = "#d9f0d3"
+#: The file types the diagram can be written as (matplotlib picks the format from the suffix).
+FORMATS = (".png", ".svg", ".pdf")
 
 
 def draw(dp: Datapath, path: Path) -> None:
@@ -86,11 +89,17 @@ def draw(dp: Datapath, path: Path) -> None:
 def main(argv: list[str]) -> int:
     parser = Parser(prog="python -m codesign diagram", description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("docs/codesign_datapath.png"),
-                        help="the PNG to write (default docs/codesign_datapath.png)")
+                        help="the image to write, .png, .svg or .pdf (default docs/codesign_datapath.png)")
     add_datapath_options(parser.add_argument_group("datapath"))
     args = parser.parse_args(argv)
     (datapath,) = datapaths(args)
-    output_folder(args.out.parent if str(args.out.parent) else Path("."), "--out")
-    draw(datapath, args.out)
-    print(f"wrote {args.out}")
+    out = args.out
+    if out.suffix.lower() not in FORMATS or out.name == out.suffix:
+        raise SpecError(f"--out {str(out)!r} is not an image file name; allowed: a name ending in "
+                        f"{', '.join(FORMATS)}")
+    if out.is_dir():
+        raise SpecError(f"--out {out} is a folder; allowed: an image file name ending in {', '.join(FORMATS)}")
+    output_folder(out.parent, "--out")
+    draw(datapath, out)
+    print(f"wrote {out}")
     return 0

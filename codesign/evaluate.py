@@ -6,6 +6,7 @@ contract's model at Bc = the array's width and against the float64 golden, and i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -50,8 +51,10 @@ class Evaluation:
         return per_head * self.heads
 
 
-def evaluate(problem: AttentionProblem, inputs: Inputs, datapath: Datapath) -> Evaluation:
-    """Quantise the inputs per tensor (the contract's step 1), run every head on the datapath, judge the output."""
+def evaluate(problem: AttentionProblem, inputs: Inputs, datapath: Datapath,
+             progress: Callable[[], object] | None = None) -> Evaluation:
+    """Quantise the inputs per tensor (the contract's step 1), run every head on the datapath, judge the output;
+    `progress` is called after each head."""
     head = head_cycles(datapath, problem.seq, problem.dim, problem.causal)  # refuses buffers too small, first
     quantized = q15.prepare(problem, inputs.q, inputs.k, inputs.v, datapath.cols)
     out = np.empty(problem.shape, dtype=np.int16)  # (B, H, N, d) Q15 in V's scale
@@ -62,6 +65,8 @@ def evaluate(problem: AttentionProblem, inputs: Inputs, datapath: Datapath) -> E
             out[b, h] = bits.out
             rescales += bits.rescales
             overflows += bits.overflows
+            if progress is not None:
+                progress()
     verdict = check_q15(out, quantized.expected(), quantized.dequantize(out), inputs.golden,
                         q15.error_bound(inputs.q, inputs.k, inputs.v, quantized))
     return Evaluation(datapath, problem, out, verdict, head, rescales, overflows)

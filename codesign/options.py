@@ -88,5 +88,5 @@ def datapaths(args: argparse.Namespace, prefix: str = "") -> tuple[Datapath, ...
     return tuple(Datapath(rows=rows, cols=cols, dataflow=flow, acc_bits=bits, overflow=get("overflow"),
                           exp_lanes=get("exp-lanes"), dividers=get("dividers"), div_latency=get("div-latency"),
                           q_buffer_kb=q_kb, k_buffer_kb=k_kb, v_buffer_kb=v_kb, o_buffer_kb=o_kb,
-                          dram_bytes_per_cycle=get("dram-bw"), clock_hz=get("clock"))
+                          dram_bytes_per_cycle=get("dram-bw"), clock_hz=round(get("clock")))
                  for (rows, cols), flow, bits in itertools.product(arrays, flows, widths))

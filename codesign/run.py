@@ -4,6 +4,8 @@ Bc = the array's width, rel-L2 and max-abs against the float64 golden)."""
 
 from __future__ import annotations
 
+import sys
+
 from host.cli_common import Parser, integer
 from host.problem import AttentionProblem
 from host.q15 import DIM_MAX, SEQ_MAX
@@ -19,8 +21,8 @@ def build_parser() -> Parser:
     problem = parser.add_argument_group("problem")
     problem.add_argument("--seq", type=integer("seq", 1, SEQ_MAX), default=256, help="sequence length (default 256)")
     problem.add_argument("--dim", type=integer("dim", 1, DIM_MAX), default=64, help="head dimension (default 64)")
-    problem.add_argument("--heads", type=integer("heads", 1, 4096), default=1, help="heads (default 1)")
-    problem.add_argument("--batch", type=integer("batch", 1, 4096), default=1, help="batch (default 1)")
+    problem.add_argument("--heads", type=integer("heads", 1, 256), default=1, help="heads (default 1)")
+    problem.add_argument("--batch", type=integer("batch", 1, 64), default=1, help="batch (default 1)")
     problem.add_argument("--causal", action="store_true", help="causal mask")
     problem.add_argument("--seed", type=integer("seed", 0, 2**32 - 1), default=0, help="input seed (default 0)")
     add_datapath_options(parser.add_argument_group("datapath"))
@@ -61,6 +63,10 @@ def main(argv: list[str]) -> int:
     (datapath,) = datapaths(args)
     problem = AttentionProblem(batch=args.batch, heads=args.heads, seq=args.seq, dim=args.dim, causal=args.causal,
                                dtype="q15", seed=args.seed)
-    result = evaluate(problem, Inputs(problem), datapath)
+    from tqdm import tqdm
+
+    with tqdm(total=problem.batch * problem.heads, desc="heads", unit="head", file=sys.stderr, leave=False,
+              disable=None if problem.batch * problem.heads > 1 else True) as bar:
+        result = evaluate(problem, Inputs(problem), datapath, progress=bar.update)
     print(report(result))
     return 0 if result.verdict.passed else 1

@@ -10,8 +10,10 @@ per cycle and the DRAM interface's bytes per cycle.
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 
+from codesign.cycles import buffer_shortfall
 from codesign.datapath import Datapath
 from codesign.evaluate import evaluate
 from codesign.options import add_datapath_options, datapaths
@@ -38,6 +40,10 @@ def add_options(group: argparse._ArgumentGroup) -> None:
 
 
 def settings(args: argparse.Namespace) -> Settings:
+    if "asic" in (getattr(args, "targets", None) or ("asic",)) and (getattr(args, "warmup", None) is not None
+                                                                    or getattr(args, "iters", None) is not None):
+        print("kbench: --warmup and --iters do not apply to the asic target: its model is evaluated once per row",
+              file=sys.stderr)
     return Settings(datapaths(args, prefix=PREFIX))
 
 
@@ -68,6 +74,10 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
     if options.kernel not in chosen:
         raise SpecError(f"kernel {options.kernel!r} is not a datapath of this sweep; allowed: {', '.join(chosen)}")
     dp = chosen[options.kernel]
+    shortfall = buffer_shortfall(dp, problem.dim)
+    if shortfall:  # this datapath cannot run this head at all: a missing capability, not a failure to retry
+        return [options.context.result(problem, target="asic", kernel=dp.name, device=dp.describe(), br=dp.rows,
+                                       bc=dp.cols, status="skipped", message=f"skipped: {shortfall}")]
     result = evaluate(problem, inputs, dp)
     seconds = result.latency_s
     ms = seconds * 1e3

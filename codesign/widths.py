@@ -71,8 +71,9 @@ def sweep(seq: int, dims: tuple[int, ...], widths: tuple[int, ...], rows: int, c
     return points
 
 
-def narrowest_exact(points: list[dict], kind: str, dim: int, overflow: str) -> int | None:
-    """The narrowest width from which every wider one is bit-exact (None if the widest is not)."""
+def narrowest_exact(points: list[dict], kind: str, dim: int, overflow: str) -> str:
+    """The narrowest tested width from which every wider tested one is bit-exact: 'N', or '<=N' when N is the
+    narrowest width tested (a narrower one may hold too), or 'never' when the widest is not exact."""
     chosen = sorted((p for p in points if (p["input"], p["dim"], p["overflow"]) == (kind, dim, overflow)),
                     key=lambda p: p["acc_bits"])
     narrowest = None
@@ -80,7 +81,9 @@ def narrowest_exact(points: list[dict], kind: str, dim: int, overflow: str) -> i
         if not point["bit_exact"]:
             break
         narrowest = point["acc_bits"]
-    return narrowest
+    if narrowest is None:
+        return "never"
+    return f"<={narrowest}" if narrowest == chosen[0]["acc_bits"] else str(narrowest)
 
 
 def summary(points: list[dict], dims: tuple[int, ...], cols: int) -> str:
@@ -91,8 +94,7 @@ def summary(points: list[dict], dims: tuple[int, ...], cols: int) -> str:
         cells = []
         for kind in ("extreme", "normal"):
             for overflow in OVERFLOWS:
-                found = narrowest_exact(points, kind, dim, overflow)
-                cells.append(f"{found if found is not None else 'never':>16}")
+                cells.append(f"{narrowest_exact(points, kind, dim, overflow):>16}")
         lines.append(f"{dim:>4} {predicted_width(dim, cols):>9}  " + "  ".join(cells))
     return "\n".join(lines)
 

@@ -145,9 +145,10 @@ def measure(job: Job, inputs: Callable[[], Inputs], module: ModuleType, args: ar
                            status=status, message=message.replace("\n", " "))]
 
 
-def prepare_out(out: Path, resume: bool) -> tuple[ResultsFile, set[tuple]]:
-    """Open OUT/results.csv; with resume keep its finished rows (dropping failed and wrong ones to measure them
-    again), else start afresh, keeping the previous file as results.csv.prev."""
+def prepare_out(out: Path, resume: bool, planned: set[tuple] = frozenset()) -> tuple[ResultsFile, set[tuple]]:
+    """Open OUT/results.csv; with resume keep its finished rows (dropping the failed and wrong rows this sweep
+    measures again, `planned` being its untiled keys; rows of other configurations stay as they are), else start
+    afresh, keeping the previous file as results.csv.prev."""
     out.mkdir(parents=True, exist_ok=True)
     results = ResultsFile(out / "results.csv")
     if not resume:
@@ -160,10 +161,10 @@ def prepare_out(out: Path, resume: bool) -> tuple[ResultsFile, set[tuple]]:
         print(f"kbench: {results.path}:{results.torn_line}: a torn last row (a writer killed mid-row) is dropped and "
               "measured again", file=sys.stderr)
     results.repair()
-    kept = [row for row in rows if row.status not in FAILED_STATUSES]
+    kept = [row for row in rows if row.status not in FAILED_STATUSES or untiled_key(row) not in planned]
     if len(kept) != len(rows):
         results.rewrite(kept)
-    return results, {untiled_key(row) for row in kept}
+    return results, {untiled_key(row) for row in kept if row.status not in FAILED_STATUSES}
 
 
 def check_out(out: Path, resume: bool) -> None:
@@ -207,7 +208,7 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
     context = RunContext.start()  # before the output folder changes: a report inside the checkout is not "dirty" code
     stop_after = _stop_hook()
     jobs = plan(args, targets, settings)
-    results, done = prepare_out(args.out, args.resume)
+    results, done = prepare_out(args.out, args.resume, {job.key() for job in jobs})
     todo = [job for job in jobs if job.key() not in done]
     for name, reason in unavailable.items():
         print(f"kbench: target {name} unavailable: {reason}", file=sys.stderr)
@@ -278,7 +279,7 @@ def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: 
         print(f"unavailable: {name}: {reason}")
     counts = ", ".join(f"{sum(r.status == status for r in written)} {status}" for status in STATUSES
                        if any(r.status == status for r in written))
-    print(f"{len(written)} rows written ({counts or 'none'}), {kept} kept from before")
+    print(f"{len(written)} rows written ({counts or 'none'}), {kept} of this sweep's rows already done before")
     try:
         paths = render(args.out)
     except KbenchError as exc:

@@ -158,3 +158,17 @@ def test_inputs_must_be_int16_of_the_heads_shape():
         run_head(good, good.astype(np.int32), good, params, Datapath(cols=4))
     with pytest.raises(SpecError, match=r"v is int16 \(3, 2\)"):
         run_head(good, good, good[:3], params, Datapath(cols=4))
+
+
+def test_saturating_results_in_many_small_passes_equal_one_pass(monkeypatch):
+    from codesign import bits
+
+    rng = np.random.default_rng(5)
+    a = rng.integers(-32768, 32768, (9, 40)).astype(np.int16)
+    b = rng.integers(-32768, 32768, (40, 7)).astype(np.int16)
+    whole, overflowed = accumulate(a, b, 33, "saturate")
+    monkeypatch.setattr(bits, "SATURATE_CHUNK", 80)  # 2 results per pass
+    parts, overflowed_parts = accumulate(a, b, 33, "saturate")
+    np.testing.assert_array_equal(parts, whole)
+    np.testing.assert_array_equal(whole, _per_mac(a, b, 33, "saturate"))
+    assert overflowed == overflowed_parts > 0

@@ -22,14 +22,14 @@ def test_one_tile_one_block_by_hand():
     # P·V = gemm(4, 4, 4): 10 again → the array is busy 20 cycles.
     # Softmax: 16 compares / 4 lanes = 4, 16 p + 4 α = 20 exps / 4 = 5, no rescale in the first block, plus the
     # score (3), max tree ⌈log₂ 4⌉ = 2 and EXP2 (4) latencies → 18. The step costs max(20, 18) = 20.
-    # DRAM: Q tile 4·4·2 = 32 B, K and V 2·32 = 64 B (resident), O 32 B: 128 B / 32 B/cycle = 4 cycles, overlapped.
-    # Divider: 16 divisions on 4 dividers of 18 cycles = 72, exposed (the last tile's).
-    # Prologue: Q tile and the first K, V blocks, 96 B → 3 cycles; the first step's softmax fill 18; epilogue: the
-    # O tile out, 32 B → 1 cycle. Total 3 + 18 + 20 + 72 + 1 = 114.
+    # DRAM: the prologue loads the Q tile (4·4·2 = 32 B) and the only K and V blocks (2·32 = 64 B): 96 B at
+    # 32 B/cycle = 3 cycles; the epilogue writes the O tile, 32 B → 1 cycle; nothing moves during the tile, so the
+    # stalls are those 4 cycles. Divider: 16 divisions on 4 dividers of 18 cycles = 72, exposed (the last tile's).
+    # With the first step's softmax fill (18): 3 + 18 + 20 + 72 + 1 = 114.
     assert (SCORE_LATENCY, EXP_LATENCY) == (3, 4)
     assert head.cycles == 114
     assert head.stages["array"].busy_cycles == 20 and head.stages["softmax"].busy_cycles == 18
-    assert head.stages["divider"].busy_cycles == 72 and head.stall_cycles == 0
+    assert head.stages["divider"].busy_cycles == 72 and head.stall_cycles == 4
     assert head.traffic["macs"] == 2 * 4 * 4 * 4 and head.useful_macs == 128
     assert head.traffic["dram_read_k_bytes"] == 32 and head.buffering == {"q": "double", "kv": "resident", "o": "double"}
 
@@ -131,3 +131,28 @@ def test_traffic_has_every_counter():
     assert all(isinstance(value, int) and value >= 0 for value in head.traffic.values())
     assert 0 < head.utilisation < 1 and all(0 < s.utilisation <= 1 for s in head.stages.values())
     assert np.isclose(head.latency_s, head.cycles / 1e9)
+
+
+def test_a_dram_bound_head_costs_its_bytes_once():
+    # seq 32 on 32x32, d 64: Q, K, V and O are 4 KB each, 16,384 B in all; at 1 B/cycle the head is that many
+    # cycles of transfer plus what cannot overlap them (one step's compute, the fill, the divisions)
+    head = head_cycles(Datapath(dram_bytes_per_cycle=1), 32, 64, False)
+    compute = head.stages["array"].busy_cycles + head.stages["softmax"].busy_cycles + head.stages["divider"].busy_cycles
+    assert 16_384 <= head.cycles <= 16_384 + compute
+    assert head.stall_cycles >= 16_384 - compute
+
+
+def test_more_resources_never_cost_cycles():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        base = dict(rows=int(rng.choice([4, 8, 32])), cols=int(rng.choice([4, 16, 32])),
+                    dataflow=str(rng.choice(["os", "ws", "is"])), exp_lanes=int(rng.choice([1, 4, 16])),
+                    dividers=int(rng.choice([1, 8])), dram_bytes_per_cycle=float(rng.choice([0.25, 1, 8, 64])),
+                    q_buffer_kb=64, k_buffer_kb=64, v_buffer_kb=64, o_buffer_kb=64)
+        seq, dim, causal = int(rng.integers(1, 300)), int(rng.choice([8, 59, 64])), bool(rng.integers(2))
+        before = head_cycles(Datapath(**base), seq, dim, causal).cycles
+        for field, more in (("dram_bytes_per_cycle", 2 * base["dram_bytes_per_cycle"]),
+                            ("exp_lanes", 2 * base["exp_lanes"]), ("dividers", 2 * base["dividers"]),
+                            ("o_buffer_kb", 256), ("q_buffer_kb", 256), ("k_buffer_kb", 256), ("v_buffer_kb", 256)):
+            after = head_cycles(Datapath(**{**base, field: more}), seq, dim, causal).cycles
+            assert after <= before, (base, seq, dim, causal, field)

@@ -88,12 +88,24 @@ def test_bad_asic_options_exit_2_with_one_line(args, needle, tmp_path):
     assert done.returncode == 2 and len(lines) == 1 and needle in lines[0], done.stderr
 
 
-def test_a_buffer_too_small_for_the_problem_is_an_error_row_naming_it(tmp_path):
-    code = compare.main(["--targets", "asic", "--seq", "32", "--dim", "256", "--heads", "1", "--causal", "0",
-                         "--asic-buffers-kb", "4,64,64,128", "--out", str(tmp_path)])
-    [row] = ResultsFile(tmp_path / "results.csv").read()
-    assert code == 1 and row.status == "error"
-    assert "q_buffer_kb=4 holds less than one query tile (32x256 words) = 16384 B at dim 256" in row.message
+def test_a_buffer_too_small_for_the_problem_is_a_skipped_row_naming_it(tmp_path):
+    args = ["--targets", "asic", "--seq", "32", "--dim", "64,256", "--heads", "1", "--causal", "0",
+            "--asic-buffers-kb", "4,64,64,128", "--out", str(tmp_path)]
+    assert compare.main(args) == 0  # d 64 fits: its row is ok
+    rows = {row.dim: row for row in ResultsFile(tmp_path / "results.csv").read()}
+    assert rows[64].status == "ok" and rows[256].status == "skipped"
+    assert "q_buffer_kb=4 holds less than one query tile (32x256 words) = 16384 B at dim 256" in rows[256].message
+    assert compare.main(args + ["--resume"]) == 0  # a skipped row is not measured again
+    assert len(ResultsFile(tmp_path / "results.csv").read()) == 2
+
+
+def test_resume_tells_datapaths_apart_by_every_parameter(tmp_path):
+    args = ["--targets", "asic", "--seq", "32", "--dim", "16", "--heads", "1", "--causal", "0", "--out", str(tmp_path)]
+    assert compare.main(args) == 0
+    assert compare.main(args + ["--resume", "--asic-clock", "2e9", "--asic-exp-lanes", "1"]) == 0
+    rows = ResultsFile(tmp_path / "results.csv").read()
+    assert [row.kernel for row in rows] == ["sa32x32-os-acc40", "sa32x32-os-acc40-e1-2000MHz"]
+    assert rows[1].clock_hz == 2_000_000_000 and rows[1].p50_ms == pytest.approx(rows[1].cycles / 2e9 * 1e3)
 
 
 def test_codesign_run_prints_the_figures():

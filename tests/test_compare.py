@@ -309,3 +309,14 @@ def test_the_stop_hook_counts_oom_rows_too(fake_targets, tmp_path, monkeypatch):
                          "--causal", "both", "--out", str(out)])
     [row] = ResultsFile(out / "results.csv").read()
     assert code == 130 and row.status == "oom"
+
+
+def test_resume_keeps_failed_rows_of_configurations_outside_the_sweep(fake_targets, tmp_path):
+    out = tmp_path / "o"
+    assert compare.main(["--targets", "fake", "--seq", "17,64", "--dim", "8", "--heads", "1", "--causal", "0",
+                         "--out", str(out)]) == 1  # seq 17 fails
+    assert compare.main(["--targets", "fake", "--seq", "64,80", "--dim", "8", "--heads", "1", "--causal", "0",
+                         "--out", str(out), "--resume"]) == 0
+    rows = ResultsFile(out / "results.csv").read()
+    # the seq 17 error row is not part of the resumed sweep: it stays for a sweep that asks for it again
+    assert sorted((row.seq, row.status) for row in rows) == [(17, "error"), (64, "ok"), (80, "ok")]
