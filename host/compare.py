@@ -99,8 +99,7 @@ class Job:
 def plan(args: argparse.Namespace, targets: dict[str, ModuleType], settings: dict[str, object]) -> list[Job]:
     """Every (problem, target, kernel) the arguments ask for, in sweep order (small problems first)."""
     tables = {name: kernel_table(module, settings.get(name)) for name, module in targets.items()}
-    kernels = {name: tuple(table) for name, table in tables.items()}
-    known = sorted({kernel for names in kernels.values() for kernel in names})
+    known = sorted({kernel for pairs in tables.values() for kernel, _ in pairs})
     if args.kernels:
         unknown = [kernel for kernel in args.kernels if kernel not in known]
         if unknown:
@@ -108,12 +107,12 @@ def plan(args: argparse.Namespace, targets: dict[str, ModuleType], settings: dic
     causal = {"0": (False,), "1": (True,), "both": (False, True)}[args.causal]
     jobs = []
     for batch, heads, dim, seq, is_causal in itertools.product(args.batch, args.heads, args.dim, args.seq, causal):
-        for target, names in kernels.items():
-            for kernel in names:
+        for target, pairs in tables.items():
+            for kernel, dtype in pairs:
                 if args.kernels and kernel not in args.kernels:
                     continue
                 problem = AttentionProblem(batch=batch, heads=heads, seq=seq, dim=dim, causal=is_causal,
-                                           dtype=tables[target][kernel], seed=args.seed)
+                                           dtype=dtype, seed=args.seed)
                 jobs.append(Job(target, kernel, problem))
     return jobs
 
@@ -268,11 +267,11 @@ def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: 
     from host.report import render
 
     width = max([16] + [len(row.target) + 1 + len(row.kernel) for row in written])
-    print(f"{'target/kernel':<{width}} {'B':>3} {'H':>4} {'N':>6} {'d':>4} {'causal':>6} {'p50 ms':>10} "
+    print(f"{'target/kernel':<{width}} {'dtype':<8} {'B':>3} {'H':>4} {'N':>6} {'d':>4} {'causal':>6} {'p50 ms':>10} "
           f"{'GFLOP/s':>9} {'rel_l2':>9}  status")
     for row in written:
         fmt = lambda x, f: "-" if x is None else format(x, f)  # noqa: E731
-        print(f"{row.target + '/' + row.kernel:<{width}} {row.batch:>3} {row.heads:>4} {row.seq:>6} {row.dim:>4} "
+        print(f"{row.target + '/' + row.kernel:<{width}} {row.dtype:<8} {row.batch:>3} {row.heads:>4} {row.seq:>6} {row.dim:>4} "
               f"{int(row.causal):>6} {fmt(row.p50_ms, '10.4g')} {fmt(row.gflops, '9.4g')} "
               f"{fmt(row.rel_l2, '9.2e')}  {row.status}{': ' + row.message if row.message else ''}")
     for name, reason in unavailable.items():

@@ -106,18 +106,20 @@ def open_sessions(settings: dict[str, object], targets: dict[str, ModuleType], u
     return sessions
 
 
-def kernel_table(module: ModuleType, settings: object) -> dict[str, str]:
-    """{kernel name: dtype} of a target under its settings: its `kernels(settings)` where it names kernels after
-    its options (the asic target's datapaths), else its fixed KERNELS."""
+def kernel_table(module: ModuleType, settings: object) -> list[tuple[str, str]]:
+    """(kernel name, dtype) pairs a target runs under its settings: its `kernels(settings)` where its options choose
+    them (the asic target's datapaths, the GPU target's dtypes; a dict or pairs, so one kernel may run in several
+    dtypes), else its fixed KERNELS."""
     named = getattr(module, "kernels", None)
-    return named(settings) if callable(named) else module.KERNELS
+    table = named(settings) if callable(named) else module.KERNELS
+    return list(table.items()) if isinstance(table, dict) else list(table)
 
 
 def check_kernels(requested: tuple[str, ...] | None, entries: dict[str, TargetEntry],
                   settings: dict[str, object]) -> None:
     """Refuse a --kernels name no registered target has, before any target starts."""
     known = sorted({kernel for name, entry in entries.items() if entry.module
-                    for kernel in kernel_table(entry.module, settings.get(name))})
+                    for kernel, _ in kernel_table(entry.module, settings.get(name))})
     unknown = [kernel for kernel in requested or () if kernel not in known]
     if unknown:
         raise SpecError(f"--kernels: unknown kernel {unknown[0]!r}; allowed: {', '.join(known)}")

@@ -47,6 +47,17 @@ def flash_smem_bytes(br: int, bc: int, dim: int) -> int:
     return FLOAT_BYTES * (br * qp + bc * kp + bc * dim + br * (bc + 4) + 3 * br)
 
 
+#: The tensor-core flash kernel's launch per head dimension: (warps, Bc, m-tiles of 16 rows per warp), so
+#: Br = 16 · m-tiles · warps. The best of the H200 variant sweep at N 4096 (reports/gpu-tc, docs/gpu.md).
+TC_CONFIGS = {64: (4, 64, 2), 128: (8, 128, 1)}
+
+
+def flash_tc_smem_bytes(br: int, bc: int, dim: int) -> int:
+    """Shared memory of one tensor-core flash block (kernels/flash_tc.cu) in bytes: 2·(Br + 4·Bc)·d, the 16-bit Q
+    tile and two stages each of K and V."""
+    return 2 * (br + 4 * bc) * dim
+
+
 def row_strides(dim: int) -> tuple[int, int]:
     """(QP, KP): the flash kernel's Q and K row strides in floats (float4 rows when d % 4 == 0)."""
     return (dim, dim + 4) if dim % 4 == 0 else (dim + 1, dim + 1)

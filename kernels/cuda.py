@@ -17,7 +17,8 @@ import numpy as np
 from host.errors import SpecError
 from host.problem import AttentionProblem
 from host.target_api import Inputs
-from kernels.budget import flash_smem_bytes
+from kernels.budget import TC_CONFIGS, flash_smem_bytes, flash_tc_smem_bytes
+from kernels.halves import HALF_DTYPES, NAN_BITS, from_bits, to_bits
 
 SOURCE_DIR = Path(__file__).resolve().parent
 FLASH_THREADS = 128
@@ -60,11 +61,11 @@ def _l2_flush_buffer():
 
 
 @functools.lru_cache(maxsize=None)
-def _module(name: str, expressions: tuple[str, ...] = ()):
+def _module(name: str, expressions: tuple[str, ...] = (), extra: tuple[str, ...] = ()):
     import cupy
 
     source = (SOURCE_DIR / name).read_text()
-    return cupy.RawModule(code=source, options=("-std=c++17", f"-I{SOURCE_DIR}"),
+    return cupy.RawModule(code=source, options=("-std=c++17", f"-I{SOURCE_DIR}", *extra),
                           name_expressions=list(expressions) or None)
 
 
@@ -77,9 +78,26 @@ class CudaLauncher:
 
         self.kernel, self.problem = kernel, problem
         bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
+        causal = np.int32(problem.causal)
+        if problem.dtype in HALF_DTYPES:  # 16-bit storage: Q, K, V, O hold fp16 or bf16 bit patterns
+            if kernel != "flash":
+                raise SpecError(f"kernel {kernel!r} computes in float32 only; {problem.dtype} runs on flash")
+            self.q, self.k, self.v = (cupy.asarray(to_bits(x.reshape(bh, n, d), problem.dtype))
+                                      for x in (inputs.q, inputs.k, inputs.v))
+            self.out = cupy.full((bh, n, d), NAN_BITS[problem.dtype], dtype=cupy.uint16)  # NaN until written
+            warps, _, m_tiles = TC_CONFIGS[d]
+            kind = {"float16": "__half", "bfloat16": "__nv_bfloat16"}[problem.dtype]
+            expression = f"flash_tc_fwd<{kind},{d},{warps},{bc},{m_tiles}>"
+            fn = _module("flash_tc.cu", (expression,), ("-arch=sm_90",)).get_function(expression)
+            smem = flash_tc_smem_bytes(br, bc, d)
+            if smem > 48 * 1024:
+                fn.max_dynamic_shared_size_bytes = smem
+            self.calls = [(fn, ((n + br - 1) // br, bh), (32 * warps,),
+                           (self.q, self.k, self.v, self.out, np.int32(n), np.float32(problem.scale * LOG2E), causal),
+                           smem)]
+            return
         self.q, self.k, self.v = (cupy.asarray(x.reshape(bh, n, d)) for x in (inputs.q, inputs.k, inputs.v))
         self.out = cupy.full((bh, n, d), np.nan, dtype=cupy.float32)  # (BH, N, d), NaN until written
-        causal = np.int32(problem.causal)
         if kernel == "naive":
             self.s = cupy.empty((bh, n, n), dtype=cupy.float32)  # (BH, N, N): S, then P in place
             module = _module("naive.cu")
@@ -117,10 +135,13 @@ class CudaLauncher:
             fn(grid, block, args, shared_mem=smem)
 
     def output(self) -> np.ndarray:
-        """O on the host, (B, H, N, d) float32; waits for the launches."""
+        """O on the host, (B, H, N, d) float32 (16-bit outputs widened exactly); waits for the launches."""
         import cupy
 
-        return cupy.asnumpy(self.out).reshape(self.problem.shape)
+        out = cupy.asnumpy(self.out)
+        if self.problem.dtype in HALF_DTYPES:
+            out = from_bits(out, self.problem.dtype)
+        return out.reshape(self.problem.shape)
 
 
 class CudaDevice:

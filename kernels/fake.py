@@ -5,7 +5,8 @@ limits and an out-of-memory error), so the GPU target's planning, NaN-poison che
 row fields run in the plain test suite on a machine without a GPU (`--gpu-device fake`), as pyserial's loop:// does
 for a port. Its kernels follow the CUDA kernels' algorithms in float32: `naive` materialises S and P, `fused` does
 one query row's softmax at a time, `flash` walks Bc-key tiles with the online softmax for Br-query tiles, in base 2
-with log2(e) folded into the scale. Its limits are the H200's published ones (kernels/budget.py PROFILES["h200"])
+with log2(e) folded into the scale; for float16 and bfloat16 problems `flash` is the tensor-core kernel's arithmetic
+(16-bit inputs, P and O; float32 accumulation). Its limits are the H200's published ones (kernels/budget.py PROFILES["h200"])
 with `MEMORY_BYTES` of device memory; its times are the host's wall clock timing numpy (its rows' timing_source says
 so), and it measures no ceilings (no roofline point). Nothing here is a GPU measurement: every row says "fake" in its
 device.
@@ -22,6 +23,7 @@ from host.problem import AttentionProblem
 from host.target_api import Inputs
 from host.timing import time_calls
 from kernels.budget import PROFILES
+from kernels.halves import HALF_DTYPES, rounded
 
 LOG2E = 1.4426950408889634
 #: The fake's device memory: small, so that the naive kernel's N² scores run out of it at test sizes.
@@ -59,7 +61,10 @@ def fused(q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndarray, problem:
 
 def flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndarray, problem: AttentionProblem, br: int,
           bc: int) -> None:
-    """Br-query tiles; for each, Bc-key tiles in order with the online softmax (running max m, sum l, rescale)."""
+    """Br-query tiles; for each, Bc-key tiles in order with the online softmax (running max m, sum l, rescale).
+    For a 16-bit problem (the tensor-core kernel) P is rounded to the dtype before P·V, as the kernel packs it for
+    the tensor cores, and O is rounded to it on the way out; l sums the unrounded p, in float32, as the kernel does."""
+    storage = problem.dtype if problem.dtype in HALF_DTYPES else None
     n = problem.seq
     scale = np.float32(problem.scale * LOG2E)
     for i0 in range(0, n, br):
@@ -76,9 +81,9 @@ def flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndarray, problem:
             alpha = np.exp2(m - m_new)
             p = np.exp2(s - m_new)
             l = l * alpha + p.sum(axis=-1, keepdims=True)
-            acc = acc * alpha + np.matmul(p, v[:, j0:j1])
+            acc = acc * alpha + np.matmul(p if storage is None else rounded(p, storage), v[:, j0:j1])
             m = m_new
-        out[:, i0:i1] = acc / l
+        out[:, i0:i1] = acc / l if storage is None else rounded(acc / l, storage)
 
 
 #: kernel name → its numpy implementation, writing O (BH, N, d) in place. Tests replace entries with broken ones.
@@ -91,10 +96,14 @@ class FakeLauncher:
     def __init__(self, kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int):
         if kernel not in KERNEL_MATH:
             raise SpecError(f"kernel {kernel!r} is unknown; allowed: {', '.join(KERNEL_MATH)}")
+        if problem.dtype in HALF_DTYPES and kernel != "flash":
+            raise SpecError(f"kernel {kernel!r} computes in float32 only; {problem.dtype} runs on flash")
         self.kernel, self.problem, self.br, self.bc = kernel, problem, br, bc
         bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
         self.q, self.k, self.v = (np.ascontiguousarray(x.reshape(bh, n, d), dtype=np.float32)
                                   for x in (inputs.q, inputs.k, inputs.v))
+        if problem.dtype in HALF_DTYPES:  # what 16-bit device buffers would hold
+            self.q, self.k, self.v = (rounded(x, problem.dtype) for x in (self.q, self.k, self.v))
         self.out = np.full((bh, n, d), np.nan, dtype=np.float32)  # (BH, N, d)
 
     def launch(self) -> None:

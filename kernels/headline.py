@@ -3,7 +3,9 @@
 - flash vs naive, fp32, N = 2048, d = 64, 16 heads;
 - flash vs torch's scaled_dot_product_attention with the EFFICIENT backend, fp32, N = 4096, d = 64, 16 heads
   (skipped with the reason when torch or a CUDA device is missing);
-- naive's effective GB/s (modelled bytes) over the measured device-to-device copy bandwidth.
+- naive's effective GB/s (modelled bytes) over the measured device-to-device copy bandwidth;
+- the tensor-core flash kernel in float16 and bfloat16 against torch's FLASH (FlashAttention-2) and cuDNN backends
+  in the same dtype on the same inputs, N = 4096, d = 64 and 128, 16 heads, causal and not (`--no-16bit` skips it).
 
 Every kernel's output (torch's included) is judged against the float64 golden (host/verdict.py) before it is
 timed; a wrong one stops the run with its verdict. ``--gpu-device fake`` runs the same steps on kernels/fake.py (no
@@ -25,6 +27,7 @@ from host.problem import AttentionProblem
 from host.target_api import Inputs
 from host.verdict import check_float
 from kernels import target
+from kernels.halves import HALF_DTYPES
 
 WARMUP = 3
 
@@ -33,8 +36,9 @@ def kernel_ms(kernel: str, problem: AttentionProblem, iters: int, settings: targ
     """Median ms of `iters` launches, after checking one launch against the golden."""
     dev = target.backend(settings)
     inputs = Inputs(problem)
-    launch = target.launcher(kernel, problem, inputs, *target.default_tile(problem, target.sm_count(settings)[0]),
-                             dev)
+    tile = (target.tc_tile(problem) if problem.dtype in HALF_DTYPES
+            else target.default_tile(problem, target.sm_count(settings)[0]))
+    launch = target.launcher(kernel, problem, inputs, *tile, dev)
     launch.launch()
     out = launch.output()
     target.check_output(kernel, out)
@@ -47,8 +51,10 @@ def _judge(name: str, verdict) -> None:
         raise TargetError(f"{name}: {verdict.message}", status="wrong")
 
 
-def torch_efficient_ms(problem: AttentionProblem, iters: int, settings: target.Settings) -> tuple[float | None, str]:
-    """Median ms of torch SDPA (EFFICIENT backend) after checking its output; (None, why) without torch or CUDA."""
+def torch_ms(problem: AttentionProblem, iters: int, settings: target.Settings,
+             backend: str = "EFFICIENT_ATTENTION") -> tuple[float | None, str]:
+    """Median ms of torch SDPA with one backend, in the problem's dtype on the same inputs, after checking its output;
+    (None, why) without torch, CUDA or that backend."""
     if settings.device != "cuda":
         return None, "torch anchor not timed on the fake device"
     try:
@@ -57,12 +63,33 @@ def torch_efficient_ms(problem: AttentionProblem, iters: int, settings: target.S
     except ImportError as exc:
         return None, f"torch unavailable: {exc}"
     inputs = Inputs(problem)
-    q, k, v = (torch.from_numpy(x).cuda() for x in (inputs.q, inputs.k, inputs.v))
-    with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
-        call = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=problem.causal)  # noqa: E731
-        _judge("torch SDPA", check_float(call().cpu().numpy(), problem, inputs.golden))
-        ms = float(np.median(target.backend(settings).event_times(call, warmup=WARMUP, iters=iters)))
+    dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[problem.dtype]
+    q, k, v = (torch.from_numpy(x).cuda().to(dtype) for x in (inputs.q, inputs.k, inputs.v))
+    try:
+        with sdpa_kernel(getattr(SDPBackend, backend)):
+            call = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=problem.causal)  # noqa: E731
+            _judge(f"torch SDPA {backend}", check_float(call().float().cpu().numpy(), problem, inputs.golden))
+            ms = float(np.median(target.backend(settings).event_times(call, warmup=WARMUP, iters=iters)))
+    except RuntimeError as exc:  # the backend refuses this shape or dtype
+        return None, f"torch {backend} unavailable here: {str(exc).splitlines()[0]}"
     return ms, "torch " + torch.__version__
+
+
+def half_precision(n: int, iters: int, settings: target.Settings) -> None:
+    """The tensor-core kernel against torch FLASH (FlashAttention-2) and cuDNN, same dtype, same inputs."""
+    print(f"{'dtype':<9} {'d':>4} {'causal':>6} {'ours ms':>9} {'TFLOP/s':>8} {'FLASH':>8} {'cuDNN':>8} "
+          f"{'x FLASH':>8} {'x cuDNN':>8}")
+    for dtype in HALF_DTYPES:
+        for dim in (64, 128):
+            for causal in (False, True):
+                p = AttentionProblem(heads=16, seq=n, dim=dim, causal=causal, dtype=dtype)
+                ours = kernel_ms("flash", p, iters, settings)
+                flash, _ = torch_ms(p, iters, settings, "FLASH_ATTENTION")
+                cudnn, _ = torch_ms(p, iters, settings, "CUDNN_ATTENTION")
+                rate = lambda ms: "-" if ms is None else f"{p.flops() / (ms / 1e3) / 1e12:.1f}"  # noqa: E731
+                ratio = lambda ms: "-" if ms is None else f"{ms / ours:.2f}"  # noqa: E731
+                print(f"{dtype:<9} {dim:>4} {int(causal):>6} {ours:9.3f} {rate(ours):>8} {rate(flash):>8} "
+                      f"{rate(cudnn):>8} {ratio(flash):>8} {ratio(cudnn):>8}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -72,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="cuda: the GPU (default); fake: kernels/fake.py, which checks the tool, not a GPU")
     parser.add_argument("--seq-scale", type=integer("seq-scale", 1, 64), default=1,
                         help="divide every N by this (default 1; the fake device's test uses 32)")
+    parser.add_argument("--no-16bit", action="store_true", help="skip the float16 and bfloat16 comparison")
 
     def body() -> int:
         args = parser.parse_args(argv)
@@ -94,14 +122,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         for causal in (False, True):
             p4 = AttentionProblem(heads=16, seq=n4, dim=64, causal=causal)
             flash4 = kernel_ms("flash", p4, args.iters, settings)
-            torch_ms, note = torch_efficient_ms(p4, args.iters, settings)
+            efficient, note = torch_ms(p4, args.iters, settings)
             tflops = p4.flops() / (flash4 / 1e3) / 1e12
-            if torch_ms is None:
+            if efficient is None:
                 print(f"N={n4} causal={int(causal)}: flash {flash4:.3f} ms ({tflops:.1f} TFLOP/s); {note}")
             else:
                 print(f"N={n4} causal={int(causal)}: flash {flash4:.3f} ms ({tflops:.1f} TFLOP/s), SDPA EFFICIENT "
-                      f"{torch_ms:.3f} ms ({p4.flops() / (torch_ms / 1e3) / 1e12:.1f}); flash/torch speed "
-                      f"{torch_ms / flash4:.2f} ({note})")
+                      f"{efficient:.3f} ms ({p4.flops() / (efficient / 1e3) / 1e12:.1f}); flash/torch speed "
+                      f"{efficient / flash4:.2f} ({note})")
+        if not args.no_16bit:
+            half_precision(n4, args.iters, settings)
         return 0
 
     return guard(body)

@@ -1,4 +1,5 @@
-"""The GPU target: naive, fused and flash attention kernels (kernels/*.cu), timed on a device.
+"""The GPU target: naive, fused and flash attention kernels (kernels/*.cu), timed on a device, in float32, and the
+flash kernel on tensor cores in float16 and bfloat16 (kernels/flash_tc.cu, `--gpu-dtype`).
 
 The device is the real one (kernels/cuda.py: CuPy, CUDA events) or the fake (kernels/fake.py: the same contract in
 numpy, for a machine without a GPU: ``--gpu-device fake``). Either way this module plans the launch against the
@@ -24,10 +25,14 @@ from host.results import Result
 from host.target_api import Inputs, RunOptions
 from host.timing import summarize
 from host.verdict import check_float
-from kernels.budget import flash_smem_bytes
+from kernels.budget import TC_CONFIGS, flash_smem_bytes, flash_tc_smem_bytes
+from kernels.halves import HALF_DTYPES
 
-#: kernel name → the dtype it computes in.
+#: kernel name → the dtype it computes in (float32, the default dtype; `kernels(settings)` adds the 16-bit ones).
 KERNELS = {"naive": "float32", "fused": "float32", "flash": "float32"}
+#: --gpu-dtype names → problem dtypes.
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
 TILE_CHOICES = (8, 16, 32, 64, 128)
 FLASH_THREADS = 128
 
@@ -46,10 +51,14 @@ class Settings:
 
     device: str = "cuda"
     tile: tuple[int, int] | None = None  # (Br, Bc); None: default_tile
+    dtypes: tuple[str, ...] = ("float32",)  # problem dtypes: float32 (every kernel), float16, bfloat16 (flash)
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
             raise SpecError(f"--gpu-device {self.device!r} is unknown; allowed: {', '.join(DEVICES)}")
+        for dtype in self.dtypes:
+            if dtype not in DTYPES.values():
+                raise SpecError(f"dtype {dtype!r} is unknown; allowed: {', '.join(DTYPES.values())}")
         if self.tile is not None:
             check_tile(*self.tile)
 
@@ -73,11 +82,31 @@ def add_options(group: argparse._ArgumentGroup) -> None:
                             "harness without a GPU (its rows are no GPU measurement)")
     group.add_argument("--gpu-tile", type=parse_tile, default=None, metavar="BRxBC",
                        help=f"flash tile, Br and Bc from {','.join(map(str, TILE_CHOICES))} (default: by d, "
-                            "see kernels/target.py DEFAULT_TILES)")
+                            "see kernels/target.py DEFAULT_TILES); float32 only")
+    group.add_argument("--gpu-dtype", "--dtype", type=parse_dtypes, default=("float32",), metavar="LIST",
+                       help="precisions, comma-separated: fp32 (naive, fused, flash), fp16 and bf16 (flash on "
+                            "tensor cores, d 64 and 128); default fp32")
+
+
+def parse_dtypes(text: str) -> tuple[str, ...]:
+    """An argparse type: a comma-separated list of fp32, fp16, bf16."""
+    names = [name.strip() for name in text.split(",")]
+    for name in names:
+        if name not in DTYPES:
+            raise argparse.ArgumentTypeError(f"dtype {name!r} is unknown; allowed: {', '.join(DTYPES)}")
+    return tuple(dict.fromkeys(DTYPES[name] for name in names))
 
 
 def settings(args: argparse.Namespace) -> Settings:
-    return Settings(device=args.gpu_device, tile=args.gpu_tile)
+    return Settings(device=args.gpu_device, tile=args.gpu_tile, dtypes=args.gpu_dtype)
+
+
+def kernels(settings: Settings) -> list[tuple[str, str]]:
+    """(kernel, dtype) pairs to run: every kernel in float32, flash (tensor cores) in each 16-bit dtype."""
+    pairs = []
+    for dtype in settings.dtypes:
+        pairs += list(KERNELS.items()) if dtype == "float32" else [("flash", dtype)]
+    return pairs
 
 
 def backend(settings: Settings | None = None):
@@ -123,6 +152,15 @@ def default_tile(problem: AttentionProblem, sms: int = H200_SMS) -> tuple[int, i
     return br, bc
 
 
+def tc_tile(problem: AttentionProblem) -> tuple[int, int]:
+    """(Br, Bc) of the tensor-core flash kernel for this head dimension; TargetError (skipped) where it has none."""
+    if problem.dim not in TC_CONFIGS:
+        raise TargetError(f"the tensor-core flash kernel is built for d {', '.join(map(str, TC_CONFIGS))}; "
+                          f"d={problem.dim} runs in float32 only", status="skipped")
+    warps, bc, m_tiles = TC_CONFIGS[problem.dim]
+    return 16 * m_tiles * warps, bc
+
+
 def check_tile(br: int, bc: int) -> None:
     for name, value in (("Br", br), ("Bc", bc)):
         if value not in TILE_CHOICES:
@@ -130,16 +168,17 @@ def check_tile(br: int, bc: int) -> None:
 
 
 def model_bytes(kernel: str, problem: AttentionProblem) -> int:
-    """Modelled device-memory traffic of one call, fp32 (docs/gpu.md):
+    """Modelled device-memory traffic of one call (docs/gpu.md), in the problem's dtype (4 bytes for float32, 2 for
+    float16 and bfloat16):
 
     naive: Q, K read and S written by the score kernel; S read and P written by the softmax; P, V read and O written
-    by P·V: 4·BH·(4·N·d + 4·N²). fused and flash: Q, K, V read once and O written once, 4·BH·4·N·d; the re-reads of K
-    and V by every query row (fused) or query tile (flash) are served by the L2 cache, not counted here.
+    by P·V: 4·BH·(4·N·d + 4·N²). fused and flash: Q, K, V read once and O written once, bytes·BH·4·N·d; the re-reads
+    of K and V by every query row (fused) or query tile (flash) are served by the L2 cache, not counted here.
     """
     bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
     if kernel == "naive":
         return 4 * bh * (4 * n * d + 4 * n * n)
-    return 4 * bh * 4 * n * d
+    return problem.min_bytes()
 
 
 def naive_scores_bytes(problem: AttentionProblem) -> int:
@@ -165,6 +204,11 @@ def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc
     elif kernel == "fused" and problem.seq > fused_cap(dev):
         raise SpecError(f"fused keeps a row's N scores in shared memory: N={problem.seq} exceeds this device's cap "
                         f"of {fused_cap(dev)} (opt-in shared memory per block / 4 bytes − 32)")
+    elif kernel == "flash" and problem.dtype in HALF_DTYPES:
+        smem = flash_tc_smem_bytes(br, bc, problem.dim)
+        if smem > dev.smem_optin():
+            raise SpecError(f"tensor-core flash Br={br}, Bc={bc}, d={problem.dim} needs {smem} B of shared memory "
+                            f"per block; this device allows {dev.smem_optin()} B")
     elif kernel == "flash":
         check_tile(br, bc)
         smem = flash_smem_bytes(br, bc, problem.dim)
@@ -187,8 +231,15 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
     chosen = options.settings if isinstance(options.settings, Settings) else Settings()
     dev = backend(chosen)
     kernel = options.kernel
-    sms, fallback = sm_count(chosen)
-    br, bc = chosen.tile or default_tile(problem, sms)
+    half = problem.dtype in HALF_DTYPES
+    if half and kernel != "flash":
+        raise SpecError(f"kernel {kernel!r} computes in float32 only; {problem.dtype} runs on flash (tensor cores)")
+    sms, note = sm_count(chosen)
+    if half:
+        br, bc = tc_tile(problem)
+        note = "tensor cores: mma.sync m16n8k16, fp32 accumulation (no wgmma path yet)"
+    else:
+        br, bc = chosen.tile or default_tile(problem, sms)
     tile = {"br": br, "bc": bc} if kernel == "flash" else {}
     try:
         launch = launcher(kernel, problem, inputs, br, bc, dev)
@@ -209,4 +260,4 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
         gflops=problem.flops() / seconds / 1e9 if seconds > 0 else None, model_bytes=model_bytes(kernel, problem),
         gbps=model_bytes(kernel, problem) / seconds / 1e9 if seconds > 0 else None,
         peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source="measured" if peak_gflops else "",
-        verdict=verdict, message=fallback if kernel == "flash" else "")]
+        verdict=verdict, message=note if kernel == "flash" else "")]

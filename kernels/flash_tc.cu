@@ -1,0 +1,287 @@
+// Tensor-core flash attention forward: fp16 or bf16 Q, K, V, O with fp32 accumulation (mma.sync m16n8k16).
+//
+// A block owns BR = 16·MT·WARPS query rows of one (batch, head); each warp owns 16·MT of them (MT m-tiles, so that
+// each K or V fragment read from shared memory feeds MT products) and keeps their S tile, running max m, running
+// sum l and O accumulator in registers, and their Q fragments too where they fit (else re-read per k-step). Key blocks of BC keys stream through shared
+// memory in two stages: cp.async fills stage j+1 while the warps compute on stage j. Per key block:
+//   S = Q·Kᵀ      ldmatrix (K rows are the B operand's columns), mma.sync into fp32;
+//   online softmax in base 2 (log2 e folded into the scale, applied by one FFMA inside each exponent), the row
+//   reductions across the 4 lanes of a row;
+//   O += P·V     P re-packed from S's accumulators as the A operand (their layouts line up), V through
+//                ldmatrix.trans.
+// Shared tiles are row-major with 16-byte chunks XOR-swizzled by (row mod 8), so the 8 rows an ldmatrix phase reads
+// fall in distinct banks. Causal: key j kept for query i when j <= i; key blocks past the block's last query are
+// skipped, and blocks run heaviest first. Any N (rows and keys past N are zero-filled by cp.async and masked);
+// D in {64, 128}; compiled by NVRTC through CuPy with -arch=sm_90 (kernels/cuda.py).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#define TC_NEG_INF (-__int_as_float(0x7f800000))
+
+// One m16n8k16 tensor-core product, c += a·b, for each input type.
+template <typename T>
+__device__ __forceinline__ void mma16816(float *c, const unsigned *a, const unsigned *b);
+
+template <>
+__device__ __forceinline__ void mma16816<__half>(float *c, const unsigned *a, const unsigned *b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <>
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float *c, const unsigned *a, const unsigned *b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Two floats rounded to the input type and packed into one 32-bit register (low half first).
+template <typename T>
+__device__ __forceinline__ unsigned pack2(float lo, float hi);
+
+template <>
+__device__ __forceinline__ unsigned pack2<__half>(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<unsigned *>(&h);
+}
+
+template <>
+__device__ __forceinline__ unsigned pack2<__nv_bfloat16>(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned *>(&h);
+}
+
+__device__ __forceinline__ unsigned smem_address(const void *p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// Four 8×8 matrices of 16-bit elements; lanes 8i..8i+7 give the row addresses of matrix i.
+__device__ __forceinline__ void ldmatrix_x4(unsigned *r, const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_address(p)));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned *r, const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_address(p)));
+}
+
+// 16 bytes from device to shared memory, asynchronously; `valid` false writes 16 zero bytes (a row past N).
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+
+template <int PENDING>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING)); }
+
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Element offset of 16-byte chunk `chunk` of row `row` in a row-major tile of D elements per row, chunks swizzled.
+template <int D>
+__device__ __forceinline__ int swizzled(int row, int chunk) {
+    return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+// Rows r0 .. r0+ROWS-1 of a (N, D) matrix into a swizzled shared tile, 16 bytes per cp.async, zeros past N.
+template <int ROWS, int D, int THREADS, typename T>
+__device__ __forceinline__ void load_tile(T *tile, const T *src, int r0, int n) {
+    constexpr int CHUNKS = D / 8;
+    for (int e = threadIdx.x; e < ROWS * CHUNKS; e += THREADS) {
+        const int r = e / CHUNKS, c = e % CHUNKS;
+        const bool valid = r0 + r < n;
+        cp_async16(tile + swizzled<D>(r, c), src + (size_t)(valid ? r0 + r : 0) * D + c * 8, valid);
+    }
+}
+
+template <typename T, int D, int WARPS, int BC, int MT>
+__global__ void __launch_bounds__(WARPS * 32)
+flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, T *__restrict__ o, int n,
+             float scale_log2, int causal) {
+    // MT m-tiles of 16 rows per warp: each K or V fragment read from shared memory feeds MT products.
+    constexpr int ROWS = 16 * MT, BR = ROWS * WARPS, THREADS = WARPS * 32, KSTEPS = D / 16, STILES = BC / 8,
+                  OTILES = D / 8;
+    // Q's fragments stay in registers when S, O and Q together leave room (about 160 of the 255 registers), else
+    // they are re-read from shared memory at each k-step (one ldmatrix per m-tile, shared by STILES products).
+    constexpr bool Q_IN_REGS = 4 * MT * (KSTEPS + STILES + OTILES) <= 160;
+    extern __shared__ __align__(128) unsigned char smem[];
+    T *q_tile = reinterpret_cast<T *>(smem);
+    T *k_tiles = q_tile + BR * D;      // two stages of BC × D
+    T *v_tiles = k_tiles + 2 * BC * D;  // two stages of BC × D
+
+    const int bh = blockIdx.y;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * BR;  // heaviest (causal) tiles first
+    const size_t head = (size_t)bh * n * D;
+    const T *qg = q + head, *kg = k + head, *vg = v + head;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int row0 = warp * ROWS;  // the warp's first row in the tile
+
+    int blocks = (n + BC - 1) / BC;
+    if (causal) blocks = min(blocks, (q0 + BR - 1) / BC + 1);
+
+    load_tile<BR, D, THREADS>(q_tile, qg, q0, n);
+    load_tile<BC, D, THREADS>(k_tiles, kg, 0, n);
+    load_tile<BC, D, THREADS>(v_tiles, vg, 0, n);
+    cp_async_commit();
+
+    unsigned qf[MT][Q_IN_REGS ? KSTEPS : 1][4];
+    float acc[MT][OTILES][4];
+    float m[MT][2], l[MT][2];  // rows g and g+8 of each m-tile
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int i = 0; i < OTILES; ++i) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
+        m[mt][0] = m[mt][1] = TC_NEG_INF;
+        l[mt][0] = l[mt][1] = 0.0f;
+    }
+    auto q_fragment = [&](unsigned *r, int mt, int kk) {
+        ldmatrix_x4(r, q_tile + swizzled<D>(row0 + mt * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), kk * 2 + (lane >> 4)));
+    };
+
+    for (int j = 0; j < blocks; ++j) {
+        const int stage = j & 1;
+        if (j + 1 < blocks) {  // the next key block into the other stage, while this one is computed on
+            load_tile<BC, D, THREADS>(k_tiles + (stage ^ 1) * BC * D, kg, (j + 1) * BC, n);
+            load_tile<BC, D, THREADS>(v_tiles + (stage ^ 1) * BC * D, vg, (j + 1) * BC, n);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();  // everything but the group just issued: block j (and Q) is in shared memory
+        __syncthreads();
+        if (Q_IN_REGS && j == 0) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int kk = 0; kk < KSTEPS; ++kk) q_fragment(qf[mt][Q_IN_REGS ? kk : 0], mt, kk);
+        }
+        const int kbase = j * BC;
+        const bool warp_sees = !causal || kbase <= q0 + row0 + ROWS - 1;
+        if (warp_sees) {
+            const T *ks = k_tiles + stage * BC * D, *vs = v_tiles + stage * BC * D;
+            float s[MT][STILES][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int i = 0; i < STILES; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KSTEPS; ++kk) {
+                if (!Q_IN_REGS) {
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) q_fragment(qf[mt][0], mt, kk);
+                }
+#pragma unroll
+                for (int i = 0; i < STILES; i += 2) {
+                    unsigned b[4];
+                    ldmatrix_x4(b, ks + swizzled<D>(i * 8 + (lane >> 4) * 8 + (lane & 7), kk * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mma16816<T>(s[mt][i], qf[mt][Q_IN_REGS ? kk : 0], b);
+                        mma16816<T>(s[mt][i + 1], qf[mt][Q_IN_REGS ? kk : 0], b + 2);
+                    }
+                }
+            }
+            // mask keys past N and (causal) keys after the query; the scale is applied inside the exponent below,
+            // so the max runs on raw scores (scale_log2 > 0 keeps their order) and m is kept in raw units
+            const bool mask = kbase + BC > n || (causal && kbase + BC - 1 > q0 + row0);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                if (mask) {
+#pragma unroll
+                    for (int i = 0; i < STILES; ++i) {
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            const int key = kbase + i * 8 + 2 * t + (e & 1);
+                            const int query = q0 + row0 + mt * 16 + g + (e >> 1) * 8;
+                            if (key >= n || (causal && key > query)) s[mt][i][e] = TC_NEG_INF;
+                        }
+                    }
+                }
+                float top[2] = {m[mt][0], m[mt][1]};
+#pragma unroll
+                for (int i = 0; i < STILES; ++i) {
+                    top[0] = fmaxf(top[0], fmaxf(s[mt][i][0], s[mt][i][1]));
+                    top[1] = fmaxf(top[1], fmaxf(s[mt][i][2], s[mt][i][3]));
+                }
+                float alpha[2], base[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffffu, top[r], 1));
+                    top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffffu, top[r], 2));
+                    // base-2 exponent offsets: p = 2^(s·scale − max·scale), one FFMA per score
+                    base[r] = top[r] == TC_NEG_INF ? 0.0f : top[r] * scale_log2;  // nothing seen yet: p = 0, not NaN
+                    alpha[r] = fast_exp2(m[mt][r] * scale_log2 - base[r]);
+                    m[mt][r] = top[r];
+                }
+#pragma unroll
+                for (int i = 0; i < STILES; ++i) {
+                    s[mt][i][0] = fast_exp2(fmaf(s[mt][i][0], scale_log2, -base[0]));
+                    s[mt][i][1] = fast_exp2(fmaf(s[mt][i][1], scale_log2, -base[0]));
+                    s[mt][i][2] = fast_exp2(fmaf(s[mt][i][2], scale_log2, -base[1]));
+                    s[mt][i][3] = fast_exp2(fmaf(s[mt][i][3], scale_log2, -base[1]));
+                    sum[0] += s[mt][i][0] + s[mt][i][1];
+                    sum[1] += s[mt][i][2] + s[mt][i][3];
+                }
+                l[mt][0] = l[mt][0] * alpha[0] + sum[0];  // this lane's share of the row; summed over 4 lanes at the end
+                l[mt][1] = l[mt][1] * alpha[1] + sum[1];
+#pragma unroll
+                for (int i = 0; i < OTILES; ++i) {
+                    acc[mt][i][0] *= alpha[0];
+                    acc[mt][i][1] *= alpha[0];
+                    acc[mt][i][2] *= alpha[1];
+                    acc[mt][i][3] *= alpha[1];
+                }
+            }
+#pragma unroll
+            for (int ks16 = 0; ks16 < BC / 16; ++ks16) {
+                unsigned a[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    a[mt][0] = pack2<T>(s[mt][2 * ks16][0], s[mt][2 * ks16][1]);
+                    a[mt][1] = pack2<T>(s[mt][2 * ks16][2], s[mt][2 * ks16][3]);
+                    a[mt][2] = pack2<T>(s[mt][2 * ks16 + 1][0], s[mt][2 * ks16 + 1][1]);
+                    a[mt][3] = pack2<T>(s[mt][2 * ks16 + 1][2], s[mt][2 * ks16 + 1][3]);
+                }
+#pragma unroll
+                for (int i = 0; i < OTILES; i += 2) {
+                    unsigned b[4];
+                    ldmatrix_x4_trans(b, vs + swizzled<D>(ks16 * 16 + ((lane >> 3) & 1) * 8 + (lane & 7),
+                                                          i + (lane >> 4)));
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mma16816<T>(acc[mt][i], a[mt], b);
+                        mma16816<T>(acc[mt][i + 1], a[mt], b + 2);
+                    }
+                }
+            }
+        }
+        __syncthreads();  // every warp is done with this stage before the next iteration refills it
+    }
+    T *og = o + head;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float total = l[mt][r];
+            total += __shfl_xor_sync(0xffffffffu, total, 1);
+            total += __shfl_xor_sync(0xffffffffu, total, 2);
+            const float inv = 1.0f / total;
+            const int query = q0 + row0 + mt * 16 + g + r * 8;
+            if (query >= n) continue;
+#pragma unroll
+            for (int i = 0; i < OTILES; ++i) {
+                *reinterpret_cast<unsigned *>(og + (size_t)query * D + i * 8 + 2 * t) =
+                    pack2<T>(acc[mt][i][2 * r] * inv, acc[mt][i][2 * r + 1] * inv);
+            }
+        }
+    }
+}

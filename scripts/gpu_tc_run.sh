@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# On the lent H200: the tensor-core kernel's gpu tests, the headline (16-bit against torch FLASH and cuDNN), and one
+# Nsight Compute profile of the d 64 kernel (stall reasons, occupancy). Output under ${OUT:-reports/gpu-tc}.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-reports/gpu-tc}
+mkdir -p "$out"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/tc_log.txt"
+timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_tc.py tests/test_gpu.py 2>&1 | tail -8 | tee -a "$out/tc_log.txt"
+timeout 200 python3 -m kernels.headline 2>&1 | tee "$out/headline.txt" | tee -a "$out/tc_log.txt"
+cat > /tmp/one.py <<'PY'
+from host.problem import AttentionProblem
+from host.target_api import Inputs
+from kernels import target
+p = AttentionProblem(heads=16, seq=4096, dim=64, dtype="float16")
+launch = target.launcher("flash", p, Inputs(p), *target.tc_tile(p))
+launch.launch(); launch.launch()
+PY
+timeout 200 ncu --clock-control none --kernel-name regex:flash_tc --launch-skip 1 --launch-count 1 \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis python3 /tmp/one.py > "$out/ncu_d64.txt" 2>&1
+grep -E "Duration|Registers|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Issue Slots Busy|Stall|No Eligible|Shared Memory|Compute \(SM\)|Memory Throughput|Block Limit" "$out/ncu_d64.txt" | head -40 | tee -a "$out/tc_log.txt"

@@ -1,0 +1,148 @@
+"""The tensor-core flash kernel (kernels/flash_tc.cu) and the GPU target's 16-bit path: it compiles for sm_90 (CI,
+where nvcc is), the 16-bit storage helpers round as the hardware does, the dispatch and rows run on the numpy fake
+(CI), and on a GPU (marker gpu) every dtype, d and mask at awkward N against the float64 golden and against torch
+SDPA's own error in the same dtype on the same inputs."""
+
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from host.errors import SpecError, TargetError
+from host.problem import AttentionProblem
+from host.reference import errors
+from host.target_api import Inputs, RunContext, RunOptions
+from kernels import target
+from kernels.budget import TC_CONFIGS
+from kernels.halves import from_bits, rounded, to_bits
+
+HALF = ["float16", "bfloat16"]
+DEVICES = [pytest.param("cuda", marks=pytest.mark.gpu), "fake"]
+
+
+def test_the_tensor_core_kernel_compiles_for_sm90(tmp_path):
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed")
+    unit = tmp_path / "unit_flash_tc.cu"
+    text = f'#include "{ROOT / "kernels" / "flash_tc.cu"}"\n'
+    for kind in ("__half", "__nv_bfloat16"):
+        for d, (warps, bc, m_tiles) in TC_CONFIGS.items():
+            text += (f"template __global__ void flash_tc_fwd<{kind},{d},{warps},{bc},{m_tiles}>(const {kind}*, "
+                     f"const {kind}*, const {kind}*, {kind}*, int, float, int);\n")
+    unit.write_text(text)
+    done = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-Werror", "all-warnings", "-Xptxas", "-v", "-c",
+                           "-o", str(tmp_path / "unit.o"), str(unit)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert " 0 bytes spill stores" in done.stderr and "bytes spill stores" in done.stderr
+    assert all(line.endswith(" 0 bytes spill stores, 0 bytes spill loads") for line in done.stderr.splitlines()
+               if "spill stores" in line), done.stderr  # every instance keeps its registers
+
+
+def test_bfloat16_rounds_to_nearest_even_by_hand():
+    # 1 + 2⁻⁸ lies halfway between bf16's 1 and 1 + 2⁻⁷ (7 fraction bits): ties go to the even one, 1.
+    # 1 + 3·2⁻⁸ lies halfway between 1 + 2⁻⁷ and 1 + 2·2⁻⁷: the even one is 1 + 2·2⁻⁷ = 1.015625.
+    # 1 + 2⁻⁸ + 2⁻²⁰ is just above halfway: up, to 1 + 2⁻⁷ = 1.0078125.
+    x = np.array([1 + 2.0**-8, 1 + 3 * 2.0**-8, 1 + 2.0**-8 + 2.0**-20, -2.5], dtype=np.float32)
+    assert rounded(x, "bfloat16").tolist() == [1.0, 1.015625, 1.0078125, -2.5]
+    assert to_bits(np.array([1.0], dtype=np.float32), "bfloat16").tolist() == [0x3F80]
+
+
+def test_float16_bits_are_numpys():
+    x = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
+    np.testing.assert_array_equal(from_bits(to_bits(x, "float16"), "float16"), x.astype(np.float16).astype(np.float32))
+    with pytest.raises(ValueError, match="not a 16-bit float"):
+        to_bits(x, "float8")
+
+
+def test_dtypes_option_and_kernel_pairs():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    target.add_options(parser.add_argument_group("gpu"))
+    args = parser.parse_args(["--gpu-dtype", "fp16,fp32,bf16,fp16"])
+    settings = target.settings(args)
+    assert settings.dtypes == ("float16", "float32", "bfloat16")
+    assert target.kernels(settings) == [("flash", "float16"), ("naive", "float32"), ("fused", "float32"),
+                                        ("flash", "float32"), ("flash", "bfloat16")]
+    assert parser.parse_args(["--dtype", "bf16"]).gpu_dtype == ("bfloat16",)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--gpu-dtype", "fp8"])
+
+
+def options(device, kernel="flash", warmup=1, iters=2):
+    return RunOptions(context=RunContext("test", "test", "test"), kernel=kernel, warmup=warmup, iters=iters,
+                      settings=target.Settings(device=device))
+
+
+def fresh(seq, dim, causal, dtype, heads=2):
+    return AttentionProblem(batch=1, heads=heads, seq=seq, dim=dim, causal=causal, dtype=dtype,
+                            seed=int.from_bytes(os.urandom(4), "little"))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("seq,dim,causal", [(1, 64, False), (17, 128, True), (130, 64, True), (97, 128, False)])
+def test_16bit_rows_are_judged_in_their_dtype(device, dtype, seq, dim, causal):
+    problem = fresh(seq, dim, causal, dtype)
+    [row] = target.run(problem, Inputs(problem), options(device))
+    assert row.status == "ok", row.message
+    assert row.dtype == dtype and row.kernel == "flash" and (row.br, row.bc) == target.tc_tile(problem)
+    assert row.model_bytes == problem.min_bytes() == 2 * 4 * 2 * seq * dim  # 2 bytes per element
+    assert "tensor cores: mma.sync" in row.message
+    assert row.rel_l2 > 1e-5  # 16-bit storage shows: not the float32 path
+
+
+@pytest.mark.parametrize("device", ["fake"])
+def test_16bit_refusals(device):
+    problem = fresh(33, 59, False, "float16")
+    with pytest.raises(TargetError, match="built for d 64, 128; d=59 runs in float32 only") as info:
+        target.run(problem, Inputs(problem), options(device))
+    assert info.value.status == "skipped"
+    problem = fresh(33, 64, False, "bfloat16")
+    with pytest.raises(SpecError, match="kernel 'naive' computes in float32 only"):
+        target.run(problem, Inputs(problem), options(device, kernel="naive"))
+
+
+def test_a_16bit_sweep_through_compare(tmp_path):
+    from host.compare import main
+    from host.results import ResultsFile
+
+    code = main(["--targets", "gpu", "--gpu-device", "fake", "--gpu-dtype", "fp16,bf16", "--seq", "33",
+                 "--dim", "64,16", "--heads", "1", "--causal", "0", "--out", str(tmp_path)])
+    rows = ResultsFile(tmp_path / "results.csv").read()
+    assert code == 0
+    assert sorted((r.dtype, r.dim, r.status) for r in rows) == [
+        ("bfloat16", 16, "skipped"), ("bfloat16", 64, "ok"), ("float16", 16, "skipped"), ("float16", 64, "ok")]
+
+
+def test_the_fake_rounds_p_and_o_like_the_tensor_core_kernel():
+    problem = AttentionProblem(heads=1, seq=40, dim=64, dtype="bfloat16", seed=3)
+    launch = target.launcher("flash", problem, Inputs(problem), *target.tc_tile(problem),
+                             target.backend(target.Settings(device="fake")))
+    launch.launch()
+    out = launch.output()
+    assert np.array_equal(out, rounded(out, "bfloat16"))  # O leaves in bf16
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq", [1, 17, 1000, 4097])
+def test_tensor_cores_against_the_golden_and_torch(dtype, dim, causal, seq):
+    torch = pytest.importorskip("torch")
+    problem = fresh(seq, dim, causal, dtype)
+    inputs = Inputs(problem)
+    [row] = target.run(problem, inputs, options("cuda"))
+    assert row.status == "ok", row.message
+    launch = target.launcher("flash", problem, inputs, *target.tc_tile(problem), target.backend(target.Settings()))
+    launch.launch()
+    ours = errors(launch.output(), inputs.golden).rel_l2
+    kind = {"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
+    q, k, v = (torch.from_numpy(x).cuda().to(kind) for x in (inputs.q, inputs.k, inputs.v))
+    theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal).float().cpu().numpy()
+    reference = errors(theirs, inputs.golden).rel_l2
+    assert np.isfinite(ours) and ours <= 2 * reference, (ours, reference)
