@@ -225,7 +225,7 @@ def plot_roofline(frame: pd.DataFrame, path: Path) -> str | None:
     _log_axis(ax, "x")
     _log_axis(ax, "y")
     _finish(ax, "arithmetic intensity (FLOP per modelled byte)", "achieved GFLOP/s",
-            "Roofline: each machine's ceilings, measured in the run or from its datasheet")
+            "Roofline: each machine's ceilings, measured in the run, from its datasheet or from its model")
     _save(fig, path)
     return None
 

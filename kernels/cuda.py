@@ -211,6 +211,15 @@ class CudaDevice:
     event_times = staticmethod(event_times)
 
     @staticmethod
+    def energy(call: Callable[[], object]):
+        """Joules per call through NVML (kernels/energy.py), with how or why not."""
+        import cupy
+
+        from kernels.energy import measure
+
+        return measure(call, CudaDevice.synchronize, cupy.cuda.Device().id)
+
+    @staticmethod
     @functools.lru_cache(maxsize=None)
     def ceilings() -> tuple[float, float]:
         """(GFLOP/s of a float32 cuBLAS matmul, GB/s of a device-to-device copy counting read + write), medians."""

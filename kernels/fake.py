@@ -157,6 +157,11 @@ class FakeDevice:
     event_times = staticmethod(wall_times)
 
     @staticmethod
+    def energy(call: Callable[[], object]) -> None:
+        """A fake has no board to measure: its rows carry no energy (and say they are fake)."""
+        return None
+
+    @staticmethod
     def ceilings() -> tuple[None, None]:
         """A fake measures no ceilings: its rows carry none and stay off the roofline."""
         return None, None

@@ -6,8 +6,8 @@ numpy, for a machine without a GPU: ``--gpu-device fake``). Either way this modu
 device's limits (the naive kernel's N² scores against free memory, before allocating anything; the fused kernel's
 row against shared memory; the flash tile against the opt-in shared memory), poisons O with NaN, launches once and
 judges the output (host/verdict.py) before timing, then times `warmup` + `iters` launches with the device's timer
-(CUDA events, L2 flushed between repeats). Each row carries where that timing comes from (the device's
-`timing_source`), GFLOP/s, the modelled HBM bytes of its kernel (`model_bytes`, formulas in docs/gpu.md) and the
+(CUDA events, L2 flushed between repeats), and measures the board's energy per call through NVML on the real device
+(kernels/energy.py). Each row carries where that timing comes from (the device's `timing_source`), GFLOP/s, the modelled HBM bytes of its kernel (`model_bytes`, formulas in docs/gpu.md) and the
 device's own ceilings measured once per process.
 """
 
@@ -249,6 +249,7 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
         check_output(kernel, out)
         verdict = check_float(out, problem, inputs.golden)
         samples = dev.event_times(launch.launch, options.warmup, options.iters)
+        energy = dev.energy(launch.launch)
     except dev.out_of_memory() as exc:
         raise TargetError(f"out of device memory: {exc or type(exc).__name__}", status="oom") from exc
     timing = summarize(samples)
@@ -260,4 +261,6 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
         gflops=problem.flops() / seconds / 1e9 if seconds > 0 else None, model_bytes=model_bytes(kernel, problem),
         gbps=model_bytes(kernel, problem) / seconds / 1e9 if seconds > 0 else None,
         peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source="measured" if peak_gflops else "",
-        verdict=verdict, message=note if kernel == "flash" else "")]
+        energy_j=energy.joules_per_call if energy else None, energy_source=energy.source if energy else "",
+        verdict=verdict, message="; ".join(filter(None, [note if kernel == "flash" else "",
+                                                         energy.reason if energy else ""])))]

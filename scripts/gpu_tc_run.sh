@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# On the lent H200: the tensor-core kernel's gpu tests, the headline (16-bit against torch FLASH and cuDNN), and one
-# Nsight Compute profile of the d 64 kernel (stall reasons, occupancy). Output under ${OUT:-reports/gpu-tc}.
+# On the lent H200: the tensor-core kernel's and the energy meter's gpu tests, a sweep of flash in every dtype (rows
+# with NVML energy), the headline (16-bit against torch FLASH and cuDNN), and one Nsight Compute profile of the d 64
+# kernel (stall reasons, occupancy). Output under ${OUT:-reports/gpu-tc}. NVML's Python bindings (nvidia-ml-py) are
+# not on the lent machine's image: carry the wheel (.whl, see the device notes) and put it on PYTHONPATH first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-reports/gpu-tc}
 mkdir -p "$out"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/tc_log.txt"
-timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_tc.py tests/test_gpu.py 2>&1 | tail -8 | tee -a "$out/tc_log.txt"
+timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_tc.py tests/test_gpu_energy.py tests/test_gpu.py 2>&1 | tail -8 | tee -a "$out/tc_log.txt"
+timeout 200 python3 -m host.compare --targets gpu --gpu-dtype fp32,fp16,bf16 --kernels flash --seq 4096 --heads 16 \
+    --dim 64,128 --causal both --out "$out/compare" 2>&1 | tail -12 | tee -a "$out/tc_log.txt"
 timeout 200 python3 -m kernels.headline 2>&1 | tee "$out/headline.txt" | tee -a "$out/tc_log.txt"
 cat > /tmp/one.py <<'PY'
 from host.problem import AttentionProblem
