@@ -2,7 +2,7 @@
 float64 golden and against torch SDPA's error in the same dtype at awkward N, then time it beside torch's FLASH and
 cuDNN backends at B 1, H 16, N 4096. Writes OUT/tc_bench.csv and prints a short table last.
 
-    python3 scripts/gpu_tc_bench.py OUT [--quick]
+    python3 scripts/gpu_tc_bench.py OUT [--quick] [--d128]
 """
 
 from __future__ import annotations
@@ -86,11 +86,13 @@ def main() -> int:
     quick = "--quick" in sys.argv
     rows = []
     variants = {64: [(4, 64, 2), (8, 64, 2), (4, 128, 1), (4, 128, 2)],
-                128: [(8, 128, 1), (4, 128, 1), (8, 64, 1), (4, 64, 1)]}
+                128: [(8, 128, 1), (4, 32, 2), (8, 32, 2), (4, 64, 2), (8, 64, 2)]}
+    if "--d128" in sys.argv:
+        variants = {128: variants[128]}
     if quick:
         variants = {64: [(4, 64, 1)], 128: [(4, 64, 1)]}
     heads, n_time = 16, 4096
-    for (name, (dtype, type_name)), d in itertools.product(DTYPES.items(), (64, 128)):
+    for (name, (dtype, type_name)), d in itertools.product(DTYPES.items(), tuple(variants)):
         anchors = {}
         q, k, v = (torch.randn(1, heads, n_time, d, device="cuda", dtype=dtype) for _ in range(3))
         for causal in (0, 1):
