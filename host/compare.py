@@ -190,7 +190,7 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
     for warning in unused_options(args, parser, entries, args.targets):
         print(f"kbench: {warning}", file=sys.stderr)
     check_out(args.out, args.resume)
-    check_kernels(args.kernels, entries, settings)
+    check_kernels(args.kernels, entries, settings, args.targets)
     with contextlib.ExitStack() as stack:
         targets, unavailable = select_targets(args.targets, entries, settings)
         sessions = open_sessions(settings, targets, unavailable, stack)

@@ -116,10 +116,13 @@ def kernel_table(module: ModuleType, settings: object) -> list[tuple[str, str]]:
 
 
 def check_kernels(requested: tuple[str, ...] | None, entries: dict[str, TargetEntry],
-                  settings: dict[str, object]) -> None:
-    """Refuse a --kernels name no registered target has, before any target starts."""
-    known = sorted({kernel for name, entry in entries.items() if entry.module
-                    for kernel, _ in kernel_table(entry.module, settings.get(name))})
+                  settings: dict[str, object], targets: tuple[str, ...] | None = None) -> None:
+    """Refuse, before any target starts, a --kernels name that none of the selected targets (default: all) runs
+    with these options, listing those that they do run."""
+    chosen = [name for name in (targets or tuple(entries)) if name in entries and entries[name].module]
+    known = sorted({kernel for name in chosen for kernel, _ in kernel_table(entries[name].module, settings.get(name))})
     unknown = [kernel for kernel in requested or () if kernel not in known]
     if unknown:
-        raise SpecError(f"--kernels: unknown kernel {unknown[0]!r}; allowed: {', '.join(known)}")
+        scope = f"targets {', '.join(chosen)}" if targets else "the targets"
+        raise SpecError(f"--kernels: {scope} run no kernel {unknown[0]!r} with these options (a dtype or datapath "
+                        f"option may exclude it); allowed: {', '.join(known) or 'none'}")

@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from host.errors import SpecError
+from host.errors import SpecError, TargetError
 from host.problem import AttentionProblem
 from host.target_api import Inputs
 from kernels.budget import TC_CONFIGS, flash_smem_bytes, flash_tc_smem_bytes
@@ -88,7 +88,11 @@ class CudaLauncher:
             warps, _, m_tiles = TC_CONFIGS[d]
             kind = {"float16": "__half", "bfloat16": "__nv_bfloat16"}[problem.dtype]
             expression = f"flash_tc_fwd<{kind},{d},{warps},{bc},{m_tiles}>"
-            fn = _module("flash_tc.cu", (expression,), ("-arch=sm_90",)).get_function(expression)
+            capability = int(cupy.cuda.Device().compute_capability)  # "90" for sm_90, "100" for sm_100
+            if capability < 80:
+                raise TargetError(f"the tensor-core flash kernel needs sm_80 or newer (mma.sync bf16, cp.async); this "
+                                  f"device is sm_{capability}", status="skipped")
+            fn = _module("flash_tc.cu", (expression,)).get_function(expression)  # built for this device's arch
             smem = flash_tc_smem_bytes(br, bc, d)
             if smem > 48 * 1024:
                 fn.max_dynamic_shared_size_bytes = smem
@@ -221,15 +225,25 @@ class CudaDevice:
 
     @staticmethod
     @functools.lru_cache(maxsize=None)
-    def ceilings() -> tuple[float, float]:
-        """(GFLOP/s of a float32 cuBLAS matmul, GB/s of a device-to-device copy counting read + write), medians."""
+    def ceilings(dtype: str = "float32") -> tuple[float, float]:
+        """(GFLOP/s of a cuBLAS matmul in the rows' precision, GB/s of a device-to-device copy counting read +
+        write), medians. float32: an fp32 matmul; float16 and bfloat16: an fp16 matmul on the tensor cores (CuPy has
+        no bfloat16; bf16 runs at the fp16 rate on these units, which `peak_source` says)."""
         import cupy
 
         n = CEILING_MATMUL_N
-        a = cupy.random.default_rng(1).standard_normal((n, n), dtype=cupy.float32)
+        kind = cupy.float32 if dtype == "float32" else cupy.float16
+        a = cupy.random.default_rng(1).standard_normal((n, n), dtype=cupy.float32).astype(kind)
         matmul_ms = event_times(lambda: a @ a, warmup=2, iters=5, flush=False)
+        return float(2 * n**3 / (np.median(matmul_ms) / 1e3) / 1e9), CudaDevice.copy_gbps()
+
+    @staticmethod
+    @functools.lru_cache(maxsize=None)
+    def copy_gbps() -> float:
+        """GB/s of a 1 GiB device-to-device copy, counting bytes read and written; median of 10."""
+        import cupy
+
         src = cupy.ones(CEILING_COPY_FLOATS, dtype=cupy.float32)
         dst = cupy.empty_like(src)
         copy_ms = event_times(lambda: dst.__setitem__(Ellipsis, src), warmup=2, iters=10, flush=False)
-        return (float(2 * n**3 / (np.median(matmul_ms) / 1e3) / 1e9),
-                float(2 * src.nbytes / (np.median(copy_ms) / 1e3) / 1e9))
+        return float(2 * src.nbytes / (np.median(copy_ms) / 1e3) / 1e9)

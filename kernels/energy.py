@@ -51,10 +51,12 @@ def measure(call: Callable[[], object], synchronize: Callable[[], None], device_
         return Energy(None, reason="nvidia-ml-py is not installed (pip install -e '.[gpu]')")
     try:
         pynvml.nvmlInit()
-        handle = _handle(pynvml, device_id)
     except pynvml.NVMLError as exc:
         return Energy(None, reason=f"NVML unavailable: {exc}")
+    stop = threading.Event()
+    sampler = None
     try:
+        handle = _handle(pynvml, device_id)
         synchronize()
         start = time.perf_counter()
         call()
@@ -67,12 +69,15 @@ def measure(call: Callable[[], object], synchronize: Callable[[], None], device_
         except pynvml.NVMLError:
             counter = False
         samples: list[float] = []
-        stop = threading.Event()
-        sampler = None
+        failures: list[str] = []
         if not counter:
             def sample() -> None:
                 while not stop.is_set():
-                    samples.append(pynvml.nvmlDeviceGetPowerUsage(handle) / 1e3)  # W
+                    try:
+                        samples.append(pynvml.nvmlDeviceGetPowerUsage(handle) / 1e3)  # W
+                    except pynvml.NVMLError as exc:  # no power reading either: say so, do not trace back
+                        failures.append(str(exc))
+                        return
                     time.sleep(SAMPLE_S)
 
             sampler = threading.Thread(target=sample, daemon=True)
@@ -94,15 +99,19 @@ def measure(call: Callable[[], object], synchronize: Callable[[], None], device_
             stop.set()
             sampler.join()
             if not samples:
-                return Energy(None, reason="NVML gave no power reading during the window")
+                return Energy(None, reason="NVML gave no power reading during the window"
+                                           + (f" ({failures[0]})" if failures else ""))
             joules = sum(samples) / len(samples) * elapsed
             how = f"NVML power readings ({len(samples)} samples) integrated"
         if joules <= 0:
             return Energy(None, reason=f"the {how} did not advance over {elapsed:.2f} s")
         return Energy(joules / calls, f"measured: {how} over {calls} back-to-back calls ({elapsed:.2f} s)")
-    except pynvml.NVMLError as exc:
-        return Energy(None, reason=f"NVML failed: {exc}")
+    except Exception as exc:  # noqa: BLE001 - energy is an extra: its failure must not cost the row its figures
+        return Energy(None, reason=f"energy not measured: {type(exc).__name__}: {exc}")
     finally:
+        stop.set()
+        if sampler is not None:
+            sampler.join()
         try:
             pynvml.nvmlShutdown()
         except pynvml.NVMLError:

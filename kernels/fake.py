@@ -162,6 +162,6 @@ class FakeDevice:
         return None
 
     @staticmethod
-    def ceilings() -> tuple[None, None]:
+    def ceilings(dtype: str = "float32") -> tuple[None, None]:
         """A fake measures no ceilings: its rows carry none and stay off the roofline."""
         return None, None

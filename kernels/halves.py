@@ -2,7 +2,7 @@
 what the device buffers hold) and back, with round-to-nearest-even, and the NaN pattern that poisons an output.
 
 numpy has float16 but no bfloat16, so bf16 is done on the bits: a float32's top 16 bits, rounded to nearest even
-on the 16 dropped ones (inputs are finite: the problem's seeded normal tensors).
+on the 16 dropped ones; a NaN stays a (quiet) NaN, values past bf16's range become inf as on the device.
 """
 
 from __future__ import annotations
@@ -18,11 +18,14 @@ def to_bits(x: np.ndarray, dtype: str) -> np.ndarray:
     """float32 → uint16 bit patterns of `dtype` (float16 or bfloat16), rounded to nearest even."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     if dtype == "float16":
-        return x.astype(np.float16).view(np.uint16)
+        with np.errstate(over="ignore"):  # beyond 65504 is inf in fp16, as on the device
+            return x.astype(np.float16).view(np.uint16)
     if dtype == "bfloat16":
         bits = x.view(np.uint32).astype(np.uint64)
-        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-        return rounded.astype(np.uint16)
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        nan = np.isnan(x)  # rounding a NaN's fraction could carry into the exponent or sign: keep it a quiet NaN
+        rounded[nan] = ((bits[nan] >> 16) | 0x0040).astype(np.uint16)
+        return rounded
     raise ValueError(f"dtype={dtype!r} is not a 16-bit float; allowed: {', '.join(HALF_DTYPES)}")
 
 

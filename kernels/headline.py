@@ -79,17 +79,21 @@ def half_precision(n: int, iters: int, settings: target.Settings) -> None:
     """The tensor-core kernel against torch FLASH (FlashAttention-2) and cuDNN, same dtype, same inputs."""
     print(f"{'dtype':<9} {'d':>4} {'causal':>6} {'ours ms':>9} {'TFLOP/s':>8} {'FLASH':>8} {'cuDNN':>8} "
           f"{'x FLASH':>8} {'x cuDNN':>8}")
+    reasons: set[str] = set()
     for dtype in HALF_DTYPES:
         for dim in (64, 128):
             for causal in (False, True):
                 p = AttentionProblem(heads=16, seq=n, dim=dim, causal=causal, dtype=dtype)
                 ours = kernel_ms("flash", p, iters, settings)
-                flash, _ = torch_ms(p, iters, settings, "FLASH_ATTENTION")
-                cudnn, _ = torch_ms(p, iters, settings, "CUDNN_ATTENTION")
+                flash, why_flash = torch_ms(p, iters, settings, "FLASH_ATTENTION")
+                cudnn, why_cudnn = torch_ms(p, iters, settings, "CUDNN_ATTENTION")
+                reasons.update(why for ms, why in ((flash, why_flash), (cudnn, why_cudnn)) if ms is None)
                 rate = lambda ms: "-" if ms is None else f"{p.flops() / (ms / 1e3) / 1e12:.1f}"  # noqa: E731
                 ratio = lambda ms: "-" if ms is None else f"{ms / ours:.2f}"  # noqa: E731
                 print(f"{dtype:<9} {dim:>4} {int(causal):>6} {ours:9.3f} {rate(ours):>8} {rate(flash):>8} "
                       f"{rate(cudnn):>8} {ratio(flash):>8} {ratio(cudnn):>8}")
+    for reason in sorted(reasons):
+        print(f"  -: {reason}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -98,6 +98,9 @@ def parse_dtypes(text: str) -> tuple[str, ...]:
 
 
 def settings(args: argparse.Namespace) -> Settings:
+    if args.gpu_tile is not None and "float32" not in args.gpu_dtype:
+        raise SpecError("--gpu-tile sets the float32 flash kernel's tile; --gpu-dtype has no fp32 (the tensor-core "
+                        "kernel's tile is fixed per d: kernels/budget.py TC_CONFIGS)")
     return Settings(device=args.gpu_device, tile=args.gpu_tile, dtypes=args.gpu_dtype)
 
 
@@ -254,13 +257,15 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
         raise TargetError(f"out of device memory: {exc or type(exc).__name__}", status="oom") from exc
     timing = summarize(samples)
     seconds = timing.p50_ms / 1e3
-    peak_gflops, peak_gbps = dev.ceilings()
+    peak_gflops, peak_gbps = dev.ceilings(problem.dtype)
+    peak_source = ("measured" if problem.dtype == "float32" else
+                   "measured: fp16 tensor-core matmul (cuBLAS) in this run; bf16 runs at the same rate")
     return [options.context.result(
         problem, target="gpu", kernel=kernel, device=dev.describe(), warmup=options.warmup, **tile,
         **timing.as_fields(), timing_source=dev.timing_source,
         gflops=problem.flops() / seconds / 1e9 if seconds > 0 else None, model_bytes=model_bytes(kernel, problem),
         gbps=model_bytes(kernel, problem) / seconds / 1e9 if seconds > 0 else None,
-        peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source="measured" if peak_gflops else "",
+        peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source=peak_source if peak_gflops else "",
         energy_j=energy.joules_per_call if energy else None, energy_source=energy.source if energy else "",
         verdict=verdict, message="; ".join(filter(None, [note if kernel == "flash" else "",
                                                          energy.reason if energy else ""])))]

@@ -100,3 +100,30 @@ def test_gpu_rows_carry_measured_energy():
     assert row.energy_source.startswith("measured: NVML")
     # board power over the call: between 10 W and the H200's 700 W cap
     assert 10 < row.energy_j / (row.p50_ms / 1e3) < 1000
+
+
+def test_power_readings_that_fail_give_a_reason_not_a_traceback(monkeypatch, capfd):
+    nvml = FakeNvml(counter=False)
+
+    def broken(handle):
+        raise nvml.NVMLError("Not Supported")
+
+    nvml.nvmlDeviceGetPowerUsage = broken
+    result, _ = run_with(monkeypatch, nvml)
+    assert result.joules_per_call is None and "no power reading" in result.reason and "Not Supported" in result.reason
+    assert "Traceback" not in capfd.readouterr().err and nvml.shut
+
+
+def test_a_call_that_fails_in_the_window_costs_the_energy_only(monkeypatch):
+    nvml = FakeNvml(counter=False)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    state = {"calls": 0}
+
+    def call():
+        state["calls"] += 1
+        if state["calls"] > 3:
+            raise RuntimeError("launch failed")
+
+    result = energy.measure(call, lambda: None, window_s=0.05)
+    assert result.joules_per_call is None and result.reason == "energy not measured: RuntimeError: launch failed"
+    assert nvml.shut

@@ -146,3 +146,22 @@ def test_tensor_cores_against_the_golden_and_torch(dtype, dim, causal, seq):
     theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal).float().cpu().numpy()
     reference = errors(theirs, inputs.golden).rel_l2
     assert np.isfinite(ours) and ours <= 2 * reference, (ours, reference)
+
+
+def test_bfloat16_keeps_nan_and_float16_overflows_to_inf_quietly(recwarn):
+    nans = np.array([0x7FFFFFFF, 0xFFFFFFFF, 0x7F800001], dtype=np.uint32).view(np.float32)
+    assert np.isnan(from_bits(to_bits(nans, "bfloat16"), "bfloat16")).all()  # no carry into exponent or sign
+    assert from_bits(to_bits(np.array([70000.0], dtype=np.float32), "float16"), "float16").tolist() == [np.inf]
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_a_tile_without_float32_is_refused_in_one_line():
+    from conftest import run_module
+
+    done = run_module("host.compare", "--targets", "gpu", "--gpu-device", "fake", "--gpu-dtype", "fp16",
+                      "--gpu-tile", "64x32", "--out", "/tmp/kbench-no-out", timeout=60)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "--gpu-tile sets the float32 flash kernel's tile" in lines[0]
+    done = run_module("host.compare", "--targets", "gpu", "--gpu-device", "fake", "--gpu-dtype", "fp16",
+                      "--kernels", "naive", "--out", "/tmp/kbench-no-out", timeout=60)
+    assert done.returncode == 2 and "targets gpu run no kernel 'naive'" in done.stderr and "allowed: flash" in done.stderr
