@@ -47,9 +47,12 @@ def flash_smem_bytes(br: int, bc: int, dim: int) -> int:
     return FLOAT_BYTES * (br * qp + bc * kp + bc * dim + br * (bc + 4) + 3 * br)
 
 
-#: The tensor-core flash kernel's launch per head dimension: (warps, Bc, m-tiles of 16 rows per warp), so
-#: Br = 16 · m-tiles · warps. The best of the H200 variant sweep at N 4096 (reports/gpu-tc, docs/gpu.md).
-TC_CONFIGS = {64: (4, 64, 2), 128: (8, 128, 1)}
+#: The tensor-core flash kernel's launch per (head dimension, causal): (warps, Bc, m-tiles of 16 rows per warp), so
+#: Br = 16 · m-tiles · warps. The best of the H200 variant sweeps at N 4096 (reports/gpu-tc, docs/gpu.md): at d 128
+#: two m-tiles (Q re-read from shared memory; 48 bytes of spills) win without the mask and lose with it.
+TC_CONFIGS = {(64, False): (4, 64, 2), (64, True): (4, 64, 2), (128, False): (8, 64, 2), (128, True): (8, 128, 1)}
+#: Head dimensions the tensor-core kernel is built for.
+TC_DIMS = tuple(sorted({d for d, _ in TC_CONFIGS}))
 
 
 def flash_tc_smem_bytes(br: int, bc: int, dim: int) -> int:

@@ -85,7 +85,7 @@ class CudaLauncher:
             self.q, self.k, self.v = (cupy.asarray(to_bits(x.reshape(bh, n, d), problem.dtype))
                                       for x in (inputs.q, inputs.k, inputs.v))
             self.out = cupy.full((bh, n, d), NAN_BITS[problem.dtype], dtype=cupy.uint16)  # NaN until written
-            warps, _, m_tiles = TC_CONFIGS[d]
+            warps, _, m_tiles = TC_CONFIGS[d, problem.causal]
             kind = {"float16": "__half", "bfloat16": "__nv_bfloat16"}[problem.dtype]
             expression = f"flash_tc_fwd<{kind},{d},{warps},{bc},{m_tiles}>"
             capability = int(cupy.cuda.Device().compute_capability)  # "90" for sm_90, "100" for sm_100

@@ -25,7 +25,7 @@ from host.results import Result
 from host.target_api import Inputs, RunOptions
 from host.timing import summarize
 from host.verdict import check_float
-from kernels.budget import TC_CONFIGS, flash_smem_bytes, flash_tc_smem_bytes
+from kernels.budget import TC_CONFIGS, TC_DIMS, flash_smem_bytes, flash_tc_smem_bytes
 from kernels.halves import HALF_DTYPES
 
 #: kernel name → the dtype it computes in (float32, the default dtype; `kernels(settings)` adds the 16-bit ones).
@@ -100,7 +100,7 @@ def parse_dtypes(text: str) -> tuple[str, ...]:
 def settings(args: argparse.Namespace) -> Settings:
     if args.gpu_tile is not None and "float32" not in args.gpu_dtype:
         raise SpecError("--gpu-tile sets the float32 flash kernel's tile; --gpu-dtype has no fp32 (the tensor-core "
-                        "kernel's tile is fixed per d: kernels/budget.py TC_CONFIGS)")
+                        "kernel's tile is fixed per d and mask: kernels/budget.py TC_CONFIGS)")
     return Settings(device=args.gpu_device, tile=args.gpu_tile, dtypes=args.gpu_dtype)
 
 
@@ -157,10 +157,10 @@ def default_tile(problem: AttentionProblem, sms: int = H200_SMS) -> tuple[int, i
 
 def tc_tile(problem: AttentionProblem) -> tuple[int, int]:
     """(Br, Bc) of the tensor-core flash kernel for this head dimension; TargetError (skipped) where it has none."""
-    if problem.dim not in TC_CONFIGS:
-        raise TargetError(f"the tensor-core flash kernel is built for d {', '.join(map(str, TC_CONFIGS))}; "
+    if problem.dim not in TC_DIMS:
+        raise TargetError(f"the tensor-core flash kernel is built for d {', '.join(map(str, TC_DIMS))}; "
                           f"d={problem.dim} runs in float32 only", status="skipped")
-    warps, bc, m_tiles = TC_CONFIGS[problem.dim]
+    warps, bc, m_tiles = TC_CONFIGS[problem.dim, problem.causal]
     return 16 * m_tiles * warps, bc
 
 
