@@ -33,7 +33,8 @@ import numpy as np
 from host.errors import KbenchError, ResultsError, SpecError
 from host.cli_common import Parser, folder, guard, int_list, integer, name_list, output_folder
 from host.problem import LIMITS, AttentionProblem
-from host.results import CONFIG_FIELDS, FAILED_STATUSES, STATUSES, Result, ResultsFile, RunInfo, read_runs
+from host.results import CONFIG_FIELDS, FAILED_STATUSES, STATUSES, Result, ResultsFile
+from host.run_log import RunInfo, read_runs
 from host.target_api import Inputs, RunContext, RunOptions
 from host.compare_targets import (TARGETS, TargetEntry, check_kernels, kernel_table, load_targets, open_sessions,
                                   select_targets, target_settings, unused_options)

@@ -21,7 +21,8 @@ from host.errors import KbenchError, ResultsError
 from host.report_common import RESULTS_CSV, RESULTS_MD, RUNS_JSONL
 from host.report_markdown import Drawn, markdown
 from host.report_plots import PLOTS, results_frame
-from host.results import Result, ResultsFile, read_runs
+from host.results import Result, ResultsFile
+from host.run_log import read_runs
 
 
 def read_results(out_dir: Path) -> list[Result]:

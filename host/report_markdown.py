@@ -19,7 +19,8 @@ from itertools import groupby
 from typing import Callable, NamedTuple, Sequence
 
 from host.report_common import RUNS_JSONL, fmt_num, fmt_sci, is_measured_roof, roof_text, tile
-from host.results import STATUSES, Result, RunInfo, timing_kind
+from host.results import STATUSES, Result, timing_kind
+from host.run_log import RunInfo
 
 #: Rows of one table are sorted by these problem fields, then by tile.
 SORT_FIELDS = ("dtype", "batch", "heads", "dim", "causal", "seq", "br", "bc")

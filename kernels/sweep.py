@@ -35,7 +35,8 @@ import numpy as np
 from host.cli_common import Parser, folder, guard, int_list, integer, output_folder
 from host.errors import KbenchError, ResultsError, SpecError
 from host.problem import LIMITS, AttentionProblem
-from host.results import FAILED_STATUSES, Result, ResultsFile, RunInfo
+from host.results import FAILED_STATUSES, Result, ResultsFile
+from host.run_log import RunInfo
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import budget, target
 

@@ -19,7 +19,8 @@ import pytest
 from host.errors import ResultsError
 from host.report import render
 from host.report_plots import results_frame, roofline_data, seq_ticks, series, shared_text
-from host.results import ADDED_COLUMNS, Result, ResultsFile, RunInfo
+from host.results import ADDED_COLUMNS, Result, ResultsFile
+from host.run_log import RunInfo
 
 REPO = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
