@@ -1,8 +1,8 @@
 """The GPU benchmarks of docs/performance.md, each a ratio measured in one run:
 
 - flash vs naive, fp32, N = 2048, d = 64, 16 heads;
-- flash vs torch's scaled_dot_product_attention with the EFFICIENT backend, fp32, N = 4096, d = 64, 16 heads
-  (skipped with the reason when torch or a CUDA device is missing);
+- flash vs torch's scaled_dot_product_attention with the EFFICIENT backend, fp32, N = 4096, d = 64 and 128, 16 heads,
+  causal and not (skipped with the reason when torch or a CUDA device is missing);
 - naive's effective GB/s (modelled bytes) over the measured device-to-device copy bandwidth;
 - the tensor-core flash kernel in float16 and bfloat16 against torch's FLASH (FlashAttention-2) and cuDNN backends
   in the same dtype on the same inputs, N = 4096, d = 64 and 128, 16 heads, causal and not (`--no-16bit` skips it).
@@ -123,15 +123,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         naive_gbps = target.model_bytes("naive", p2) / (naive / 1e3) / 1e9
         if copy_gbps:
             print(f"naive effective {naive_gbps:.0f} GB/s = {naive_gbps / copy_gbps:.2f} of copy bandwidth")
-        for causal in (False, True):
-            p4 = AttentionProblem(heads=16, seq=n4, dim=64, causal=causal)
+        for dim, causal in ((64, False), (64, True), (128, False), (128, True)):
+            p4 = AttentionProblem(heads=16, seq=n4, dim=dim, causal=causal)
             flash4 = kernel_ms("flash", p4, args.iters, settings)
             efficient, note = torch_ms(p4, args.iters, settings)
             tflops = p4.flops() / (flash4 / 1e3) / 1e12
             if efficient is None:
-                print(f"N={n4} causal={int(causal)}: flash {flash4:.3f} ms ({tflops:.1f} TFLOP/s); {note}")
+                print(f"N={n4} d={dim} causal={int(causal)}: flash {flash4:.3f} ms ({tflops:.1f} TFLOP/s); {note}")
             else:
-                print(f"N={n4} causal={int(causal)}: flash {flash4:.3f} ms ({tflops:.1f} TFLOP/s), SDPA EFFICIENT "
+                print(f"N={n4} d={dim} causal={int(causal)}: flash {flash4:.3f} ms ({tflops:.1f} TFLOP/s), SDPA EFFICIENT "
                       f"{efficient:.3f} ms ({p4.flops() / (efficient / 1e3) / 1e12:.1f}); flash/torch speed "
                       f"{efficient / flash4:.2f} ({note})")
         if not args.no_16bit:
