@@ -145,10 +145,13 @@ def measure(job: Job, inputs: Callable[[], Inputs], module: ModuleType, args: ar
                            status=status, message=message.replace("\n", " "))]
 
 
-def prepare_out(out: Path, resume: bool, planned: set[tuple] = frozenset()) -> tuple[ResultsFile, set[tuple]]:
+def prepare_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
+                devices: dict[str, str] | None = None) -> tuple[ResultsFile, set[tuple]]:
     """Open OUT/results.csv; with resume keep its finished rows (dropping the failed and wrong rows this sweep
     measures again, `planned` being its untiled keys; rows of other configurations stay as they are), else start
-    afresh, keeping the previous file as results.csv.prev."""
+    afresh, keeping the previous file as results.csv.prev. A finished row counts as done only where its target's
+    device is the one `devices` names for it now (a sweep resumed on a real GPU measures again what a fake GPU or
+    another machine measured; those rows stay in the file beside the new ones)."""
     out.mkdir(parents=True, exist_ok=True)
     results = ResultsFile(out / "results.csv")
     if not resume:
@@ -164,7 +167,15 @@ def prepare_out(out: Path, resume: bool, planned: set[tuple] = frozenset()) -> t
     kept = [row for row in rows if row.status not in FAILED_STATUSES or untiled_key(row) not in planned]
     if len(kept) != len(rows):
         results.rewrite(kept)
-    return results, {untiled_key(row) for row in kept if row.status not in FAILED_STATUSES}
+    devices = devices or {}
+    finished = [row for row in kept if row.status not in FAILED_STATUSES]
+    elsewhere = [row for row in finished if row.target in devices and row.device != devices[row.target]
+                 and untiled_key(row) in planned]
+    if elsewhere:
+        where = sorted({f"{row.target} on {row.device or '?'}" for row in elsewhere})
+        print(f"kbench: {len(elsewhere)} finished rows in {results.path} were measured on another device "
+              f"({'; '.join(where)}): kept, and measured again here", file=sys.stderr)
+    return results, {untiled_key(row) for row in finished if row not in elsewhere}
 
 
 def check_out(out: Path, resume: bool) -> None:
@@ -208,7 +219,10 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
     context = RunContext.start()  # before the output folder changes: a report inside the checkout is not "dirty" code
     stop_after = _stop_hook()
     jobs = plan(args, targets, settings)
-    results, done = prepare_out(args.out, args.resume, {job.key() for job in jobs})
+    devices = {name: module.device(settings.get(name), sessions.get(name)) for name, module in targets.items()
+               if getattr(module, "RESUME_BY_DEVICE", True)}
+    results, done = prepare_out(args.out, args.resume, {job.key() for job in jobs},
+                                {name: device for name, device in devices.items() if device})
     todo = [job for job in jobs if job.key() not in done]
     for name, reason in unavailable.items():
         print(f"kbench: target {name} unavailable: {reason}", file=sys.stderr)

@@ -11,7 +11,8 @@ functions) and exposes:
 - ``settings(args) -> Settings``: its typed, validated settings (a frozen dataclass) from the parsed arguments;
 - ``available(settings) -> (bool, reason)``: whether this machine can run it, and if not, why;
 - ``open_session(settings)`` (optional): a context manager holding a device for the whole sweep, yielding a session;
-- ``device(settings, session) -> str``: what it runs on, in words (stamped on every row);
+- ``device(settings, session) -> str``: what it runs on, in words (stamped on every row; ``--resume`` counts a row as
+  done only on the device that measured it, unless the module sets ``RESUME_BY_DEVICE = False``);
 - ``run(problem, inputs, options) -> list[Result]``: measure one problem with one kernel (``options.kernel``); a
   row with timing figures says where they come from (``timing_source``: ``measured: <clock>`` or
   ``modelled: <model>``; host/results.py refuses the row otherwise).

@@ -320,3 +320,18 @@ def test_resume_keeps_failed_rows_of_configurations_outside_the_sweep(fake_targe
     rows = ResultsFile(out / "results.csv").read()
     # the seq 17 error row is not part of the resumed sweep: it stays for a sweep that asks for it again
     assert sorted((row.seq, row.status) for row in rows) == [(17, "error"), (64, "ok"), (80, "ok")]
+
+
+def test_resume_on_another_device_measures_again_and_keeps_the_old_rows(fake_targets, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "o"
+    args = ["--targets", "fake", "--seq", "64", "--dim", "8", "--heads", "1", "--causal", "0", "--out", str(out)]
+    assert compare.main(args) == 0
+    monkeypatch.setattr(fake_targets, "device", lambda settings=None, session=None: "another device")
+    capsys.readouterr()
+    assert compare.main(args + ["--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "1 finished rows in" in err and "measured on another device (fake on fake device)" in err
+    rows = ResultsFile(out / "results.csv").read()
+    assert [row.device for row in rows] == ["fake device", "another device"]
+    assert compare.main(args + ["--resume"]) == 0  # now done on this device: nothing measured again
+    assert len(ResultsFile(out / "results.csv").read()) == 2
