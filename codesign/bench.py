@@ -25,15 +25,12 @@ from host import q15
 from host.cli_common import Parser, integer
 from host.errors import KbenchError
 from host.problem import AttentionProblem
+from host.timing import time_calls
 
 
 def _median_seconds(call, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    """Median wall time of `repeats` calls, in seconds (host/timing.py's timer, no warm-up)."""
+    return statistics.median(time_calls(call, warmup=0, iters=repeats)) / 1e3
 
 
 def bits_speed(seq: int, dim: int, rows: int, cols: int, causal: bool, acc_bits: int, overflow: str,

@@ -57,8 +57,7 @@ def accumulate(a: np.ndarray, b: np.ndarray, bits: int, overflow: str) -> tuple[
     if bits >= 63 or a.shape[-1] * _peak(a) * _peak(b) <= high:  # no partial sum can leave the range
         return exact, 0
     if overflow == "wrap":
-        wrapped = ((exact - low) & ((1 << bits) - 1)) + low
-        return wrapped, int(np.count_nonzero(wrapped != exact))
+        return _clamp(exact, bits, overflow)
     reach = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))  # Σ|a·b|, exact
     risky = np.nonzero(reach > high)
     if not risky[0].size:

@@ -121,17 +121,3 @@ def array_shape(text: str) -> tuple[int, int]:
         if not 1 <= value <= ARRAY_MAX:
             raise argparse.ArgumentTypeError(f"array {text!r} has a side of {value}; allowed: 1..{ARRAY_MAX} each")
     return rows, cols
-
-
-def positive_real(name: str, low: float, high: float):
-    """An argparse type: a finite number in low..high (scientific notation allowed: 1e9)."""
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name}={text!r} is not a number; allowed: {low:g}..{high:g}") from None
-        if not math.isfinite(value) or not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{name}={text} is out of range; allowed: {low:g}..{high:g}")
-        return value
-
-    return parse

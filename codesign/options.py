@@ -7,9 +7,8 @@ from __future__ import annotations
 import argparse
 import itertools
 
-from codesign.datapath import (ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, DATAFLOWS, OVERFLOWS, Datapath, array_shape,
-                               positive_real)
-from host.cli_common import integer, int_list, name_list
+from codesign.datapath import ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, DATAFLOWS, OVERFLOWS, Datapath, array_shape
+from host.cli_common import integer, int_list, name_list, real
 
 DEFAULT = Datapath()
 
@@ -49,7 +48,7 @@ def add_datapath_options(group: argparse._ArgumentGroup, prefix: str = "", lists
                        help=f"the array's accumulator width in bits{some}; default {d.acc_bits}")
     group.add_argument(f"--{prefix}overflow", type=_choices("overflow", OVERFLOWS, False), default=d.overflow,
                        help=f"accumulators past their range: {' or '.join(OVERFLOWS)}; default {d.overflow}")
-    group.add_argument(f"--{prefix}clock", type=positive_real("clock", 1e6, 1e10), default=d.clock_hz,
+    group.add_argument(f"--{prefix}clock", type=real("clock", 1e6, 1e10), default=d.clock_hz,
                        help=f"clock in Hz (e.g. 1e9); default {d.clock_hz:g}")
     group.add_argument(f"--{prefix}exp-lanes", type=integer("exp-lanes", 1, 4096), default=d.exp_lanes,
                        help=f"EXP2 evaluations per cycle in the softmax unit; default {d.exp_lanes}")
@@ -60,7 +59,7 @@ def add_datapath_options(group: argparse._ArgumentGroup, prefix: str = "", lists
     group.add_argument(f"--{prefix}buffers-kb", type=_buffers, default=_buffer_sizes(d),
                        help="on-chip Q,K,V,O buffer sizes in KB; default "
                             + ",".join(f"{size:g}" for size in _buffer_sizes(d)))
-    group.add_argument(f"--{prefix}dram-bw", type=positive_real("dram-bw", 0.001, 65536),
+    group.add_argument(f"--{prefix}dram-bw", type=real("dram-bw", 0.001, 65536),
                        default=d.dram_bytes_per_cycle, help=f"DRAM bytes per cycle; default {d.dram_bytes_per_cycle:g}")
 
 
@@ -72,7 +71,7 @@ def _buffers(text: str) -> tuple[float, ...]:
     parts = text.split(",")
     if len(parts) != 4:
         raise argparse.ArgumentTypeError(f"buffers-kb {text!r} is not four sizes Q,K,V,O in KB (e.g. 32,64,64,128)")
-    parse = positive_real("buffer KB", 0.0625, 1 << 20)
+    parse = real("buffer KB", 0.0625, 1 << 20)
     return tuple(parse(part.strip()) for part in parts)
 
 

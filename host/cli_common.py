@@ -5,6 +5,7 @@ status (2 for a bad argument or specification, 1 for anything else that failed o
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -52,6 +53,20 @@ def int_list(name: str, low: int, high: int | None = None,
             raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers "
                                              f"({_allowed(low, high, allowed)})")
         return tuple(dict.fromkeys(_parse_int(name, item, low, high, allowed) for item in items))
+
+    return parse
+
+
+def real(name: str, low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: one finite number in low..high (scientific notation allowed: 1e9)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name}={text!r} is not a number; allowed: {low:g}..{high:g}") from None
+        if not math.isfinite(value) or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{name}={text} is out of range; allowed: {low:g}..{high:g}")
+        return value
 
     return parse
 

@@ -36,9 +36,8 @@ def kernel_ms(kernel: str, problem: AttentionProblem, iters: int, settings: targ
     """Median ms of `iters` launches, after checking one launch against the golden."""
     dev = target.backend(settings)
     inputs = Inputs(problem)
-    tile = (target.tc_tile(problem) if problem.dtype in HALF_DTYPES
-            else target.default_tile(problem, target.sm_count(settings)[0]))
-    launch = target.launcher(kernel, problem, inputs, *tile, dev)
+    br, bc, _ = target.launch_tile(problem, settings)
+    launch = target.launcher(kernel, problem, inputs, br, bc, dev)
     launch.launch()
     out = launch.output()
     target.check_output(kernel, out)

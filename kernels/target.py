@@ -155,6 +155,16 @@ def default_tile(problem: AttentionProblem, sms: int = H200_SMS) -> tuple[int, i
     return br, bc
 
 
+def launch_tile(problem: AttentionProblem, settings: Settings) -> tuple[int, int, str]:
+    """(Br, Bc, note) a launch of this problem uses: the tensor-core kernel's for 16-bit problems (the note names
+    that path), else the forced tile or the default for the device's SM count (the note says when that count is a
+    fallback)."""
+    if problem.dtype in HALF_DTYPES:
+        return (*tc_tile(problem), "tensor cores: mma.sync m16n8k16, fp32 accumulation (no wgmma path yet)")
+    sms, note = sm_count(settings)
+    return (*(settings.tile or default_tile(problem, sms)), note)
+
+
 def tc_tile(problem: AttentionProblem) -> tuple[int, int]:
     """(Br, Bc) of the tensor-core flash kernel for this head dimension; TargetError (skipped) where it has none."""
     if problem.dim not in TC_DIMS:
@@ -234,15 +244,9 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
     chosen = options.settings if isinstance(options.settings, Settings) else Settings()
     dev = backend(chosen)
     kernel = options.kernel
-    half = problem.dtype in HALF_DTYPES
-    if half and kernel != "flash":
+    if problem.dtype in HALF_DTYPES and kernel != "flash":
         raise SpecError(f"kernel {kernel!r} computes in float32 only; {problem.dtype} runs on flash (tensor cores)")
-    sms, note = sm_count(chosen)
-    if half:
-        br, bc = tc_tile(problem)
-        note = "tensor cores: mma.sync m16n8k16, fp32 accumulation (no wgmma path yet)"
-    else:
-        br, bc = chosen.tile or default_tile(problem, sms)
+    br, bc, note = launch_tile(problem, chosen)
     tile = {"br": br, "bc": bc} if kernel == "flash" else {}
     try:
         launch = launcher(kernel, problem, inputs, br, bc, dev)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -20,6 +21,9 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the project's own timer
+
+from kernels.cuda import event_times  # noqa: E402
 LOG2E = 1.4426950408889634
 DTYPES = {"fp16": (torch.float16, "__half"), "bf16": (torch.bfloat16, "__nv_bfloat16")}
 
@@ -66,18 +70,8 @@ def check(kernel, dtype, d, n, causal, bh=3):
 
 
 def time_ms(fn, warmup=5, iters=30):
-    for _ in range(warmup):
-        fn()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(iters):
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    times.sort()
-    return times[len(times) // 2]
+    """Median ms of `iters` calls: the project's CUDA-event timer, L2 overwritten before each call."""
+    return statistics.median(event_times(fn, warmup, iters))
 
 
 def main() -> int:
