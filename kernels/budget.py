@@ -53,6 +53,22 @@ def flash_smem_bytes(br: int, bc: int, dim: int) -> int:
 TC_CONFIGS = {(64, False): (4, 64, 2), (64, True): (4, 64, 2), (128, False): (8, 64, 2), (128, True): (8, 128, 1)}
 #: Head dimensions the tensor-core kernel is built for.
 TC_DIMS = tuple(sorted({d for d, _ in TC_CONFIGS}))
+#: The Hopper kernel's launch (kernels/flash_wgmma.cu) per head dimension: (key block Bc, consumer warpgroups, K/V
+#: stages), so Br = 64 · consumers. The best of the H200 variant sweep at N 4096, causal or not (reports/gpu-wgmma):
+#: three warpgroups at d 128 spill (their 128-register cap holds neither S nor O of 64 × 128).
+WGMMA_CONFIGS = {64: (128, 3, 2), 128: (128, 2, 2)}
+
+
+def flash_wgmma_smem_bytes(dim: int, bc: int, consumers: int, stages: int) -> int:
+    """Dynamic shared memory of one Hopper block in bytes: the 16-bit Q tile (64 · consumers rows) and `stages`
+    stages each of K and V, their mbarriers (8 bytes each: Q's, then full K, full V and empty per stage), and 1024
+    bytes to align the tiles to the swizzle's period."""
+    return 2 * dim * (64 * consumers + 2 * stages * bc) + 8 * (1 + 3 * stages) + 1024
+
+
+def flash_wgmma_threads(consumers: int) -> int:
+    """Threads of one Hopper block: the consumer warpgroups and one producer warp."""
+    return 128 * consumers + 32
 
 
 def flash_tc_smem_bytes(br: int, bc: int, dim: int) -> int:

@@ -14,10 +14,11 @@ from typing import Callable
 
 import numpy as np
 
-from host.errors import SpecError, TargetError
+from host.errors import SpecError
 from host.problem import AttentionProblem
 from host.target_api import Inputs
-from kernels.budget import TC_CONFIGS, flash_smem_bytes, flash_tc_smem_bytes
+from kernels.budget import (TC_CONFIGS, WGMMA_CONFIGS, flash_smem_bytes, flash_tc_smem_bytes, flash_wgmma_smem_bytes,
+                            flash_wgmma_threads)
 from kernels.halves import HALF_DTYPES, NAN_BITS, from_bits, to_bits
 
 SOURCE_DIR = Path(__file__).resolve().parent
@@ -73,7 +74,8 @@ class CudaLauncher:
     """Device buffers for one problem and `launch()` for one kernel; `out` is poisoned with NaN before use.
     The target has already checked the plan (memory, shared memory, tile) against this device's limits."""
 
-    def __init__(self, kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int):
+    def __init__(self, kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int,
+                 path: str = "mma.sync"):
         import cupy
 
         self.kernel, self.problem = kernel, problem
@@ -85,20 +87,19 @@ class CudaLauncher:
             self.q, self.k, self.v = (cupy.asarray(to_bits(x.reshape(bh, n, d), problem.dtype))
                                       for x in (inputs.q, inputs.k, inputs.v))
             self.out = cupy.full((bh, n, d), NAN_BITS[problem.dtype], dtype=cupy.uint16)  # NaN until written
+            scale = np.float32(problem.scale * LOG2E)
+            if path == "wgmma":
+                self.calls = [self._wgmma_call(problem, br, bc, scale, causal)]
+                return
             warps, _, m_tiles = TC_CONFIGS[d, problem.causal]
             kind = {"float16": "__half", "bfloat16": "__nv_bfloat16"}[problem.dtype]
             expression = f"flash_tc_fwd<{kind},{d},{warps},{bc},{m_tiles}>"
-            capability = int(cupy.cuda.Device().compute_capability)  # "90" for sm_90, "100" for sm_100
-            if capability < 80:
-                raise TargetError(f"the tensor-core flash kernel needs sm_80 or newer (mma.sync bf16, cp.async); this "
-                                  f"device is sm_{capability}", status="skipped")
             fn = _module("flash_tc.cu", (expression,)).get_function(expression)  # built for this device's arch
             smem = flash_tc_smem_bytes(br, bc, d)
             if smem > 48 * 1024:
                 fn.max_dynamic_shared_size_bytes = smem
             self.calls = [(fn, ((n + br - 1) // br, bh), (32 * warps,),
-                           (self.q, self.k, self.v, self.out, np.int32(n), np.float32(problem.scale * LOG2E), causal),
-                           smem)]
+                           (self.q, self.k, self.v, self.out, np.int32(n), scale, causal), smem)]
             return
         self.q, self.k, self.v = (cupy.asarray(x.reshape(bh, n, d)) for x in (inputs.q, inputs.k, inputs.v))
         self.out = cupy.full((bh, n, d), np.nan, dtype=cupy.float32)  # (BH, N, d), NaN until written
@@ -133,6 +134,20 @@ class CudaLauncher:
                            smem)]
         else:
             raise SpecError(f"kernel {kernel!r} is unknown; allowed: naive, fused, flash")
+
+    def _wgmma_call(self, problem: AttentionProblem, br: int, bc: int, scale: np.float32, causal: np.int32):
+        """The Hopper kernel's launch: built for sm_90a, with the copy engine's maps of Q, K and V (kernels/hopper.py),
+        which the launcher keeps alive beside the buffers they point into."""
+        from kernels import hopper
+
+        bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
+        _, consumers, stages = WGMMA_CONFIGS[d]
+        smem = flash_wgmma_smem_bytes(d, bc, consumers, stages)
+        kind = {"float16": 0, "bfloat16": 1}[problem.dtype]
+        fn = hopper.kernel(f"flash_wgmma_fwd<{kind},{d},{bc},{consumers},{stages}>", smem)
+        self.maps = (hopper.tensor_map(self.q, br), hopper.tensor_map(self.k, bc), hopper.tensor_map(self.v, bc))
+        return (fn, ((n + br - 1) // br, bh), (flash_wgmma_threads(consumers),),
+                (*self.maps, self.out, np.int32(n), scale, causal), smem)
 
     def launch(self) -> None:
         for fn, grid, block, args, smem in self.calls:
@@ -179,6 +194,13 @@ class CudaDevice:
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         return f"{name} ({props['multiProcessorCount']} SMs)"
+
+    @staticmethod
+    def capability() -> int:
+        """The compute capability as one number: 90 for sm_90, 100 for sm_100."""
+        import cupy
+
+        return int(cupy.cuda.Device().compute_capability)
 
     @staticmethod
     def sm_count() -> int:

@@ -93,12 +93,15 @@ KERNEL_MATH: dict[str, Callable[..., None]] = {"naive": naive, "fused": fused, "
 class FakeLauncher:
     """The launcher protocol on numpy arrays: `out` is NaN until a launch writes it."""
 
-    def __init__(self, kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int):
+    def __init__(self, kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int,
+                 path: str = "mma.sync"):
         if kernel not in KERNEL_MATH:
             raise SpecError(f"kernel {kernel!r} is unknown; allowed: {', '.join(KERNEL_MATH)}")
         if problem.dtype in HALF_DTYPES and kernel != "flash":
             raise SpecError(f"kernel {kernel!r} computes in float32 only; {problem.dtype} runs on flash")
-        self.kernel, self.problem, self.br, self.bc = kernel, problem, br, bc
+        # both tensor-core paths compute the same steps (fp32 scores, P rounded to 16 bits, fp32 O); only the tile
+        # differs, and the tile is what the fake's flash takes
+        self.kernel, self.problem, self.br, self.bc, self.path = kernel, problem, br, bc, path
         bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
         self.q, self.k, self.v = (np.ascontiguousarray(x.reshape(bh, n, d), dtype=np.float32)
                                   for x in (inputs.q, inputs.k, inputs.v))
@@ -133,6 +136,13 @@ class FakeDevice:
     @staticmethod
     def describe() -> str:
         return f"fake GPU (numpy on the CPU, {LIMITS.name} limits, {MEMORY_BYTES >> 20} MiB)"
+
+    #: The compute capability the fake reports: the H200's (sm_90), so the 16-bit rows take the wgmma plan.
+    CAPABILITY = 90
+
+    @classmethod
+    def capability(cls) -> int:
+        return cls.CAPABILITY
 
     @staticmethod
     def sm_count() -> int:

@@ -5,7 +5,8 @@
   causal and not (skipped with the reason when torch or a CUDA device is missing);
 - naive's effective GB/s (modelled bytes) over the measured device-to-device copy bandwidth;
 - the tensor-core flash kernel in float16 and bfloat16 against torch's FLASH (FlashAttention-2) and cuDNN backends
-  in the same dtype on the same inputs, N = 4096, d = 64 and 128, 16 heads, causal and not (`--no-16bit` skips it).
+  in the same dtype on the same inputs, N = 4096, d = 64 and 128, 16 heads, causal and not (`--no-16bit` skips it);
+  the path the target dispatches to (wgmma on Hopper), and beside it the mma.sync kernel where that is not the one.
 
 Every kernel's output (torch's included) is judged against the float64 golden (host/verdict.py) before it is
 timed; a wrong one stops the run with its verdict. ``--gpu-device fake`` runs the same steps on kernels/fake.py (no
@@ -36,8 +37,8 @@ def kernel_ms(kernel: str, problem: AttentionProblem, iters: int, settings: targ
     """Median ms of `iters` launches, after checking one launch against the golden."""
     dev = target.backend(settings)
     inputs = Inputs(problem)
-    br, bc, _ = target.launch_tile(problem, settings)
-    launch = target.launcher(kernel, problem, inputs, br, bc, dev)
+    plan = target.launch_plan(problem, settings, dev)
+    launch = target.launcher(kernel, problem, inputs, plan.br, plan.bc, dev, plan.path)
     launch.launch()
     out = launch.output()
     target.check_output(kernel, out)
@@ -75,22 +76,29 @@ def torch_ms(problem: AttentionProblem, iters: int, settings: target.Settings,
 
 
 def half_precision(n: int, iters: int, settings: target.Settings) -> None:
-    """The tensor-core kernel against torch FLASH (FlashAttention-2) and cuDNN, same dtype, same inputs."""
+    """The tensor-core kernel against torch FLASH (FlashAttention-2) and cuDNN, same dtype, same inputs; the
+    mma.sync kernel beside it where the dispatched path is another."""
+    dev = target.backend(settings)
+    probe = AttentionProblem(heads=16, seq=n, dim=64, dtype="float16")
+    path = target.launch_plan(probe, settings, dev).path
+    other = None if path == "mma.sync" else target.Settings(device=settings.device, tc_path="mma")
+    print(f"16-bit rows: {path} (the target's plan on this device){'; mma.sync beside it' if other else ''}")
     print(f"{'dtype':<9} {'d':>4} {'causal':>6} {'ours ms':>9} {'TFLOP/s':>8} {'FLASH':>8} {'cuDNN':>8} "
-          f"{'x FLASH':>8} {'x cuDNN':>8}")
+          f"{'mma.sync':>8} {'x FLASH':>8} {'x cuDNN':>8}")
     reasons: set[str] = set()
     for dtype in HALF_DTYPES:
         for dim in (64, 128):
             for causal in (False, True):
                 p = AttentionProblem(heads=16, seq=n, dim=dim, causal=causal, dtype=dtype)
                 ours = kernel_ms("flash", p, iters, settings)
+                mma = kernel_ms("flash", p, iters, other) if other else None
                 flash, why_flash = torch_ms(p, iters, settings, "FLASH_ATTENTION")
                 cudnn, why_cudnn = torch_ms(p, iters, settings, "CUDNN_ATTENTION")
                 reasons.update(why for ms, why in ((flash, why_flash), (cudnn, why_cudnn)) if ms is None)
                 rate = lambda ms: "-" if ms is None else f"{p.flops() / (ms / 1e3) / 1e12:.1f}"  # noqa: E731
                 ratio = lambda ms: "-" if ms is None else f"{ms / ours:.2f}"  # noqa: E731
                 print(f"{dtype:<9} {dim:>4} {int(causal):>6} {ours:9.3f} {rate(ours):>8} {rate(flash):>8} "
-                      f"{rate(cudnn):>8} {ratio(flash):>8} {ratio(cudnn):>8}")
+                      f"{rate(cudnn):>8} {rate(mma):>8} {ratio(flash):>8} {ratio(cudnn):>8}")
     for reason in sorted(reasons):
         print(f"  -: {reason}")
 

@@ -1,5 +1,7 @@
 """The GPU target: naive, fused and flash attention kernels (kernels/*.cu), timed on a device, in float32, and the
-flash kernel on tensor cores in float16 and bfloat16 (kernels/flash_tc.cu, `--gpu-dtype`).
+flash kernel on tensor cores in float16 and bfloat16 (`--gpu-dtype`): on Hopper (sm_90) the warpgroup-MMA kernel
+(kernels/flash_wgmma.cu), elsewhere from sm_80 the mma.sync one (kernels/flash_tc.cu); `--gpu-tc-path` forces one,
+and each 16-bit row's message names the path that ran.
 
 The device is the real one (kernels/cuda.py: CuPy, CUDA events) or the fake (kernels/fake.py: the same contract in
 numpy, for a machine without a GPU: ``--gpu-device fake``). Either way this module plans the launch against the
@@ -25,7 +27,8 @@ from host.results import Result
 from host.target_api import Inputs, RunOptions
 from host.timing import summarize
 from host.verdict import check_float
-from kernels.budget import TC_CONFIGS, TC_DIMS, flash_smem_bytes, flash_tc_smem_bytes
+from kernels.budget import (TC_CONFIGS, TC_DIMS, WGMMA_CONFIGS, flash_smem_bytes, flash_tc_smem_bytes,
+                            flash_wgmma_smem_bytes)
 from kernels.halves import HALF_DTYPES
 
 #: kernel name → the dtype it computes in (float32, the default dtype; `kernels(settings)` adds the 16-bit ones).
@@ -43,6 +46,8 @@ DEFAULT_TILES = {64: (128, 64), 128: (64, 32), 256: (16, 32)}
 MIN_TILES_PER_SM = 1
 H200_SMS = 132
 DEVICES = ("cuda", "fake")
+#: --gpu-tc-path: which tensor-core kernel runs the 16-bit rows. auto: wgmma on sm_90, mma.sync elsewhere.
+TC_PATHS = ("auto", "wgmma", "mma")
 
 
 @dataclass(frozen=True)
@@ -52,10 +57,13 @@ class Settings:
     device: str = "cuda"
     tile: tuple[int, int] | None = None  # (Br, Bc); None: default_tile
     dtypes: tuple[str, ...] = ("float32",)  # problem dtypes: float32 (every kernel), float16, bfloat16 (flash)
+    tc_path: str = "auto"  # the 16-bit rows' kernel, from TC_PATHS
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
             raise SpecError(f"--gpu-device {self.device!r} is unknown; allowed: {', '.join(DEVICES)}")
+        if self.tc_path not in TC_PATHS:
+            raise SpecError(f"--gpu-tc-path {self.tc_path!r} is unknown; allowed: {', '.join(TC_PATHS)}")
         for dtype in self.dtypes:
             if dtype not in DTYPES.values():
                 raise SpecError(f"dtype {dtype!r} is unknown; allowed: {', '.join(DTYPES.values())}")
@@ -86,6 +94,9 @@ def add_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--gpu-dtype", "--dtype", type=parse_dtypes, default=("float32",), metavar="LIST",
                        help="precisions, comma-separated: fp32 (naive, fused, flash), fp16 and bf16 (flash on "
                             "tensor cores, d 64 and 128); default fp32")
+    group.add_argument("--gpu-tc-path", choices=TC_PATHS, default="auto",
+                       help="the 16-bit rows' kernel: auto (default: wgmma on Hopper, mma.sync elsewhere from "
+                            "sm_80), wgmma (skipped rows off Hopper), mma (mma.sync everywhere, for comparison)")
 
 
 def parse_dtypes(text: str) -> tuple[str, ...]:
@@ -101,7 +112,7 @@ def settings(args: argparse.Namespace) -> Settings:
     if args.gpu_tile is not None and "float32" not in args.gpu_dtype:
         raise SpecError("--gpu-tile sets the float32 flash kernel's tile; --gpu-dtype has no fp32 (the tensor-core "
                         "kernel's tile is fixed per d and mask: kernels/budget.py TC_CONFIGS)")
-    return Settings(device=args.gpu_device, tile=args.gpu_tile, dtypes=args.gpu_dtype)
+    return Settings(device=args.gpu_device, tile=args.gpu_tile, dtypes=args.gpu_dtype, tc_path=args.gpu_tc_path)
 
 
 def kernels(settings: Settings) -> list[tuple[str, str]]:
@@ -155,23 +166,47 @@ def default_tile(problem: AttentionProblem, sms: int = H200_SMS) -> tuple[int, i
     return br, bc
 
 
-def launch_tile(problem: AttentionProblem, settings: Settings) -> tuple[int, int, str]:
-    """(Br, Bc, note) a launch of this problem uses: the tensor-core kernel's for 16-bit problems (the note names
-    that path), else the forced tile or the default for the device's SM count (the note says when that count is a
+@dataclass(frozen=True)
+class Plan:
+    """A launch's tile and, for 16-bit rows, which tensor-core kernel runs it ("wgmma" or "mma.sync"); the note goes
+    into the row's message."""
+
+    br: int
+    bc: int
+    path: str = ""
+    note: str = ""
+
+
+def launch_plan(problem: AttentionProblem, settings: Settings, dev) -> Plan:
+    """The launch of this problem on this device: for 16-bit problems the tensor-core path and its tile
+    (`tc_plan`), else the forced tile or the default for the device's SM count (the note says when that count is a
     fallback)."""
     if problem.dtype in HALF_DTYPES:
-        return (*tc_tile(problem), "tensor cores: mma.sync m16n8k16, fp32 accumulation (no wgmma path yet)")
+        return tc_plan(problem, dev.capability(), settings.tc_path)
     sms, note = sm_count(settings)
-    return (*(settings.tile or default_tile(problem, sms)), note)
+    return Plan(*(settings.tile or default_tile(problem, sms)), note=note)
 
 
-def tc_tile(problem: AttentionProblem) -> tuple[int, int]:
-    """(Br, Bc) of the tensor-core flash kernel for this head dimension; TargetError (skipped) where it has none."""
+def tc_plan(problem: AttentionProblem, capability: int, forced: str = "auto") -> Plan:
+    """The tensor-core kernel for a 16-bit problem on a device of this compute capability (90 for sm_90): wgmma on
+    Hopper, mma.sync from sm_80, or the `forced` one; TargetError (skipped) where none runs."""
     if problem.dim not in TC_DIMS:
-        raise TargetError(f"the tensor-core flash kernel is built for d {', '.join(map(str, TC_DIMS))}; "
+        raise TargetError(f"the tensor-core flash kernels are built for d {', '.join(map(str, TC_DIMS))}; "
                           f"d={problem.dim} runs in float32 only", status="skipped")
+    if capability < 80:
+        raise TargetError(f"the tensor-core flash kernels need sm_80 or newer (mma.sync bf16, cp.async); this "
+                          f"device is sm_{capability}", status="skipped")
+    if forced == "wgmma" and capability != 90:
+        raise TargetError(f"--gpu-tc-path wgmma: wgmma and the sm_90a target exist on sm_90 (Hopper) only; this "
+                          f"device is sm_{capability}", status="skipped")
+    if capability == 90 and forced != "mma":
+        bc, consumers, _ = WGMMA_CONFIGS[problem.dim]
+        return Plan(64 * consumers, bc, "wgmma",
+                    f"tensor cores: wgmma (sm_90a), TMA tiles, 1 producer warp + {consumers} consumer warpgroups, "
+                    "fp32 accumulation")
     warps, bc, m_tiles = TC_CONFIGS[problem.dim, problem.causal]
-    return 16 * m_tiles * warps, bc
+    why = "forced by --gpu-tc-path" if capability == 90 else f"no wgmma on sm_{capability}"
+    return Plan(16 * m_tiles * warps, bc, "mma.sync", f"tensor cores: mma.sync m16n8k16, fp32 accumulation ({why})")
 
 
 def check_tile(br: int, bc: int) -> None:
@@ -204,8 +239,10 @@ def fused_cap(dev) -> int:
     return dev.smem_optin() // 4 - 32
 
 
-def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int, dev=None):
-    """Check the launch against the device's limits, then build its launcher (buffers allocated, O poisoned)."""
+def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int, dev=None,
+             path: str = "mma.sync"):
+    """Check the launch against the device's limits, then build its launcher (buffers allocated, O poisoned); `path`
+    picks the tensor-core kernel of a 16-bit problem (Plan.path)."""
     dev = dev or backend()
     if kernel not in KERNELS:
         raise SpecError(f"kernel {kernel!r} is unknown; allowed: {', '.join(KERNELS)}")
@@ -218,17 +255,21 @@ def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc
         raise SpecError(f"fused keeps a row's N scores in shared memory: N={problem.seq} exceeds this device's cap "
                         f"of {fused_cap(dev)} (opt-in shared memory per block / 4 bytes − 32)")
     elif kernel == "flash" and problem.dtype in HALF_DTYPES:
-        smem = flash_tc_smem_bytes(br, bc, problem.dim)
+        if path == "wgmma":
+            _, consumers, stages = WGMMA_CONFIGS[problem.dim]
+            smem = flash_wgmma_smem_bytes(problem.dim, bc, consumers, stages)
+        else:
+            smem = flash_tc_smem_bytes(br, bc, problem.dim)
         if smem > dev.smem_optin():
-            raise SpecError(f"tensor-core flash Br={br}, Bc={bc}, d={problem.dim} needs {smem} B of shared memory "
-                            f"per block; this device allows {dev.smem_optin()} B")
+            raise SpecError(f"tensor-core flash ({path}) Br={br}, Bc={bc}, d={problem.dim} needs {smem} B of shared "
+                            f"memory per block; this device allows {dev.smem_optin()} B")
     elif kernel == "flash":
         check_tile(br, bc)
         smem = flash_smem_bytes(br, bc, problem.dim)
         if smem > dev.smem_optin():
             raise SpecError(f"flash Br={br}, Bc={bc}, d={problem.dim} needs {smem} B of shared memory per block; "
                             f"this device allows {dev.smem_optin()} B")
-    return dev.launcher(kernel, problem, inputs, br, bc)
+    return dev.launcher(kernel, problem, inputs, br, bc, path)
 
 
 def check_output(kernel: str, out: np.ndarray) -> None:
@@ -246,10 +287,10 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
     kernel = options.kernel
     if problem.dtype in HALF_DTYPES and kernel != "flash":
         raise SpecError(f"kernel {kernel!r} computes in float32 only; {problem.dtype} runs on flash (tensor cores)")
-    br, bc, note = launch_tile(problem, chosen)
-    tile = {"br": br, "bc": bc} if kernel == "flash" else {}
+    plan = launch_plan(problem, chosen, dev)
+    tile = {"br": plan.br, "bc": plan.bc} if kernel == "flash" else {}
     try:
-        launch = launcher(kernel, problem, inputs, br, bc, dev)
+        launch = launcher(kernel, problem, inputs, plan.br, plan.bc, dev, plan.path)
         launch.launch()  # compile, check it runs
         dev.synchronize()
         out = launch.output()
@@ -271,5 +312,5 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
         gbps=model_bytes(kernel, problem) / seconds / 1e9 if seconds > 0 else None,
         peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source=peak_source if peak_gflops else "",
         energy_j=energy.joules_per_call if energy else None, energy_source=energy.source if energy else "",
-        verdict=verdict, message="; ".join(filter(None, [note if kernel == "flash" else "",
+        verdict=verdict, message="; ".join(filter(None, [plan.note if kernel == "flash" else "",
                                                          energy.reason if energy else ""])))]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# On the lent H200: the tensor-core kernel's and the energy meter's gpu tests, a sweep of flash in every dtype (rows
+# On the lent H200: the tensor-core kernels' and the energy meter's gpu tests, a sweep of flash in every dtype (rows
 # with NVML energy), the headline (16-bit against torch FLASH and cuDNN), and one Nsight Compute profile of the d 64
-# kernel (stall reasons, occupancy). Output under ${OUT:-reports/gpu-tc}. NVML's Python bindings (nvidia-ml-py) are
+# fp16 kernel the target dispatches to (stall reasons, occupancy). Output under ${OUT:-reports/gpu-tc}. NVML's Python bindings (nvidia-ml-py) are
 # not on the lent machine's image: carry the wheel (.whl, see the device notes) and put it on PYTHONPATH first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,10 +18,12 @@ from host.problem import AttentionProblem
 from host.target_api import Inputs
 from kernels import target
 p = AttentionProblem(heads=16, seq=4096, dim=64, dtype="float16")
-launch = target.launcher("flash", p, Inputs(p), *target.tc_tile(p))
+dev = target.backend(target.Settings())
+plan = target.launch_plan(p, target.Settings(), dev)
+launch = target.launcher("flash", p, Inputs(p), plan.br, plan.bc, dev, plan.path)
 launch.launch(); launch.launch()
 PY
-timeout 200 ncu --clock-control none --kernel-name regex:flash_tc --launch-skip 1 --launch-count 1 \
+timeout 200 ncu --clock-control none --kernel-name regex:flash_ --launch-skip 1 --launch-count 1 \
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats \
     --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis python3 /tmp/one.py > "$out/ncu_d64.txt" 2>&1
 grep -E "Duration|Registers|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Issue Slots Busy|Stall|No Eligible|Shared Memory|Compute \(SM\)|Memory Throughput|Block Limit" "$out/ncu_d64.txt" | head -40 | tee -a "$out/tc_log.txt"

@@ -1,7 +1,8 @@
-"""The tensor-core flash kernel (kernels/flash_tc.cu) and the GPU target's 16-bit path: it compiles for sm_90 (CI,
-where nvcc is), the 16-bit storage helpers round as the hardware does, the dispatch and rows run on the numpy fake
-(CI), and on a GPU (marker gpu) every dtype, d and mask at awkward N against the float64 golden and against torch
-SDPA's own error in the same dtype on the same inputs."""
+"""The tensor-core flash kernels (kernels/flash_tc.cu, mma.sync; kernels/flash_wgmma.cu, wgmma) and the GPU target's
+16-bit path: they compile for sm_90 and sm_90a (CI, where nvcc is), the 16-bit storage helpers round as the hardware
+does, the dispatch between the two and the rows run on the numpy fake (CI), and on a GPU (marker gpu) both kernels in
+every dtype, d and mask at awkward N against the float64 golden and against torch SDPA's own error in the same dtype
+on the same inputs."""
 
 import os
 import shutil
@@ -16,7 +17,8 @@ from host.problem import AttentionProblem
 from host.reference import errors
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import target
-from kernels.budget import TC_CONFIGS
+from kernels.budget import TC_CONFIGS, WGMMA_CONFIGS
+from kernels.fake import FakeDevice
 from kernels.halves import from_bits, rounded, to_bits
 
 HALF = ["float16", "bfloat16"]
@@ -42,6 +44,25 @@ def test_the_tensor_core_kernel_compiles_for_sm90(tmp_path):
     assert len(spills) == 2 * len(launches)
     # registers hold each instance's state: at most the 48 bytes the d 128 two-m-tile launch spills (docs/gpu.md)
     assert max(spills) <= 48, done.stderr
+
+
+def test_the_wgmma_kernel_compiles_for_sm90a_without_spills(tmp_path):
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed")
+    unit = tmp_path / "unit_flash_wgmma.cu"
+    text = f'#include "{ROOT / "kernels" / "flash_wgmma.cu"}"\n'
+    for kind in (0, 1):
+        for d, (bc, consumers, stages) in WGMMA_CONFIGS.items():
+            text += (f"template __global__ void flash_wgmma_fwd<{kind},{d},{bc},{consumers},{stages}>(const void*, "
+                     "const void*, const void*, unsigned short*, int, float, int);\n")
+    unit.write_text(text)
+    done = subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-Werror", "all-warnings",
+                           "-Xptxas", "-v", "-c", "-o", str(tmp_path / "unit.o"), str(unit)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    spills = [int(line.split("bytes spill stores")[0].split(",")[-1]) for line in done.stderr.splitlines()
+              if "bytes spill stores" in line]
+    assert spills == [0] * (2 * len(WGMMA_CONFIGS)), done.stderr
 
 
 def test_bfloat16_rounds_to_nearest_even_by_hand():
@@ -75,9 +96,9 @@ def test_dtypes_option_and_kernel_pairs():
         parser.parse_args(["--gpu-dtype", "fp8"])
 
 
-def options(device, kernel="flash", warmup=1, iters=2):
+def options(device, kernel="flash", warmup=1, iters=2, tc_path="auto"):
     return RunOptions(context=RunContext("test", "test", "test"), kernel=kernel, warmup=warmup, iters=iters,
-                      settings=target.Settings(device=device))
+                      settings=target.Settings(device=device, tc_path=tc_path))
 
 
 def fresh(seq, dim, causal, dtype, heads=2):
@@ -87,15 +108,58 @@ def fresh(seq, dim, causal, dtype, heads=2):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("tc_path", ["auto", "mma"])
 @pytest.mark.parametrize("seq,dim,causal", [(1, 64, False), (17, 128, True), (130, 64, True), (97, 128, False)])
-def test_16bit_rows_are_judged_in_their_dtype(device, dtype, seq, dim, causal):
+def test_16bit_rows_are_judged_in_their_dtype(device, dtype, tc_path, seq, dim, causal):
     problem = fresh(seq, dim, causal, dtype)
-    [row] = target.run(problem, Inputs(problem), options(device))
+    [row] = target.run(problem, Inputs(problem), options(device, tc_path=tc_path))
     assert row.status == "ok", row.message
-    assert row.dtype == dtype and row.kernel == "flash" and (row.br, row.bc) == target.tc_tile(problem)
+    plan = target.tc_plan(problem, target.backend(target.Settings(device)).capability(), tc_path)
+    assert row.dtype == dtype and row.kernel == "flash" and (row.br, row.bc) == (plan.br, plan.bc)
     assert row.model_bytes == problem.min_bytes() == 2 * 4 * 2 * seq * dim  # 2 bytes per element
-    assert "tensor cores: mma.sync" in row.message
+    assert f"tensor cores: {plan.path}" in row.message
     assert row.rel_l2 > 1e-5  # 16-bit storage shows: not the float32 path
+
+
+@pytest.mark.parametrize("capability,forced,path,note", [
+    (90, "auto", "wgmma", "TMA tiles, 1 producer warp + 3 consumer warpgroups"),
+    (90, "mma", "mma.sync", "forced by --gpu-tc-path"),
+    (80, "auto", "mma.sync", "no wgmma on sm_80"),
+    (89, "mma", "mma.sync", "no wgmma on sm_89"),
+    (100, "auto", "mma.sync", "no wgmma on sm_100"),
+])
+def test_the_tensor_core_dispatch(capability, forced, path, note):
+    problem = fresh(64, 64, False, "float16")
+    plan = target.tc_plan(problem, capability, forced)
+    assert plan.path == path and note in plan.note
+    assert (plan.br, plan.bc) == ((192, 128) if path == "wgmma" else (128, 64))
+
+
+@pytest.mark.parametrize("capability,forced,match", [
+    (75, "auto", "need sm_80 or newer"),
+    (80, "wgmma", r"wgmma and the sm_90a target exist on sm_90 \(Hopper\) only; this device is sm_80")])
+def test_the_tensor_core_dispatch_skips_with_its_reason(capability, forced, match, monkeypatch):
+    monkeypatch.setattr(FakeDevice, "CAPABILITY", capability)
+    problem = fresh(40, 64, True, "bfloat16")
+    with pytest.raises(TargetError, match=match) as info:
+        target.run(problem, Inputs(problem), options("fake", tc_path=forced))
+    assert info.value.status == "skipped"
+
+
+def test_the_tc_path_option():
+    from conftest import run_module
+
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    target.add_options(parser.add_argument_group("gpu"))
+    assert target.settings(parser.parse_args(["--gpu-tc-path", "mma"])).tc_path == "mma"
+    assert target.settings(parser.parse_args([])).tc_path == "auto"
+    with pytest.raises(SpecError, match="--gpu-tc-path 'hmma' is unknown; allowed: auto, wgmma, mma"):
+        target.Settings(tc_path="hmma")
+    done = run_module("host.compare", "--targets", "gpu", "--gpu-device", "fake", "--gpu-tc-path", "tma",
+                      "--out", "/tmp/kbench-no-out", timeout=60)
+    assert done.returncode == 2 and "invalid choice: 'tma'" in done.stderr
 
 
 @pytest.mark.parametrize("device", ["fake"])
@@ -123,25 +187,30 @@ def test_a_16bit_sweep_through_compare(tmp_path):
 
 def test_the_fake_rounds_p_and_o_like_the_tensor_core_kernel():
     problem = AttentionProblem(heads=1, seq=40, dim=64, dtype="bfloat16", seed=3)
-    launch = target.launcher("flash", problem, Inputs(problem), *target.tc_tile(problem),
-                             target.backend(target.Settings(device="fake")))
+    plan = target.tc_plan(problem, FakeDevice.capability())
+    launch = target.launcher("flash", problem, Inputs(problem), plan.br, plan.bc,
+                             target.backend(target.Settings(device="fake")), plan.path)
     launch.launch()
     out = launch.output()
     assert np.array_equal(out, rounded(out, "bfloat16"))  # O leaves in bf16
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tc_path", ["auto", "mma"])
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq", [1, 17, 1000, 4097])
-def test_tensor_cores_against_the_golden_and_torch(dtype, dim, causal, seq):
+def test_tensor_cores_against_the_golden_and_torch(tc_path, dtype, dim, causal, seq):
     torch = pytest.importorskip("torch")
     problem = fresh(seq, dim, causal, dtype)
     inputs = Inputs(problem)
-    [row] = target.run(problem, inputs, options("cuda"))
+    [row] = target.run(problem, inputs, options("cuda", tc_path=tc_path))
     assert row.status == "ok", row.message
-    launch = target.launcher("flash", problem, inputs, *target.tc_tile(problem), target.backend(target.Settings()))
+    dev = target.backend(target.Settings())
+    plan = target.tc_plan(problem, dev.capability(), tc_path)
+    assert f"tensor cores: {plan.path}" in row.message
+    launch = target.launcher("flash", problem, inputs, plan.br, plan.bc, dev, plan.path)
     launch.launch()
     ours = errors(launch.output(), inputs.golden).rel_l2
     kind = {"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]

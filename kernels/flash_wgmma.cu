@@ -1,0 +1,272 @@
+// Hopper flash attention forward (sm_90a): fp16 or bf16 Q, K, V, O, fp32 accumulation on warpgroup MMA (`wgmma`),
+// tiles brought in by the bulk tensor copy engine (TMA), a producer warp feeding consumer warpgroups.
+//
+// A block owns BR = 64·CONSUMERS query rows of one (batch, head). Warps 0 .. 4·CONSUMERS−1 form the consumer
+// warpgroups, 64 rows each; the last warp is the producer: one of its lanes issues every copy. Shared memory holds Q
+// and STAGES stages of K and V tiles of BC keys, each tile stored as D/64 column halves of 64 elements (128-byte rows)
+// in the 128-byte swizzle the copy engine writes and `wgmma` reads (16-byte chunk c of row r at c XOR r mod 8).
+// mbarriers pass the stages: the producer waits for a stage's `empty` barrier (every consumer thread arrives when its
+// P·V has read the stage), then issues K and V copies that complete on its `kfull` and `vfull` barriers.
+// Per key block, each consumer warpgroup:
+//   S = Q·Kᵀ     wgmma m64nBCk16 with both operands from shared memory (K-major descriptors), D/16 steps;
+//   online softmax in base 2 on S's registers (the mma.sync accumulator layout per warp: rows lane/4 and lane/4+8,
+//   reductions over the 4 lanes of a row), log2 e folded into the scale and applied inside each exponent's FFMA;
+//   O += P·V     P packed to 16 bits in registers as wgmma's A operand, V from shared memory (MN-major
+//                descriptor), BC/16 steps; O stays in registers.
+// Causal: key blocks past the block's last query are not loaded; the diagonal blocks are masked per element.
+// Any N: the copy engine fills rows past N with zeros, and those keys are masked. Blocks run heaviest first.
+// The tensor maps (kernels/hopper.py) live in device memory: Q's with a box of 64 columns × BR rows, K's and V's
+// 64 × BC, over the (d, N, B·H) tensor.
+
+#include "wgmma.cuh"
+
+#define WG_NEG_INF (-__int_as_float(0x7f800000))
+
+__device__ __forceinline__ unsigned smem_u32(const void *p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// --- mbarriers and the copy engine ---
+
+__device__ __forceinline__ void mbar_init(u64 *bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+}
+
+__device__ __forceinline__ void mbar_expect_tx(u64 *bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(u64 *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+
+// Wait until the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(u64 *bar, unsigned parity) {
+    unsigned done = 0;
+    while (!done) {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(smem_u32(bar)), "r"(parity)
+                     : "memory");
+    }
+}
+
+// One box of the 3-D tensor (x: column, y: row, z: batch·head) into shared memory, completing on `bar`.
+__device__ __forceinline__ void tma_load(void *dst, const void *map, int x, int y, int z, u64 *bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, "
+                 "%4}], [%5];\n" ::"r"(smem_u32(dst)),
+                 "l"(reinterpret_cast<u64>(map)), "r"(x), "r"(y), "r"(z), "r"(smem_u32(bar))
+                 : "memory");
+}
+
+// --- wgmma bookkeeping ---
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int PENDING>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory");
+}
+
+// Registers an asynchronous MMA reads or writes must not be touched by code the compiler moves across its wait:
+// this empty statement makes each of them an input and output at this point.
+template <int COUNT>
+__device__ __forceinline__ void fence_operands(float *r) {
+#pragma unroll
+    for (int i = 0; i < COUNT; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int COUNT>
+__device__ __forceinline__ void fence_operands(unsigned *r) {
+#pragma unroll
+    for (int i = 0; i < COUNT; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
+
+// Shared-memory matrix descriptor in the 128-byte swizzle: start address, leading and stride byte offsets.
+__device__ __forceinline__ u64 descriptor(unsigned address, unsigned leading, unsigned stride) {
+    return (u64)((address & 0x3FFFF) >> 4) | ((u64)(leading >> 4) << 16) | ((u64)(stride >> 4) << 32) |
+           ((u64)1 << 62);
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Two floats rounded to fp16 (KIND 0) or bf16 (KIND 1), packed low half first.
+template <int KIND>
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+    unsigned r;
+    if (KIND == 0)
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+template <int KIND, int D, int BC, int CONSUMERS, int STAGES>
+__global__ void __launch_bounds__(CONSUMERS * 128 + 32, 1)
+flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigned short *__restrict__ o, int n,
+                float scale_log2, int causal) {
+    constexpr int BR = 64 * CONSUMERS, HALVES = D / 64, KSTEPS = D / 16, STILES = BC / 8, OTILES = D / 8;
+    constexpr unsigned ROW = 128;                         // bytes per row of a 64-column half
+    constexpr unsigned Q_BYTES = BR * D * 2, KV_BYTES = BC * D * 2;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    // the swizzle repeats every 1024 bytes and is taken from the address: tiles start on a 1024-byte boundary
+    unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    unsigned char *q_tile = smem;                          // [HALVES][BR][64]
+    unsigned char *k_tiles = q_tile + Q_BYTES;             // [STAGES][HALVES][BC][64]
+    unsigned char *v_tiles = k_tiles + STAGES * KV_BYTES;  // [STAGES][HALVES][BC][64]
+    u64 *bars = reinterpret_cast<u64 *>(v_tiles + STAGES * KV_BYTES);
+    u64 *q_full = bars, *k_full = bars + 1, *v_full = k_full + STAGES, *empty = v_full + STAGES;
+
+    const int bh = blockIdx.y;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * BR;  // heaviest (causal) tiles first
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int blocks = (n + BC - 1) / BC;
+    if (causal) blocks = min(blocks, (q0 + BR - 1) / BC + 1);
+
+    if (threadIdx.x == 0) {
+        mbar_init(q_full, 1);
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(k_full + s, 1);
+            mbar_init(v_full + s, 1);
+            mbar_init(empty + s, CONSUMERS * 128);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warp == 4 * CONSUMERS) {  // the producer
+        if (lane == 0) {
+            mbar_expect_tx(q_full, Q_BYTES);
+            for (int h = 0; h < HALVES; ++h) tma_load(q_tile + h * BR * ROW, map_q, 64 * h, q0, bh, q_full);
+            for (int j = 0; j < blocks; ++j) {
+                const int s = j % STAGES;
+                if (j >= STAGES) mbar_wait(empty + s, ((j / STAGES) - 1) & 1);
+                unsigned char *ks = k_tiles + s * KV_BYTES, *vs = v_tiles + s * KV_BYTES;
+                mbar_expect_tx(k_full + s, KV_BYTES);
+                for (int h = 0; h < HALVES; ++h) tma_load(ks + h * BC * ROW, map_k, 64 * h, j * BC, bh, k_full + s);
+                mbar_expect_tx(v_full + s, KV_BYTES);
+                for (int h = 0; h < HALVES; ++h) tma_load(vs + h * BC * ROW, map_v, 64 * h, j * BC, bh, v_full + s);
+            }
+        }
+        return;
+    }
+
+    const int wg = warp >> 2, g = lane >> 2, t = lane & 3;
+    const int row0 = wg * 64 + (warp & 3) * 16;  // the warp's first row in the block's tile
+    const int wg_last = q0 + wg * 64 + 63;        // the warpgroup's last query
+    float acc[OTILES * 4];
+    float m[2] = {WG_NEG_INF, WG_NEG_INF}, l[2] = {0.0f, 0.0f};  // rows g and g+8 of the warp's 16
+#pragma unroll
+    for (int i = 0; i < OTILES * 4; ++i) acc[i] = 0.0f;
+    const unsigned q_base = smem_u32(q_tile) + wg * 64 * ROW;
+
+    mbar_wait(q_full, 0);
+    for (int j = 0; j < blocks; ++j) {
+        const int s = j % STAGES;
+        const unsigned parity = (j / STAGES) & 1;
+        const int kbase = j * BC;
+        const unsigned k_base = smem_u32(k_tiles + s * KV_BYTES), v_base = smem_u32(v_tiles + s * KV_BYTES);
+        mbar_wait(k_full + s, parity);
+        if (!causal || kbase <= wg_last) {  // uniform over the warpgroup, as wgmma needs
+            float sc[STILES * 4];
+#pragma unroll
+            for (int i = 0; i < STILES * 4; ++i) sc[i] = 0.0f;
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < KSTEPS; ++kk) {
+                const unsigned offset = (kk % 4) * 32;  // 16 columns = 32 bytes into the 128-byte row
+                wgmma_ss<BC, KIND>(sc, descriptor(q_base + (kk / 4) * BR * ROW + offset, 16, 1024),
+                                   descriptor(k_base + (kk / 4) * BC * ROW + offset, 16, 1024), kk > 0);
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_operands<STILES * 4>(sc);
+
+            // mask keys past N and (causal) keys after the query; the max runs on raw scores
+            const bool mask = kbase + BC > n || (causal && kbase + BC - 1 > q0 + row0);
+            if (mask) {
+#pragma unroll
+                for (int i = 0; i < STILES; ++i) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int key = kbase + i * 8 + 2 * t + (e & 1);
+                        const int query = q0 + row0 + g + (e >> 1) * 8;
+                        if (key >= n || (causal && key > query)) sc[4 * i + e] = WG_NEG_INF;
+                    }
+                }
+            }
+            float top[2] = {m[0], m[1]};
+#pragma unroll
+            for (int i = 0; i < STILES; ++i) {
+                top[0] = fmaxf(top[0], fmaxf(sc[4 * i], sc[4 * i + 1]));
+                top[1] = fmaxf(top[1], fmaxf(sc[4 * i + 2], sc[4 * i + 3]));
+            }
+            float alpha[2], base[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffffu, top[r], 1));
+                top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffffu, top[r], 2));
+                base[r] = top[r] == WG_NEG_INF ? 0.0f : top[r] * scale_log2;  // nothing seen yet: p = 0, not NaN
+                alpha[r] = fast_exp2(m[r] * scale_log2 - base[r]);
+                m[r] = top[r];
+            }
+#pragma unroll
+            for (int i = 0; i < STILES; ++i) {
+                sc[4 * i] = fast_exp2(fmaf(sc[4 * i], scale_log2, -base[0]));
+                sc[4 * i + 1] = fast_exp2(fmaf(sc[4 * i + 1], scale_log2, -base[0]));
+                sc[4 * i + 2] = fast_exp2(fmaf(sc[4 * i + 2], scale_log2, -base[1]));
+                sc[4 * i + 3] = fast_exp2(fmaf(sc[4 * i + 3], scale_log2, -base[1]));
+                sum[0] += sc[4 * i] + sc[4 * i + 1];
+                sum[1] += sc[4 * i + 2] + sc[4 * i + 3];
+            }
+            l[0] = l[0] * alpha[0] + sum[0];  // this lane's share of the row; summed over its 4 lanes at the end
+            l[1] = l[1] * alpha[1] + sum[1];
+#pragma unroll
+            for (int i = 0; i < OTILES; ++i) {
+                acc[4 * i] *= alpha[0];
+                acc[4 * i + 1] *= alpha[0];
+                acc[4 * i + 2] *= alpha[1];
+                acc[4 * i + 3] *= alpha[1];
+            }
+            unsigned p[BC / 16][4];  // P as the A operand, one k16 step of keys per entry
+#pragma unroll
+            for (int ks = 0; ks < BC / 16; ++ks) {
+                p[ks][0] = pack2<KIND>(sc[8 * ks], sc[8 * ks + 1]);
+                p[ks][1] = pack2<KIND>(sc[8 * ks + 2], sc[8 * ks + 3]);
+                p[ks][2] = pack2<KIND>(sc[8 * ks + 4], sc[8 * ks + 5]);
+                p[ks][3] = pack2<KIND>(sc[8 * ks + 6], sc[8 * ks + 7]);
+            }
+            mbar_wait(v_full + s, parity);
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < BC / 16; ++ks)  // 16 keys = two 8-row groups of 1024 bytes; halves BC·128 apart
+                wgmma_rs<D, KIND>(acc, p[ks], descriptor(v_base + ks * 16 * ROW, BC * ROW, 1024), 1);
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_operands<OTILES * 4>(acc);
+            fence_operands<BC / 4>(&p[0][0]);
+        } else {
+            mbar_wait(v_full + s, parity);
+        }
+        mbar_arrive(empty + s);
+    }
+
+    unsigned short *og = o + (size_t)bh * n * D;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float total = l[r];
+        total += __shfl_xor_sync(0xffffffffu, total, 1);
+        total += __shfl_xor_sync(0xffffffffu, total, 2);
+        const float inv = 1.0f / total;
+        const int query = q0 + row0 + g + r * 8;
+        if (query >= n) continue;
+#pragma unroll
+        for (int i = 0; i < OTILES; ++i)
+            *reinterpret_cast<unsigned *>(og + (size_t)query * D + i * 8 + 2 * t) =
+                pack2<KIND>(acc[4 * i + 2 * r] * inv, acc[4 * i + 2 * r + 1] * inv);
+    }
+}

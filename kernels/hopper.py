@@ -1,0 +1,105 @@
+"""What the Hopper kernel (kernels/flash_wgmma.cu) needs from the host: an sm_90a build and TMA tensor maps.
+
+CuPy's RawModule always appends the device's own `-arch=sm_90`, and `wgmma` exists only in the architecture-specific
+sm_90a target, so `module` compiles through CuPy's NVRTC binding itself and loads the cubin with CuPy. `tensor_map`
+encodes the copy engine's descriptor of a (B·H, N, d) 16-bit tensor with the driver's cuTensorMapEncodeTiled (called
+through ctypes: CuPy does not wrap it) and returns it in device memory, where the kernel reads it. CuPy is imported
+inside functions only, so this module imports on machines without it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from host.errors import TargetError
+
+SOURCE_DIR = Path(__file__).resolve().parent
+# cuTensorMapEncodeTiled's enumerations (cuda.h): 16-bit elements, no interleave, 128-byte swizzle, 128-byte L2
+# promotion, out-of-bounds elements read as zeros.
+_UINT16, _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_128B, _OOB_ZERO = 1, 0, 3, 2, 0
+#: Bytes of one tensor map, and the columns of one copy-engine box (128 bytes of 16-bit elements: the swizzle's row).
+MAP_BYTES = 128
+BOX_COLUMNS = 64
+
+
+def supported(capability: int) -> tuple[bool, str]:
+    """Whether this device runs the wgmma kernel, and why not."""
+    if capability != 90:
+        return False, f"wgmma and the sm_90a target exist on sm_90 (Hopper) only; this device is sm_{capability}"
+    return True, ""
+
+
+@functools.lru_cache(maxsize=None)
+def module(expressions: tuple[str, ...]):
+    """kernels/flash_wgmma.cu built for sm_90a by NVRTC: (cupy.cuda.function.Module, {expression: mangled name})."""
+    import cupy
+    from cupy_backends.cuda.libs import nvrtc
+
+    source = (SOURCE_DIR / "flash_wgmma.cu").read_text()
+    headers = (SOURCE_DIR / "wgmma.cuh").read_text()
+    program = nvrtc.createProgram(source, "flash_wgmma.cu", [headers.encode()], [b"wgmma.cuh"])
+    try:
+        for expression in expressions:
+            nvrtc.addNameExpression(program, expression)
+        try:
+            nvrtc.compileProgram(program, ["-std=c++17", "-arch=sm_90a", "--device-as-default-execution-space"])
+        except nvrtc.NVRTCError as exc:
+            log = nvrtc.getProgramLog(program)
+            raise TargetError(f"NVRTC could not build kernels/flash_wgmma.cu for sm_90a: {exc}: {log.strip()[:2000]}")
+        names = {expression: nvrtc.getLoweredName(program, expression) for expression in expressions}
+        cubin = nvrtc.getCUBIN(program)
+    finally:
+        nvrtc.destroyProgram(program)
+    loaded = cupy.cuda.function.Module()
+    loaded.load(cubin)
+    return loaded, names
+
+
+@functools.lru_cache(maxsize=None)
+def _encode():
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError as exc:
+        raise TargetError(f"the CUDA driver library (libcuda.so.1) did not load: {exc}", status="skipped") from exc
+    encode = driver.cuTensorMapEncodeTiled
+    encode.restype = ctypes.c_int
+    return encode
+
+
+def tensor_map(array, box_rows: int):
+    """The copy engine's map of a C-contiguous (B·H, N, d) array of 16-bit elements, boxes of 64 columns ×
+    `box_rows` rows, 128-byte swizzle, zeros past N; as a cupy uint8 array of 128 bytes in device memory."""
+    import cupy
+
+    bh, n, d = array.shape
+    if array.dtype.itemsize != 2 or not array.flags.c_contiguous or d % BOX_COLUMNS:
+        raise TargetError(f"a tensor map needs a C-contiguous 16-bit (B·H, N, d) array with d a multiple of "
+                          f"{BOX_COLUMNS}; got {array.dtype} {array.shape}")
+    storage = (ctypes.c_uint8 * (MAP_BYTES + 64))()  # the driver wants the map 64-byte aligned
+    address = (ctypes.addressof(storage) + 63) & ~63
+    dims = (ctypes.c_uint64 * 3)(d, n, bh)
+    strides = (ctypes.c_uint64 * 2)(2 * d, 2 * n * d)  # bytes, for every dimension but the innermost
+    box = (ctypes.c_uint32 * 3)(BOX_COLUMNS, box_rows, 1)
+    steps = (ctypes.c_uint32 * 3)(1, 1, 1)
+    status = _encode()(ctypes.c_void_p(address), _UINT16, 3, ctypes.c_void_p(array.data.ptr), dims, strides, box,
+                       steps, _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_128B, _OOB_ZERO)
+    if status != 0:
+        raise TargetError(f"cuTensorMapEncodeTiled failed with CUresult {status} for shape {array.shape}, box "
+                          f"{BOX_COLUMNS}×{box_rows}")
+    return cupy.asarray(np.frombuffer(ctypes.string_at(address, MAP_BYTES), dtype=np.uint8))
+
+
+def kernel(expression: str, smem: int):
+    """The built kernel `expression` (a flash_wgmma_fwd instantiation), allowed `smem` bytes of dynamic shared
+    memory."""
+    from cupy.cuda import driver
+
+    loaded, names = module((expression,))
+    fn = loaded.get_function(names[expression])
+    attribute = getattr(driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8)
+    driver.funcSetAttribute(fn.ptr, attribute, smem)
+    return fn
