@@ -54,9 +54,10 @@ TC_CONFIGS = {(64, False): (4, 64, 2), (64, True): (4, 64, 2), (128, False): (8,
 #: Head dimensions the tensor-core kernel is built for.
 TC_DIMS = tuple(sorted({d for d, _ in TC_CONFIGS}))
 #: The Hopper kernel's launch (kernels/flash_wgmma.cu) per head dimension: (key block Bc, consumer warpgroups, K/V
-#: stages), so Br = 64 · consumers. The best of the H200 variant sweep at N 4096, causal or not (reports/gpu-wgmma):
-#: three warpgroups at d 128 spill (their 128-register cap holds neither S nor O of 64 × 128).
-WGMMA_CONFIGS = {64: (128, 3, 2), 128: (128, 2, 2)}
+#: stages, schedule), so Br = 64 · consumers; schedule 0 runs each block's products and softmax in turn, 1 overlaps
+#: a block's softmax with the previous block's P·V, 2 adds turns between the warpgroups (docs/gpu.md). The best of
+#: the H200 variant sweeps at N 4096, causal or not (reports/gpu-wgmma).
+WGMMA_CONFIGS = {64: (128, 2, 3, 2), 128: (128, 2, 3, 2)}
 
 
 def flash_wgmma_smem_bytes(dim: int, bc: int, consumers: int, stages: int) -> int:
@@ -67,8 +68,9 @@ def flash_wgmma_smem_bytes(dim: int, bc: int, consumers: int, stages: int) -> in
 
 
 def flash_wgmma_threads(consumers: int) -> int:
-    """Threads of one Hopper block: the consumer warpgroups and one producer warp."""
-    return 128 * consumers + 32
+    """Threads of one Hopper block: the consumer warpgroups and the producer warpgroup (one thread of which issues
+    the copies; the rest hand their registers to the consumers)."""
+    return 128 * consumers + 128
 
 
 def flash_tc_smem_bytes(br: int, bc: int, dim: int) -> int:

@@ -141,10 +141,10 @@ class CudaLauncher:
         from kernels import hopper
 
         bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
-        _, consumers, stages = WGMMA_CONFIGS[d]
+        _, consumers, stages, schedule = WGMMA_CONFIGS[d]
         smem = flash_wgmma_smem_bytes(d, bc, consumers, stages)
         kind = {"float16": 0, "bfloat16": 1}[problem.dtype]
-        fn = hopper.kernel(f"flash_wgmma_fwd<{kind},{d},{bc},{consumers},{stages}>", smem)
+        fn = hopper.kernel(f"flash_wgmma_fwd<{kind},{d},{bc},{consumers},{stages},{schedule}>", smem)
         self.maps = (hopper.tensor_map(self.q, br), hopper.tensor_map(self.k, bc), hopper.tensor_map(self.v, bc))
         return (fn, ((n + br - 1) // br, bh), (flash_wgmma_threads(consumers),),
                 (*self.maps, self.out, np.int32(n), scale, causal), smem)

@@ -60,6 +60,14 @@ __device__ __forceinline__ void tma_load(void *dst, const void *map, int x, int 
                  : "memory");
 }
 
+// Named barrier `id` among `count` threads: wait for them, or only count this warp in.
+__device__ __forceinline__ void named_sync(int id, int count) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int count) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
 // --- wgmma bookkeeping ---
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -105,8 +113,8 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
     return r;
 }
 
-template <int KIND, int D, int BC, int CONSUMERS, int STAGES>
-__global__ void __launch_bounds__(CONSUMERS * 128 + 32, 1)
+template <int KIND, int D, int BC, int CONSUMERS, int STAGES, int SCHEDULE>
+__global__ void __launch_bounds__(CONSUMERS * 128 + 128, 1)
 flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigned short *__restrict__ o, int n,
                 float scale_log2, int causal) {
     constexpr int BR = 64 * CONSUMERS, HALVES = D / 64, KSTEPS = D / 16, STILES = BC / 8, OTILES = D / 8;
@@ -138,8 +146,11 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
     }
     __syncthreads();
 
-    if (warp == 4 * CONSUMERS) {  // the producer
-        if (lane == 0) {
+    // The producer warpgroup gives up registers for the consumers (65,536 per SM; one block per SM).
+    constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = (65536 / 128 - PRODUCER_REGS) / CONSUMERS / 8 * 8;
+    if (warp >= 4 * CONSUMERS) {  // the producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
+        if (warp == 4 * CONSUMERS && lane == 0) {
             mbar_expect_tx(q_full, Q_BYTES);
             for (int h = 0; h < HALVES; ++h) tma_load(q_tile + h * BR * ROW, map_q, 64 * h, q0, bh, q_full);
             for (int j = 0; j < blocks; ++j) {
@@ -154,105 +165,156 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
         }
         return;
     }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS > 256 ? 256 : CONSUMER_REGS));
 
     const int wg = warp >> 2, g = lane >> 2, t = lane & 3;
     const int row0 = wg * 64 + (warp & 3) * 16;  // the warp's first row in the block's tile
     const int wg_last = q0 + wg * 64 + 63;        // the warpgroup's last query
-    float acc[OTILES * 4];
+    // key blocks this warpgroup computes on; with the causal mask the later ones are only passed through
+    const int mine = causal ? min(blocks, wg_last / BC + 1) : blocks;
+    const unsigned q_base = smem_u32(q_tile) + wg * 64 * ROW;
+    float acc[OTILES * 4], sc[STILES * 4];
+    unsigned p[BC / 16][4];  // P as the A operand, one k16 step of keys per entry
     float m[2] = {WG_NEG_INF, WG_NEG_INF}, l[2] = {0.0f, 0.0f};  // rows g and g+8 of the warp's 16
 #pragma unroll
     for (int i = 0; i < OTILES * 4; ++i) acc[i] = 0.0f;
-    const unsigned q_base = smem_u32(q_tile) + wg * 64 * ROW;
+#pragma unroll
+    for (int i = 0; i < STILES * 4; ++i) sc[i] = 0.0f;
 
-    mbar_wait(q_full, 0);
-    for (int j = 0; j < blocks; ++j) {
-        const int s = j % STAGES;
-        const unsigned parity = (j / STAGES) & 1;
+    // SCHEDULE 2: the warpgroups take turns to issue their MMAs (named barrier 1 + w is w's turn; a turn ends when
+    // its S is done), so that one warpgroup's softmax runs while another's products occupy the tensor cores
+    auto turn_begin = [&]() {
+        if (SCHEDULE == 2) named_sync(1 + wg, 256);
+    };
+    auto turn_end = [&]() {
+        if (SCHEDULE == 2) named_arrive(1 + (wg + 1) % CONSUMERS, 256);
+    };
+    auto issue_scores = [&](int j) {  // S = Q·K_jᵀ: D/16 steps, 16 columns = 32 bytes along the 128-byte rows
+        const unsigned k_base = smem_u32(k_tiles + (j % STAGES) * KV_BYTES);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < KSTEPS; ++kk)
+            wgmma_ss<BC, KIND>(sc, descriptor(q_base + (kk / 4) * BR * ROW + (kk % 4) * 32, 16, 1024),
+                               descriptor(k_base + (kk / 4) * BC * ROW + (kk % 4) * 32, 16, 1024), kk > 0);
+        wgmma_commit();
+    };
+    auto issue_pv = [&](int j) {  // O += P·V_j: 16 keys = two 8-row groups of 1024 bytes; halves BC·128 apart
+        mbar_wait(v_full + j % STAGES, (j / STAGES) & 1);
+        const unsigned v_base = smem_u32(v_tiles + (j % STAGES) * KV_BYTES);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < BC / 16; ++ks)
+            wgmma_rs<D, KIND>(acc, p[ks], descriptor(v_base + ks * 16 * ROW, BC * ROW, 1024), 1);
+        wgmma_commit();
+    };
+    // The online softmax of block j on sc (in place: sc becomes P, unrounded); m and l move on; returns nothing
+    // but the rescale factors of the old O, in alpha.
+    auto softmax = [&](int j, float *alpha) {
         const int kbase = j * BC;
-        const unsigned k_base = smem_u32(k_tiles + s * KV_BYTES), v_base = smem_u32(v_tiles + s * KV_BYTES);
-        mbar_wait(k_full + s, parity);
-        if (!causal || kbase <= wg_last) {  // uniform over the warpgroup, as wgmma needs
-            float sc[STILES * 4];
+        // mask keys past N and (causal) keys after the query; the max runs on raw scores
+        if (kbase + BC > n || (causal && kbase + BC - 1 > q0 + row0)) {
 #pragma unroll
-            for (int i = 0; i < STILES * 4; ++i) sc[i] = 0.0f;
-            wgmma_fence();
+            for (int i = 0; i < STILES; ++i) {
 #pragma unroll
-            for (int kk = 0; kk < KSTEPS; ++kk) {
-                const unsigned offset = (kk % 4) * 32;  // 16 columns = 32 bytes into the 128-byte row
-                wgmma_ss<BC, KIND>(sc, descriptor(q_base + (kk / 4) * BR * ROW + offset, 16, 1024),
-                                   descriptor(k_base + (kk / 4) * BC * ROW + offset, 16, 1024), kk > 0);
-            }
-            wgmma_commit();
-            wgmma_wait<0>();
-            fence_operands<STILES * 4>(sc);
-
-            // mask keys past N and (causal) keys after the query; the max runs on raw scores
-            const bool mask = kbase + BC > n || (causal && kbase + BC - 1 > q0 + row0);
-            if (mask) {
-#pragma unroll
-                for (int i = 0; i < STILES; ++i) {
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int key = kbase + i * 8 + 2 * t + (e & 1);
-                        const int query = q0 + row0 + g + (e >> 1) * 8;
-                        if (key >= n || (causal && key > query)) sc[4 * i + e] = WG_NEG_INF;
-                    }
+                for (int e = 0; e < 4; ++e) {
+                    const int key = kbase + i * 8 + 2 * t + (e & 1);
+                    const int query = q0 + row0 + g + (e >> 1) * 8;
+                    if (key >= n || (causal && key > query)) sc[4 * i + e] = WG_NEG_INF;
                 }
             }
-            float top[2] = {m[0], m[1]};
+        }
+        float top[2] = {m[0], m[1]};
 #pragma unroll
-            for (int i = 0; i < STILES; ++i) {
-                top[0] = fmaxf(top[0], fmaxf(sc[4 * i], sc[4 * i + 1]));
-                top[1] = fmaxf(top[1], fmaxf(sc[4 * i + 2], sc[4 * i + 3]));
-            }
-            float alpha[2], base[2], sum[2] = {0.0f, 0.0f};
+        for (int i = 0; i < STILES; ++i) {
+            top[0] = fmaxf(top[0], fmaxf(sc[4 * i], sc[4 * i + 1]));
+            top[1] = fmaxf(top[1], fmaxf(sc[4 * i + 2], sc[4 * i + 3]));
+        }
+        float base[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffffu, top[r], 1));
-                top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffffu, top[r], 2));
-                base[r] = top[r] == WG_NEG_INF ? 0.0f : top[r] * scale_log2;  // nothing seen yet: p = 0, not NaN
-                alpha[r] = fast_exp2(m[r] * scale_log2 - base[r]);
-                m[r] = top[r];
-            }
+        for (int r = 0; r < 2; ++r) {
+            top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffffu, top[r], 1));
+            top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffffu, top[r], 2));
+            base[r] = top[r] == WG_NEG_INF ? 0.0f : top[r] * scale_log2;  // nothing seen yet: p = 0, not NaN
+            alpha[r] = fast_exp2(m[r] * scale_log2 - base[r]);
+            m[r] = top[r];
+        }
 #pragma unroll
-            for (int i = 0; i < STILES; ++i) {
-                sc[4 * i] = fast_exp2(fmaf(sc[4 * i], scale_log2, -base[0]));
-                sc[4 * i + 1] = fast_exp2(fmaf(sc[4 * i + 1], scale_log2, -base[0]));
-                sc[4 * i + 2] = fast_exp2(fmaf(sc[4 * i + 2], scale_log2, -base[1]));
-                sc[4 * i + 3] = fast_exp2(fmaf(sc[4 * i + 3], scale_log2, -base[1]));
-                sum[0] += sc[4 * i] + sc[4 * i + 1];
-                sum[1] += sc[4 * i + 2] + sc[4 * i + 3];
-            }
-            l[0] = l[0] * alpha[0] + sum[0];  // this lane's share of the row; summed over its 4 lanes at the end
-            l[1] = l[1] * alpha[1] + sum[1];
+        for (int i = 0; i < STILES; ++i) {
+            sc[4 * i] = fast_exp2(fmaf(sc[4 * i], scale_log2, -base[0]));
+            sc[4 * i + 1] = fast_exp2(fmaf(sc[4 * i + 1], scale_log2, -base[0]));
+            sc[4 * i + 2] = fast_exp2(fmaf(sc[4 * i + 2], scale_log2, -base[1]));
+            sc[4 * i + 3] = fast_exp2(fmaf(sc[4 * i + 3], scale_log2, -base[1]));
+            sum[0] += sc[4 * i] + sc[4 * i + 1];
+            sum[1] += sc[4 * i + 2] + sc[4 * i + 3];
+        }
+        l[0] = l[0] * alpha[0] + sum[0];  // this lane's share of the row; summed over its 4 lanes at the end
+        l[1] = l[1] * alpha[1] + sum[1];
+    };
+    auto rescale_and_pack = [&](const float *alpha) {  // O *= alpha; P to 16 bits
 #pragma unroll
-            for (int i = 0; i < OTILES; ++i) {
-                acc[4 * i] *= alpha[0];
-                acc[4 * i + 1] *= alpha[0];
-                acc[4 * i + 2] *= alpha[1];
-                acc[4 * i + 3] *= alpha[1];
-            }
-            unsigned p[BC / 16][4];  // P as the A operand, one k16 step of keys per entry
+        for (int i = 0; i < OTILES; ++i) {
+            acc[4 * i] *= alpha[0];
+            acc[4 * i + 1] *= alpha[0];
+            acc[4 * i + 2] *= alpha[1];
+            acc[4 * i + 3] *= alpha[1];
+        }
 #pragma unroll
-            for (int ks = 0; ks < BC / 16; ++ks) {
-                p[ks][0] = pack2<KIND>(sc[8 * ks], sc[8 * ks + 1]);
-                p[ks][1] = pack2<KIND>(sc[8 * ks + 2], sc[8 * ks + 3]);
-                p[ks][2] = pack2<KIND>(sc[8 * ks + 4], sc[8 * ks + 5]);
-                p[ks][3] = pack2<KIND>(sc[8 * ks + 6], sc[8 * ks + 7]);
-            }
-            mbar_wait(v_full + s, parity);
-            wgmma_fence();
-#pragma unroll
-            for (int ks = 0; ks < BC / 16; ++ks)  // 16 keys = two 8-row groups of 1024 bytes; halves BC·128 apart
-                wgmma_rs<D, KIND>(acc, p[ks], descriptor(v_base + ks * 16 * ROW, BC * ROW, 1024), 1);
-            wgmma_commit();
+        for (int ks = 0; ks < BC / 16; ++ks) {
+            p[ks][0] = pack2<KIND>(sc[8 * ks], sc[8 * ks + 1]);
+            p[ks][1] = pack2<KIND>(sc[8 * ks + 2], sc[8 * ks + 3]);
+            p[ks][2] = pack2<KIND>(sc[8 * ks + 4], sc[8 * ks + 5]);
+            p[ks][3] = pack2<KIND>(sc[8 * ks + 6], sc[8 * ks + 7]);
+        }
+    };
+
+    if (SCHEDULE == 2 && wg == CONSUMERS - 1) named_arrive(1, 256);  // warpgroup 0 takes the first turn
+    mbar_wait(q_full, 0);
+    for (int j = 0; j < mine; ++j) {
+        float alpha[2];
+        mbar_wait(k_full + j % STAGES, (j / STAGES) & 1);
+        if (SCHEDULE == 0) {  // each block's products and softmax in turn
+            issue_scores(j);
+            wgmma_wait<0>();
+            fence_operands<STILES * 4>(sc);
+            softmax(j, alpha);
+            rescale_and_pack(alpha);
+            issue_pv(j);
             wgmma_wait<0>();
             fence_operands<OTILES * 4>(acc);
             fence_operands<BC / 4>(&p[0][0]);
-        } else {
-            mbar_wait(v_full + s, parity);
+            mbar_arrive(empty + j % STAGES);
+        } else {  // S_j, then the previous block's P·V behind it: block j's softmax runs while P·V is on the MMAs
+            turn_begin();
+            issue_scores(j);
+            if (j > 0) issue_pv(j - 1);
+            if (j > 0)
+                wgmma_wait<1>();
+            else
+                wgmma_wait<0>();
+            fence_operands<STILES * 4>(sc);
+            turn_end();  // after the wait: a barrier between an MMA's commit and its wait serialises the MMAs
+            softmax(j, alpha);
+            wgmma_wait<0>();
+            fence_operands<OTILES * 4>(acc);
+            fence_operands<BC / 4>(&p[0][0]);
+            if (j > 0) mbar_arrive(empty + (j - 1) % STAGES);
+            rescale_and_pack(alpha);
         }
-        mbar_arrive(empty + s);
+    }
+    if (SCHEDULE != 0) {  // the last block's P·V
+        turn_begin();
+        issue_pv(mine - 1);
+        wgmma_wait<0>();
+        fence_operands<OTILES * 4>(acc);
+        turn_end();
+        mbar_arrive(empty + (mine - 1) % STAGES);
+    }
+    for (int j = mine; j < blocks; ++j) {  // (causal) blocks past this warpgroup's rows: release them once loaded
+        turn_begin();
+        turn_end();
+        mbar_wait(k_full + j % STAGES, (j / STAGES) & 1);
+        mbar_wait(v_full + j % STAGES, (j / STAGES) & 1);
+        mbar_arrive(empty + j % STAGES);
     }
 
     unsigned short *og = o + (size_t)bh * n * D;

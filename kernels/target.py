@@ -200,9 +200,9 @@ def tc_plan(problem: AttentionProblem, capability: int, forced: str = "auto") ->
         raise TargetError(f"--gpu-tc-path wgmma: wgmma and the sm_90a target exist on sm_90 (Hopper) only; this "
                           f"device is sm_{capability}", status="skipped")
     if capability == 90 and forced != "mma":
-        bc, consumers, _ = WGMMA_CONFIGS[problem.dim]
+        bc, consumers, _, _ = WGMMA_CONFIGS[problem.dim]
         return Plan(64 * consumers, bc, "wgmma",
-                    f"tensor cores: wgmma (sm_90a), TMA tiles, 1 producer warp + {consumers} consumer warpgroups, "
+                    f"tensor cores: wgmma (sm_90a), TMA tiles, a producer and {consumers} consumer warpgroups, "
                     "fp32 accumulation")
     warps, bc, m_tiles = TC_CONFIGS[problem.dim, problem.causal]
     why = "forced by --gpu-tc-path" if capability == 90 else f"no wgmma on sm_{capability}"
@@ -256,7 +256,7 @@ def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc
                         f"of {fused_cap(dev)} (opt-in shared memory per block / 4 bytes − 32)")
     elif kernel == "flash" and problem.dtype in HALF_DTYPES:
         if path == "wgmma":
-            _, consumers, stages = WGMMA_CONFIGS[problem.dim]
+            _, consumers, stages, _ = WGMMA_CONFIGS[problem.dim]
             smem = flash_wgmma_smem_bytes(problem.dim, bc, consumers, stages)
         else:
             smem = flash_tc_smem_bytes(br, bc, problem.dim)

@@ -3,7 +3,7 @@ float64 golden and against torch SDPA's error in the same dtype at awkward N, th
 cuDNN backends and the mma.sync kernel (kernels/flash_tc.cu) at B 1, H 16, N 4096. Writes OUT/wgmma_bench.csv and
 prints a short table last.
 
-    python3 scripts/gpu_wgmma_bench.py OUT [--quick]
+    python3 scripts/gpu_wgmma_bench.py OUT [--quick | --stages]
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ LOG2E = 1.4426950408889634
 DTYPES = {"fp16": (torch.float16, 0, "__half"), "bf16": (torch.bfloat16, 1, "__nv_bfloat16")}
 
 
-def build(kind: int, d: int, bc: int, consumers: int, stages: int):
-    expression = f"flash_wgmma_fwd<{kind},{d},{bc},{consumers},{stages}>"
+def build(kind: int, d: int, bc: int, consumers: int, stages: int, schedule: int):
+    expression = f"flash_wgmma_fwd<{kind},{d},{bc},{consumers},{stages},{schedule}>"
     smem = flash_wgmma_smem_bytes(d, bc, consumers, stages)
     fn = hopper.kernel(expression, smem)
     return fn, smem, 64 * consumers, flash_wgmma_threads(consumers), bc
@@ -64,10 +64,13 @@ def check(kernel, dtype, d, n, causal, bh=3):
 def main() -> int:
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    variants = {64: [(128, 2, 2), (128, 3, 2), (128, 2, 3), (64, 2, 2)],
-                128: [(128, 2, 2), (64, 2, 2), (64, 2, 3), (128, 3, 2)]}
+    variants = {64: [(128, c, 2, s) for c in (2, 3) for s in (0, 1, 2)] + [(128, 2, 3, 2), (128, 3, 3, 2)],
+                128: [(128, 2, 2, s) for s in (0, 1, 2)] + [(128, 2, 3, 2)]}
     if "--quick" in sys.argv:
-        variants = {64: [(128, 2, 2)], 128: [(128, 2, 2)]}
+        variants = {64: [(128, 2, 3, 2)], 128: [(128, 2, 3, 2)]}
+    if "--stages" in sys.argv:  # which of three stages and the schedule buys what
+        variants = {64: [(128, 2, 3, s) for s in (0, 1, 2)] + [(128, 2, 4, 2)],
+                    128: [(128, 2, 3, s) for s in (0, 1, 2)]}
     heads, n_time = 16, 4096
     rows = []
     for (name, (dtype, kind, type_name)), d in itertools.product(DTYPES.items(), tuple(variants)):
@@ -83,11 +86,11 @@ def main() -> int:
             warps, bc, mt = TC_CONFIGS[d, bool(causal)]
             tc = build_tc(type_name, d, warps, bc, mt)
             anchors["mma", causal] = time_ms(lambda: launch_tc(tc, qh, kh, vh, o, causal))
-        for bc, consumers, stages in variants[d]:
-            label = f"{name} d{d} bc{bc} c{consumers} s{stages}"
+        for bc, consumers, stages, schedule in variants[d]:
+            label = f"{name} d{d} bc{bc} c{consumers} s{stages} sched{schedule}"
             start = time.time()
             try:
-                kernel = build(kind, d, bc, consumers, stages)
+                kernel = build(kind, d, bc, consumers, stages, schedule)
             except Exception:  # noqa: BLE001 - report the build error and go on
                 print(f"build {label}:\n{traceback.format_exc()[-3000:]}", file=sys.stderr)
                 continue
@@ -102,6 +105,7 @@ def main() -> int:
                 ms = time_ms(prepare(kernel, qh, kh, vh, o, causal))
                 flops = 4 * heads * n_time * n_time * d / (2 if causal else 1)
                 rows.append({"dtype": name, "d": d, "bc": bc, "consumers": consumers, "stages": stages,
+                             "schedule": schedule,
                              "causal": causal, "ms": ms, "tflops": flops / ms / 1e9,
                              "flash_tflops": flops / anchors["flash", causal] / 1e9,
                              "cudnn_tflops": flops / anchors["cudnn", causal] / 1e9,
@@ -114,10 +118,11 @@ def main() -> int:
             writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-    print(f"{'dtype':5} {'d':>4} {'BC':>4} {'C':>2} {'S':>2} {'c':>2} {'TF/s':>7} {'FLASH':>7} {'cuDNN':>7} "
+    print(f"{'dtype':5} {'d':>4} {'BC':>4} {'C':>2} {'S':>2} {'sch':>3} {'c':>2} {'TF/s':>7} {'FLASH':>7} {'cuDNN':>7} "
           f"{'mma':>7} {'xFLASH':>7} {'xcuDNN':>7} {'err/torch':>9} bad")
     for r in rows:
-        print(f"{r['dtype']:5} {r['d']:>4} {r['bc']:>4} {r['consumers']:>2} {r['stages']:>2} {r['causal']:>2} "
+        print(f"{r['dtype']:5} {r['d']:>4} {r['bc']:>4} {r['consumers']:>2} {r['stages']:>2} {r['schedule']:>3} "
+              f"{r['causal']:>2} "
               f"{r['tflops']:7.1f} {r['flash_tflops']:7.1f} {r['cudnn_tflops']:7.1f} {r['mma_tflops']:7.1f} "
               f"{r['vs_flash']:7.2f} {r['vs_cudnn']:7.2f} {r['worst_err_ratio']:9.2f} {r['bad'][:70]}")
     return 0
