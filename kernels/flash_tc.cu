@@ -16,7 +16,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#define TC_NEG_INF (-__int_as_float(0x7f800000))
+#include "tc_softmax.cuh"
 
 // One m16n8k16 tensor-core product, c += a·b, for each input type.
 template <typename T>
@@ -81,12 +81,6 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 
 template <int PENDING>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING)); }
-
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
 
 // Element offset of 16-byte chunk `chunk` of row `row` in a row-major tile of D elements per row, chunks swizzled.
 template <int D>
@@ -190,49 +184,11 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
                     }
                 }
             }
-            // mask keys past N and (causal) keys after the query; the scale is applied inside the exponent below,
-            // so the max runs on raw scores (scale_log2 > 0 keeps their order) and m is kept in raw units
-            const bool mask = kbase + BC > n || (causal && kbase + BC - 1 > q0 + row0);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-                if (mask) {
-#pragma unroll
-                    for (int i = 0; i < STILES; ++i) {
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            const int key = kbase + i * 8 + 2 * t + (e & 1);
-                            const int query = q0 + row0 + mt * 16 + g + (e >> 1) * 8;
-                            if (key >= n || (causal && key > query)) s[mt][i][e] = TC_NEG_INF;
-                        }
-                    }
-                }
-                float top[2] = {m[mt][0], m[mt][1]};
-#pragma unroll
-                for (int i = 0; i < STILES; ++i) {
-                    top[0] = fmaxf(top[0], fmaxf(s[mt][i][0], s[mt][i][1]));
-                    top[1] = fmaxf(top[1], fmaxf(s[mt][i][2], s[mt][i][3]));
-                }
-                float alpha[2], base[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffffu, top[r], 1));
-                    top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffffu, top[r], 2));
-                    // base-2 exponent offsets: p = 2^(s·scale − max·scale), one FFMA per score
-                    base[r] = top[r] == TC_NEG_INF ? 0.0f : top[r] * scale_log2;  // nothing seen yet: p = 0, not NaN
-                    alpha[r] = fast_exp2(m[mt][r] * scale_log2 - base[r]);
-                    m[mt][r] = top[r];
-                }
-#pragma unroll
-                for (int i = 0; i < STILES; ++i) {
-                    s[mt][i][0] = fast_exp2(fmaf(s[mt][i][0], scale_log2, -base[0]));
-                    s[mt][i][1] = fast_exp2(fmaf(s[mt][i][1], scale_log2, -base[0]));
-                    s[mt][i][2] = fast_exp2(fmaf(s[mt][i][2], scale_log2, -base[1]));
-                    s[mt][i][3] = fast_exp2(fmaf(s[mt][i][3], scale_log2, -base[1]));
-                    sum[0] += s[mt][i][0] + s[mt][i][1];
-                    sum[1] += s[mt][i][2] + s[mt][i][3];
-                }
-                l[mt][0] = l[mt][0] * alpha[0] + sum[0];  // this lane's share of the row; summed over 4 lanes at the end
-                l[mt][1] = l[mt][1] * alpha[1] + sum[1];
+                float alpha[2];
+                online_softmax<STILES>(&s[mt][0][0], m[mt], l[mt], alpha, scale_log2, kbase, q0 + row0 + mt * 16, n,
+                                       causal);
 #pragma unroll
                 for (int i = 0; i < OTILES; ++i) {
                     acc[mt][i][0] *= alpha[0];

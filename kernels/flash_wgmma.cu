@@ -18,9 +18,8 @@
 // The tensor maps (kernels/hopper.py) live in device memory: Q's with a box of 64 columns × BR rows, K's and V's
 // 64 × BC, over the (d, N, B·H) tensor.
 
+#include "tc_softmax.cuh"
 #include "wgmma.cuh"
-
-#define WG_NEG_INF (-__int_as_float(0x7f800000))
 
 __device__ __forceinline__ unsigned smem_u32(const void *p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -96,12 +95,6 @@ __device__ __forceinline__ u64 descriptor(unsigned address, unsigned leading, un
            ((u64)1 << 62);
 }
 
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
 // Two floats rounded to fp16 (KIND 0) or bf16 (KIND 1), packed low half first.
 template <int KIND>
 __device__ __forceinline__ unsigned pack2(float lo, float hi) {
@@ -175,7 +168,7 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
     const unsigned q_base = smem_u32(q_tile) + wg * 64 * ROW;
     float acc[OTILES * 4], sc[STILES * 4];
     unsigned p[BC / 16][4];  // P as the A operand, one k16 step of keys per entry
-    float m[2] = {WG_NEG_INF, WG_NEG_INF}, l[2] = {0.0f, 0.0f};  // rows g and g+8 of the warp's 16
+    float m[2] = {TC_NEG_INF, TC_NEG_INF}, l[2] = {0.0f, 0.0f};  // rows g and g+8 of the warp's 16
 #pragma unroll
     for (int i = 0; i < OTILES * 4; ++i) acc[i] = 0.0f;
 #pragma unroll
@@ -207,48 +200,8 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
             wgmma_rs<D, KIND>(acc, p[ks], descriptor(v_base + ks * 16 * ROW, BC * ROW, 1024), 1);
         wgmma_commit();
     };
-    // The online softmax of block j on sc (in place: sc becomes P, unrounded); m and l move on; returns nothing
-    // but the rescale factors of the old O, in alpha.
-    auto softmax = [&](int j, float *alpha) {
-        const int kbase = j * BC;
-        // mask keys past N and (causal) keys after the query; the max runs on raw scores
-        if (kbase + BC > n || (causal && kbase + BC - 1 > q0 + row0)) {
-#pragma unroll
-            for (int i = 0; i < STILES; ++i) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int key = kbase + i * 8 + 2 * t + (e & 1);
-                    const int query = q0 + row0 + g + (e >> 1) * 8;
-                    if (key >= n || (causal && key > query)) sc[4 * i + e] = WG_NEG_INF;
-                }
-            }
-        }
-        float top[2] = {m[0], m[1]};
-#pragma unroll
-        for (int i = 0; i < STILES; ++i) {
-            top[0] = fmaxf(top[0], fmaxf(sc[4 * i], sc[4 * i + 1]));
-            top[1] = fmaxf(top[1], fmaxf(sc[4 * i + 2], sc[4 * i + 3]));
-        }
-        float base[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffffu, top[r], 1));
-            top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffffu, top[r], 2));
-            base[r] = top[r] == WG_NEG_INF ? 0.0f : top[r] * scale_log2;  // nothing seen yet: p = 0, not NaN
-            alpha[r] = fast_exp2(m[r] * scale_log2 - base[r]);
-            m[r] = top[r];
-        }
-#pragma unroll
-        for (int i = 0; i < STILES; ++i) {
-            sc[4 * i] = fast_exp2(fmaf(sc[4 * i], scale_log2, -base[0]));
-            sc[4 * i + 1] = fast_exp2(fmaf(sc[4 * i + 1], scale_log2, -base[0]));
-            sc[4 * i + 2] = fast_exp2(fmaf(sc[4 * i + 2], scale_log2, -base[1]));
-            sc[4 * i + 3] = fast_exp2(fmaf(sc[4 * i + 3], scale_log2, -base[1]));
-            sum[0] += sc[4 * i] + sc[4 * i + 1];
-            sum[1] += sc[4 * i + 2] + sc[4 * i + 3];
-        }
-        l[0] = l[0] * alpha[0] + sum[0];  // this lane's share of the row; summed over its 4 lanes at the end
-        l[1] = l[1] * alpha[1] + sum[1];
+    auto softmax = [&](int j, float *alpha) {  // sc becomes P (unrounded); m and l move on
+        online_softmax<STILES>(sc, m, l, alpha, scale_log2, j * BC, q0 + row0, n, causal);
     };
     auto rescale_and_pack = [&](const float *alpha) {  // O *= alpha; P to 16 bits
 #pragma unroll

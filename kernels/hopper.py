@@ -40,8 +40,9 @@ def module(expressions: tuple[str, ...]):
     from cupy_backends.cuda.libs import nvrtc
 
     source = (SOURCE_DIR / "flash_wgmma.cu").read_text()
-    headers = (SOURCE_DIR / "wgmma.cuh").read_text()
-    program = nvrtc.createProgram(source, "flash_wgmma.cu", [headers.encode()], [b"wgmma.cuh"])
+    names = ("wgmma.cuh", "tc_softmax.cuh")  # the headers it includes
+    headers = [(SOURCE_DIR / name).read_bytes() for name in names]
+    program = nvrtc.createProgram(source, "flash_wgmma.cu", headers, [name.encode() for name in names])
     try:
         for expression in expressions:
             nvrtc.addNameExpression(program, expression)
@@ -50,13 +51,13 @@ def module(expressions: tuple[str, ...]):
         except nvrtc.NVRTCError as exc:
             log = nvrtc.getProgramLog(program)
             raise TargetError(f"NVRTC could not build kernels/flash_wgmma.cu for sm_90a: {exc}: {log.strip()[:2000]}")
-        names = {expression: nvrtc.getLoweredName(program, expression) for expression in expressions}
+        lowered = {expression: nvrtc.getLoweredName(program, expression) for expression in expressions}
         cubin = nvrtc.getCUBIN(program)
     finally:
         nvrtc.destroyProgram(program)
     loaded = cupy.cuda.function.Module()
     loaded.load(cubin)
-    return loaded, names
+    return loaded, lowered
 
 
 @functools.lru_cache(maxsize=None)

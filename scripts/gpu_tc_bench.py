@@ -31,7 +31,8 @@ DTYPES = {"fp16": (torch.float16, "__half"), "bf16": (torch.bfloat16, "__nv_bflo
 def build(type_name: str, d: int, warps: int, bc: int, mt: int):
     expression = f"flash_tc_fwd<{type_name},{d},{warps},{bc},{mt}>"
     module = cupy.RawModule(code=(ROOT / "kernels/flash_tc.cu").read_text(),
-                            options=("-std=c++17", "-arch=sm_90"), name_expressions=[expression])
+                            options=("-std=c++17", "-arch=sm_90", f"-I{ROOT / 'kernels'}"),
+                            name_expressions=[expression])
     fn = module.get_function(expression)
     smem = (16 * mt * warps + 4 * bc) * d * 2
     fn.max_dynamic_shared_size_bytes = smem
@@ -67,6 +68,16 @@ def check(kernel, dtype, d, n, causal, bh=3):
     ours = rel_l2(o, ref)
     theirs = rel_l2(F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=bool(causal))[0], ref)
     return ours, theirs, bool(torch.isnan(o).any())
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    """The sweep's rows (dicts with the same keys) as CSV; nothing when there are none."""
+    if not rows:
+        return
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def time_ms(fn, warmup=5, iters=30):
@@ -126,10 +137,7 @@ def main() -> int:
                        "vs_flash": anchors["flash", causal] / ms, "vs_cudnn": anchors["cudnn", causal] / ms,
                        "worst_err_ratio": worst, "bad": "; ".join(bad), "build_s": build_s}
                 rows.append(row)
-    with open(out / "tc_bench.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(out / "tc_bench.csv", rows)
     print(f"{'dtype':5} {'d':>4} {'W':>2} {'BC':>4} {'MT':>2} {'c':>2} {'ms':>8} {'TF/s':>7} {'FLASH':>7} {'cuDNN':>7} "
           f"{'xFLASH':>7} {'xcuDNN':>7} {'err/torch':>9} bad")
     for r in rows:

@@ -8,7 +8,6 @@ prints a short table last.
 
 from __future__ import annotations
 
-import csv
 import itertools
 import math
 import sys
@@ -25,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from gpu_tc_bench import build as build_tc, golden, launch as launch_tc, rel_l2, time_ms  # noqa: E402
+from gpu_tc_bench import build as build_tc, golden, launch as launch_tc, rel_l2, time_ms, write_rows  # noqa: E402
 from kernels import hopper  # noqa: E402
 from kernels.budget import TC_CONFIGS, flash_wgmma_smem_bytes, flash_wgmma_threads  # noqa: E402
 
@@ -113,11 +112,7 @@ def main() -> int:
                              "vs_flash": anchors["flash", causal] / ms, "vs_cudnn": anchors["cudnn", causal] / ms,
                              "vs_mma": anchors["mma", causal] / ms, "worst_err_ratio": worst, "bad": " ".join(bad),
                              "build_s": build_s})
-    if rows:
-        with open(out / "wgmma_bench.csv", "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+    write_rows(out / "wgmma_bench.csv", rows)
     print(f"{'dtype':5} {'d':>4} {'BC':>4} {'C':>2} {'S':>2} {'sch':>3} {'c':>2} {'TF/s':>7} {'FLASH':>7} {'cuDNN':>7} "
           f"{'mma':>7} {'xFLASH':>7} {'xcuDNN':>7} {'err/torch':>9} bad")
     for r in rows:

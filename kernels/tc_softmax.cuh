@@ -1,0 +1,59 @@
+// The online-softmax step both tensor-core flash kernels (kernels/flash_tc.cu, kernels/flash_wgmma.cu) run on one
+// warp's 16 rows of a key block's scores, held in the mma.sync / wgmma accumulator layout: s[4i + e] is row
+// g + 8·(e/2) (g = lane/4) and key kbase + 8i + 2·(lane mod 4) + (e mod 2), for i < STILES (BC / 8).
+// In base 2: log2 e is folded into scale_log2, applied inside each exponent's FFMA, so the max runs on raw scores
+// (a positive scale keeps their order) and m stays in raw units.
+
+#define TC_NEG_INF (-__int_as_float(0x7f800000))
+
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Masks keys past n and (causal) keys after their query (query0 is the warp's first row), turns s into the
+// unnormalised probabilities p = 2^((s - max)·scale), moves the running max m and this lane's share of the running
+// sum l (rows g and g+8) on, and returns in alpha the factors that rescale the old accumulator rows.
+template <int STILES>
+__device__ __forceinline__ void online_softmax(float *s, float *m, float *l, float *alpha, float scale_log2, int kbase,
+                                               int query0, int n, int causal) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    if (kbase + 8 * STILES > n || (causal && kbase + 8 * STILES - 1 > query0)) {
+#pragma unroll
+        for (int i = 0; i < STILES; ++i) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int key = kbase + i * 8 + 2 * t + (e & 1);
+                const int query = query0 + g + (e >> 1) * 8;
+                if (key >= n || (causal && key > query)) s[4 * i + e] = TC_NEG_INF;
+            }
+        }
+    }
+    float top[2] = {m[0], m[1]};
+#pragma unroll
+    for (int i = 0; i < STILES; ++i) {
+        top[0] = fmaxf(top[0], fmaxf(s[4 * i], s[4 * i + 1]));
+        top[1] = fmaxf(top[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+    }
+    float base[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffffu, top[r], 1));  // the row's 4 lanes
+        top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffffu, top[r], 2));
+        base[r] = top[r] == TC_NEG_INF ? 0.0f : top[r] * scale_log2;  // nothing seen yet: p = 0, not NaN
+        alpha[r] = fast_exp2(m[r] * scale_log2 - base[r]);
+        m[r] = top[r];
+    }
+#pragma unroll
+    for (int i = 0; i < STILES; ++i) {
+        s[4 * i] = fast_exp2(fmaf(s[4 * i], scale_log2, -base[0]));
+        s[4 * i + 1] = fast_exp2(fmaf(s[4 * i + 1], scale_log2, -base[0]));
+        s[4 * i + 2] = fast_exp2(fmaf(s[4 * i + 2], scale_log2, -base[1]));
+        s[4 * i + 3] = fast_exp2(fmaf(s[4 * i + 3], scale_log2, -base[1]));
+        sum[0] += s[4 * i] + s[4 * i + 1];
+        sum[1] += s[4 * i + 2] + s[4 * i + 3];
+    }
+    l[0] = l[0] * alpha[0] + sum[0];  // this lane's share of the row; summed over its 4 lanes at the end
+    l[1] = l[1] * alpha[1] + sum[1];
+}
