@@ -46,6 +46,8 @@ DEFAULT_TILES = {64: (128, 64), 128: (64, 32), 256: (16, 32)}
 MIN_TILES_PER_SM = 1
 H200_SMS = 132
 DEVICES = ("cuda", "fake")
+#: The most (batch, head) pairs one launch takes: CUDA's limit on a grid's y and z extent, where the kernels put them.
+MAX_GRID_BH = 65535
 #: --gpu-tc-path: which tensor-core kernel runs the 16-bit rows. auto: wgmma on sm_90, mma.sync elsewhere.
 TC_PATHS = ("auto", "wgmma", "mma")
 
@@ -246,6 +248,9 @@ def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc
     dev = dev or backend()
     if kernel not in KERNELS:
         raise SpecError(f"kernel {kernel!r} is unknown; allowed: {', '.join(KERNELS)}")
+    if problem.batch * problem.heads > MAX_GRID_BH:  # every kernel puts (batch, head) on the grid's y or z axis
+        raise SpecError(f"batch·heads = {problem.batch * problem.heads} exceeds the GPU kernels' grid; allowed: "
+                        f"1..{MAX_GRID_BH} (CUDA's grid y and z limit)")
     if kernel == "naive":  # refuse before any allocation: S alone can exceed the device
         need, free = naive_scores_bytes(problem), dev.free_bytes()
         if need + problem.min_bytes() > free:

@@ -238,3 +238,10 @@ def test_a_tile_without_float32_is_refused_in_one_line():
     done = run_module("host.compare", "--targets", "gpu", "--gpu-device", "fake", "--gpu-dtype", "fp16",
                       "--kernels", "naive", "--out", "/tmp/kbench-no-out", timeout=60)
     assert done.returncode == 2 and "targets gpu run no kernel 'naive'" in done.stderr and "allowed: flash" in done.stderr
+
+
+@pytest.mark.parametrize("dtype,kernel", [("float16", "flash"), ("float32", "naive"), ("float32", "flash")])
+def test_more_heads_than_a_grid_holds_is_refused_in_one_line(dtype, kernel):
+    problem = AttentionProblem(batch=17, heads=4096, seq=1, dim=64, dtype=dtype)  # 69,632 (batch, head) pairs
+    with pytest.raises(SpecError, match=r"batch·heads = 69632 exceeds the GPU kernels' grid; allowed: 1\.\.65535"):
+        target.launcher(kernel, problem, None, 128, 64, target.backend(target.Settings(device="fake")))
