@@ -99,9 +99,9 @@ class FakeLauncher:
             raise SpecError(f"kernel {kernel!r} is unknown; allowed: {', '.join(KERNEL_MATH)}")
         if problem.dtype in HALF_DTYPES and kernel != "flash":
             raise SpecError(f"kernel {kernel!r} computes in float32 only; {problem.dtype} runs on flash")
-        # both tensor-core paths compute the same steps (fp32 scores, P rounded to 16 bits, fp32 O); only the tile
-        # differs, and the tile is what the fake's flash takes
-        self.kernel, self.problem, self.br, self.bc, self.path = kernel, problem, br, bc, path
+        # `path` picks no arithmetic here: both tensor-core kernels compute the same steps (fp32 scores, P rounded to
+        # 16 bits, fp32 O); only their tiles differ, and the tile is what the fake's flash takes
+        self.kernel, self.problem, self.br, self.bc = kernel, problem, br, bc
         bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
         self.q, self.k, self.v = (np.ascontiguousarray(x.reshape(bh, n, d), dtype=np.float32)
                                   for x in (inputs.q, inputs.k, inputs.v))

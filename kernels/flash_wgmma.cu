@@ -1,8 +1,9 @@
 // Hopper flash attention forward (sm_90a): fp16 or bf16 Q, K, V, O, fp32 accumulation on warpgroup MMA (`wgmma`),
-// tiles brought in by the bulk tensor copy engine (TMA), a producer warp feeding consumer warpgroups.
+// tiles brought in by the bulk tensor copy engine (TMA), a producer warpgroup feeding consumer warpgroups.
 //
 // A block owns BR = 64·CONSUMERS query rows of one (batch, head). Warps 0 .. 4·CONSUMERS−1 form the consumer
-// warpgroups, 64 rows each; the last warp is the producer: one of its lanes issues every copy. Shared memory holds Q
+// warpgroups, 64 rows each, raised to CONSUMER_REGS registers; the last warpgroup is the producer, lowered to 24
+// registers, and one of its threads issues every copy. Shared memory holds Q
 // and STAGES stages of K and V tiles of BC keys, each tile stored as D/64 column halves of 64 elements (128-byte rows)
 // in the 128-byte swizzle the copy engine writes and `wgmma` reads (16-byte chunk c of row r at c XOR r mod 8).
 // mbarriers pass the stages: the producer waits for a stage's `empty` barrier (every consumer thread arrives when its
@@ -13,6 +14,8 @@
 //   reductions over the 4 lanes of a row), log2 e folded into the scale and applied inside each exponent's FFMA;
 //   O += P·V     P packed to 16 bits in registers as wgmma's A operand, V from shared memory (MN-major
 //                descriptor), BC/16 steps; O stays in registers.
+// SCHEDULE 0 runs those steps in turn; 1 issues block j's S with block j−1's P·V, so block j's softmax runs beside
+// that P·V; 2 adds turns between the warpgroups (named barriers) so one's softmax runs beside another's MMAs.
 // Causal: key blocks past the block's last query are not loaded; the diagonal blocks are masked per element.
 // Any N: the copy engine fills rows past N with zeros, and those keys are masked. Blocks run heaviest first.
 // The tensor maps (kernels/hopper.py) live in device memory: Q's with a box of 64 columns × BR rows, K's and V's

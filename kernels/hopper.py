@@ -26,13 +26,6 @@ MAP_BYTES = 128
 BOX_COLUMNS = 64
 
 
-def supported(capability: int) -> tuple[bool, str]:
-    """Whether this device runs the wgmma kernel, and why not."""
-    if capability != 90:
-        return False, f"wgmma and the sm_90a target exist on sm_90 (Hopper) only; this device is sm_{capability}"
-    return True, ""
-
-
 @functools.lru_cache(maxsize=None)
 def module(expressions: tuple[str, ...]):
     """kernels/flash_wgmma.cu built for sm_90a by NVRTC: (cupy.cuda.function.Module, {expression: mangled name})."""
