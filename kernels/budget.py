@@ -73,6 +73,22 @@ def flash_wgmma_threads(consumers: int) -> int:
     return 128 * consumers + 128
 
 
+#: The fp32 tensor-core flash kernel's launch (kernels/flash_tf32.cu, 3xTF32) per (head dimension, causal): (warps,
+#: Bc, m-tiles of 16 rows per warp, Q's split fragments kept in registers, P·V staged per key block), so
+#: Br = 16 · m-tiles · warps. The best of the H200 variant sweep at N 4096 (reports/gpu-tf32); unstaged P·V is 40x
+#: torch's error and stays out.
+TF32_CONFIGS = {(64, False): (4, 32, 2, False, True), (64, True): (4, 32, 1, True, True),
+                (128, False): (8, 64, 1, False, True), (128, True): (8, 64, 1, False, True)}
+#: Head dimensions the 3xTF32 kernel is built for.
+TF32_DIMS = tuple(sorted({d for d, _ in TF32_CONFIGS}))
+
+
+def flash_tf32_smem_bytes(br: int, bc: int, dim: int) -> int:
+    """Shared memory of one 3xTF32 flash block (kernels/flash_tf32.cu) in bytes: 4·(Br·(d+8) + 2·Bc·(d+8) +
+    2·Bc·(d+4)), the fp32 Q tile and two stages each of K (rows d + 8 floats apart) and V (d + 4)."""
+    return 4 * (br * (dim + 8) + 2 * bc * (dim + 8) + 2 * bc * (dim + 4))
+
+
 def flash_tc_smem_bytes(br: int, bc: int, dim: int) -> int:
     """Shared memory of one tensor-core flash block (kernels/flash_tc.cu) in bytes: 2·(Br + 4·Bc)·d, the 16-bit Q
     tile and two stages each of K and V."""

@@ -17,8 +17,8 @@ import numpy as np
 from host.errors import SpecError
 from host.problem import AttentionProblem
 from host.target_api import Inputs
-from kernels.budget import (TC_CONFIGS, WGMMA_CONFIGS, flash_smem_bytes, flash_tc_smem_bytes, flash_wgmma_smem_bytes,
-                            flash_wgmma_threads)
+from kernels.budget import (TC_CONFIGS, TF32_CONFIGS, WGMMA_CONFIGS, flash_smem_bytes, flash_tc_smem_bytes,
+                            flash_tf32_smem_bytes, flash_wgmma_smem_bytes, flash_wgmma_threads)
 from kernels.halves import HALF_DTYPES, NAN_BITS, from_bits, to_bits
 
 SOURCE_DIR = Path(__file__).resolve().parent
@@ -124,12 +124,19 @@ class CudaLauncher:
             self.calls = [(fn, (n, bh), (FUSED_THREADS,), (self.q, self.k, self.v, self.out, np.int32(n), np.int32(d),
                                                            np.float32(problem.scale * LOG2E), causal), smem)]
         elif kernel == "flash":
-            expression = f"flash_fwd<{br},{bc},{d}>"
-            fn = _module("flash.cu", (expression,)).get_function(expression)
-            smem = flash_smem_bytes(br, bc, d)
+            if path == "3xtf32":
+                warps, _, m_tiles, q_in_regs, staged = TF32_CONFIGS[d, problem.causal]
+                flags = ",".join(str(flag).lower() for flag in (q_in_regs, staged))
+                expression = f"flash_tf32_fwd<{d},{warps},{bc},{m_tiles},{flags}>"
+                source = "flash_tf32.cu"
+                threads, smem = 32 * warps, flash_tf32_smem_bytes(br, bc, d)
+            else:
+                expression, source = f"flash_fwd<{br},{bc},{d}>", "flash.cu"
+                threads, smem = FLASH_THREADS, flash_smem_bytes(br, bc, d)
+            fn = _module(source, (expression,)).get_function(expression)
             if smem > 48 * 1024:
                 fn.max_dynamic_shared_size_bytes = smem
-            self.calls = [(fn, ((n + br - 1) // br, bh), (FLASH_THREADS,),
+            self.calls = [(fn, ((n + br - 1) // br, bh), (threads,),
                            (self.q, self.k, self.v, self.out, np.int32(n), np.float32(problem.scale * LOG2E), causal),
                            smem)]
         else:

@@ -99,8 +99,9 @@ class FakeLauncher:
             raise SpecError(f"kernel {kernel!r} is unknown; allowed: {', '.join(KERNEL_MATH)}")
         if problem.dtype in HALF_DTYPES and kernel != "flash":
             raise SpecError(f"kernel {kernel!r} computes in float32 only; {problem.dtype} runs on flash")
-        # `path` picks no arithmetic here: both tensor-core kernels compute the same steps (fp32 scores, P rounded to
-        # 16 bits, fp32 O); only their tiles differ, and the tile is what the fake's flash takes
+        # `path` picks no arithmetic here: both 16-bit tensor-core kernels compute the same steps (fp32 scores, P
+        # rounded to 16 bits, fp32 O), and the 3xTF32 and FFMA float32 kernels both to about fp32 accuracy; only
+        # their tiles differ, and the tile is what the fake's flash takes
         self.kernel, self.problem, self.br, self.bc = kernel, problem, br, bc
         bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
         self.q, self.k, self.v = (np.ascontiguousarray(x.reshape(bh, n, d), dtype=np.float32)

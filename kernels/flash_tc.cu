@@ -16,6 +16,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "cp_async.cuh"
 #include "tc_softmax.cuh"
 
 // One m16n8k16 tensor-core product, c += a·b, for each input type.
@@ -54,10 +55,6 @@ __device__ __forceinline__ unsigned pack2<__nv_bfloat16>(float lo, float hi) {
     return *reinterpret_cast<unsigned *>(&h);
 }
 
-__device__ __forceinline__ unsigned smem_address(const void *p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
 // Four 8×8 matrices of 16-bit elements; lanes 8i..8i+7 give the row addresses of matrix i.
 __device__ __forceinline__ void ldmatrix_x4(unsigned *r, const void *p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -70,17 +67,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned *r, const void *p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(smem_address(p)));
 }
-
-// 16 bytes from device to shared memory, asynchronously; `valid` false writes 16 zero bytes (a row past N).
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
-                 "r"(valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
-
-template <int PENDING>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING)); }
 
 // Element offset of 16-byte chunk `chunk` of row `row` in a row-major tile of D elements per row, chunks swizzled.
 template <int D>

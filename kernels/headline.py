@@ -2,7 +2,8 @@
 
 - flash vs naive, fp32, N = 2048, d = 64, 16 heads;
 - flash vs torch's scaled_dot_product_attention with the EFFICIENT backend, fp32, N = 4096, d = 64 and 128, 16 heads,
-  causal and not (skipped with the reason when torch or a CUDA device is missing);
+  causal and not (skipped with the reason when torch or a CUDA device is missing): the path the target dispatches
+  to (3xTF32 on the tensor cores from sm_80) and beside it the FFMA kernel where that is not the one;
 - naive's effective GB/s (modelled bytes) over the measured device-to-device copy bandwidth;
 - the tensor-core flash kernel in float16 and bfloat16 against torch's FLASH (FlashAttention-2) and cuDNN backends
   in the same dtype on the same inputs, N = 4096, d = 64 and 128, 16 heads, causal and not (`--no-16bit` skips it);
@@ -125,6 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"device: {target.device(settings)}; {ceilings}")
         n2, n4 = 2048 // args.seq_scale, 4096 // args.seq_scale
         p2 = AttentionProblem(heads=16, seq=n2, dim=64)
+        path = target.launch_plan(p2, settings, dev).path
+        ffma = None if path == "simt" else target.Settings(device=settings.device, fp32_path="simt")
+        print(f"fp32 flash: {path} (the target's plan on this device){'; FFMA beside it' if ffma else ''}")
         flash, naive = kernel_ms("flash", p2, args.iters, settings), kernel_ms("naive", p2, args.iters, settings)
         print(f"N={n2} d=64 H=16: flash {flash:.3f} ms, naive {naive:.3f} ms, flash speed-up {naive / flash:.2f}x")
         naive_gbps = target.model_bytes("naive", p2) / (naive / 1e3) / 1e9
@@ -133,14 +137,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         for dim, causal in ((64, False), (64, True), (128, False), (128, True)):
             p4 = AttentionProblem(heads=16, seq=n4, dim=dim, causal=causal)
             flash4 = kernel_ms("flash", p4, args.iters, settings)
+            beside = ""
+            if ffma:
+                ffma4 = kernel_ms("flash", p4, args.iters, ffma)
+                beside = f", FFMA {ffma4:.3f} ms ({p4.flops() / (ffma4 / 1e3) / 1e12:.1f})"
             efficient, note = torch_ms(p4, args.iters, settings)
             tflops = p4.flops() / (flash4 / 1e3) / 1e12
             if efficient is None:
-                print(f"N={n4} d={dim} causal={int(causal)}: flash {flash4:.3f} ms ({tflops:.1f} TFLOP/s); {note}")
+                print(f"N={n4} d={dim} causal={int(causal)}: flash {flash4:.3f} ms ({tflops:.1f} TFLOP/s){beside}; "
+                      f"{note}")
             else:
-                print(f"N={n4} d={dim} causal={int(causal)}: flash {flash4:.3f} ms ({tflops:.1f} TFLOP/s), SDPA EFFICIENT "
-                      f"{efficient:.3f} ms ({p4.flops() / (efficient / 1e3) / 1e12:.1f}); flash/torch speed "
-                      f"{efficient / flash4:.2f} ({note})")
+                print(f"N={n4} d={dim} causal={int(causal)}: flash {flash4:.3f} ms ({tflops:.1f} TFLOP/s){beside}, "
+                      f"SDPA EFFICIENT {efficient:.3f} ms ({p4.flops() / (efficient / 1e3) / 1e12:.1f}); flash/torch "
+                      f"speed {efficient / flash4:.2f} ({note})")
         if not args.no_16bit:
             half_precision(n4, args.iters, settings)
         return 0

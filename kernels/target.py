@@ -1,7 +1,9 @@
 """The GPU target: naive, fused and flash attention kernels (kernels/*.cu), timed on a device, in float32, and the
 flash kernel on tensor cores in float16 and bfloat16 (`--gpu-dtype`): on Hopper (sm_90) the warpgroup-MMA kernel
 (kernels/flash_wgmma.cu), elsewhere from sm_80 the mma.sync one (kernels/flash_tc.cu); `--gpu-tc-path` forces one,
-and each 16-bit row's message names the path that ran.
+and each 16-bit row's message names the path that ran. float32 flash runs from sm_80 at d 64 and 128 on the tensor
+cores by 3xTF32 (kernels/flash_tf32.cu, the arithmetic of torch's EFFICIENT kernel in fp32), elsewhere (or with
+`--gpu-fp32-path simt`, or a forced `--gpu-tile`) in FFMA (kernels/flash.cu); its row's message says which.
 
 The device is the real one (kernels/cuda.py: CuPy, CUDA events) or the fake (kernels/fake.py: the same contract in
 numpy, for a machine without a GPU: ``--gpu-device fake``). Either way this module plans the launch against the
@@ -27,8 +29,8 @@ from host.results import Result
 from host.target_api import Inputs, RunOptions
 from host.timing import summarize
 from host.verdict import check_float
-from kernels.budget import (TC_CONFIGS, TC_DIMS, WGMMA_CONFIGS, flash_smem_bytes, flash_tc_smem_bytes,
-                            flash_wgmma_smem_bytes)
+from kernels.budget import (TC_CONFIGS, TC_DIMS, TF32_CONFIGS, TF32_DIMS, WGMMA_CONFIGS, flash_smem_bytes, flash_tc_smem_bytes,
+                            flash_tf32_smem_bytes, flash_wgmma_smem_bytes)
 from kernels.halves import HALF_DTYPES
 
 #: kernel name → the dtype it computes in (float32, the default dtype; `kernels(settings)` adds the 16-bit ones).
@@ -50,6 +52,9 @@ DEVICES = ("cuda", "fake")
 MAX_GRID_BH = 65535
 #: --gpu-tc-path: which tensor-core kernel runs the 16-bit rows. auto: wgmma on sm_90, mma.sync elsewhere.
 TC_PATHS = ("auto", "wgmma", "mma")
+#: --gpu-fp32-path: how float32 flash computes. auto: 3xTF32 on the tensor cores where it is built (sm_80+, d 64 and
+#: 128, no forced tile), FFMA elsewhere; 3xtf32 (skipped rows where it is not built); simt (FFMA everywhere).
+FP32_PATHS = ("auto", "3xtf32", "simt")
 
 
 @dataclass(frozen=True)
@@ -60,12 +65,18 @@ class Settings:
     tile: tuple[int, int] | None = None  # (Br, Bc); None: default_tile
     dtypes: tuple[str, ...] = ("float32",)  # problem dtypes: float32 (every kernel), float16, bfloat16 (flash)
     tc_path: str = "auto"  # the 16-bit rows' kernel, from TC_PATHS
+    fp32_path: str = "auto"  # float32 flash's arithmetic, from FP32_PATHS
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
             raise SpecError(f"--gpu-device {self.device!r} is unknown; allowed: {', '.join(DEVICES)}")
         if self.tc_path not in TC_PATHS:
             raise SpecError(f"--gpu-tc-path {self.tc_path!r} is unknown; allowed: {', '.join(TC_PATHS)}")
+        if self.fp32_path not in FP32_PATHS:
+            raise SpecError(f"--gpu-fp32-path {self.fp32_path!r} is unknown; allowed: {', '.join(FP32_PATHS)}")
+        if self.tile is not None and self.fp32_path == "3xtf32":
+            raise SpecError("--gpu-tile sets the FFMA flash kernel's tile; --gpu-fp32-path 3xtf32 runs with its "
+                            "fixed tile per d (kernels/budget.py TF32_CONFIGS): drop one of the two")
         for dtype in self.dtypes:
             if dtype not in DTYPES.values():
                 raise SpecError(f"dtype {dtype!r} is unknown; allowed: {', '.join(DTYPES.values())}")
@@ -92,13 +103,18 @@ def add_options(group: argparse._ArgumentGroup) -> None:
                             "harness without a GPU (its rows are no GPU measurement)")
     group.add_argument("--gpu-tile", type=parse_tile, default=None, metavar="BRxBC",
                        help=f"flash tile, Br and Bc from {','.join(map(str, TILE_CHOICES))} (default: by d, "
-                            "see kernels/target.py DEFAULT_TILES); float32 only")
+                            "see kernels/target.py DEFAULT_TILES); float32 FFMA kernel only (implies "
+                            "--gpu-fp32-path simt)")
     group.add_argument("--gpu-dtype", "--dtype", type=parse_dtypes, default=("float32",), metavar="LIST",
                        help="precisions, comma-separated: fp32 (naive, fused, flash), fp16 and bf16 (flash on "
                             "tensor cores, d 64 and 128); default fp32")
     group.add_argument("--gpu-tc-path", choices=TC_PATHS, default="auto",
                        help="the 16-bit rows' kernel: auto (default: wgmma on Hopper, mma.sync elsewhere from "
                             "sm_80), wgmma (skipped rows off Hopper), mma (mma.sync everywhere, for comparison)")
+    group.add_argument("--gpu-fp32-path", choices=FP32_PATHS, default="auto",
+                       help="float32 flash's arithmetic: auto (default: 3xTF32 on the tensor cores from sm_80 at d 64 "
+                            "and 128, as torch's EFFICIENT kernel; FFMA elsewhere), 3xtf32 (skipped rows where not "
+                            "built), simt (FFMA everywhere)")
 
 
 def parse_dtypes(text: str) -> tuple[str, ...]:
@@ -114,7 +130,8 @@ def settings(args: argparse.Namespace) -> Settings:
     if args.gpu_tile is not None and "float32" not in args.gpu_dtype:
         raise SpecError("--gpu-tile sets the float32 flash kernel's tile; --gpu-dtype has no fp32 (the tensor-core "
                         "kernel's tile is fixed per d and mask: kernels/budget.py TC_CONFIGS)")
-    return Settings(device=args.gpu_device, tile=args.gpu_tile, dtypes=args.gpu_dtype, tc_path=args.gpu_tc_path)
+    return Settings(device=args.gpu_device, tile=args.gpu_tile, dtypes=args.gpu_dtype, tc_path=args.gpu_tc_path,
+                    fp32_path=args.gpu_fp32_path)
 
 
 def kernels(settings: Settings) -> list[tuple[str, str]]:
@@ -170,8 +187,8 @@ def default_tile(problem: AttentionProblem, sms: int = H200_SMS) -> tuple[int, i
 
 @dataclass(frozen=True)
 class Plan:
-    """A launch's tile and, for 16-bit rows, which tensor-core kernel runs it ("wgmma" or "mma.sync"); the note goes
-    into the row's message."""
+    """A launch's flash tile and which flash kernel runs it: "wgmma" or "mma.sync" (16-bit), "3xtf32" or "simt"
+    (float32); the note goes into the flash row's message."""
 
     br: int
     bc: int
@@ -180,13 +197,36 @@ class Plan:
 
 
 def launch_plan(problem: AttentionProblem, settings: Settings, dev) -> Plan:
-    """The launch of this problem on this device: for 16-bit problems the tensor-core path and its tile
-    (`tc_plan`), else the forced tile or the default for the device's SM count (the note says when that count is a
-    fallback)."""
+    """The flash launch of this problem on this device: for 16-bit problems the tensor-core path and its tile
+    (`tc_plan`); for float32 the 3xTF32 kernel where `fp32_plan` picks it, else the FFMA kernel with the forced
+    tile or the default for the device's SM count (the note says when that count is a fallback)."""
     if problem.dtype in HALF_DTYPES:
         return tc_plan(problem, dev.capability(), settings.tc_path)
+    tf32 = fp32_plan(problem, dev.capability(), settings)
+    if tf32.path == "3xtf32":
+        return tf32
     sms, note = sm_count(settings)
-    return Plan(*(settings.tile or default_tile(problem, sms)), note=note)
+    return Plan(*(settings.tile or default_tile(problem, sms)), "simt", "; ".join(filter(None, [tf32.note, note])))
+
+
+def fp32_plan(problem: AttentionProblem, capability: int, settings: Settings) -> Plan:
+    """float32 flash's arithmetic on a device of this compute capability: Plan(br, bc, "3xtf32") where the
+    tensor-core kernel runs it, else Plan(0, 0, "simt", why) for the FFMA kernel to take; TargetError (skipped)
+    where 3xtf32 is forced and not built."""
+    why = ("--gpu-fp32-path simt" if settings.fp32_path == "simt" else
+           "--gpu-tile forces the FFMA kernel" if settings.tile is not None else
+           f"3xTF32 is built for d {', '.join(map(str, TF32_DIMS))}; d={problem.dim}"
+           if problem.dim not in TF32_DIMS else
+           f"3xTF32 needs sm_80 or newer (mma.sync TF32, cp.async); this device is sm_{capability}"
+           if capability < 80 else "")
+    if why and settings.fp32_path == "3xtf32":
+        raise TargetError(f"--gpu-fp32-path 3xtf32: {why}", status="skipped")
+    if why:
+        return Plan(0, 0, "simt", f"fp32 FFMA ({why})")
+    warps, bc, m_tiles, _, _ = TF32_CONFIGS[problem.dim, problem.causal]
+    return Plan(16 * m_tiles * warps, bc, "3xtf32",
+                "fp32 on tensor cores: 3xTF32 (mma.sync m16n8k8, each operand split into two TF32 halves, three "
+                "products), as torch's EFFICIENT kernel")
 
 
 def tc_plan(problem: AttentionProblem, capability: int, forced: str = "auto") -> Plan:
@@ -244,7 +284,8 @@ def fused_cap(dev) -> int:
 def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int, dev=None,
              path: str = "mma.sync"):
     """Check the launch against the device's limits, then build its launcher (buffers allocated, O poisoned); `path`
-    picks the tensor-core kernel of a 16-bit problem (Plan.path)."""
+    picks the flash kernel (Plan.path): the tensor-core kernel of a 16-bit problem, 3xtf32 or the FFMA one (any
+    other path) in float32."""
     dev = dev or backend()
     if kernel not in KERNELS:
         raise SpecError(f"kernel {kernel!r} is unknown; allowed: {', '.join(KERNELS)}")
@@ -268,6 +309,11 @@ def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc
         if smem > dev.smem_optin():
             raise SpecError(f"tensor-core flash ({path}) Br={br}, Bc={bc}, d={problem.dim} needs {smem} B of shared "
                             f"memory per block; this device allows {dev.smem_optin()} B")
+    elif kernel == "flash" and path == "3xtf32":
+        smem = flash_tf32_smem_bytes(br, bc, problem.dim)
+        if smem > dev.smem_optin():
+            raise SpecError(f"3xTF32 flash Br={br}, Bc={bc}, d={problem.dim} needs {smem} B of shared memory per "
+                            f"block; this device allows {dev.smem_optin()} B")
     elif kernel == "flash":
         check_tile(br, bc)
         smem = flash_smem_bytes(br, bc, problem.dim)

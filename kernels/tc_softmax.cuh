@@ -1,4 +1,4 @@
-// The online-softmax step both tensor-core flash kernels (kernels/flash_tc.cu, kernels/flash_wgmma.cu) run on one
+// The online-softmax step the tensor-core flash kernels (kernels/flash_tc.cu, flash_wgmma.cu, flash_tf32.cu) run on one
 // warp's 16 rows of a key block's scores, held in the mma.sync / wgmma accumulator layout: s[4i + e] is row
 // g + 8·(e/2) (g = lane/4) and key kbase + 8i + 2·(lane mod 4) + (e mod 2), for i < STILES (BC / 8).
 // In base 2: log2 e is folded into scale_log2, applied inside each exponent's FFMA, so the max runs on raw scores
@@ -41,8 +41,11 @@ __device__ __forceinline__ void online_softmax(float *s, float *m, float *l, flo
     for (int r = 0; r < 2; ++r) {
         top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffffu, top[r], 1));  // the row's 4 lanes
         top[r] = fmaxf(top[r], __shfl_xor_sync(0xffffffffu, top[r], 2));
-        base[r] = top[r] == TC_NEG_INF ? 0.0f : top[r] * scale_log2;  // nothing seen yet: p = 0, not NaN
-        alpha[r] = fast_exp2(m[r] * scale_log2 - base[r]);
+        // Both products rounded alike (__fmul_rn: no FMA contraction), so that an unchanged max gives alpha = 1
+        // exactly: a contracted m·c − base left the rounding residual of m·c, an alpha of 1 + ~1e-7 that scaled the
+        // older key blocks up once per block (the 3xTF32 kernel's error grew with N / BC: 7x torch's at Bc 16).
+        base[r] = top[r] == TC_NEG_INF ? 0.0f : __fmul_rn(top[r], scale_log2);  // nothing seen yet: p = 0, not NaN
+        alpha[r] = fast_exp2(__fmul_rn(m[r], scale_log2) - base[r]);
         m[r] = top[r];
     }
 #pragma unroll
