@@ -74,11 +74,10 @@ def flash_wgmma_threads(consumers: int) -> int:
 
 
 #: The fp32 tensor-core flash kernel's launch (kernels/flash_tf32.cu, 3xTF32) per (head dimension, causal): (warps,
-#: Bc, m-tiles of 16 rows per warp, Q's split fragments kept in registers, P·V staged per key block), so
-#: Br = 16 · m-tiles · warps. The best of the H200 variant sweep at N 4096 (reports/gpu-tf32); unstaged P·V is 40x
-#: torch's error and stays out.
-TF32_CONFIGS = {(64, False): (4, 32, 2, False, True), (64, True): (4, 32, 1, True, True),
-                (128, False): (8, 64, 1, False, True), (128, True): (8, 64, 1, False, True)}
+#: Bc, m-tiles of 16 rows per warp, Q's split fragments kept in registers), so Br = 16 · m-tiles · warps. The best
+#: of the H200 variant sweep at N 4096 (reports/gpu-tf32).
+TF32_CONFIGS = {(64, False): (4, 32, 2, False), (64, True): (4, 32, 1, True),
+                (128, False): (8, 64, 1, False), (128, True): (8, 64, 1, False)}
 #: Head dimensions the 3xTF32 kernel is built for.
 TF32_DIMS = tuple(sorted({d for d, _ in TF32_CONFIGS}))
 

@@ -125,9 +125,8 @@ class CudaLauncher:
                                                            np.float32(problem.scale * LOG2E), causal), smem)]
         elif kernel == "flash":
             if path == "3xtf32":
-                warps, _, m_tiles, q_in_regs, staged = TF32_CONFIGS[d, problem.causal]
-                flags = ",".join(str(flag).lower() for flag in (q_in_regs, staged))
-                expression = f"flash_tf32_fwd<{d},{warps},{bc},{m_tiles},{flags}>"
+                warps, _, m_tiles, q_in_regs = TF32_CONFIGS[d, problem.causal]
+                expression = f"flash_tf32_fwd<{d},{warps},{bc},{m_tiles},{str(q_in_regs).lower()}>"
                 source = "flash_tf32.cu"
                 threads, smem = 32 * warps, flash_tf32_smem_bytes(br, bc, d)
             else:

@@ -213,10 +213,7 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            float total = l[mt][r];
-            total += __shfl_xor_sync(0xffffffffu, total, 1);
-            total += __shfl_xor_sync(0xffffffffu, total, 2);
-            const float inv = 1.0f / total;
+            const float inv = inverse_row_sum(l[mt][r]);
             const int query = q0 + row0 + mt * 16 + g + r * 8;
             if (query >= n) continue;
 #pragma unroll

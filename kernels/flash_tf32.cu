@@ -84,7 +84,7 @@ __device__ __forceinline__ void load_pair(float *x, const float *p) {
 // k-steps of Q·Kᵀ accumulated in one stage: CUTLASS's 32-wide k tile.
 #define TF32_KGROUP 4
 
-template <int D, int WARPS, int BC, int MT, bool Q_IN_REGS, bool STAGE_PV>
+template <int D, int WARPS, int BC, int MT, bool Q_IN_REGS>
 __global__ void __launch_bounds__(WARPS * 32)
 flash_tf32_fwd(const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,
                float *__restrict__ o, int n, float scale_log2, int causal) {
@@ -189,16 +189,11 @@ flash_tf32_fwd(const float *__restrict__ q, const float *__restrict__ k, const f
             for (int mt = 0; mt < MT; ++mt)
                 online_softmax<STILES>(&s[mt][0][0], m[mt], l[mt], alpha[mt], scale_log2, kbase, q0 + row0 + mt * 16,
                                        n, causal);
-            // this key block's P·V: staged from zero (STAGE_PV), or added to the rescaled accumulator
-            float part[MT][STAGE_PV ? OTILES : 1][4];
+            float part[MT][OTILES][4];  // this key block's P·V, staged from zero
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int i = 0; i < OTILES; ++i) {
-                    float *c = STAGE_PV ? part[mt][STAGE_PV ? i : 0] : acc[mt][i];
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) c[e] = STAGE_PV ? 0.0f : c[e] * alpha[mt][e >> 1];
-                }
+                for (int i = 0; i < OTILES; ++i) part[mt][i][0] = part[mt][i][1] = part[mt][i][2] = part[mt][i][3] = 0.0f;
 #pragma unroll
             for (int kp = 0; kp < STILES; ++kp) {  // 8 keys per step: P's A fragment is S's tile kp
                 Split<4> a[MT];
@@ -214,18 +209,15 @@ flash_tf32_fwd(const float *__restrict__ q, const float *__restrict__ k, const f
                     Split<2> b;
                     b.set(x);
 #pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) mma_3xtf32(STAGE_PV ? part[mt][STAGE_PV ? i : 0] : acc[mt][i], a[mt], b);
+                    for (int mt = 0; mt < MT; ++mt) mma_3xtf32(part[mt][i], a[mt], b);
                 }
             }
-            if (STAGE_PV) {
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                    for (int i = 0; i < OTILES; ++i)
+                for (int i = 0; i < OTILES; ++i)
 #pragma unroll
-                        for (int e = 0; e < 4; ++e)
-                            acc[mt][i][e] = fmaf(acc[mt][i][e], alpha[mt][e >> 1], part[mt][STAGE_PV ? i : 0][e]);
-            }
+                    for (int e = 0; e < 4; ++e) acc[mt][i][e] = fmaf(acc[mt][i][e], alpha[mt][e >> 1], part[mt][i][e]);
         }
         __syncthreads();  // every warp is done with this stage before the next iteration refills it
     }
@@ -234,10 +226,7 @@ flash_tf32_fwd(const float *__restrict__ q, const float *__restrict__ k, const f
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            float total = l[mt][r];
-            total += __shfl_xor_sync(0xffffffffu, total, 1);
-            total += __shfl_xor_sync(0xffffffffu, total, 2);
-            const float inv = 1.0f / total;
+            const float inv = inverse_row_sum(l[mt][r]);
             const int query = q0 + row0 + mt * 16 + g + r * 8;
             if (query >= n) continue;
 #pragma unroll

@@ -276,10 +276,7 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
     unsigned short *og = o + (size_t)bh * n * D;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        float total = l[r];
-        total += __shfl_xor_sync(0xffffffffu, total, 1);
-        total += __shfl_xor_sync(0xffffffffu, total, 2);
-        const float inv = 1.0f / total;
+        const float inv = inverse_row_sum(l[r]);
         const int query = q0 + row0 + g + r * 8;
         if (query >= n) continue;
 #pragma unroll

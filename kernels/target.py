@@ -223,7 +223,7 @@ def fp32_plan(problem: AttentionProblem, capability: int, settings: Settings) ->
         raise TargetError(f"--gpu-fp32-path 3xtf32: {why}", status="skipped")
     if why:
         return Plan(0, 0, "simt", f"fp32 FFMA ({why})")
-    warps, bc, m_tiles, _, _ = TF32_CONFIGS[problem.dim, problem.causal]
+    warps, bc, m_tiles, _ = TF32_CONFIGS[problem.dim, problem.causal]
     return Plan(16 * m_tiles * warps, bc, "3xtf32",
                 "fp32 on tensor cores: 3xTF32 (mma.sync m16n8k8, each operand split into two TF32 halves, three "
                 "products), as torch's EFFICIENT kernel")

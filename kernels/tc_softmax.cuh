@@ -60,3 +60,10 @@ __device__ __forceinline__ void online_softmax(float *s, float *m, float *l, flo
     l[0] = l[0] * alpha[0] + sum[0];  // this lane's share of the row; summed over its 4 lanes at the end
     l[1] = l[1] * alpha[1] + sum[1];
 }
+
+// 1 / a row's running sum: this lane's share l added over the row's 4 lanes (the kernels' final normalisation).
+__device__ __forceinline__ float inverse_row_sum(float l) {
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    return 1.0f / l;
+}

@@ -29,9 +29,8 @@ def test_the_3xtf32_kernel_compiles_without_spills(tmp_path, arch):
     unit = tmp_path / "unit_flash_tf32.cu"
     text = f'#include "{ROOT / "kernels" / "flash_tf32.cu"}"\n'
     launches = sorted({(d, *config) for (d, _), config in TF32_CONFIGS.items()})  # each distinct instance once
-    for d, warps, bc, m_tiles, q_in_regs, staged in launches:
-        flags = f"{str(q_in_regs).lower()},{str(staged).lower()}"
-        text += (f"template __global__ void flash_tf32_fwd<{d},{warps},{bc},{m_tiles},{flags}>("
+    for d, warps, bc, m_tiles, q_in_regs in launches:
+        text += (f"template __global__ void flash_tf32_fwd<{d},{warps},{bc},{m_tiles},{str(q_in_regs).lower()}>("
                  "const float*, const float*, const float*, float*, int, float, int);\n")
     unit.write_text(text)
     done = subprocess.run(["nvcc", f"-arch={arch}", "-std=c++17", "-Werror", "all-warnings", "-Xptxas", "-v", "-c",
@@ -65,7 +64,7 @@ def test_the_fp32_dispatch(capability, dim, settings, path, note):
     plan = target.fp32_plan(problem, capability, target.Settings(device="fake", **settings))
     assert plan.path == path and note in plan.note
     if path == "3xtf32":
-        warps, bc, m_tiles, _, _ = TF32_CONFIGS[dim, False]
+        warps, bc, m_tiles, _ = TF32_CONFIGS[dim, False]
         assert (plan.br, plan.bc) == (16 * m_tiles * warps, bc)
 
 
