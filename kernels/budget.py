@@ -37,6 +37,16 @@ DEFAULT_GRID = (8, 16, 32, 48, 64, 96, 128)
 DEFAULT_THREADS = 128
 
 
+#: CUDA's limit on a grid's x extent, where the flash kernels put query tiles × (batch, head) pairs.
+MAX_GRID_X = 2**31 - 1
+
+
+def flash_grid(n: int, br: int, bh: int) -> int:
+    """Blocks of one flash launch: ⌈N / Br⌉ query tiles × batch·heads on the grid's x axis, in the order
+    kernels/tile_order.cuh reads (causal launches run their longest tiles first across all heads)."""
+    return -(-n // br) * bh
+
+
 def flash_smem_bytes(br: int, bc: int, dim: int) -> int:
     """Shared memory of one flash block in bytes: 4·(Br·QP + Bc·KP + Bc·d + Br·(Bc+4) + 3·Br): fp32 Q, K, V
     and S tiles (Q, K and S rows padded by one float), and m, l, scale per row."""

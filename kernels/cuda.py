@@ -17,8 +17,8 @@ import numpy as np
 from host.errors import SpecError
 from host.problem import AttentionProblem
 from host.target_api import Inputs
-from kernels.budget import (TC_CONFIGS, TF32_CONFIGS, WGMMA_CONFIGS, flash_smem_bytes, flash_tc_smem_bytes,
-                            flash_tf32_smem_bytes, flash_wgmma_smem_bytes, flash_wgmma_threads)
+from kernels.budget import (TC_CONFIGS, TF32_CONFIGS, WGMMA_CONFIGS, flash_grid, flash_smem_bytes,
+                            flash_tc_smem_bytes, flash_tf32_smem_bytes, flash_wgmma_smem_bytes, flash_wgmma_threads)
 from kernels.halves import HALF_DTYPES, NAN_BITS, from_bits, to_bits
 
 SOURCE_DIR = Path(__file__).resolve().parent
@@ -98,7 +98,7 @@ class CudaLauncher:
             smem = flash_tc_smem_bytes(br, bc, d)
             if smem > 48 * 1024:
                 fn.max_dynamic_shared_size_bytes = smem
-            self.calls = [(fn, ((n + br - 1) // br, bh), (32 * warps,),
+            self.calls = [(fn, (flash_grid(n, br, bh),), (32 * warps,),
                            (self.q, self.k, self.v, self.out, np.int32(n), scale, causal), smem)]
             return
         self.q, self.k, self.v = (cupy.asarray(x.reshape(bh, n, d)) for x in (inputs.q, inputs.k, inputs.v))
@@ -135,7 +135,7 @@ class CudaLauncher:
             fn = _module(source, (expression,)).get_function(expression)
             if smem > 48 * 1024:
                 fn.max_dynamic_shared_size_bytes = smem
-            self.calls = [(fn, ((n + br - 1) // br, bh), (threads,),
+            self.calls = [(fn, (flash_grid(n, br, bh),), (threads,),
                            (self.q, self.k, self.v, self.out, np.int32(n), np.float32(problem.scale * LOG2E), causal),
                            smem)]
         else:
@@ -152,7 +152,7 @@ class CudaLauncher:
         kind = {"float16": 0, "bfloat16": 1}[problem.dtype]
         fn = hopper.kernel(f"flash_wgmma_fwd<{kind},{d},{bc},{consumers},{stages},{schedule}>", smem)
         self.maps = (hopper.tensor_map(self.q, br), hopper.tensor_map(self.k, bc), hopper.tensor_map(self.v, bc))
-        return (fn, ((n + br - 1) // br, bh), (flash_wgmma_threads(consumers),),
+        return (fn, (flash_grid(n, br, bh),), (flash_wgmma_threads(consumers),),
                 (*self.maps, self.out, np.int32(n), scale, causal), smem)
 
     def launch(self) -> None:

@@ -13,6 +13,7 @@
 // past the block's last query are skipped. Any N; Br, Bc powers of two in 8..128; D in 1..256; all three
 // compile-time (name_expressions).
 #include "attention_common.cuh"
+#include "tile_order.cuh"
 
 #define FLASH_THREADS 128
 
@@ -97,9 +98,9 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
     float *a_s = l_s + Br;          // Br this tile's rescale factor
 
     const int tid = threadIdx.x;
-    const long bh = blockIdx.y;
-    const int q_tile = causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;  // heavy causal tiles first
-    const int q0 = q_tile * Br;
+    const TileSlot slot = tile_slot<Br>(N, causal);  // causal: longest tiles first, across heads
+    const long bh = slot.bh;
+    const int q0 = slot.q0;
     const float *q = Q + bh * N * D;
     const float *k = K + bh * N * D;
     const float *v = V + bh * N * D;

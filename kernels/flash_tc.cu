@@ -18,6 +18,7 @@
 
 #include "cp_async.cuh"
 #include "tc_softmax.cuh"
+#include "tile_order.cuh"
 
 // One m16n8k16 tensor-core product, c += a·b, for each input type.
 template <typename T>
@@ -100,8 +101,9 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
     T *k_tiles = q_tile + BR * D;      // two stages of BC × D
     T *v_tiles = k_tiles + 2 * BC * D;  // two stages of BC × D
 
-    const int bh = blockIdx.y;
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * BR;  // heaviest (causal) tiles first
+    const TileSlot slot = tile_slot<BR>(n, causal);  // causal: longest tiles first, across heads
+    const int bh = slot.bh;
+    const int q0 = slot.q0;
     const size_t head = (size_t)bh * n * D;
     const T *qg = q + head, *kg = k + head, *vg = v + head;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -208,7 +210,7 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
         }
         __syncthreads();  // every warp is done with this stage before the next iteration refills it
     }
-    T *og = o + head;
+    T *og = o + (size_t)tile_slot<BR>(n, causal).bh * n * D;  // recomputed: fewer registers live in the loop
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll

@@ -22,6 +22,7 @@
 // are built); compiled by NVRTC through CuPy (kernels/cuda.py).
 #include "cp_async.cuh"
 #include "tc_softmax.cuh"
+#include "tile_order.cuh"
 
 // x rounded to TF32 (the top 10 mantissa bits, to nearest), as the bits of a float whose low 13 bits are zero.
 __device__ __forceinline__ unsigned to_tf32(float x) {
@@ -98,8 +99,9 @@ flash_tf32_fwd(const float *__restrict__ q, const float *__restrict__ k, const f
     float *k_tiles = q_tile + BR * QK_LD;      // two stages of BC × QK_LD
     float *v_tiles = k_tiles + 2 * BC * QK_LD;  // two stages of BC × V_LD
 
-    const int bh = blockIdx.y;
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * BR;  // heaviest (causal) tiles first
+    const TileSlot slot = tile_slot<BR>(n, causal);  // causal: longest tiles first, across heads
+    const int bh = slot.bh;
+    const int q0 = slot.q0;
     const size_t head = (size_t)bh * n * D;
     const float *qg = q + head, *kg = k + head, *vg = v + head;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;

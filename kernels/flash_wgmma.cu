@@ -22,6 +22,7 @@
 // 64 × BC, over the (d, N, B·H) tensor.
 
 #include "tc_softmax.cuh"
+#include "tile_order.cuh"
 #include "wgmma.cuh"
 
 __device__ __forceinline__ unsigned smem_u32(const void *p) {
@@ -125,8 +126,9 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
     u64 *bars = reinterpret_cast<u64 *>(v_tiles + STAGES * KV_BYTES);
     u64 *q_full = bars, *k_full = bars + 1, *v_full = k_full + STAGES, *empty = v_full + STAGES;
 
-    const int bh = blockIdx.y;
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * BR;  // heaviest (causal) tiles first
+    const TileSlot slot = tile_slot<BR>(n, causal);  // causal: longest tiles first, across heads
+    const int bh = slot.bh;
+    const int q0 = slot.q0;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int blocks = (n + BC - 1) / BC;
     if (causal) blocks = min(blocks, (q0 + BR - 1) / BC + 1);

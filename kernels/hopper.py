@@ -33,7 +33,7 @@ def module(expressions: tuple[str, ...]):
     from cupy_backends.cuda.libs import nvrtc
 
     source = (SOURCE_DIR / "flash_wgmma.cu").read_text()
-    names = ("wgmma.cuh", "tc_softmax.cuh")  # the headers it includes
+    names = ("wgmma.cuh", "tc_softmax.cuh", "tile_order.cuh")  # the headers it includes
     headers = [(SOURCE_DIR / name).read_bytes() for name in names]
     program = nvrtc.createProgram(source, "flash_wgmma.cu", headers, [name.encode() for name in names])
     try:

@@ -29,8 +29,8 @@ from host.results import Result
 from host.target_api import Inputs, RunOptions
 from host.timing import summarize
 from host.verdict import check_float
-from kernels.budget import (TC_CONFIGS, TC_DIMS, TF32_CONFIGS, TF32_DIMS, WGMMA_CONFIGS, flash_smem_bytes, flash_tc_smem_bytes,
-                            flash_tf32_smem_bytes, flash_wgmma_smem_bytes)
+from kernels.budget import (MAX_GRID_X, TC_CONFIGS, TC_DIMS, TF32_CONFIGS, TF32_DIMS, WGMMA_CONFIGS, flash_grid,
+                            flash_smem_bytes, flash_tc_smem_bytes, flash_tf32_smem_bytes, flash_wgmma_smem_bytes)
 from kernels.halves import HALF_DTYPES
 
 #: kernel name → the dtype it computes in (float32, the default dtype; `kernels(settings)` adds the 16-bit ones).
@@ -48,7 +48,8 @@ DEFAULT_TILES = {64: (128, 64), 128: (64, 32), 256: (16, 32)}
 MIN_TILES_PER_SM = 1
 H200_SMS = 132
 DEVICES = ("cuda", "fake")
-#: The most (batch, head) pairs one launch takes: CUDA's limit on a grid's y and z extent, where the kernels put them.
+#: The most (batch, head) pairs one launch takes: CUDA's limit on a grid's y and z extent, where naive and fused put
+#: them (flash puts tiles × pairs on x: budget.MAX_GRID_X).
 MAX_GRID_BH = 65535
 #: --gpu-tc-path: which tensor-core kernel runs the 16-bit rows. auto: wgmma on sm_90, mma.sync elsewhere.
 TC_PATHS = ("auto", "wgmma", "mma")
@@ -289,9 +290,13 @@ def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc
     dev = dev or backend()
     if kernel not in KERNELS:
         raise SpecError(f"kernel {kernel!r} is unknown; allowed: {', '.join(KERNELS)}")
-    if problem.batch * problem.heads > MAX_GRID_BH:  # every kernel puts (batch, head) on the grid's y or z axis
+    if problem.batch * problem.heads > MAX_GRID_BH:  # one limit for all kernels, as naive and fused need
         raise SpecError(f"batch·heads = {problem.batch * problem.heads} exceeds the GPU kernels' grid; allowed: "
                         f"1..{MAX_GRID_BH} (CUDA's grid y and z limit)")
+    blocks = flash_grid(problem.seq, br, problem.batch * problem.heads)
+    if kernel == "flash" and blocks > MAX_GRID_X:
+        raise SpecError(f"flash Br={br} at N={problem.seq}, batch·heads={problem.batch * problem.heads} needs {blocks} "
+                        f"blocks; allowed: 1..{MAX_GRID_X} (CUDA's grid x limit): take a larger Br")
     if kernel == "naive":  # refuse before any allocation: S alone can exceed the device
         need, free = naive_scores_bytes(problem), dev.free_bytes()
         if need + problem.min_bytes() > free:

@@ -245,3 +245,12 @@ def test_more_heads_than_a_grid_holds_is_refused_in_one_line(dtype, kernel):
     problem = AttentionProblem(batch=17, heads=4096, seq=1, dim=64, dtype=dtype)  # 69,632 (batch, head) pairs
     with pytest.raises(SpecError, match=r"batch·heads = 69632 exceeds the GPU kernels' grid; allowed: 1\.\.65535"):
         target.launcher(kernel, problem, None, 128, 64, target.backend(target.Settings(device="fake")))
+
+
+def test_more_flash_blocks_than_a_grid_holds_is_refused_in_one_line():
+    # flash puts ⌈N / Br⌉ tiles × batch·heads on the grid's x axis (kernels/tile_order.cuh): 2^20 × 4096 = 2^32 blocks
+    problem = AttentionProblem(batch=1, heads=4096, seq=1 << 20, dim=8)
+    dev = target.backend(target.Settings(device="fake"))
+    with pytest.raises(SpecError, match=r"flash Br=1 at N=1048576, batch·heads=4096 needs 4294967296 blocks; "
+                                        r"allowed: 1\.\.2147483647 \(CUDA's grid x limit\)"):
+        target.launcher("flash", problem, None, 1, 64, dev, "simt")
