@@ -1,5 +1,7 @@
 """The CPU target: the float32 numpy reference, timed on the wall clock, under hardware counters where the kernel
-allows them (or cachegrind's simulation when asked), diffed against the float64 golden.
+allows them (or cachegrind's simulation when asked), diffed against the float64 golden. Where the machine exposes
+RAPL, the package counters read around the timed calls give the socket's energy per call (host/rapl.py); where not,
+the row's message says why.
 
 Each run also carries the machine's own ceilings, measured once per process: numpy's float32 matmul rate and a
 large-copy bandwidth, so the report can place the reference on a roofline and as a fraction of what BLAS achieves.
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from host import perf
+from host import perf, rapl
 from host.problem import AttentionProblem
 from host.reference import attention
 from host.results import Result
@@ -85,7 +87,8 @@ def ceilings() -> tuple[float, float]:
 
 
 def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[Result]:
-    """Time the float32 reference on `problem`; one row with timing, verdict, counters (or why not) and ceilings.
+    """Time the float32 reference on `problem`; one row with timing, verdict, counters (or why not), ceilings and
+    energy (or why not).
 
     options.settings (Settings): cache_sim simulates the caches with cachegrind when hardware counters are missing.
     """
@@ -93,7 +96,9 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
     def call() -> np.ndarray:
         return attention(inputs.q, inputs.k, inputs.v, problem.causal, np.float32)
 
-    samples = time_calls(call, options.warmup, options.iters)
+    meter = rapl.Window()
+    samples = time_calls(call, options.warmup, options.iters, window=meter)
+    energy = meter.energy(options.iters)
     out, counters = perf.measure(call)
     if counters.instructions is None and cache_sim:
         from host import cachegrind
@@ -110,5 +115,6 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
         **timing.as_fields(), gflops=problem.flops() / seconds / 1e9 if seconds > 0 else None,
         model_bytes=problem.min_bytes(), gbps=problem.min_bytes() / seconds / 1e9 if seconds > 0 else None,
         timing_source=TIMING_SOURCE, peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source="measured",
+        energy_j=energy.joules_per_call, energy_source=energy.source, message=energy.note(),
         verdict=verdict, **counters.as_fields())]
 

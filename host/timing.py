@@ -2,14 +2,17 @@
 
 `summarize` turns raw per-call samples (milliseconds, from any clock: CUDA events, perf_counter, DWT cycles / clock)
 into mean, p50, p99, min and a 95 % bootstrap confidence interval of the median, so a reader can tell noise from a
-difference. `time_calls` is the host-side loop: warm-ups first, then one perf_counter_ns sample per call.
+difference. `time_calls` is the host-side loop: warm-ups first, then one perf_counter_ns sample per call, optionally
+inside a `window` (a context manager entered just before the first timed call and left after the last: a meter that
+reads energy counters around exactly the timed calls, host/rapl.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, ContextManager, Sequence
 
 import numpy as np
 from scipy import stats
@@ -52,8 +55,10 @@ def summarize(samples_ms: Sequence[float], confidence: float = 0.95, seed: int =
                   p50_ci_low_ms=min(low, p50), p50_ci_high_ms=max(high, p50), iters=int(x.size))
 
 
-def time_calls(fn: Callable[[], object], warmup: int, iters: int) -> list[float]:
-    """Call fn `warmup` times untimed, then `iters` times, returning each call's wall time in milliseconds."""
+def time_calls(fn: Callable[[], object], warmup: int, iters: int,
+               window: ContextManager[object] | None = None) -> list[float]:
+    """Call fn `warmup` times untimed, then `iters` times (inside `window` when given), returning each call's wall
+    time in milliseconds."""
     if warmup < 0:
         raise SpecError(f"warmup={warmup} is negative; allowed: >= 0")
     if iters < 1:
@@ -61,8 +66,9 @@ def time_calls(fn: Callable[[], object], warmup: int, iters: int) -> list[float]
     for _ in range(warmup):
         fn()
     samples = []
-    for _ in range(iters):
-        start = time.perf_counter_ns()
-        fn()
-        samples.append((time.perf_counter_ns() - start) / 1e6)
+    with window if window is not None else contextlib.nullcontext():
+        for _ in range(iters):
+            start = time.perf_counter_ns()
+            fn()
+            samples.append((time.perf_counter_ns() - start) / 1e6)
     return samples

@@ -10,8 +10,9 @@ O. A session lost mid-head (the board reset) is restarted and the head redone, s
 whole. The row: latency = DWT cycles / clock (all heads and chunks of one repeat; measured by a board's counter,
 modelled by the twin's cycle model, as its timing_source says), the verdict (bit-exact with the model and within the
 contract's error bound: host/verdict.py), max_abs and rel_l2 of the dequantised output against the float64 golden,
-temperature and VDDA after the run (measured by a board's ADC, modelled by the twin), and the Cortex-M4's datasheet
-roof (SMLALD: 2 MACs per cycle; SRAM: 4 bytes per cycle) for the roofline.
+temperature and VDDA after the run (measured by a board's ADC, modelled by the twin), the Cortex-M4's datasheet
+roof (SMLALD: 2 MACs per cycle; SRAM: 4 bytes per cycle) for the roofline, and the energy of the row's problem:
+latency × the F407's datasheet run current × VDD (mcu/power.py), with the figure used in the row's message.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from host.results import Result
 from host.target_api import Inputs, RunOptions
 from host.timing import summarize
 from host.verdict import check_q15
+from mcu import power
 from mcu.head import Session, run_head  # noqa: F401 - Session is re-exported for callers of open_session
 
 KERNELS = {"q15": "q15"}
@@ -164,6 +166,7 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
     timed = cycles[options.warmup:]
     timing = summarize((timed / clock * 1e3).tolist())
     seconds = timing.p50_ms / 1e3
+    energy = power.energy(seconds, clock)
     return [options.context.result(
         problem, target="mcu", kernel=options.kernel, device=session.description, br=head.rows, bc=BC,
         warmup=options.warmup, **timing.as_fields(), timing_source=TWIN_TIMING if session.is_twin else BOARD_TIMING,
@@ -173,8 +176,9 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
         peak_source=f"datasheet: Cortex-M4 SMLALD 2 MAC/cycle, SRAM 4 B/cycle at {clock / 1e6:g} MHz",
         cycles=int(np.median(timed)), clock_hz=clock, temp_c=head.temp_c, vdda_v=head.vdda_v,
         sensors_source=("modelled" if session.is_twin else "measured") if head.temp_c is not None else "",
+        energy_j=energy.joules, energy_source=energy.source,
         verdict=verdict, message="; ".join(filter(None, [_link_note(before, stats), *session.notes[notes_before:],
-                                                          *resumed])))]
+                                                          *resumed, energy.note])))]
 
 
 def _link_note(before: tuple[int, int, int], stats) -> str:
