@@ -14,6 +14,8 @@ COMMANDS = {
     "gemm": ("codesign.gemm", "one GEMM on the array: cycles and SRAM accesses, SCALE-Sim v2 compatible"),
     "widths": ("codesign.widths", "the accumulator-width sweep: where bit-exactness breaks and what error follows"),
     "diagram": ("codesign.diagram", "draw the datapath's block diagram as a PNG"),
+    "actions": ("codesign.actions", "the energy and area model's per-action bands at one node"),
+    "explore": ("codesign.explore_cli", "sweep operating points: latency, energy and area bands, Pareto front, plots"),
     "bench": ("codesign.bench", "speed of the bit-accurate model and of cycle-only evaluation"),
 }
 

@@ -1,0 +1,126 @@
+"""Energy per head and area of a datapath as low/high bands: the cycle model's action counts (codesign/cycles.py
+`HeadCycles.traffic`) times the cited per-action figures (codesign/technology.py), plus leakage × area × latency;
+area = array + score unit + softmax unit + dividers + buffers, times the table's control-overhead band.
+
+Every function broadcasts over numpy arrays of operating points. What each action is built from (docs/codesign.md
+"Energy and area" has the table):
+- a MAC: a 16×16 multiply, an accumulator-wide add, and the cell's registers (the accumulator and the two 16-bit
+  operands it passes on), read once per cycle;
+- buffer words: a 64-bit read or write (CACTI's figures for each; the other sources give reads, charged for both)
+  of that buffer's size per 4 Q15 words (Q, K, V), per 48-bit accumulator (O, charged 6/8 of an access), per 2
+  scores (the score buffer between the array and the softmax unit, two blocks of 32-bit scores);
+- a score: a 32×16 multiply by M, a 32-bit add and register (the score unit); an EXP2: two 16-bit table entries, a
+  16×16 interpolation multiply and a 32-bit add; a max: a 32-bit compare; a rescale: a 48×16 multiply and a 48-bit
+  add; a division: div_latency cycles of a 32-bit subtract and 96 bits of registers;
+- DRAM: 8 bits per byte × pJ per bit of the DRAM kind.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from codesign.datapath import OUTPUT_ACC_BITS
+from codesign.technology import Band, Technology
+
+#: Bits of the table an EXP2 lane holds (64 entries of 16 bits: the contract's EXP2 table, docs/q15.md).
+EXP_TABLE_BITS = 64 * 16
+#: Registers of one iterative divider: partial remainder, divisor and quotient.
+DIVIDER_REGISTER_BITS = 96
+#: The score buffer holds two blocks of R × C 32-bit scores (the array writes one while the softmax unit reads one).
+SCORE_BYTES = 4
+
+
+def score_buffer_kb(rows, cols) -> np.ndarray:
+    return 2 * np.asarray(rows) * np.asarray(cols) * SCORE_BYTES / 1024
+
+
+def mac_cell(tech: Technology, acc_bits, node, what: str) -> Band:
+    get = tech.energy if what == "energy" else tech.area
+    return (tech.multiply(16, 16, node, what) + get("add", acc_bits, node)
+            + get("register", 1, node) * (np.asarray(acc_bits) + 32))
+
+
+def exp_lane(tech: Technology, node, what: str, table_bits: int) -> Band:
+    get = tech.energy if what == "energy" else tech.area
+    return get("register", 1, node) * table_bits + tech.multiply(16, 16, node, what) + get("add", 32, node)
+
+
+def score_lane(tech: Technology, node, what: str) -> Band:
+    get = tech.energy if what == "energy" else tech.area
+    return tech.multiply(32, 16, node, what) + get("add", 32, node) + get("register", 1, node) * 32
+
+
+def rescale_unit(tech: Technology, node, what: str) -> Band:
+    get = tech.energy if what == "energy" else tech.area
+    return tech.multiply(OUTPUT_ACC_BITS, 16, node, what) + get("add", OUTPUT_ACC_BITS, node)
+
+
+def divider_cycle(tech: Technology, node, what: str) -> Band:
+    get = tech.energy if what == "energy" else tech.area
+    return get("add", 32, node) + get("register", 1, node) * DIVIDER_REGISTER_BITS
+
+
+def area(tech: Technology, rows, cols, acc_bits, exp_lanes, dividers, buffers_kb: tuple, node) -> dict[str, Band]:
+    """µm² per unit ('array', 'score', 'softmax', 'dividers', 'buffers'), the logic and SRAM sums, and 'total' (both
+    times the control-overhead band)."""
+    rows, cols = np.asarray(rows), np.asarray(cols)
+    units = {
+        "array": mac_cell(tech, acc_bits, node, "area") * (rows * cols),
+        "score": score_lane(tech, node, "area") * cols,
+        "softmax": (exp_lane(tech, node, "area", EXP_TABLE_BITS) + tech.area("compare", 32, node)
+                    + rescale_unit(tech, node, "area")) * np.asarray(exp_lanes),
+        "dividers": divider_cycle(tech, node, "area") * np.asarray(dividers),
+    }
+    sram = tech.sram_area(score_buffer_kb(rows, cols), node)
+    for size in buffers_kb:
+        sram = sram + tech.sram_area(size, node)
+    units["buffers"] = sram
+    logic = units["array"] + units["score"] + units["softmax"] + units["dividers"]
+    low, high = tech.overhead
+    units["logic"] = logic
+    units["total"] = (logic + sram) * Band(np.float64(low), np.float64(high))
+    return units
+
+
+def head_energy(tech: Technology, traffic: dict, rows, cols, acc_bits, div_latency, buffers_kb: tuple, node,
+                dram_kind: str) -> dict[str, Band]:
+    """Dynamic pJ of one head per part ('array', 'buffers', 'softmax', 'score', 'dividers', 'dram') and 'total';
+    `traffic` holds HeadCycles.traffic's counters as arrays over the points."""
+    q_kb, k_kb, v_kb, o_kb = buffers_kb
+    word = 1 / 4  # a Q15 word: a quarter of a 64-bit access
+    acc = OUTPUT_ACC_BITS / 64  # a 48-bit output accumulator: 6/8 of one
+    scores = score_buffer_kb(rows, cols)
+    sram_words = (tech.sram_read(q_kb, node) * (traffic["sram_read_q"] * word)
+                  + tech.sram_write(q_kb, node) * (traffic["sram_write_q"] * word)
+                  + tech.sram_read(k_kb, node) * (traffic["sram_read_k"] * word)
+                  + tech.sram_write(k_kb, node) * (traffic["sram_write_k"] * word)
+                  + tech.sram_read(v_kb, node) * (traffic["sram_read_v"] * word)
+                  + tech.sram_write(v_kb, node) * (traffic["sram_write_v"] * word)
+                  + tech.sram_read(o_kb, node) * (traffic["acc_reads"] * acc)
+                  + tech.sram_write(o_kb, node) * (traffic["acc_writes"] * acc)
+                  + tech.sram_write(scores, node) * (traffic["score_writes"] / 2)  # two 32-bit scores per access
+                  + tech.sram_read(scores, node) * (traffic["prob_reads"] / 2))
+    parts = {
+        "array": mac_cell(tech, acc_bits, node, "energy") * traffic["macs"],
+        "buffers": sram_words,
+        "score": score_lane(tech, node, "energy") * traffic["score_writes"],
+        "softmax": (exp_lane(tech, node, "energy", 32) * traffic["exp_evals"]
+                    + tech.energy("compare", 32, node) * traffic["max_compares"]
+                    + rescale_unit(tech, node, "energy") * traffic["rescale_mults"]),
+        "dividers": divider_cycle(tech, node, "energy") * (traffic["divisions"] * np.asarray(div_latency)),
+        "dram": tech.dram(dram_kind) * (8 * (traffic["dram_read_q_bytes"] + traffic["dram_read_k_bytes"]
+                                             + traffic["dram_read_v_bytes"] + traffic["dram_write_o_bytes"])),
+    }
+    total = parts["array"]
+    for name in ("buffers", "score", "softmax", "dividers", "dram"):
+        total = total + parts[name]
+    parts["total"] = total
+    return parts
+
+
+def leakage_w(tech: Technology, units: dict[str, Band], buffers_kb: tuple, rows, cols, node) -> Band:
+    """Leakage power in W: the logic's area × the logic leakage density, plus each SRAM's own leakage."""
+    sram = tech.sram_leakage(score_buffer_kb(rows, cols), node)
+    for size in buffers_kb:
+        sram = sram + tech.sram_leakage(size, node)
+    return (units["logic"] * tech.logic_leakage(node) + sram) * 1e-9

@@ -1,0 +1,327 @@
+"""`python -m codesign explore`: the operating-point explorer. It sweeps a space of datapaths (array shape, dataflow,
+exponent lanes, dividers, buffers, clock, DRAM bandwidth, technology node, accumulator width, DRAM kind) for one
+attention problem and writes every point's latency, throughput, energy per inference and area (each with its band),
+utilisation and the arithmetic's bit-exactness to points.csv, the Pareto front of energy against latency to front.csv
+(and the console), and two plots. With --results, the measured rows of host.compare runs (the GPU's NVML energy, the
+MCU's datasheet energy) are placed on the same axes.
+
+Evaluation is vectorised: the cycle model (codesign/cycles.py) runs once per distinct (array, dataflow, lanes,
+dividers, buffers, clock, DRAM bandwidth), the only parameters cycles depend on; node, accumulator width and DRAM kind
+change energy and area only and are evaluated as numpy arrays over all points at once (codesign/energy.py). The bits
+depend on the array's width and the accumulator (codesign/bits.py): a width at or above the contract's exact width
+(codesign/widths.py `predicted_width`) is bit-exact for every input; below it, one seeded head is run through the bit
+model and the point carries the measured rel-L2.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from codesign.cycles import TRAFFIC_KEYS, head_cycles
+from codesign.datapath import (ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, DATAFLOWS, OVERFLOWS, Datapath)
+from codesign.energy import area, head_energy, leakage_w
+from codesign.technology import Technology
+from host.errors import SpecError
+from host.problem import AttentionProblem
+
+#: The default space: 8×8 to 256×256 arrays (square, and 1:4 up to 128), three dataflows, 4 to 256 exponent lanes, two buffer
+#: sets (the datapath's default, and one that holds a seq-1024 d-64 head's K and V), 200 MHz to 1.5 GHz, DRAM from an
+#: LPDDR4 channel to an HBM stack, the Stillmaker-Baas nodes 45 to 7 nm, 24- to 48-bit accumulators.
+DEFAULT_SPACE = {
+    "array": ["8x8", "16x16", "32x32", "64x64", "128x128", "256x256", "8x32", "32x8", "16x64", "64x16", "32x128",
+              "128x32"],
+    "dataflow": ["os", "ws", "is"],
+    "exp_lanes": [4, 16, 64, 256],
+    "dividers": [8, 32, 128],
+    "div_latency": [18],
+    "buffers_kb": [[32, 64, 64, 128], [64, 256, 256, 256]],
+    "clock_mhz": [200, 500, 1000, 1500],
+    "dram_gbps": [25.6, 204.8, 819.2],
+    "node_nm": [45, 32, 16, 7],
+    "acc_bits": [24, 32, 36, 38, 40, 48],
+    "overflow": ["wrap"],
+    "dram": ["hbm2"],
+}
+#: Keys whose values change cycles (one cycle-model call per combination); the rest change energy, area or bits.
+CYCLE_KEYS = ("array", "dataflow", "exp_lanes", "dividers", "div_latency", "buffers_kb", "clock_mhz", "dram_gbps")
+LIMITS = {"exp_lanes": (1, 4096), "dividers": (1, 4096), "div_latency": (1, 256), "clock_mhz": (1, 10_000),
+          "dram_gbps": (0.001, 100_000), "acc_bits": (ACC_BITS_MIN, ACC_BITS_MAX)}
+#: Seq of the head the bit model runs for widths below the exact one (the problem's own seq when shorter).
+PROBE_SEQ_MAX = 256
+
+
+def _array(text: object) -> tuple[int, int]:
+    try:
+        rows, cols = (int(part) for part in str(text).lower().split("x"))
+    except ValueError:
+        raise SpecError(f"space: array {text!r} is not RxC (e.g. 32x32); allowed: 1..{ARRAY_MAX} each") from None
+    if not (1 <= rows <= ARRAY_MAX and 1 <= cols <= ARRAY_MAX):
+        raise SpecError(f"space: array {text!r} is out of range; allowed: 1..{ARRAY_MAX} each")
+    return rows, cols
+
+
+def check_space(space: dict, tech: Technology) -> dict:
+    """The space with every value parsed and checked: SpecError naming the first bad key or value and the range."""
+    unknown = set(space) - set(DEFAULT_SPACE)
+    if unknown:
+        raise SpecError(f"space: unknown key {sorted(unknown)[0]!r}; allowed: {', '.join(DEFAULT_SPACE)}")
+    full = {**DEFAULT_SPACE, **space}
+    out = {}
+    for key, values in full.items():
+        if not isinstance(values, list) or not values:
+            raise SpecError(f"space: {key} must be a non-empty list, got {values!r}")
+        if key == "array":
+            out[key] = list(dict.fromkeys(_array(v) for v in values))
+        elif key in ("dataflow", "overflow", "dram"):
+            allowed = {"dataflow": DATAFLOWS, "overflow": OVERFLOWS, "dram": tech.dram_kinds}[key]
+            for value in values:
+                if value not in allowed:
+                    raise SpecError(f"space: {key}={value!r} is unknown; allowed: {', '.join(allowed)}")
+            out[key] = list(dict.fromkeys(values))
+        elif key == "node_nm":
+            out[key] = [tech.check_node(v) if isinstance(v, int) and not isinstance(v, bool) else
+                        tech.check_node(-1) for v in values]
+        elif key == "buffers_kb":
+            for value in values:
+                if not (isinstance(value, list) and len(value) == 4
+                        and all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0.0625 <= x <= 1 << 20
+                                for x in value)):
+                    raise SpecError(f"space: buffers_kb entry {value!r} is not [Q, K, V, O] in KB; allowed: "
+                                    "0.0625..1048576 each")
+            out[key] = [tuple(float(x) for x in v) for v in values]
+        else:
+            low, high = LIMITS[key]
+            for value in values:
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                        or not low <= value <= high or (key not in ("dram_gbps", "clock_mhz") and value != int(value)):
+                    raise SpecError(f"space: {key}={value!r} is out of range; allowed: {low:g}..{high:g}")
+            out[key] = list(dict.fromkeys(values))
+    return out
+
+
+def load_space(path: Path | None, tech: Technology) -> dict:
+    """The default space, with the keys of a TOML file (if given) replacing the defaults."""
+    if path is None:
+        return check_space({}, tech)
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SpecError(f"--space {path}: not a readable TOML file ({type(exc).__name__}: {exc})") from None
+    return check_space(data, tech)
+
+
+def space_size(space: dict) -> tuple[int, int]:
+    """(cycle-model configurations, operating points)."""
+    configs = math.prod(len(space[k]) for k in CYCLE_KEYS)
+    return configs, configs * math.prod(len(space[k]) for k in space if k not in CYCLE_KEYS)
+
+
+@dataclass
+class Exploration:
+    """Every point as columns (numpy arrays of equal length), and how long the evaluation took."""
+
+    columns: dict[str, np.ndarray]
+    cycle_configs: int
+    seconds: float
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values())))
+
+
+def _cycle_table(problem: AttentionProblem, space: dict, progress) -> dict[str, np.ndarray]:
+    """One row per cycle configuration: its parameters, cycles, utilisation, traffic, and '' or why it cannot run."""
+    rows: dict[str, list] = {k: [] for k in ("rows", "cols", "dataflow", "exp_lanes", "dividers", "div_latency",
+                                             "q_kb", "k_kb", "v_kb", "o_kb", "clock_hz", "dram_gbps", "cycles",
+                                             "utilisation", "stall_cycles", "skipped", *TRAFFIC_KEYS)}
+    for (r, c), flow, lanes, dividers, latency, buffers, mhz, gbps in itertools.product(
+            *(space[k] for k in CYCLE_KEYS)):
+        clock = int(round(mhz * 1e6))
+        dp = Datapath(rows=r, cols=c, dataflow=flow, exp_lanes=lanes, dividers=dividers, div_latency=latency,
+                      q_buffer_kb=buffers[0], k_buffer_kb=buffers[1], v_buffer_kb=buffers[2], o_buffer_kb=buffers[3],
+                      dram_bytes_per_cycle=max(gbps * 1e9 / clock, 0.001), clock_hz=clock)
+        try:
+            head = head_cycles(dp, problem.seq, problem.dim, problem.causal)
+            values = {"cycles": head.cycles, "utilisation": head.utilisation, "stall_cycles": head.stall_cycles,
+                      "skipped": "", **head.traffic}
+        except SpecError as exc:
+            values = {"cycles": 0, "utilisation": 0.0, "stall_cycles": 0, "skipped": str(exc),
+                      **dict.fromkeys(TRAFFIC_KEYS, 0)}
+        for key, value in (("rows", r), ("cols", c), ("dataflow", flow), ("exp_lanes", lanes), ("dividers", dividers),
+                           ("div_latency", latency), ("q_kb", buffers[0]), ("k_kb", buffers[1]),
+                           ("v_kb", buffers[2]), ("o_kb", buffers[3]), ("clock_hz", clock), ("dram_gbps", gbps)):
+            rows[key].append(value)
+        for key, value in values.items():
+            rows[key].append(value)
+        if progress is not None:
+            progress.update()
+    return {k: np.array(v) for k, v in rows.items()}
+
+
+def bit_labels(problem: AttentionProblem, cols: list[int], widths: list[int], overflows: list[str],
+               seed: int = 0) -> dict[tuple[int, int, str], tuple[str, float]]:
+    """(cols, acc_bits, overflow) → (bit_exact label, rel-L2 against the float64 golden), measured on one seeded
+    N(0,1) head of min(seq, 256) keys at Bc = cols: 'all inputs' at or above the exact width (the rel-L2 is then
+    the contract's own at that Bc), else 'probe' when the probe's output is still bit-exact, else 'no'."""
+    from codesign.bits import run_head
+    from codesign.widths import inputs, predicted_width
+    from host import q15
+    from host.reference import attention, errors
+
+    seq = min(problem.seq, PROBE_SEQ_MAX)
+    q, k, v = inputs("normal", seq, problem.dim, seed)
+    gold = attention(q[None, None], k[None, None], v[None, None], problem.causal, np.float64)[0, 0]
+    probe = AttentionProblem(batch=1, heads=1, seq=seq, dim=problem.dim, causal=problem.causal, dtype="q15",
+                             seed=seed)
+    labels = {}
+    for c in cols:
+        quantized = q15.prepare(probe, *(x[None, None] for x in (q, k, v)), c)
+        expected = quantized.expected()[0, 0]
+        exact_bits = predicted_width(problem.dim, c)
+        contract = errors(quantized.dequantize(expected), gold).rel_l2
+        for bits, overflow in itertools.product(widths, overflows):
+            if bits >= exact_bits:
+                labels[c, bits, overflow] = ("all inputs", contract)
+                continue
+            head = run_head(*quantized.head(0, 0), quantized.params, Datapath(rows=32, cols=c, acc_bits=bits,
+                                                                            overflow=overflow))
+            exact = np.array_equal(head.out, expected)
+            labels[c, bits, overflow] = ("probe" if exact else "no", errors(quantized.dequantize(head.out),
+                                                                            gold).rel_l2)
+    return labels
+
+
+def explore(problem: AttentionProblem, space: dict, tech: Technology, progress=None) -> Exploration:
+    """Every operating point of `space` for `problem` (heads run one after another on the one datapath)."""
+    start = time.perf_counter()
+    table = _cycle_table(problem, space, progress)
+    extra = [k for k in ("node_nm", "acc_bits", "overflow", "dram") if k in space]
+    grids = np.meshgrid(np.arange(len(table["cycles"])), *(np.arange(len(space[k])) for k in extra), indexing="ij")
+    config = grids[0].ravel()
+    cols = {name: values[config] for name, values in table.items()}
+    for key, index in zip(extra, grids[1:]):
+        cols[key] = np.array(space[key])[index.ravel()]
+    heads = problem.batch * problem.heads
+    ok = cols["skipped"] == ""
+    latency = np.where(ok, cols["cycles"] * heads / cols["clock_hz"], np.nan)
+    buffers = (cols["q_kb"], cols["k_kb"], cols["v_kb"], cols["o_kb"])
+    node, acc = cols["node_nm"], cols["acc_bits"]
+    units = area(tech, cols["rows"], cols["cols"], acc, cols["exp_lanes"], cols["dividers"], buffers, node)
+    traffic = {k: cols[k].astype(float) for k in TRAFFIC_KEYS}
+    dynamic = {kind: head_energy(tech, traffic, cols["rows"], cols["cols"], acc, cols["div_latency"], buffers, node,
+                                 kind) for kind in space["dram"]}
+    energy_low = np.zeros(len(config))
+    energy_high = np.zeros(len(config))
+    for kind, parts in dynamic.items():
+        here = cols["dram"] == kind
+        energy_low[here] = (parts["total"].low * heads * 1e-12)[here]
+        energy_high[here] = (parts["total"].high * heads * 1e-12)[here]
+    leak = leakage_w(tech, units, buffers, cols["rows"], cols["cols"], node)
+    shares = {}  # each part's share of the energy, from the geometric means of the bands
+    for part in ("array", "buffers", "softmax", "score", "dividers", "dram"):
+        shares[part] = np.zeros(len(config))
+        for kind, parts in dynamic.items():
+            here = cols["dram"] == kind
+            shares[part][here] = (parts[part].mid * heads * 1e-12)[here]
+    shares["leakage"] = leak.mid * latency
+    total_mid = sum(shares.values())
+    energy_low = np.where(ok, energy_low + leak.low * latency, np.nan)
+    energy_high = np.where(ok, energy_high + leak.high * latency, np.nan)
+    area_mm2 = units["total"] * 1e-6
+    labels = bit_labels(problem, sorted(set(space["array"][i][1] for i in range(len(space["array"])))),
+                        space["acc_bits"], space["overflow"])
+    label = np.empty(len(config), dtype=object)
+    rel_l2 = np.empty(len(config))
+    for (c, bits, overflow), (text, err) in labels.items():
+        here = (cols["cols"] == c) & (acc == bits) & (cols["overflow"] == overflow)
+        label[here], rel_l2[here] = text, err
+    ops = problem.flops()
+    columns = {
+        "array": np.char.add(np.char.add(cols["rows"].astype(str), "x"), cols["cols"].astype(str)),
+        "dataflow": cols["dataflow"], "exp_lanes": cols["exp_lanes"], "dividers": cols["dividers"],
+        "div_latency": cols["div_latency"], "buffers_kb": np.array([f"{q:g}/{k:g}/{v:g}/{o:g}" for q, k, v, o in
+                                                                     zip(*buffers)]),
+        "clock_mhz": cols["clock_hz"] / 1e6, "dram_gbps": cols["dram_gbps"], "node_nm": node, "acc_bits": acc,
+        "overflow": cols["overflow"], "dram": cols["dram"],
+        "latency_s": latency, "inferences_per_s": 1 / latency, "gops": ops / latency / 1e9,
+        "energy_j_low": energy_low, "energy_j_high": energy_high,
+        "energy_j": np.sqrt(energy_low * energy_high),
+        "area_mm2_low": np.where(ok, area_mm2.low, np.nan), "area_mm2_high": np.where(ok, area_mm2.high, np.nan),
+        "area_mm2": np.where(ok, area_mm2.mid, np.nan),
+        "utilisation": np.where(ok, cols["utilisation"], np.nan),
+        "dram_stall_share": np.where(ok, cols["stall_cycles"] / np.maximum(cols["cycles"], 1), np.nan),
+        "bit_exact": label, "rel_l2": rel_l2, "skipped": cols["skipped"],
+    }
+    for part, value in shares.items():
+        columns[f"share_{part}"] = np.where(ok, value / np.where(total_mid > 0, total_mid, 1), np.nan)
+    columns["gops_per_mm2"] = columns["gops"] / columns["area_mm2"]
+    columns["gops_per_j"] = ops / 1e9 / columns["energy_j"]
+    return Exploration(columns, len(table["cycles"]), time.perf_counter() - start)
+
+
+def pareto(objectives: np.ndarray) -> np.ndarray:
+    """Indices of the rows of `objectives` (points × criteria, lower is better, NaN rows ignored) that no other row
+    dominates (no worse in every criterion, better in one), sorted by the first criterion."""
+    finite = np.flatnonzero(np.isfinite(objectives).all(axis=1))
+    order = finite[np.lexsort(objectives[finite].T[::-1])]
+    kept: list[int] = []
+    front = np.empty((0, objectives.shape[1]))
+    for i in order:  # by the first criterion: only an earlier row can dominate a later one
+        point = objectives[i]
+        if len(front) and (front <= point).all(axis=1).any():
+            continue  # dominated (or equal to a kept point)
+        kept.append(int(i))
+        front = np.vstack((front, point))
+    return np.array(kept, dtype=np.int64)
+
+
+def fronts(result: Exploration) -> list[tuple[str, np.ndarray]]:
+    """The Pareto fronts in latency, energy per inference and area (each the band's geometric mean) over the points
+    whose arithmetic is bit-exact for every input: all nodes together, then each node alone (the front an architect
+    tied to one process sees)."""
+    c = result.columns
+    exact = c["bit_exact"] == "all inputs"
+    objectives = np.column_stack((c["latency_s"], c["energy_j"], c["area_mm2"]))
+    out = []
+    for name, mask in [("all nodes", exact)] + [(f"{n} nm", exact & (c["node_nm"] == n))
+                                                 for n in sorted(set(c["node_nm"].tolist()), reverse=True)]:
+        idx = np.flatnonzero(mask)
+        out.append((name, idx[pareto(objectives[idx])]))
+    return out
+
+
+#: The parameters a sensitivity table varies, as points.csv names them.
+SWEPT = ("array", "dataflow", "exp_lanes", "dividers", "buffers_kb", "clock_mhz", "dram_gbps", "node_nm", "acc_bits",
+         "dram")
+
+
+def sensitivity(result: Exploration, base: int) -> list[dict]:
+    """For each parameter: hold every other one at point `base`'s value, vary it over the space, and give the
+    spread (max / min over the runnable, bit-exact-for-all-inputs points) of latency, energy and area, with the
+    values at which the extremes occur."""
+    c = result.columns
+    usable = np.isfinite(c["latency_s"]) & (c["bit_exact"] == "all inputs")
+    rows = []
+    for name in SWEPT:
+        same = usable.copy()
+        for other in SWEPT:
+            if other != name:
+                same &= c[other] == c[other][base]
+        idx = np.flatnonzero(same)
+        if len(idx) < 2:
+            continue
+        row = {"parameter": name, "values": len(idx)}
+        for metric in ("latency_s", "energy_j", "area_mm2"):
+            values = c[metric][idx]
+            low, high = idx[np.argmin(values)], idx[np.argmax(values)]
+            row[f"{metric}_spread"] = float(values.max() / values.min())
+            row[f"{metric}_best_at"] = str(c[name][low])
+            row[f"{metric}_worst_at"] = str(c[name][high])
+        rows.append(row)
+    return sorted(rows, key=lambda r: -max(r["latency_s_spread"], r["energy_j_spread"], r["area_mm2_spread"]))

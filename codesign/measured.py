@@ -1,0 +1,63 @@
+"""The measured targets beside the modelled ASIC: rows of host.compare runs (results.csv) for the explorer's problem,
+with their latency and energy per inference and where each figure came from.
+
+A row is taken when it is `ok`, has energy_j, and matches the problem (batch, heads, seq, dim, causal); every other
+row is counted with the reason it was left out, so a plot never silently lacks a target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from host.errors import SpecError
+from host.problem import AttentionProblem
+from host.results import ResultsFile
+
+#: Die areas for throughput per mm²: the H200 carries NVIDIA's GH100 die (H100 Tensor Core GPU Architecture
+#: whitepaper: 814 mm², TSMC 4N). The STM32F407's die area is not published: its points have no area.
+DIE_MM2 = {"gpu": 814.0}
+
+
+@dataclass(frozen=True)
+class MeasuredPoint:
+    """One measured row: label (target, kernel, dtype), latency, energy per inference, how each was obtained."""
+
+    target: str
+    label: str
+    latency_s: float
+    energy_j: float
+    timing_source: str
+    energy_source: str
+    area_mm2: float | None
+
+
+def _label(row) -> str:
+    device = {"gpu": "H200" if "H200" in row.device else (row.device or "GPU"),
+              "mcu": "STM32F407" + (" (twin)" if "twin" in row.device else ""),
+              "cpu": row.device or "CPU"}.get(row.target, row.target)
+    return " ".join(dict.fromkeys((device, row.kernel, row.dtype)))
+
+
+def load(folders: list[Path], problem: AttentionProblem) -> tuple[list[MeasuredPoint], list[str]]:
+    """The matching rows of each folder's results.csv, and one line per reason rows were left out (with counts)."""
+    points: list[MeasuredPoint] = []
+    left: dict[str, int] = {}
+    for folder in folders:
+        path = Path(folder) / "results.csv"
+        if not path.is_file():
+            raise SpecError(f"--results {folder}: no results.csv there; allowed: a host.compare --out folder")
+        for row in ResultsFile(path).read():
+            shape = (row.batch, row.heads, row.seq, row.dim, bool(row.causal))
+            wanted = (problem.batch, problem.heads, problem.seq, problem.dim, problem.causal)
+            reason = ("another problem" if shape != wanted else
+                      f"status {row.status}" if row.status != "ok" else
+                      f"{row.target} row without energy_j" if row.energy_j is None else
+                      "no latency" if row.p50_ms is None else "")
+            if reason:
+                left[reason] = left.get(reason, 0) + 1
+                continue
+            points.append(MeasuredPoint(row.target, _label(row), row.p50_ms / 1e3, row.energy_j,
+                                        row.timing_source, row.energy_source,
+                                        DIE_MM2.get(row.target)))
+    return points, [f"{count} row(s): {reason}" for reason, count in sorted(left.items())]

@@ -1,0 +1,212 @@
+"""The cited per-action energy and area table (codesign/technology.toml), read and validated, and its figures at any
+listed node as low/high bands: the spread between sources, never one silent pick.
+
+Each function takes numpy arrays (or scalars) and broadcasts, so the explorer evaluates every operating point at
+once. A source's figure is scaled from its own node by the Stillmaker-Baas factors of the table's [scaling] section,
+and only to the nodes listed there (`check_node`); the band at a node is the minimum and maximum over the sources
+that give the action.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from host.errors import SpecError
+
+TABLE = Path(__file__).resolve().parent / "technology.toml"
+LOGIC_ACTIONS = ("multiply", "add", "compare", "register")
+
+
+@dataclass(frozen=True)
+class Band:
+    """A figure's low and high ends (arrays broadcast over operating points)."""
+
+    low: np.ndarray
+    high: np.ndarray
+
+    def __add__(self, other: Band) -> Band:
+        return Band(self.low + other.low, self.high + other.high)
+
+    def __mul__(self, factor) -> Band:
+        if isinstance(factor, Band):
+            return Band(self.low * factor.low, self.high * factor.high)
+        return Band(self.low * factor, self.high * factor)
+
+    __rmul__ = __mul__
+
+    @property
+    def mid(self) -> np.ndarray:
+        """The geometric mean of the two ends: the point estimate plots and the Pareto front use."""
+        return np.sqrt(self.low * self.high)
+
+
+def _loglog(points: list[list[float]], x, exponent: float | None) -> np.ndarray:
+    """A source's figure at x: log-log interpolation (and extrapolation) between its points, or with one point,
+    value · (x / x0)^exponent."""
+    xs = np.array([p[0] for p in points], dtype=float)
+    ys = np.array([p[1] for p in points], dtype=float)
+    x = np.asarray(x, dtype=float)
+    if len(xs) == 1:
+        return ys[0] * (x / xs[0]) ** exponent
+    lx, ly = np.log(xs), np.log(ys)
+    slopes = np.diff(ly) / np.diff(lx)
+    segment = np.clip(np.searchsorted(lx, np.log(x)) - 1, 0, len(slopes) - 1)
+    return np.exp(ly[segment] + slopes[segment] * (np.log(x) - lx[segment]))
+
+
+class Technology:
+    """The table, validated on load: every entry's source exists, every number is positive and finite."""
+
+    def __init__(self, data: dict, origin: str = "technology table"):
+        self.origin = origin
+        try:
+            self.sources = data["sources"]
+            scaling = data["scaling"]
+            self.nodes = tuple(int(n) for n in scaling["nodes_nm"])
+            self._area45 = dict(zip(self.nodes, (float(a) for a in scaling["area_from_45"]), strict=True))
+            vdd = float(scaling["vdd_v"])
+            self._energy = dict(zip(self.nodes, (a * vdd * vdd + b * vdd + c for a, b, c in scaling["energy_poly"]),
+                                    strict=True))
+            self.logic = data["logic"]
+            self.sram = data["sram"]
+            self.sram_cacti = data.get("sram_cacti", [])
+            self.dram_entries = data["dram"]
+            self.overhead = tuple(float(x) for x in data["assumptions"]["control_overhead"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SpecError(f"{origin}: missing or malformed entry ({type(exc).__name__}: {exc})") from None
+        for entry in [*self.logic, *self.sram, *self.sram_cacti, *self.dram_entries]:
+            if entry.get("source") not in self.sources:
+                raise SpecError(f"{origin}: entry {entry} names no known source; allowed: {', '.join(self.sources)}")
+        for node, value in [*self._area45.items(), *self._energy.items()]:
+            if not (math.isfinite(value) and value > 0):
+                raise SpecError(f"{origin}: scaling factor at {node} nm is {value}; allowed: > 0")
+        for entry in self.logic:
+            if entry["action"] not in LOGIC_ACTIONS:
+                raise SpecError(f"{origin}: logic action {entry['action']!r} is unknown; allowed: "
+                                f"{', '.join(LOGIC_ACTIONS)}")
+            if len(entry["points"]) == 1 and "exponent" not in entry:
+                raise SpecError(f"{origin}: {entry['action']} from {entry['source']} has one point and no exponent")
+        self.dram_kinds = tuple(dict.fromkeys(e["kind"] for e in self.dram_entries))
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> Technology:
+        path = Path(path or TABLE)
+        try:
+            data = tomllib.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise SpecError(f"{path}: not a readable technology table ({type(exc).__name__}: {exc})") from None
+        return cls(data, str(path))
+
+    # ------------------------------------------------------------ nodes
+    def check_node(self, node: int) -> int:
+        if node not in self.nodes:
+            raise SpecError(f"node={node} nm is not in the scaling table; allowed: "
+                            f"{', '.join(str(n) for n in self.nodes)} (no interpolation between nodes)")
+        return node
+
+    def _node_of(self, source: str) -> int:
+        return int(self.sources[source]["node_nm"])
+
+    def energy_factor(self, source_node: int, node) -> np.ndarray:
+        """Energy per operation at `node` over that at `source_node` (both listed)."""
+        return np.vectorize(self._energy.__getitem__, otypes=[float])(node) / self._energy[source_node]
+
+    def area_factor(self, source_node: int, node) -> np.ndarray:
+        return np.vectorize(self._area45.__getitem__, otypes=[float])(node) / self._area45[source_node]
+
+    # ------------------------------------------------------------ logic
+    def _logic(self, action: str, bits, node, key: str) -> Band:
+        values = []
+        for entry in (e for e in self.logic if e["action"] == action and key in e):
+            scale = self.energy_factor if key == "points" else self.area_factor
+            values.append(_loglog(entry[key], bits, entry.get("exponent")) * scale(self._node_of(entry["source"]),
+                                                                                   node))
+        if not values:
+            raise SpecError(f"{self.origin}: no {key} figure for {action}")
+        stacked = np.broadcast_arrays(*values)
+        return Band(np.minimum.reduce(stacked), np.maximum.reduce(stacked))
+
+    def energy(self, action: str, bits, node) -> Band:
+        """pJ of one `action` (multiply, add, compare; register: per bit) on `bits`-wide operands at `node`."""
+        return self._logic(action, bits, node, "points")
+
+    def area(self, action: str, bits, node) -> Band:
+        """µm² of one unit doing `action` on `bits`-wide operands at `node` (register: per bit)."""
+        return self._logic(action, bits, node, "area")
+
+    def multiply(self, a_bits, b_bits, node, what: str = "energy") -> Band:
+        """An a × b multiplier, sized as a square one of sqrt(a·b) bits."""
+        bits = np.sqrt(np.asarray(a_bits, dtype=float) * np.asarray(b_bits, dtype=float))
+        return (self.energy if what == "energy" else self.area)("multiply", bits, node)
+
+    def logic_leakage(self, node) -> Band:
+        """Leakage of logic, nW per µm², from the sources that give one (pJ per cycle at 1 GHz = mW; over their
+        area); scaled as energy per operation over area (the density of a fixed circuit's leakage power)."""
+        densities = []
+        for entry in (e for e in self.logic if "leak_pj_per_cycle_at_1ghz" in e):
+            (bits, area), = entry["area"]
+            density = entry["leak_pj_per_cycle_at_1ghz"] * 1e6 / area  # pJ/ns = mW; mW/µm² → nW/µm²: × 1e6
+            src = self._node_of(entry["source"])
+            densities.append(density * self.energy_factor(src, node) / self.area_factor(src, node))
+        stacked = np.broadcast_arrays(*densities)
+        return Band(np.minimum.reduce(stacked), np.maximum.reduce(stacked))
+
+    # ------------------------------------------------------------ memories
+    def sram_read(self, size_kb, node) -> Band:
+        """pJ per 64-bit read of an SRAM of `size_kb` at `node`."""
+        return self._sram("read", size_kb, node)
+
+    def sram_write(self, size_kb, node) -> Band:
+        """pJ per 64-bit write: CACTI's write figures, and the reads of the sources that give no write."""
+        return self._sram("write", size_kb, node)
+
+    def _sram(self, key: str, size_kb, node) -> Band:
+        values = []
+        for entry in self.sram:
+            source_node = self._node_of(entry["source"])
+            value = _loglog(entry.get(key, entry["read"]), size_kb, None) * self.energy_factor(source_node, node)
+            if entry.get("own_node_only"):  # elsewhere the other sources alone make the band
+                value = np.where(np.asarray(node) == source_node, value, np.nan)
+            values.append(value)
+        for entry in self.sram_cacti:
+            values.append(_loglog(entry.get(key, entry["read"]), size_kb, None)
+                          * self.energy_factor(int(entry["node_nm"]), node))
+        stacked = np.stack(np.broadcast_arrays(*values))
+        return Band(np.nanmin(stacked, axis=0), np.nanmax(stacked, axis=0))
+
+    def sram_area(self, size_kb, node) -> Band:
+        """µm² of an SRAM of `size_kb` at `node` (CACTI entries, scaled by area from the node they were run at)."""
+        return self._cacti("area_um2", size_kb, node, self.area_factor)
+
+    def sram_leakage(self, size_kb, node) -> Band:
+        """nW of leakage of an SRAM of `size_kb` at `node` (CACTI entries; scaled as logic leakage power is)."""
+        def factor(src, node):
+            return self.energy_factor(src, node)  # a fixed array's leakage power: as energy per operation
+        return self._cacti("leakage_nw", size_kb, node, factor)
+
+    def _cacti(self, key: str, size_kb, node, factor) -> Band:
+        values = [_loglog(entry[key], size_kb, None) * factor(int(entry["node_nm"]), node)
+                  for entry in self.sram_cacti if key in entry]
+        if not values:
+            raise SpecError(f"{self.origin}: no SRAM {key} entries ([[sram_cacti]])")
+        stacked = np.broadcast_arrays(*values)
+        return Band(np.minimum.reduce(stacked), np.maximum.reduce(stacked))
+
+    def dram(self, kind: str) -> Band:
+        """pJ per bit moved to or from DRAM of `kind` (not scaled with the logic node)."""
+        values = [float(e["pj_per_bit"]) for e in self.dram_entries if e["kind"] == kind]
+        if not values:
+            raise SpecError(f"dram={kind!r} is not in the technology table; allowed: {', '.join(self.dram_kinds)}")
+        return Band(np.float64(min(values)), np.float64(max(values)))
+
+
+@functools.lru_cache(maxsize=1)
+def default() -> Technology:
+    """The shipped table."""
+    return Technology.load()
