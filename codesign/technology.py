@@ -113,12 +113,22 @@ class Technology:
     def _node_of(self, source: str) -> int:
         return int(self.sources[source]["node_nm"])
 
+    def _lookup(self, table: dict[int, float], node) -> np.ndarray:
+        """table[node] for every element of `node` (listed nodes only: KeyError otherwise)."""
+        keys = np.array(sorted(table))
+        node = np.asarray(node)
+        index = np.clip(np.searchsorted(keys, node), 0, len(keys) - 1)
+        if not np.all(keys[index] == node):
+            raise KeyError(f"node(s) {sorted(set(np.atleast_1d(node[keys[index] != node]).tolist()))} not listed")
+        return np.array([table[k] for k in keys])[index]
+
     def energy_factor(self, source_node: int, node) -> np.ndarray:
         """Energy per operation at `node` over that at `source_node` (both listed)."""
-        return np.vectorize(self._energy.__getitem__, otypes=[float])(node) / self._energy[source_node]
+        return self._lookup(self._energy, node) / self._energy[source_node]
 
     def area_factor(self, source_node: int, node) -> np.ndarray:
-        return np.vectorize(self._area45.__getitem__, otypes=[float])(node) / self._area45[source_node]
+        """Area at `node` over that at `source_node` (both listed)."""
+        return self._lookup(self._area45, node) / self._area45[source_node]
 
     # ------------------------------------------------------------ logic
     def _logic(self, action: str, bits, node, key: str) -> Band:
