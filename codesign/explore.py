@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import time
 import tomllib
 from dataclasses import dataclass
@@ -53,15 +54,17 @@ DEFAULT_SPACE = {
 CYCLE_KEYS = ("array", "dataflow", "exp_lanes", "dividers", "div_latency", "buffers_kb", "clock_mhz", "dram_gbps")
 LIMITS = {"exp_lanes": (1, 4096), "dividers": (1, 4096), "div_latency": (1, 256), "clock_mhz": (1, 10_000),
           "dram_gbps": (0.001, 100_000), "acc_bits": (ACC_BITS_MIN, ACC_BITS_MAX)}
+#: The most points one exploration holds (about 1 KB of arrays per point, so some 2 GB at this size).
+MAX_POINTS = 2_000_000
 #: Seq of the head the bit model runs for widths below the exact one (the problem's own seq when shorter).
 PROBE_SEQ_MAX = 256
 
 
 def _array(text: object) -> tuple[int, int]:
-    try:
-        rows, cols = (int(part) for part in str(text).lower().split("x"))
-    except ValueError:
-        raise SpecError(f"space: array {text!r} is not RxC (e.g. 32x32); allowed: 1..{ARRAY_MAX} each") from None
+    match = re.fullmatch(r"([0-9]+)x([0-9]+)", str(text).strip().lower(), flags=re.ASCII)
+    if not isinstance(text, str) or match is None:
+        raise SpecError(f"space: array {text!r} is not RxC (e.g. 32x32); allowed: 1..{ARRAY_MAX} each")
+    rows, cols = int(match[1]), int(match[2])
     if not (1 <= rows <= ARRAY_MAX and 1 <= cols <= ARRAY_MAX):
         raise SpecError(f"space: array {text!r} is out of range; allowed: 1..{ARRAY_MAX} each")
     return rows, cols
@@ -86,8 +89,12 @@ def check_space(space: dict, tech: Technology) -> dict:
                     raise SpecError(f"space: {key}={value!r} is unknown; allowed: {', '.join(allowed)}")
             out[key] = list(dict.fromkeys(values))
         elif key == "node_nm":
-            out[key] = [tech.check_node(v) if isinstance(v, int) and not isinstance(v, bool) else
-                        tech.check_node(-1) for v in values]
+            for value in values:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise SpecError(f"space: node_nm={value!r} is not an integer node; allowed: "
+                                    f"{', '.join(str(n) for n in tech.nodes)}")
+                tech.check_node(value)
+            out[key] = list(dict.fromkeys(values))
         elif key == "buffers_kb":
             for value in values:
                 if not (isinstance(value, list) and len(value) == 4
@@ -95,14 +102,26 @@ def check_space(space: dict, tech: Technology) -> dict:
                                 for x in value)):
                     raise SpecError(f"space: buffers_kb entry {value!r} is not [Q, K, V, O] in KB; allowed: "
                                     "0.0625..1048576 each")
-            out[key] = [tuple(float(x) for x in v) for v in values]
+            out[key] = list(dict.fromkeys(tuple(float(x) for x in v) for v in values))
         else:
             low, high = LIMITS[key]
+            whole = key not in ("dram_gbps", "clock_mhz")
             for value in values:
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                        or not low <= value <= high or (key not in ("dram_gbps", "clock_mhz") and value != int(value)):
+                if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+                    raise SpecError(f"space: {key}={value!r} is not {'an integer' if whole else 'a number'}; "
+                                    f"allowed: {low:g}..{high:g}")
+                if not math.isfinite(value) or not low <= value <= high:
                     raise SpecError(f"space: {key}={value!r} is out of range; allowed: {low:g}..{high:g}")
             out[key] = list(dict.fromkeys(values))
+    for mhz, gbps in itertools.product(out["clock_mhz"], out["dram_gbps"]):
+        per_cycle = gbps * 1e3 / mhz
+        if not 0.001 <= per_cycle <= 65536:
+            raise SpecError(f"space: dram_gbps={gbps:g} at clock_mhz={mhz:g} is {per_cycle:g} bytes per cycle; "
+                            "allowed: 0.001..65536 (the datapath's DRAM interface)")
+    configs, points = space_size(out)
+    if points > MAX_POINTS:
+        raise SpecError(f"space: {points:,} operating points ({configs:,} cycle-model configurations); allowed: up to "
+                        f"{MAX_POINTS:,} (memory: about 1 KB per point); split the space into several runs")
     return out
 
 
@@ -245,7 +264,7 @@ def explore(problem: AttentionProblem, space: dict, tech: Technology, progress=N
     columns = {
         "array": np.char.add(np.char.add(cols["rows"].astype(str), "x"), cols["cols"].astype(str)),
         "dataflow": cols["dataflow"], "exp_lanes": cols["exp_lanes"], "dividers": cols["dividers"],
-        "div_latency": cols["div_latency"], "buffers_kb": np.array([f"{q:g}/{k:g}/{v:g}/{o:g}" for q, k, v, o in
+        "div_latency": cols["div_latency"], "buffers_kb": np.array([f"{q:.10g}/{k:.10g}/{v:.10g}/{o:.10g}" for q, k, v, o in
                                                                      zip(*buffers)]),
         "clock_mhz": cols["clock_hz"] / 1e6, "dram_gbps": cols["dram_gbps"], "node_nm": node, "acc_bits": acc,
         "overflow": cols["overflow"], "dram": cols["dram"],
@@ -296,9 +315,9 @@ def fronts(result: Exploration) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-#: The parameters a sensitivity table varies, as points.csv names them.
-SWEPT = ("array", "dataflow", "exp_lanes", "dividers", "buffers_kb", "clock_mhz", "dram_gbps", "node_nm", "acc_bits",
-         "dram")
+#: The parameters a sensitivity table varies, as points.csv names them: every key of the space.
+SWEPT = ("array", "dataflow", "exp_lanes", "dividers", "div_latency", "buffers_kb", "clock_mhz", "dram_gbps",
+         "node_nm", "acc_bits", "overflow", "dram")
 
 
 def sensitivity(result: Exploration, base: int) -> list[dict]:

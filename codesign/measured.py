@@ -7,6 +7,7 @@ row is counted with the reason it was left out, so a plot never silently lacks a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,17 +48,23 @@ def load(folders: list[Path], problem: AttentionProblem) -> tuple[list[MeasuredP
         path = Path(folder) / "results.csv"
         if not path.is_file():
             raise SpecError(f"--results {folder}: no results.csv there; allowed: a host.compare --out folder")
-        for row in ResultsFile(path).read():
+        rows = ResultsFile(path).read()
+        if not rows:
+            left[f"{path}: no rows"] = 0
+        for row in rows:
             shape = (row.batch, row.heads, row.seq, row.dim, bool(row.causal))
             wanted = (problem.batch, problem.heads, problem.seq, problem.dim, problem.causal)
             reason = ("another problem" if shape != wanted else
                       f"status {row.status}" if row.status != "ok" else
                       f"{row.target} row without energy_j" if row.energy_j is None else
-                      "no latency" if row.p50_ms is None else "")
+                      "no latency" if row.p50_ms is None else
+                      "latency or energy not a positive finite number" if not (
+                          math.isfinite(row.p50_ms) and math.isfinite(row.energy_j) and row.p50_ms > 0
+                          and row.energy_j > 0) else "")
             if reason:
                 left[reason] = left.get(reason, 0) + 1
                 continue
             points.append(MeasuredPoint(row.target, _label(row), row.p50_ms / 1e3, row.energy_j,
                                         row.timing_source, row.energy_source,
                                         DIE_MM2.get(row.target)))
-    return points, [f"{count} row(s): {reason}" for reason, count in sorted(left.items())]
+    return points, [f"{count} row(s): {reason}" if count else reason for reason, count in sorted(left.items())]

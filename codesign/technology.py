@@ -60,6 +60,26 @@ def _loglog(points: list[list[float]], x, exponent: float | None) -> np.ndarray:
     return np.exp(ly[segment] + slopes[segment] * (np.log(x) - lx[segment]))
 
 
+def _check_positive(origin: str, what: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise SpecError(f"{origin}: {what} = {value!r}; allowed: a finite number > 0")
+
+
+def _check_points(origin: str, entry: dict, key: str) -> None:
+    points = entry[key]
+    where = f"{entry.get('source')} {entry.get('action', entry.get('kind', 'sram'))} {key}"
+    if not isinstance(points, list) or not points:
+        raise SpecError(f"{origin}: {where} is {points!r}; allowed: a non-empty list of [x, value] pairs")
+    for pair in points:
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise SpecError(f"{origin}: {where} has {pair!r}; allowed: [x, value] pairs")
+        for value in pair:
+            _check_positive(origin, where, value)
+    xs = [pair[0] for pair in points]
+    if xs != sorted(set(xs)):
+        raise SpecError(f"{origin}: {where} x values {xs} are not strictly increasing")
+
+
 class Technology:
     """The table, validated on load: every entry's source exists, every number is positive and finite."""
 
@@ -80,12 +100,32 @@ class Technology:
             self.overhead = tuple(float(x) for x in data["assumptions"]["control_overhead"])
         except (KeyError, TypeError, ValueError) as exc:
             raise SpecError(f"{origin}: missing or malformed entry ({type(exc).__name__}: {exc})") from None
+        for name, source in self.sources.items():
+            if not isinstance(source, dict) or not str(source.get("cite", "")).strip():
+                raise SpecError(f"{origin}: source {name!r} has no cite; every source says where its numbers are from")
+            if "node_nm" in source and source["node_nm"] not in self.nodes:
+                raise SpecError(f"{origin}: source {name!r} is at node_nm={source['node_nm']!r}, not a node of the "
+                                f"scaling table; allowed: {', '.join(str(n) for n in self.nodes)}")
         for entry in [*self.logic, *self.sram, *self.sram_cacti, *self.dram_entries]:
             if entry.get("source") not in self.sources:
                 raise SpecError(f"{origin}: entry {entry} names no known source; allowed: {', '.join(self.sources)}")
+            for key in ("points", "area", "read", "write", "area_um2", "leakage_nw"):
+                if key in entry:
+                    _check_points(origin, entry, key)
+            for key in ("pj_per_bit", "exponent", "leak_pj_per_cycle_at_1ghz"):
+                if key in entry:
+                    _check_positive(origin, f"{entry.get('source')} {key}", entry[key])
+        for entry in self.sram_cacti:
+            if entry.get("node_nm") not in self.nodes:
+                raise SpecError(f"{origin}: a CACTI entry is at node_nm={entry.get('node_nm')!r}; allowed: "
+                                f"{', '.join(str(n) for n in self.nodes)}")
         for node, value in [*self._area45.items(), *self._energy.items()]:
             if not (math.isfinite(value) and value > 0):
                 raise SpecError(f"{origin}: scaling factor at {node} nm is {value}; allowed: > 0")
+        if len(self.overhead) != 2 or not 0 < self.overhead[0] <= self.overhead[1] or \
+                not all(math.isfinite(x) for x in self.overhead):
+            raise SpecError(f"{origin}: control_overhead={list(self.overhead)}; allowed: [low, high] with "
+                            "0 < low <= high")
         for entry in self.logic:
             if entry["action"] not in LOGIC_ACTIONS:
                 raise SpecError(f"{origin}: logic action {entry['action']!r} is unknown; allowed: "

@@ -155,3 +155,19 @@ def test_a_source_marked_own_node_only_widens_the_band_at_its_node_alone():
     for node in (45, 32, 16):
         assert float(TECH.sram_read(8, node).high) == float(others.sram_read(8, node).high)
     assert float(others.sram_read(8, 7).high) < float(at7.high)
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda d: d["dram"][0].update(pj_per_bit=-3.9), r"pj_per_bit = -3.9; allowed: a finite number > 0"),
+    (lambda d: d["sources"]["horowitz"].pop("cite"), "source 'horowitz' has no cite"),
+    (lambda d: d["sources"]["horowitz"].update(node_nm=28), "source 'horowitz' is at node_nm=28"),
+    (lambda d: d["assumptions"].update(control_overhead=[2.0, 1.0]), r"control_overhead=\[2.0, 1.0\]"),
+    (lambda d: d["logic"][0].update(points=[[8, "x"]]), "allowed: a finite number > 0"),
+    (lambda d: d["logic"][0].update(points=[]), "a non-empty list of"),
+    (lambda d: d["sram"][0].update(read=[[32, 20.0], [8, 10.0]]), "not strictly increasing"),
+])
+def test_numbers_the_table_promises_are_checked(change, message):
+    data = tomllib.loads(TABLE.read_text())
+    change(data)
+    with pytest.raises(SpecError, match=message):
+        Technology(data)

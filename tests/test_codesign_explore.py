@@ -15,7 +15,7 @@ from codesign import energy
 from codesign.__main__ import main as codesign_main
 from codesign.cycles import head_cycles
 from codesign.datapath import Datapath
-from codesign.explore import check_space, explore, fronts, pareto, space_size
+from codesign.explore import check_space, explore, fronts, pareto, sensitivity, space_size
 from codesign.technology import Technology
 from codesign.widths import predicted_width
 from host.errors import SpecError
@@ -205,3 +205,86 @@ def test_the_energy_shares_of_a_point_add_up_to_one(small):
     assert np.allclose(total, 1.0)
     lpddr, hbm = ok & (c["dram"] == "lpddr4"), ok & (c["dram"] == "hbm2")
     assert np.median(c["share_dram"][lpddr]) > np.median(c["share_dram"][hbm])  # 8 against 3.9..3.97 pJ/bit
+
+
+@pytest.mark.parametrize("space,message", [
+    ({"exp_lanes": [16.0]}, "exp_lanes=16.0 is not an integer"),
+    ({"node_nm": [45.0]}, "node_nm=45.0 is not an integer node"),
+    ({"array": ["8_8x8"]}, "array '8_8x8' is not RxC"),
+    ({"clock_mhz": [1], "dram_gbps": [204.8]}, r"dram_gbps=204.8 at clock_mhz=1 is 204800 bytes per cycle"),
+    ({"exp_lanes": list(range(1, 4097)), "dividers": list(range(1, 200))}, r"operating points .* allowed: up to"),
+])
+def test_a_space_the_model_cannot_take_is_refused_before_any_work(space, message):
+    with pytest.raises(SpecError, match=message):
+        check_space(space, TECH)
+
+
+def test_duplicates_in_the_space_are_merged():
+    space = check_space({"node_nm": [45, 45], "buffers_kb": [[32, 64, 64, 128], [32.0, 64, 64, 128]]}, TECH)
+    assert space["node_nm"] == [45] and len(space["buffers_kb"]) == 1
+
+
+def test_the_sensitivity_table_holds_every_other_key_of_the_space():
+    space = check_space({**SMALL, "array": ["16x32"], "div_latency": [1, 64], "buffers_kb": [[32, 64, 64, 128]],
+                         "dataflow": ["os"], "exp_lanes": [16], "clock_mhz": [1000], "dram_gbps": [256],
+                         "node_nm": [7], "acc_bits": [40], "dram": ["hbm2"]}, TECH)
+    result = explore(PROBLEM, space, TECH)
+    table = {row["parameter"]: row for row in sensitivity(result, 0)}
+    assert set(table) == {"div_latency"} and table["div_latency"]["latency_s_spread"] > 1
+
+
+def test_a_space_without_an_exact_point_still_writes_everything_and_says_why(tmp_path, capsys):
+    out = tmp_path / "out"
+    (out).mkdir()
+    (out / "sensitivity.csv").write_text("stale\n")
+    code = codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "2",
+                          "--space", str(_space_file(tmp_path, acc_bits=[24])), "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0 and "front all nodes: empty: no point is bit-exact for every input" in printed
+    with open(out / "front.csv", newline="") as handle:
+        assert list(csv.DictReader(handle)) == []
+    assert not (out / "sensitivity.csv").exists()  # the stale one is gone, not claimed as written
+    assert (out / "energy_latency.png").read_bytes()[:4] == b"\x89PNG"
+    assert not list(out.glob(".tmp-*")) and not (out / ".explore.lock").exists()
+
+
+def test_an_interrupted_run_leaves_an_earlier_run_untouched(tmp_path, capsys, monkeypatch):
+    from codesign import explore_cli
+
+    out = tmp_path / "out"
+    args = ["explore", "--seq", "97", "--dim", "16", "--heads", "2", "--space", str(_space_file(tmp_path)),
+            "--out", str(out)]
+    assert codesign_main(args) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(explore_cli, "plot_efficiency", interrupted)  # the last file: the others are staged by then
+    assert codesign_main(args) == 1
+    assert "interrupted: nothing written to" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_second_explore_into_the_same_folder_is_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".explore.lock").write_text("123\n")
+    code = codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "2",
+                          "--space", str(_space_file(tmp_path)), "--out", str(out)])
+    assert code == 2 and "another explore is writing there" in capsys.readouterr().err
+
+
+def test_measured_rows_without_a_positive_latency_and_energy_are_left_out_with_the_reason(tmp_path, capsys):
+    results = tmp_path / "run"
+    rows = ResultsFile(results / "results.csv")
+    rows.append(_gpu_row(PROBLEM, 0.0))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "results.csv").write_text("")
+    code = codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "2", "--causal",
+                          "--space", str(_space_file(tmp_path)), "--results", str(results), str(empty),
+                          "--out", str(tmp_path / "out")])
+    printed = capsys.readouterr().out
+    assert code == 0 and "measured H200" not in printed
+    assert "1 row(s): latency or energy not a positive finite number" in printed
+    assert "results.csv: no rows" in printed
