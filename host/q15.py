@@ -152,27 +152,70 @@ def attention_q15(q: np.ndarray, k: np.ndarray, v: np.ndarray, params: Q15Params
     nrows = q.shape[0]
     if nrows < 1 or row0 < 0 or row0 + nrows > seq:
         raise SpecError(f"rows {row0}..{row0 + nrows - 1} are outside 0..{seq - 1} (seq={seq})")
-    q64, k64, v64 = q.astype(np.int64), k.astype(np.int64), v.astype(np.int64)
-    query = np.arange(row0, row0 + nrows)[:, None]  # (rows, 1) global query positions
-    m = np.full((nrows, 1), INT32_MIN, dtype=np.int64)  # running max of z, Q15.16
-    l = np.zeros((nrows, 1), dtype=np.int64)  # running sum of p, Q15 units
-    acc = np.zeros((nrows, dim), dtype=np.int64)  # Σ p·v, Q30 units of V's scale
-    for j0 in range(0, (row0 + nrows) if params.causal else seq, params.bc):
-        j1 = min(j0 + params.bc, seq)
-        z = np.clip(round_shift((q64 @ k64[j0:j1].T) * params.score_mult, params.score_shift),
-                    INT32_MIN, INT32_MAX)  # (rows, Bc) Q15.16
-        valid = np.arange(j0, j1)[None, :] <= query if params.causal else np.ones(z.shape, dtype=bool)
-        has = valid.any(axis=1, keepdims=True)
-        block_max = np.where(valid, z, INT32_MIN).max(axis=1, keepdims=True)
-        grow = has & (block_max > m)
-        alpha = np.where(grow, exp2_q15(np.where(grow, block_max - m, 0)), 0)
-        l = np.where(grow, round_shift(l * alpha, 15), l)
-        acc = np.where(grow, round_shift(acc * alpha, 15), acc)
-        m = np.where(grow, block_max, m)
-        p = np.where(valid, exp2_q15(np.where(valid, m - z, 0)), 0)  # (rows, Bc) Q15
-        l = l + p.sum(axis=1, keepdims=True)
-        acc = acc + p @ v64[j0:j1]
-    return divide_q15(acc, l)
+    state = StreamState.start(q, row0, params)
+    state.absorb(k, v, 0)
+    return state.finish()
+
+
+@dataclass
+class StreamState:
+    """The online softmax of some query rows carried across key chunks: the running max m, sum l and accumulators
+    of each row, so a head can take K and V one key range at a time (docs/q15.md §7, "Streamed heads").
+
+    Chunks must start on a key block (a multiple of Bc) and, except the last, hold whole blocks, and they come in
+    increasing key order: then every block is visited with the same partition and in the same order as one pass over
+    all keys, and the result is bit-identical to `attention_q15`."""
+
+    q: np.ndarray  # (rows, dim) int64
+    row0: int
+    params: Q15Params
+    m: np.ndarray  # (rows, 1) running max of z, Q15.16
+    l: np.ndarray  # (rows, 1) running sum of p, Q15 units
+    acc: np.ndarray  # (rows, dim) Σ p·v, Q30 units of V's scale
+    next_key: int = 0  # the first key the next chunk must start at
+
+    @classmethod
+    def start(cls, q: np.ndarray, row0: int, params: Q15Params) -> "StreamState":
+        rows = q.shape[0]
+        return cls(np.asarray(q).astype(np.int64), row0, params, np.full((rows, 1), INT32_MIN, dtype=np.int64),
+                   np.zeros((rows, 1), dtype=np.int64), np.zeros((rows, params.dim), dtype=np.int64))
+
+    def absorb(self, k: np.ndarray, v: np.ndarray, key0: int) -> None:
+        """Take keys key0 .. key0+len(k)-1 (k, v: (keys, dim) int16) into the rows' state."""
+        params, nkeys = self.params, k.shape[0]
+        if key0 != self.next_key or nkeys < 1 or key0 + nkeys > params.seq:
+            raise SpecError(f"keys {key0}..{key0 + nkeys - 1}: the next chunk must start at key {self.next_key} and "
+                            f"end by {params.seq - 1}")
+        if key0 + nkeys < params.seq and nkeys % params.bc:
+            raise SpecError(f"a chunk of {nkeys} keys is not whole blocks of Bc={params.bc}; allowed: a multiple of "
+                            f"{params.bc}, or the rest of the keys")
+        k64, v64 = k.astype(np.int64), v.astype(np.int64)
+        rows = self.q.shape[0]
+        query = np.arange(self.row0, self.row0 + rows)[:, None]  # (rows, 1) global query positions
+        end = min(key0 + nkeys, self.row0 + rows) if params.causal else key0 + nkeys
+        for j0 in range(key0, end, params.bc):
+            j1 = min(j0 + params.bc, params.seq)
+            kb, vb = k64[j0 - key0:j1 - key0], v64[j0 - key0:j1 - key0]
+            z = np.clip(round_shift((self.q @ kb.T) * params.score_mult, params.score_shift),
+                        INT32_MIN, INT32_MAX)  # (rows, Bc) Q15.16
+            valid = np.arange(j0, j1)[None, :] <= query if params.causal else np.ones(z.shape, dtype=bool)
+            has = valid.any(axis=1, keepdims=True)
+            block_max = np.where(valid, z, INT32_MIN).max(axis=1, keepdims=True)
+            grow = has & (block_max > self.m)
+            alpha = np.where(grow, exp2_q15(np.where(grow, block_max - self.m, 0)), 0)
+            self.l = np.where(grow, round_shift(self.l * alpha, 15), self.l)
+            self.acc = np.where(grow, round_shift(self.acc * alpha, 15), self.acc)
+            self.m = np.where(grow, block_max, self.m)
+            p = np.where(valid, exp2_q15(np.where(valid, self.m - z, 0)), 0)  # (rows, Bc) Q15
+            self.l = self.l + p.sum(axis=1, keepdims=True)
+            self.acc = self.acc + p @ vb
+        self.next_key = key0 + nkeys
+
+    def finish(self) -> np.ndarray:
+        """The rows' int16 outputs, once every key has been taken."""
+        if self.next_key != self.params.seq:
+            raise SpecError(f"the head has taken keys 0..{self.next_key - 1} of {self.params.seq}: send the rest first")
+        return divide_q15(self.acc, self.l)
 
 
 def divide_q15(acc: np.ndarray, l: np.ndarray) -> np.ndarray:
