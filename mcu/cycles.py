@@ -1,11 +1,18 @@
 """How long the Q15 kernel runs: an estimate of its Cortex-M4 cycles, for the host's waits and the twin's messages.
 
-The kernel's cost grows with the (query, key) pairs it visits: per pair, the score's dot product (d multiply-
-accumulates), the EXP2 step and the P·V update (d more), plus per-block and per-row overheads that shrink per pair as
-the head grows. Measured with the twin's cycle model (`python -m mcu.sim.bench` and reports/bench-mcu/), cycles per
-pair visited at Bc 32: 150 at d 1, 163 at d 8, 221 at d 16, 309 at d 32, 525 at d 64, 1003 at d 128 (seq 32 to 256,
-causal or not). `PAIR_CYCLES_BASE + PAIR_CYCLES_PER_DIM · d` lies above every one of them, so the estimate is an upper
-bound for those shapes, and within 25 % of the measured cycles from d 16 on.
+The kernel's cost grows with the (query, key) pairs it visits: per pair, the score's dot product (d
+multiply-accumulates), the EXP2 step and the P·V update (d more), plus per-block and per-row overheads that shrink
+per pair as the head grows. Up to d 64 the kernel takes query rows two at a time (2×2 register blocking), at about
+half the cycles; above, and for a call's odd last row, one at a time. Measured with the twin's cycle model (`python
+-m mcu.sim.bench`, reports/bench-mcu/), cycles per pair visited at Bc 32, seq 32 to 256, causal or not (the causal
+seq 32 heads aside): two rows at a time 54–64 at d 1, 71–85 at d 8, 95–115 at d 16, 142–174 at d 32, 254–276 at d
+59, 267–290 at d 64; one row at a time 143–160 at d 1, 158–178 at d 8, 201–225 at d 16, 293–324 at d 32, 506–538 at
+d 59, 511–531 at d 64, 897–976 at d 128. `TWO_ROW_CYCLES_BASE + TWO_ROW_CYCLES_PER_DIM · d` and `PAIR_CYCLES_BASE +
+PAIR_CYCLES_PER_DIM · d` lie above every one of them, within 40 % of the measured cycles, so the estimate is an
+upper bound at those shapes. Short causal heads, whose rows see few keys each, run over it: seq 32 causal measures
+up to 1.3× the estimate (1.1× at d 128), as it did before rows went two at a time. Score scales with r < 22
+(mcu/native/attention_q15.c PAIR_SHIFT_MIN: extreme input exponents) also take rows one at a time, at up to 2.4× the
+two-row estimate (d 1; 1.8× at d 64); the host's WAIT_FACTOR of 4 covers both.
 
 The twin emulates 1.0–1.8·10⁷ modelled cycles per second of wall time on the 2-core development VM (the same runs);
 `TWIN_CYCLES_PER_S` is the low end. A real F407 runs them at its clock, 168 MHz.
@@ -13,8 +20,13 @@ The twin emulates 1.0–1.8·10⁷ modelled cycles per second of wall time on th
 
 from __future__ import annotations
 
+#: Cycles per (query, key) pair visited with query rows one at a time, and two at a time (dim <= TWO_ROW_DIM_MAX).
 PAIR_CYCLES_BASE = 160
 PAIR_CYCLES_PER_DIM = 7.5
+TWO_ROW_CYCLES_BASE = 64
+TWO_ROW_CYCLES_PER_DIM = 3.7
+#: mcu/native/attention_q15.c PAIR_DIM_MAX: the largest dim whose rows go two at a time.
+TWO_ROW_DIM_MAX = 64
 #: Modelled cycles the twin emulates per wall second on the development VM (low end of the measured range).
 TWIN_CYCLES_PER_S = 1.0e7
 #: The twin stops one kernel call after this much emulation (its error names the cap and the expected time); the
@@ -34,8 +46,11 @@ def pairs(seq: int, row0: int, nrows: int, causal: bool) -> int:
 
 
 def kernel_cycles(seq: int, dim: int, row0: int, nrows: int, causal: bool) -> int:
-    """Estimated Cortex-M4 cycles of one kernel call over nrows query rows (an upper bound at the measured shapes)."""
-    return int(pairs(seq, row0, nrows, causal) * (PAIR_CYCLES_BASE + PAIR_CYCLES_PER_DIM * dim))
+    """Estimated Cortex-M4 cycles of one kernel call over nrows query rows (an upper bound at the measured shapes):
+    the rows the kernel takes two at a time, then an odd last row (or every row, above TWO_ROW_DIM_MAX) alone."""
+    two = nrows - nrows % 2 if dim <= TWO_ROW_DIM_MAX else 0
+    return int(pairs(seq, row0, two, causal) * (TWO_ROW_CYCLES_BASE + TWO_ROW_CYCLES_PER_DIM * dim)
+               + pairs(seq, row0 + two, nrows - two, causal) * (PAIR_CYCLES_BASE + PAIR_CYCLES_PER_DIM * dim))
 
 
 def twin_seconds(cycles: int) -> float:

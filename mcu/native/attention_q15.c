@@ -1,10 +1,12 @@
 /*
- * Q15 attention for one head, one query row at a time with keys streamed in blocks of Bc (online softmax): the C
- * implementation of docs/q15.md, bit-exact with host/q15.py. See attention_q15.h for the API and buffer layouts.
+ * Q15 attention for one head with keys streamed in blocks of Bc (online softmax): the C implementation of
+ * docs/q15.md, bit-exact with host/q15.py. See attention_q15.h for the API and buffer layouts.
  *
- * On a Cortex-M4 (__ARM_FEATURE_SIMD32) the dot products use SMLALD, two 16x16 products added into a 64-bit
- * accumulator per instruction; elsewhere a portable expression computes the same exact sum. Right shifts of negative
- * values are arithmetic (as gcc and clang define them), which the rounding steps rely on.
+ * Query rows go two at a time (attention_pair: 2x2 register blocking, every load of K and Vᵀ serves both rows) when
+ * dim <= 64, else one at a time (attention_row). On a Cortex-M4 (__ARM_FEATURE_SIMD32) the dot products use SMLALD,
+ * two 16x16 products added into a 64-bit accumulator per instruction, and the two-row kernels are hand-scheduled
+ * Thumb-2 (docs/performance.md has the cycle counts); elsewhere portable C computes the same exact sums. Right
+ * shifts of negative values are arithmetic (as gcc and clang define them), which the rounding steps rely on.
  */
 #include "attention_q15.h"
 
@@ -15,10 +17,17 @@
 #define Q15ATTN_HAVE_DSP 0
 #endif
 
+/* The two-row kernels in Thumb-2 assembly (QKᵀ, P·V) on the Cortex-M4; portable C elsewhere. */
+#if Q15ATTN_HAVE_DSP && defined(__GNUC__) && defined(__thumb2__)
+#define Q15ATTN_PAIR_ASM 1
+#else
+#define Q15ATTN_PAIR_ASM 0
+#endif
+
 #define INT32_LOWEST (-2147483647 - 1)
 
-/* 2^(-i/64) in Q0.24, i = 0..63 (host/q15.py EXP2_TABLE). */
-static const uint32_t exp2_table[64] = {
+/* 2^(-i/64) in Q0.24, i = 0..64 (host/q15.py EXP2_TABLE, then T_next of i = 63). */
+static const uint32_t exp2_table[65] = {
     16777216u, 16596492u, 16417715u, 16240863u, 16065917u, 15892855u,
     15721658u, 15552304u, 15384775u, 15219050u, 15055111u, 14892937u,
     14732511u, 14573813u, 14416824u, 14261526u, 14107901u, 13955931u,
@@ -30,6 +39,7 @@ static const uint32_t exp2_table[64] = {
     9975792u, 9868333u, 9762032u, 9656875u, 9552851u, 9449948u,
     9348154u, 9247455u, 9147842u, 9049301u, 8951823u, 8855394u,
     8760003u, 8665641u, 8572295u, 8479954u,
+    8388608u,   /* 2^(-64/64) · 2^24: T_next of i = 63 */
 };
 
 /* floor(x / 2^s + 1/2), s >= 1. */
@@ -37,7 +47,8 @@ static inline int64_t round_shift(int64_t x, int32_t s) {
     return (x + ((int64_t)1 << (s - 1))) >> s;
 }
 
-/* dot2 inlined into both callers: the call's register saves and restores cost about a tenth of a short dot product. */
+/* dot2 and divide_q15 are inlined into their callers: a call's register saves and restores cost about a tenth of a
+ * short dot product, and more than a division. */
 #if defined(__GNUC__)
 #define Q15ATTN_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
@@ -115,20 +126,21 @@ static Q15ATTN_ALWAYS_INLINE void dot2(const int16_t *x, const int16_t *y0, cons
     *s1 = a1;
 }
 
-int32_t q15attn_exp2(uint32_t delta) {
-    uint32_t n = delta >> 16;
-    if (n >= 16) {
+/* EXP2 of docs/q15.md step 5. (y + 2^(n+8)) >> (n+9) is computed as ((y >> (n+8)) + 1) >> 1 (equal: flooring
+ * twice is flooring once), and T[64] = 2^23 ends the table so that i = 63 needs no branch. */
+static inline int32_t exp2_step(uint32_t delta) {
+    if (delta >= (16u << 16)) {
         return 0;
     }
-    uint32_t frac = delta & 0xFFFFu;
-    uint32_t idx = frac >> 10;
-    uint32_t rem = frac & 0x3FFu;
-    uint32_t t0 = exp2_table[idx];
-    uint32_t t1 = idx == 63 ? (1u << 23) : exp2_table[idx + 1];
-    uint32_t y = t0 - (((t0 - t1) * rem + 512u) >> 10);   /* Q0.24; (t0 - t1) * rem < 2^28 */
-    uint32_t shift = n + 9;
-    uint32_t p = (y + (1u << (shift - 1))) >> shift;
+    const uint32_t idx = (delta >> 10) & 63u, rem = delta & 0x3FFu;
+    const uint32_t t0 = exp2_table[idx], t1 = exp2_table[idx + 1];
+    const uint32_t y = t0 - (((t0 - t1) * rem + 512u) >> 10);   /* Q0.24; (t0 - t1) * rem < 2^28 */
+    const uint32_t p = ((y >> ((delta >> 16) + 8)) + 1u) >> 1;
     return p > 32767u ? 32767 : (int32_t)p;
+}
+
+int32_t q15attn_exp2(uint32_t delta) {
+    return exp2_step(delta);
 }
 
 /* A score from its dot product: z = sat32(round(dot * M / 2^r)), Q15.16 in base-2 units. */
@@ -140,21 +152,34 @@ static inline int32_t score(int64_t dot, const q15attn_params *p) {
     return z < INT32_LOWEST ? INT32_LOWEST : (int32_t)z;
 }
 
-/* O = acc / l to int16: normalise l to 16 significant bits, divide magnitudes rounding half up, saturate. */
-static int16_t divide_q15(int64_t acc, int64_t l) {
-    int32_t bits = 64 - __builtin_clzll((unsigned long long)l);
-    int32_t s = bits > 16 ? bits - 16 : 0;
-    if (s > 0) {
-        l = round_shift(l, s);
-        acc = round_shift(acc, s);
+/* One output: A' = RSH(acc, s) (acc itself when s = 0; half = 2^(s-1) or 0), then (|A'| + ln/2) / ln on
+ * magnitudes, the sign put back, saturated to int16. |A'| < 2^32 (docs/q15.md step 6), so A' is its low word and
+ * the sign of the 64-bit sum: RSH in 32-bit halves, without a 64-bit shift by a variable amount. */
+static Q15ATTN_ALWAYS_INLINE int16_t divide_q15(int64_t acc, int32_t s, uint32_t half, uint32_t ln) {
+    const uint64_t u = (uint64_t)acc + half;
+    const uint32_t hi = (uint32_t)(u >> 32);
+    const uint32_t low = ((uint32_t)u >> s) | ((hi << (31 - s)) << 1);   /* A' mod 2^32 */
+    const int negative = (int32_t)hi < 0;
+    const uint32_t quotient = ((negative ? 0u - low : low) + (ln >> 1)) / ln;   /* <= 2^17: fits int32 */
+    const int32_t o = negative ? -(int32_t)quotient : (int32_t)quotient;
+    return (int16_t)(o > 32767 ? 32767 : o < -32768 ? -32768 : o);
+}
+
+/* O = A / l for one row (docs/q15.md step 6): l normalised once to 16 significant bits, RSH(l, s) with
+ * s = max(0, bits(l) - 16) (0..15, as l < 2^31), then each column. Column 2g is at acc[g·stride], 2g+1 next to it. */
+static void divide_row(const int64_t *acc, int32_t stride, int64_t l, int32_t dim, int16_t *o) {
+    const int32_t bits = 64 - __builtin_clzll((unsigned long long)l);
+    const int32_t s = bits > 16 ? bits - 16 : 0;
+    const uint32_t half = s > 0 ? 1u << (s - 1) : 0u;
+    const uint32_t ln = (uint32_t)(s > 0 ? round_shift(l, s) : l);
+    int32_t c = 0;
+    for (; c + 1 < dim; c += 2, acc += stride) {
+        o[c] = divide_q15(acc[0], s, half, ln);
+        o[c + 1] = divide_q15(acc[1], s, half, ln);
     }
-    uint32_t ln = (uint32_t)l;
-    uint32_t mag = (uint32_t)(acc < 0 ? -acc : acc);        /* < 2^32 by docs/q15.md's bound */
-    uint32_t quotient = (mag + (ln >> 1)) / ln;
-    if (acc < 0) {
-        return quotient >= 32768u ? (int16_t)-32768 : (int16_t)-(int32_t)quotient;
+    if (c < dim) {
+        o[c] = divide_q15(acc[0], s, half, ln);
     }
-    return quotient > 32767u ? (int16_t)32767 : (int16_t)quotient;
 }
 
 /* One output row: keys 0 .. nkeys-1 in blocks of Bc, online-rescaled softmax, then the division. */
@@ -183,7 +208,7 @@ static void attention_row(const q15attn_params *p, const int16_t *qi, int32_t nk
         if (j0 == 0) {              /* nothing summed yet: what a rescale of zeros would leave */
             m = block_max;
         } else if (block_max > m) { /* rescale what was summed under the old max */
-            int32_t alpha = q15attn_exp2((uint32_t)block_max - (uint32_t)m);
+            int32_t alpha = exp2_step((uint32_t)block_max - (uint32_t)m);
             l = round_shift(l * alpha, 15);
             for (int32_t c = 0; c < dim; c++) {
                 acc[c] = round_shift(acc[c] * alpha, 15);
@@ -191,7 +216,7 @@ static void attention_row(const q15attn_params *p, const int16_t *qi, int32_t nk
             m = block_max;
         }
         for (int32_t j = 0; j < nb; j++) {
-            prob[j] = (int16_t)q15attn_exp2((uint32_t)m - (uint32_t)z[j]);
+            prob[j] = (int16_t)exp2_step((uint32_t)m - (uint32_t)z[j]);
             l += prob[j];
         }
         for (int32_t c = 0; c < dim; c += 2) {  /* columns in pairs; an odd last column is paired with itself */
@@ -204,9 +229,73 @@ static void attention_row(const q15attn_params *p, const int16_t *qi, int32_t nk
             }
         }
     }
-    for (int32_t c = 0; c < dim; c++) {
-        oi[c] = divide_q15(acc[c], l);
+    divide_row(acc, 2, l, dim, oi);
+}
+
+/* The two-row routines (2x2 register blocking): attention_q15_pair.h. */
+#include "attention_q15_pair.h"
+
+/* Output rows i and i+1 (q0 and q0 + dim; o0 and o0 + dim); row i sees keys 0 .. nkeys0-1, row i+1 one more when
+ * causal. */
+static void attention_pair(const q15attn_params *p, const int16_t *q0, int32_t nkeys0, const int16_t *k,
+    const int16_t *vt, int16_t *o0) {
+    const int32_t dim = p->dim, bc = p->bc, groups = (dim + 1) / 2;
+    const int32_t nkeys[2] = {nkeys0, p->causal ? nkeys0 + 1 : nkeys0};
+    int64_t acc[PAIR_DIM_MAX * 2];          /* column pair g: A0[2g], A0[2g+1], A1[2g], A1[2g+1]; Q30 of V's scale */
+    int32_t z[2 * Q15ATTN_BC_MAX];          /* this block's scores, Q15.16: row 0, then row 1 at BC_MAX */
+    int16_t prob[2 * Q15ATTN_BC_MAX];       /* this block's probabilities, Q15, laid out as z */
+    int32_t m[2] = {INT32_LOWEST, INT32_LOWEST};   /* running max of z per row */
+    int64_t l[2] = {0, 0};                  /* running Σ p per row */
+    qk_job qk = {q0, q0 + dim, k, 0, dim, z, 0, 0, 0, 0, 0, 0};
+    pv_job pv = {prob, vt, p->seq, 0, dim, acc, 1};
+    pair_score_constants(p, &qk);
+    for (int32_t j0 = 0; j0 < nkeys[1]; j0 += bc) {
+        const int32_t nbj = nkeys[1] - j0 < bc ? nkeys[1] - j0 : bc;   /* keys of this block for row i+1 */
+        qk.k = k + j0 * dim;
+        qk.nb = nbj;
+        qk_pair(p, &qk);
+        for (int32_t r = 0; r < 2; r++) {
+            const int32_t seen = nkeys[r] - j0, nb = seen < nbj ? (seen > 0 ? seen : 0) : nbj;
+            const int32_t *zr = z + r * Q15ATTN_BC_MAX;
+            int16_t *pr = prob + r * Q15ATTN_BC_MAX;
+            int32_t block_max = r ? qk.max1 : qk.max0;
+            if (nb < nbj) {             /* causal row i in its last block: its max leaves out row i+1's extra key */
+                block_max = INT32_LOWEST;
+                for (int32_t j = 0; j < nb; j++) {
+                    block_max = zr[j] > block_max ? zr[j] : block_max;
+                }
+            }
+            if (nb > 0) {
+                if (j0 == 0) {          /* nothing summed yet: what a rescale of zeros would leave */
+                    m[r] = block_max;
+                } else if (block_max > m[r]) {  /* rescale what row r summed under its old max */
+                    const int32_t alpha = exp2_step((uint32_t)block_max - (uint32_t)m[r]);
+                    l[r] = round_shift(l[r] * alpha, 15);
+                    for (int32_t g = 0; g < groups; g++) {
+                        int64_t *a = acc + 4 * g + 2 * r;
+                        a[0] = round_shift(a[0] * alpha, 15);
+                        a[1] = round_shift(a[1] * alpha, 15);
+                    }
+                    m[r] = block_max;
+                }
+                l[r] += exp_block(m[r], zr, nb, pr);
+            }
+            if (nb < nbj) {         /* at most one key: row i+1's extra key in row i's last causal block */
+                pr[nb] = 0;
+            }
+        }
+        pv.vt = vt + j0;
+        pv.nb = nbj;
+        pv_pair(&pv);
+        pv.first = 0;
     }
+    divide_row(acc, 4, l[0], dim, o0);
+    divide_row(acc + 2, 4, l[1], dim, o0 + dim);
+}
+
+/* Whether rows go two at a time (attention_pair) for these parameters. */
+static int use_pairs(const q15attn_params *p) {
+    return p->dim <= PAIR_DIM_MAX && (!Q15ATTN_PAIR_ASM || p->score_shift >= PAIR_SHIFT_MIN);
 }
 
 int q15attn_check(const q15attn_params *p, int32_t row0, int32_t nrows) {
@@ -268,7 +357,14 @@ int q15attn_rows(const q15attn_params *p, int32_t row0, int32_t nrows,
     if (status != Q15ATTN_OK) {
         return status;
     }
-    for (int32_t r = 0; r < nrows; r++) {
+    int32_t r = 0;
+    if (use_pairs(p)) {
+        for (; r + 1 < nrows; r += 2) {
+            const int32_t i = row0 + r;
+            attention_pair(p, q + r * p->dim, p->causal ? i + 1 : p->seq, k, vt, o + r * p->dim);
+        }
+    }
+    for (; r < nrows; r++) {
         const int32_t i = row0 + r;
         attention_row(p, q + r * p->dim, p->causal ? i + 1 : p->seq, k, vt, o + r * p->dim);
     }

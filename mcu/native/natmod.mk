@@ -14,7 +14,7 @@ MODULE = build/$(ARCH)/$(MOD).mpy
 
 include $(MPY_DIR)/py/dynruntime.mk
 
-$(SRC_O): attention_q15.h natmod.mk
+$(SRC_O): attention_q15.h attention_q15_pair.h natmod.mk
 
 $(MODULE): $(BUILD)/$(MOD).mpy $(SRC_MPY)
 	$(ECHO) "GEN $@"
