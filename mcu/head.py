@@ -1,13 +1,14 @@
 """One attention head on a board (or the twin) through the frame protocol, resumable across lost sessions.
 
-A head is SETUP, LOAD K and V^T, then per chunk of query rows LOAD Q, RUN and READ O. Chunks are independent once K
-and V^T are on the board, so a session lost mid-head (a reset board, a restarted twin) costs only the chunk in
-flight: the next session loads K and V^T again and goes on with the rows not done; after a session that completed
-no chunk, in chunks half as large, so that a line resetting faster than a whole head still gets through it piece by
-piece. A head fails only after
-`HEAD_ATTEMPTS` sessions in a row that completed no chunk, naming what each session got done. The RUN reply's wait comes from the kernel's cycle estimate
-(mcu/cycles.py): the board's clock, or the twin's emulation rate, and a twin call the estimate puts over the twin's
-emulation cap is refused before it is sent.
+A head is SETUP, LOAD K and V^T, then per chunk of query rows LOAD Q, RUN and READ O; the LOADs of a tensor go
+windowed (several frames in flight, mcu.link.BoardLink.requests), the rest one at a time. Chunks are independent
+once K and V^T are on the board, so a session lost mid-head (a reset board, a restarted twin) costs only the chunk
+in flight: the next session loads K and V^T again and goes on with the rows not done; after a session that
+completed no chunk, in chunks half as large, so that a line resetting faster than a whole head still gets through
+it piece by piece. A head fails only after `HEAD_ATTEMPTS` sessions in a row that completed no chunk, naming what
+each session got done. The RUN reply's wait comes from the kernel's cycle estimate (mcu/cycles.py): the board's
+clock, or the twin's emulation rate, and a twin call the estimate puts over the twin's emulation cap is refused
+before it is sent.
 """
 
 from __future__ import annotations
@@ -183,9 +184,10 @@ def run_wait(session: Session, params: q15.Q15Params, row0: int, nrows: int, rep
 
 
 def load(link, tensor, data: bytes, max_data: int) -> None:
-    """LOAD `data` into a board tensor, one frame of at most max_data bytes at a time."""
+    """LOAD `data` into a board tensor in frames of at most max_data bytes, windowed (BoardLink.requests)."""
     from mcu import messages as m
 
-    for offset in range(0, len(data), max_data):
-        m.check_status(m.Kind.LOAD, link.request(m.Kind.LOAD, m.LOAD.pack(tensor, offset)
-                                                 + data[offset:offset + max_data]))
+    payloads = [m.LOAD.pack(tensor, offset) + data[offset:offset + max_data]
+                for offset in range(0, len(data), max_data)]
+    for reply in link.requests(m.Kind.LOAD, payloads):
+        m.check_status(m.Kind.LOAD, reply)

@@ -5,10 +5,12 @@
 exec and waits for its HELLO. From then on the line carries frames only and is read through pyserial directly
 (mpremote's output follower would stop at the first 0x04). `request()` sends one request and returns its reply's
 payload, resending the same frame (same sequence number, so the server answers from its cache rather than redoing
-the work) after a timeout or a corrupted reply, with exponential backoff, up to `retries` times. A board that reset
-or a server that stopped under the session (a REPL banner, prompt or traceback among the bytes, or the port gone)
-raises `SessionLost` at once; `restart()` reopens the port if it has to and starts a new server. `close()` says BYE
-and leaves the board at the raw REPL prompt. docs/protocol.md has the byte-level exchange.
+the work) after a timeout or a corrupted reply, with exponential backoff, up to `retries` times. `requests()` sends
+LOAD requests windowed: up to `window` in flight (at most what the server's HELLO allows), each resent alone when its
+reply is missing. A board that reset or a server that stopped under the session (a REPL banner, prompt or traceback
+among the bytes, or the port gone) raises `SessionLost` at once; `restart()` reopens the port if it has to and starts
+a new server. `close()` says BYE and leaves the board at the raw REPL prompt. docs/protocol.md has the byte-level
+exchange.
 """
 
 from __future__ import annotations
@@ -18,11 +20,16 @@ import io
 import random
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Sequence
 
 from host.errors import LinkError, SpecError, UnavailableError
 from mcu.frame import Decoder, Frame, encode
-from mcu.messages import PROTOCOL, REPLY, Hello, Kind
+from mcu.link_types import (  # noqa: F401 - re-exported
+    BACKOFF_FIRST_S, BACKOFF_MAX_S, DRAIN_MAX_S, GARBAGE_KEPT, HELLO_RETRIES, LOAD_WINDOW, LinkStats,
+    MPREMOTE_READ_S, READ_SLICE_S, REOPEN_POLL_S, REOPEN_S, START_ATTEMPTS, ServerMissing, SessionLost, Timeouts,
+    WINDOW_MAX, WRITE_TIMEOUT_S)
+from mcu.messages import PROTOCOL, REPLY, Hello, Kind, announced_protocol
 
 BREAK = b"\x00\x03\x03\x00"  # ends a running frame server; in a REPL, Ctrl-C twice
 PAD = b"\x00"  # sent before every frame: whatever noise came before, the frame starts clean
@@ -32,92 +39,40 @@ FLUSH = b"\x00" * 254
 #: Removes a previous deploy's modules from sys.modules (a redeploy takes effect without a reset), then starts.
 START_SERVER = ("import sys\nfor _m in ('kbench_server', 'kbench_framing'):\n    sys.modules.pop(_m, None)\n"
                 "import kbench_server\nkbench_server.serve()\n")
-# Waits, in seconds. Every wait for bytes has an overall deadline and an inter-byte timeout (Timeouts.inter_byte):
-# a frame whose bytes stop arriving part-way is given up at once, not at the end of the reply's deadline.
-#: pyserial's read timeout while frames flow: how often a wait wakes to check its deadlines (short: a reply that
-#: arrives is seen within it; long enough that an idle wait is not a busy loop).
-READ_SLICE_S = 0.05
-#: pyserial's read timeout while mpremote drives the raw REPL: mpremote reads fixed byte counts ("OK", the banner)
-#: and treats a short read as failure, so one read must span the board's longest pause there (an exec starting up).
-MPREMOTE_READ_S = 1.0
-#: A board that stops reading (hung, or USB buffers full) must not block a write for ever; 5 s is far beyond the
-#: few milliseconds the largest frame (about 1 KB) takes on any line kbench drives.
-WRITE_TIMEOUT_S = 5.0
-#: How long restart() waits for a port that went away (a USB board resetting re-enumerates in 1..5 s) to come back,
-#: trying again every REOPEN_POLL_S.
-REOPEN_S = 10.0
-REOPEN_POLL_S = 0.5
-#: Resends back off exponentially from BACKOFF_FIRST_S to at most BACKOFF_MAX_S: the first resend is quick (a
-#: corrupted frame is the common case), later ones give a board that is busy (a GC pass, a slow flash write) room.
-BACKOFF_FIRST_S = 0.05
-BACKOFF_MAX_S = 1.0
-#: _drain() gives up after this long even on a line that never goes quiet (a board printing in a loop).
-DRAIN_MAX_S = 5.0
-START_ATTEMPTS = 4  # tries of the whole start sequence: noise may hit the break, the raw REPL entry or the HELLO
-HELLO_RETRIES = 3  # resends of HELLO when the server's announcement was lost
-GARBAGE_KEPT = 4096  # bytes since the last good frame, kept to recognise a reset board or a stopped server
+#: Request types `requests()` sends windowed. A LOAD writes bytes no other request in flight writes, the same bytes
+#: every time it is sent, so a duplicate (a resend whose first copy did arrive) is harmless; anything else waits.
+WINDOWED = frozenset({Kind.LOAD})
 SERVER_ENDED = re.compile(rb"\x04([^\x04]*)\x04>")  # a raw REPL command's end: stdout end, traceback, prompt
 #: What a board prints after a reset and never appears in a frame (HELLO's texts hold "MicroPython v", so not that):
 #: the raw REPL banner, the soft reboot line, and the friendly banner's second line (after a hard reset).
 RESET_SIGNS = (b"raw REPL; CTRL-B to exit\r\n", b"MPY: soft reboot", b'Type "help()" for more information.')
 
 
-class SessionLost(LinkError):
-    """The frame server is gone (the board reset, or the server could not start); `restart()` may recover."""
-
-
-class ServerMissing(LinkError):
-    """The board has no usable kbench_server (not deployed, or another protocol): no retry helps."""
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    """The link's waits, in seconds; each positive."""
-
-    #: Overall wait for one reply (RUN adds its compute estimate): the board answers any other request in
-    #: milliseconds, a ~1 KB frame takes 0.1 s even at 115200 baud; 2 s leaves room for a GC pass and a loaded host.
-    reply: float = 2.0
-    #: Overall wait for the raw REPL and the server's start (and for the prompt after BYE): a board importing the
-    #: server's .mpy files takes well under a second; 10 s covers a twin starting on a loaded 2-core machine.
-    start: float = 10.0
-    #: A line silent this long is idle (nothing more is coming from a stopped server): a board that is still
-    #: printing sends its next bytes within milliseconds.
-    quiet: float = 0.3
-    #: Inter-byte timeout: once a frame (or any bytes after the last delimiter) started arriving, the next byte must
-    #: follow within this; the board writes a frame in one go (a USB packet every millisecond at most), so a longer
-    #: gap means the frame lost bytes (its delimiter, say) and is resent now rather than at the reply's deadline.
-    inter_byte: float = 0.5
-
-    def __post_init__(self) -> None:
-        bad = [f"{name}={value!r}" for name, value in vars(self).items() if not value > 0]
-        if bad:
-            raise SpecError(f"Timeouts {', '.join(bad)} out of range; allowed: > 0 seconds")
-
-
 @dataclass
-class LinkStats:
-    """What the session did: frames, bytes each way, retries, session restarts and wall time per request type."""
+class _InFlight:
+    """One windowed request not yet answered. Sendings are numbered in the order they went on the line, which is
+    the order the server answers them in."""
 
-    frames: int = 0
-    bytes_out: int = 0
-    bytes_in: int = 0
-    retries: int = 0
-    restarts: int = 0
-    rejected: int = 0
-    seconds: dict = field(default_factory=dict)
-
-    def add_time(self, kind: Kind, seconds: float) -> None:
-        self.seconds[kind.name] = self.seconds.get(kind.name, 0.0) + seconds
+    index: int  # its place among the caller's payloads
+    seq: int
+    wire: bytes  # PAD + the frame
+    first: int  # number of its first sending
+    last: int  # number of its latest sending
+    attempts: int = 1
 
 
 class BoardLink:
     """One host session with the frame server; use as a context manager or call open()/close()."""
 
-    def __init__(self, port: str, baud: int = 115200, retries: int = 5, timeouts: Timeouts = Timeouts()):
+    def __init__(self, port: str, baud: int = 115200, retries: int = 5, timeouts: Timeouts = Timeouts(),
+                 window: int = LOAD_WINDOW):
+        if not 1 <= window <= WINDOW_MAX:
+            raise SpecError(f"window={window} is out of range; allowed: 1..{WINDOW_MAX} LOAD requests in flight")
         self.port = port
         self.baud = baud
         self.retries = retries
         self.timeouts = timeouts
+        self.window = window
         self.stats = LinkStats()
         self.hello: Hello | None = None
         self._transport = None
@@ -274,20 +229,23 @@ class BoardLink:
         while time.monotonic() < deadline and not self._stalled():  # the server announces itself with a HELLO reply
             for frame in self._receive():
                 if frame.kind == Kind.HELLO | REPLY:
-                    return self._accept(Hello.parse(frame.payload))
+                    return self._accept(frame.payload)
             ended = self._server_ended()
             if ended:
                 raise ServerMissing(f"{self.port}: the board could not start kbench_server: {ended} "
                                     f"(deploy it with: python -m mcu.deploy --port {self.port})")
-        return self._accept(Hello.parse(self.request(Kind.HELLO, retries=HELLO_RETRIES)))  # the announcement was lost
+        return self._accept(self.request(Kind.HELLO, retries=HELLO_RETRIES))  # the announcement was lost
 
-    def _accept(self, hello: Hello) -> Hello:
-        if hello.protocol != PROTOCOL:
+    def _accept(self, payload: bytes) -> Hello:
+        """The server's HELLO, once its protocol is known to be this host's (read before the rest of the reply,
+        whose layout another protocol may change); a server of another protocol is stopped and refused."""
+        theirs = announced_protocol(payload)
+        if theirs != PROTOCOL:
             self._write(FLUSH + BREAK)
-            raise ServerMissing(f"{self.port}: kbench_server speaks protocol {hello.protocol}; this host speaks "
+            raise ServerMissing(f"{self.port}: kbench_server speaks protocol {theirs}; this host speaks "
                                 f"{PROTOCOL} (redeploy: python -m mcu.deploy --port {self.port})")
-        self.hello = hello
-        return hello
+        self.hello = Hello.parse(payload)
+        return self.hello
 
     def _bye(self) -> None:
         """BYE, once: a resent BYE could reach the REPL after the server left. Then wait for the raw prompt."""
@@ -319,10 +277,7 @@ class BoardLink:
                 if attempt:
                     self.stats.retries += 1
                     time.sleep(min(BACKOFF_FIRST_S * 2 ** (attempt - 1), BACKOFF_MAX_S))
-                sent = FLUSH + wire if attempt else wire
-                self._write(sent)
-                self.stats.frames += 1
-                self.stats.bytes_out += len(sent)
+                self._send(FLUSH + wire if attempt else wire, 1)
                 reply = self._await(kind, self._seq, wait)
                 if reply is not None:
                     return reply.payload
@@ -341,15 +296,112 @@ class BoardLink:
             for frame in self._receive():
                 if frame.kind == kind | REPLY and frame.seq == seq:
                     return frame  # anything else is a late answer to an earlier attempt
-            ended = self._server_ended()  # first: frames sent after the server ended make the REPL print banners
-            if ended:
-                raise SessionLost(f"{self.port}: the frame server stopped during {kind.name}: {ended}")
-            if any(sign in self._garbage for sign in RESET_SIGNS):
-                raise SessionLost(f"{self.port}: the board reset during {kind.name}: "
-                                  f"{bytes(self._garbage[-120:])!r}")
+            self._check_session(kind)
             if self._decoder.rejected != rejected and not self._serial.in_waiting:
                 return None  # a corrupted frame arrived and nothing follows it: likely our reply; ask again now
         return None
+
+    def _check_session(self, kind: Kind) -> None:
+        """SessionLost when the bytes since the last good frame say the server ended or the board reset."""
+        ended = self._server_ended()  # first: frames sent after the server ended make the REPL print banners
+        if ended:
+            raise SessionLost(f"{self.port}: the frame server stopped during {kind.name}: {ended}")
+        if any(sign in self._garbage for sign in RESET_SIGNS):
+            raise SessionLost(f"{self.port}: the board reset during {kind.name}: {bytes(self._garbage[-120:])!r}")
+
+    # -- windowed requests ------------------------------------------------------------------------------------
+
+    def requests(self, kind: Kind, payloads: Sequence[bytes], timeout: float | None = None,
+                 retries: int | None = None, window: int | None = None) -> list[bytes]:
+        """One request per payload; their replies' payloads, in the same order. A kind in WINDOWED goes with up
+        to `window` requests in flight (default: the link's; never more than the server's HELLO allows), others
+        one at a time as request() sends them. Each request is resent alone, with its own sequence number (the
+        server answers a duplicate from its cache), when its reply is missing: a reply to a later request came
+        first (the server answers in order, so this one or its reply was lost), or a corrupted frame arrived with
+        nothing after it (the next reply in order, resent), or the line stalled mid-frame or stayed silent for
+        the reply timeout (every request still in flight, as each has then had time to be answered). Retries,
+        backoff and the SessionLost checks are request()'s."""
+        if self._transport is None or self.hello is None:
+            raise LinkError("the link is not open")
+        width = min(self.window if window is None else window, self.hello.window)
+        if kind not in WINDOWED or width < 2 or len(payloads) < 2:
+            return [self.request(kind, payload, timeout, retries) for payload in payloads]
+        wait = self.timeouts.reply if timeout is None else timeout
+        attempts = 1 + (self.retries if retries is None else retries)
+        started = time.monotonic()
+        try:
+            return self._windowed(kind, payloads, width, wait, attempts)
+        finally:
+            self.stats.add_time(kind, time.monotonic() - started)
+
+    def _windowed(self, kind: Kind, payloads: Sequence[bytes], width: int, wait: float,
+                  attempts: int) -> list[bytes]:
+        replies: list[bytes] = [b""] * len(payloads)
+        flight: dict[int, _InFlight] = {}  # by seq, in the order first sent
+        queued = 0  # payloads sent so far
+        sendings = 0  # frames put on the line so far, resends included
+        self._expect_new()
+        heard = time.monotonic()  # the last reply or sending: silence for `wait` after it means loss
+        rejected = self._decoder.rejected
+        while queued < len(payloads) or flight:
+            batch = []
+            while queued < len(payloads) and len(flight) < width:
+                self._seq = (self._seq + 1) & 0xFFFF
+                request = _InFlight(queued, self._seq, PAD + encode(kind, self._seq, payloads[queued]), sendings,
+                                    sendings)
+                flight[request.seq] = request
+                batch.append(request.wire)
+                queued += 1
+                sendings += 1
+            if batch:
+                self._send(b"".join(batch), len(batch))
+                heard = time.monotonic()
+            lost: dict[int, _InFlight] = {}
+            for frame in self._receive():
+                answered = flight.pop(frame.seq, None) if frame.kind == kind | REPLY else None
+                if answered is None:
+                    continue  # a late answer to an earlier sending
+                replies[answered.index] = frame.payload
+                heard = time.monotonic()
+                lost.update((r.seq, r) for r in flight.values() if r.last < answered.first)
+            self._check_session(kind)
+            lost = {seq: r for seq, r in lost.items() if seq in flight}
+            if not lost and flight:
+                if self._decoder.rejected != rejected and not self._serial.in_waiting:
+                    next_due = min(flight.values(), key=lambda r: r.last)  # the reply a corrupted frame most likely was
+                    lost = {next_due.seq: next_due}
+                elif self._stalled() or time.monotonic() - heard > wait:
+                    lost = dict(flight)  # each has had time to be answered: it or its reply was lost
+            rejected = self._decoder.rejected
+            if lost:
+                sendings = self._resend(kind, sorted(lost.values(), key=lambda r: r.last), sendings, attempts, wait,
+                                        len(flight))
+                heard = time.monotonic()
+                self._expect_new()
+        return replies
+
+    def _resend(self, kind: Kind, lost: list[_InFlight], sendings: int, attempts: int, wait: float,
+                in_flight: int) -> int:
+        """Send the `lost` requests again (same frames, same sequence numbers) after FLUSH and the backoff of the
+        most retried one; the number of sendings after them. LinkError once one has had all its attempts."""
+        worst = max(lost, key=lambda r: r.attempts)
+        if worst.attempts >= attempts:
+            raise LinkError(f"{self.port}: no reply to {kind.name} (seq {worst.seq}) after {attempts} attempts of "
+                            f"{wait:.3g} s, {in_flight} requests in flight; last rejected frame: "
+                            f"{self._decoder.last_error or 'none'}")
+        time.sleep(min(BACKOFF_FIRST_S * 2 ** (worst.attempts - 1), BACKOFF_MAX_S))
+        for request in lost:
+            request.attempts += 1
+            request.last = sendings
+            sendings += 1
+        self.stats.retries += len(lost)
+        self._send(FLUSH + b"".join(r.wire for r in lost), len(lost))
+        return sendings
+
+    def _send(self, data: bytes, frames: int) -> None:
+        self._write(data)
+        self.stats.frames += frames
+        self.stats.bytes_out += len(data)
 
     def _receive(self) -> list[Frame]:
         data = self._read()

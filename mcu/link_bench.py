@@ -1,26 +1,38 @@
-"""Protocol throughput and the link's share of a head: `python -m mcu.link_bench [--port PORT] [--seq 128] [--dim 32]`.
+"""Protocol throughput and the link's share of a head: `python -m mcu.link_bench [--port PORT] [--seq 128] [--dim 32]
+[--windows 1,2,3,4,8] [--rounds 5] [--profile]`.
 
 Without --port it starts the board twin, deploys to it and measures over its pty. It prints, as Markdown:
-LOAD and READ payload throughput (bytes of tensor data per second of wall time, frames and retries included), and
-one head of (seq, dim) split into wall time spent waiting for RUN (the board computing; on the twin, emulating)
-and everything else (SETUP, LOAD, READ: the link), with the DWT cycles and what they mean at the board's clock;
-then the planner's largest seq per dim for the heap the board announced.
+LOAD payload throughput (bytes of tensor data per second of wall time, frames and retries included) for each window
+of LOAD requests in flight, 1 being stop-and-wait, all in the same run and interleaved round by round (the two
+processes share the machine, and runs drift), with each window's ratio to stop-and-wait and where its time goes:
+the host's CPU per frame and, on a twin this tool started, the twin's; READ throughput (stop-and-wait); one head of
+(seq, dim) split into wall time spent waiting for RUN (the board computing; on the twin, emulating) and everything
+else (SETUP, LOAD, READ: the link), with the DWT cycles and what they mean at the board's clock; then the planner's
+largest seq per dim for the heap the board announced. `--profile` adds the host's top functions (cProfile) over the
+windowed LOADs of the link's default window.
 
-Outputs are checked, not assumed: the bytes READ back must be those LOAD wrote, and the head (the seeded problem's
-one head, quantised as every Q15 target gets it) must equal host/q15.py bit for bit and stay within the contract's
-error bound (host/verdict.check_q15). A mismatch ends the run with a TargetError that names what differed.
+Outputs are checked, not assumed: the bytes READ back must be those LOAD wrote, for every window, and the head (the
+seeded problem's one head, quantised as every Q15 target gets it) must equal host/q15.py bit for bit and stay within
+the contract's error bound (host/verdict.check_q15). A mismatch ends the run with a TargetError that names what
+differed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import cProfile
+import io
+import pstats
+import statistics
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from host.cli_common import Parser, guard, integer
+from host.cli_common import Parser, guard, int_list, integer
 from host.errors import TargetError
 from host.problem import AttentionProblem
 from host.q15 import DIM_MAX, error_bound, prepare
@@ -30,27 +42,116 @@ from mcu import messages as m
 
 TRANSFER_BYTES = 64 * 1024
 HEAD_BC = 32  # the head's key block: the frame server's default
+PROFILE_LINES = 8  # functions listed by --profile
 
 
-def throughput(link, nbytes: int) -> tuple[float, float]:
-    """(LOAD, READ) tensor bytes per second, moving `nbytes` through a K buffer that holds them."""
-    dim = 32
-    seq = nbytes // (2 * dim)
-    m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(seq, dim, 0, 32, 20000, 20, 1)))
-    data = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8).tobytes()
+class CpuClock:
+    """CPU seconds used so far by a process (all its threads), from Linux's /proc/PID/task/*/schedstat (ns);
+    `reading()` is None where that cannot be read (another OS, a process gone)."""
+
+    def __init__(self, pid: int):
+        self.tasks = Path(f"/proc/{pid}/task")
+
+    def reading(self) -> float | None:
+        try:
+            return sum(int((task / "schedstat").read_text().split()[0]) for task in self.tasks.iterdir()) / 1e9
+        except (OSError, ValueError, IndexError):
+            return None
+
+
+@dataclass
+class Transfer:
+    """What moving tensor bytes with LOAD cost: wall and CPU seconds (the twin's None where unknown), frames."""
+
+    nbytes: int = 0
+    frames: int = 0
+    retries: int = 0
+    wall: float = 0.0
+    host_cpu: float = 0.0
+    twin_cpu: float | None = 0.0
+
+    def add(self, other: "Transfer") -> None:
+        self.nbytes += other.nbytes
+        self.frames += other.frames
+        self.retries += other.retries
+        self.wall += other.wall
+        self.host_cpu += other.host_cpu
+        self.twin_cpu = None if self.twin_cpu is None or other.twin_cpu is None else self.twin_cpu + other.twin_cpu
+
+
+def setup_k(link, nbytes: int) -> None:
+    """A SETUP whose K buffer holds `nbytes` (dim 32, one query row)."""
+    m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(nbytes // 64, 32, 0, 32, 20000, 20, 1)))
+
+
+def load_k(link, data: bytes, window: int, twin: CpuClock | None) -> Transfer:
+    """LOAD `data` into K with `window` requests in flight; what it cost."""
     step = link.hello.max_data
-    start = time.perf_counter()
-    for offset in range(0, nbytes, step):
-        m.check_status(m.Kind.LOAD, link.request(m.Kind.LOAD, m.LOAD.pack(m.Tensor.K, offset) + data[offset:offset + step]))
-    load_s = time.perf_counter() - start
+    payloads = [m.LOAD.pack(m.Tensor.K, offset) + data[offset:offset + step] for offset in range(0, len(data), step)]
+    frames, retries = link.stats.frames, link.stats.retries
+    twin_before = twin.reading() if twin else None
+    cpu, start = time.process_time(), time.perf_counter()
+    for reply in link.requests(m.Kind.LOAD, payloads, window=window):
+        m.check_status(m.Kind.LOAD, reply)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    twin_after = twin.reading() if twin else None
+    twin_cpu = None if twin_before is None or twin_after is None else twin_after - twin_before
+    return Transfer(len(data), link.stats.frames - frames, link.stats.retries - retries, wall, cpu, twin_cpu)
+
+
+def read_k(link, nbytes: int) -> tuple[bytes, float]:
+    """READ K's first `nbytes` back, stop-and-wait; the bytes and the wall seconds."""
+    step = link.hello.max_data
     back = bytearray()
     start = time.perf_counter()
     for offset in range(0, nbytes, step):
         count = min(step, nbytes - offset)
         back += m.check_status(m.Kind.READ, link.request(m.Kind.READ, m.READ.pack(m.Tensor.K, offset, count)))
-    read_s = time.perf_counter() - start
-    check_round_trip(data, bytes(back))
-    return nbytes / load_s, nbytes / read_s
+    return bytes(back), time.perf_counter() - start
+
+
+def window_sweep(link, nbytes: int, windows: Sequence[int], rounds: int,
+                 twin: CpuClock | None) -> tuple[dict[int, Transfer], dict[int, float], float]:
+    """Per window: the summed transfers, the median throughput over `rounds` (bytes/s); and READ's bytes/s.
+    Each round loads fresh random bytes once per window, in an order rotated from round to round, and reads them
+    back (the READ must return what the LOAD wrote)."""
+    setup_k(link, nbytes)
+    rng = np.random.default_rng(0)
+    totals = {w: Transfer() for w in windows}
+    rates: dict[int, list[float]] = {w: [] for w in windows}
+    read_rates = []
+    for r in range(rounds):
+        order = list(windows[r % len(windows):]) + list(windows[:r % len(windows)])
+        for window in order:
+            data = rng.integers(0, 256, nbytes, dtype=np.uint8).tobytes()
+            done = load_k(link, data, window, twin)
+            totals[window].add(done)
+            rates[window].append(done.nbytes / done.wall)
+            back, seconds = read_k(link, nbytes)
+            check_round_trip(data, back)
+            read_rates.append(nbytes / seconds)
+    return totals, {w: statistics.median(rates[w]) for w in windows}, statistics.median(read_rates)
+
+
+def profile_load(link, nbytes: int, window: int) -> str:
+    """The host's top functions by own time (cProfile) while LOAD moves `nbytes` with `window` in flight, after a
+    line giving the share of the host's CRC-16 (mcu.frame.crc16, requests and replies) in the profiled time."""
+    from mcu import frame
+
+    setup_k(link, nbytes)
+    data = np.random.default_rng(1).integers(0, 256, nbytes, dtype=np.uint8).tobytes()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    load_k(link, data, window, None)
+    profiler.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    crc = sum(row[3] for (path, _, name), row in stats.stats.items()
+              if name == frame.crc16.__name__ and Path(path) == Path(frame.__file__))
+    out.write(f"mcu.frame.crc16: {crc:.3f} s of {stats.total_tt:.3f} s profiled ({crc / stats.total_tt:.0%}; the "
+              f"profiler inflates Python-level work, so this share is an upper bound)\n")
+    stats.sort_stats("tottime").print_stats(PROFILE_LINES)
+    return out.getvalue()
 
 
 def check_round_trip(wrote: bytes, read: bytes) -> None:
@@ -87,11 +188,24 @@ def head_split(link, seq: int, dim: int) -> dict:
             "bytes": stats.bytes_in - before_in + stats.bytes_out - before_out}
 
 
+def per_frame_us(seconds: float | None, frames: int) -> str:
+    return "n/a" if seconds is None else f"{seconds / frames * 1e6:.0f}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from mcu.link import LOAD_WINDOW, WINDOW_MAX
+
     parser = Parser(prog="python -m mcu.link_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--port", default=None, help="a deployed board (default: start the twin)")
     parser.add_argument("--seq", type=integer("seq", 1, 4096), default=128)
     parser.add_argument("--dim", type=integer("dim", 1, DIM_MAX), default=32)
+    parser.add_argument("--windows", type=int_list("windows", 1, WINDOW_MAX), default=(1, 2, 3, 4, 8),
+                        help="LOAD requests in flight to measure; 1 (stop-and-wait) and the link's default "
+                             f"({LOAD_WINDOW}) are always included (default 1,2,3,4,8)")
+    parser.add_argument("--rounds", type=integer("rounds", 1, 100), default=5,
+                        help="transfers per window, interleaved with the other windows' (default 5)")
+    parser.add_argument("--profile", action="store_true",
+                        help=f"also profile the host (cProfile) over LOADs with {LOAD_WINDOW} in flight")
 
     def body() -> int:
         from mcu.link import BoardLink
@@ -99,25 +213,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mcu.twin_process import start_twin
 
         args = parser.parse_args(argv)
+        windows = tuple(sorted({1, LOAD_WINDOW, *args.windows}))
+        profile = ""
         with contextlib.ExitStack() as stack:
-            port = args.port
+            port, twin = args.port, None
             if port is None:
                 from mcu.deploy import deploy
 
-                port = stack.enter_context(start_twin()).port
+                started = stack.enter_context(start_twin())
+                port, twin = started.port, CpuClock(started.process.pid)
                 deploy(port, 115200, say=lambda line: None)
             link = stack.enter_context(BoardLink(port))
             hello = link.hello
             room = (hello.heap_free - hello.reserve) // 2 - 4096  # K and V^T are allocated; K carries the data
-            load_bps, read_bps = throughput(link, min(TRANSFER_BYTES, room // 64 * 64))
+            nbytes = min(TRANSFER_BYTES, room // 64 * 64)
+            totals, rates, read_bps = window_sweep(link, nbytes, windows, args.rounds, twin)
+            if args.profile:
+                profile = profile_load(link, nbytes, LOAD_WINDOW)
             split = head_split(link, args.seq, args.dim)
         link_s = split["wall"] - split["run"]
         board_ms = split["cycles"] / hello.clock_hz * 1e3
         print(f"board: {hello.machine}, {hello.clock_hz / 1e6:g} MHz, heap free {hello.heap_free} B, "
-              f"reserve {hello.reserve} B, {hello.max_data} B per frame")
+              f"reserve {hello.reserve} B, {hello.max_data} B per frame, LOAD window {hello.window} "
+              f"(the host's default: {LOAD_WINDOW})")
+        print(f"\nLOAD of {nbytes} tensor bytes ({-(-nbytes // hello.max_data)} frames), {args.rounds} rounds per "
+              f"window, interleaved; throughput is the median round, the rest sums every round.")
+        print("\n| LOAD requests in flight | throughput | vs stop-and-wait | wall per frame | host CPU per frame | "
+              "twin CPU per frame | retries |\n|---|---|---|---|---|---|---|")
+        for window in windows:
+            done = totals[window]
+            shown = min(window, hello.window)
+            print(f"| {window}{'' if shown == window else f' (server allows {shown})'}"
+                  f"{' (stop-and-wait)' if window == 1 else ''} | {rates[window] / 1e3:.0f} kB/s | "
+                  f"{rates[window] / rates[1]:.2f}x | {per_frame_us(done.wall, done.frames)} µs | "
+                  f"{per_frame_us(done.host_cpu, done.frames)} µs | {per_frame_us(done.twin_cpu, done.frames)}"
+                  f"{' µs' if done.twin_cpu is not None else ''} | {done.retries} |")
+        best = max(windows, key=lambda w: rates[w])
+        print(f"\nwindowed / stop-and-wait LOAD throughput: {rates[LOAD_WINDOW] / rates[1]:.2f}x at the link's "
+              f"default window ({LOAD_WINDOW}); the best measured: {rates[best] / rates[1]:.2f}x at {best}")
         print("\n| measure | value |\n|---|---|")
-        print(f"| LOAD throughput (tensor bytes/s) | {load_bps / 1e3:.0f} kB/s |")
-        print(f"| READ throughput (tensor bytes/s) | {read_bps / 1e3:.0f} kB/s |")
+        print(f"| READ throughput (tensor bytes/s, stop-and-wait) | {read_bps / 1e3:.0f} kB/s |")
         print(f"| head seq {args.seq} dim {args.dim}: wall | {split['wall'] * 1e3:.0f} ms |")
         print(f"| ... waiting for RUN (compute) | {split['run'] * 1e3:.0f} ms ({split['run'] / split['wall']:.0%}) |")
         print(f"| ... link (SETUP, LOAD, READ) | {link_s * 1e3:.0f} ms ({link_s / split['wall']:.0%}), "
@@ -127,6 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n| dim | largest seq (planner, this heap) |\n|---|---|")
         for dim in (32, 64):
             print(f"| {dim} | {largest_seq(dim, hello.heap_free, hello.reserve)} |")
+        if profile:
+            print(f"\nhost profile (cProfile, own time) of LOADs with {LOAD_WINDOW} in flight:\n```\n"
+                  f"{profile.strip()}\n```")
         return 0
 
     return guard(body)

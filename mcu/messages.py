@@ -54,10 +54,13 @@ LOAD = struct.Struct("<BI")  # tensor, byte offset; then the data
 RUN = struct.Struct("<HHB")  # row0, nrows, repeat
 READ = struct.Struct("<BIH")  # tensor, byte offset, byte count
 HELLO_REPLY = struct.Struct("<BBHIIIIHB")  # status, protocol, mpy_abi, clock_hz, heap_free, heap_total, reserve,
-#                                            max_data, module version (0: absent); then 3 short texts
+#                                            max_data, module version (0: absent); then 3 short texts, then window:u8
 SETUP_REPLY = struct.Struct("<BII")  # status, bytes needed, bytes free after allocation
 RUN_REPLY = struct.Struct("<BiI")  # status, temp_milli_c, vdda_milli_v; then one u32 cycle count per repeat
-PROTOCOL = 1
+#: The frame server's protocol, announced in HELLO; a host refuses a server of another one ("redeploy").
+#: History: 1: stop-and-wait, the server kept its last reply. 2 (issue 15): the host may keep up to `window` LOAD
+#: requests in flight; the server keeps that many LOAD replies and announces the window at the end of HELLO's reply.
+PROTOCOL = 2
 REPEAT_MAX = 255
 NO_TEMP = -(1 << 31)
 NO_CYCLES = 0xFFFFFFFF
@@ -73,6 +76,15 @@ class BoardRefused(TargetError):
         self.kind = kind
         self.code = status
         self.detail = message
+
+
+def announced_protocol(payload: bytes) -> int:
+    """The protocol a HELLO reply announces. Every version starts that reply with `status:u8 protocol:u8`, so a
+    host can refuse a server of another version before parsing the rest, whose layout that version may change."""
+    body = check_status(Kind.HELLO, payload)
+    if not body:
+        raise LinkError(f"HELLO reply of {len(payload)} bytes; expected at least {HELLO_REPLY.size}")
+    return body[0]
 
 
 def check_status(kind: Kind, payload: bytes) -> bytes:
@@ -99,6 +111,9 @@ class Hello:
     machine: str
     firmware: str
     server_version: str
+    #: LOAD requests the server lets a host keep in flight (it keeps that many replies); 1 where the line cannot
+    #: hold back what the board has no room for (docs/protocol.md, "Windowed LOAD").
+    window: int
 
     @property
     def module_present(self) -> bool:
@@ -117,7 +132,9 @@ class Hello:
                 raise LinkError(f"HELLO reply truncated in its texts: {payload[HELLO_REPLY.size:]!r}")
             texts.append(payload[at + 1:at + 1 + payload[at]].decode("utf-8", "replace"))
             at += 1 + payload[at]
-        return cls(*numbers, *texts)
+        if at + 1 != len(payload) or not payload[at]:
+            raise LinkError(f"HELLO reply ends with {payload[at:]!r} after its texts; expected window:u8 >= 1")
+        return cls(*numbers, *texts, payload[at])
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The link framing, host (mcu/frame.py, on PyPI's cobs and crc) and board (mcu/board/kbench_framing.py, MicroPython):
+"""The link framing, host (mcu/frame.py, on PyPI's cobs and binascii's CRC) and board (mcu/board/kbench_framing.py, MicroPython):
 check values, shared vectors in both directions, resynchronisation, and a fuzz of 100,000 frames per decoder."""
 
 import random
@@ -18,6 +18,13 @@ PAYLOADS = [b"", b"\x00", b"\x03\x04", bytes(range(256)), b"\x00" * 300, bytes([
 
 def test_crc_check_value_on_both_sides():
     assert host.crc16(b"123456789") == board.crc16(b"123456789") == 0x29B1  # CRC-16/CCITT-FALSE's check value
+
+
+def test_the_host_crc_equals_the_boards_table_driven_one_on_random_frames():
+    rng = random.Random(7)
+    for size in (0, 1, 2, 255, 256, 1023, 1024):
+        data = bytes(rng.getrandbits(8) for _ in range(size))
+        assert host.crc16(data) == board.crc16(data), size
 
 
 @pytest.mark.parametrize("raw,wire", [(b"\x00", b"\x01\x01"), (b"\x00\x00", b"\x01\x01\x01"),

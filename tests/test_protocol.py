@@ -1,7 +1,7 @@
 """The board's frame server (mcu/board/kbench_server.py) against the host's messages (mcu/messages.py): the
-contract's values agree, every request is dispatched and answered, retries are answered from the reply cache,
-refusals carry their status and a message, corrupted input never kills the server, and the same requests give the
-same replies under a real MicroPython (the WebAssembly port) as under CPython."""
+contract's values agree, every request is dispatched and answered, retries are answered from the reply cache (a
+window's worth of LOADs), refusals carry their status and a message, corrupted input never kills the server, and the
+same requests give the same replies under a real MicroPython (the WebAssembly port) as under CPython."""
 
 from __future__ import annotations
 
@@ -87,8 +87,8 @@ def test_host_and_board_share_the_contract():
 
 def test_hello_reports_the_board(server):
     hello = m.Hello.parse(ask(server, m.Kind.HELLO).payload)
-    assert (hello.protocol, hello.heap_free, hello.heap_total, hello.reserve, hello.max_data) == \
-        (1, 90_000, 102_400, board.RESERVE, board.MAX_DATA)
+    assert (hello.protocol, hello.heap_free, hello.heap_total, hello.reserve, hello.max_data, hello.window) == \
+        (m.PROTOCOL, 90_000, 102_400, board.RESERVE, board.MAX_DATA, board.WINDOW)
     assert hello.module_present and hello.server_version == board.SERVER_VERSION
 
 
@@ -123,6 +123,27 @@ def test_a_retried_request_is_answered_from_the_cache_not_redone(server):
     assert server.kernel.calls == 2
 
 
+def test_the_cache_answers_a_windows_worth_of_loads_and_forgets_them_at_the_next_other_request(server):
+    """A window of LOADs, then each again (their acks were lost): answered from the cache, nothing rewritten. One
+    LOAD past the window drops the oldest reply, whose duplicate is then written again (the same bytes: harmless).
+    A request of another kind empties the cache: the host sends one only when every LOAD was answered."""
+    writes = []
+    real_load = server.handlers[m.Kind.LOAD]
+    server.handlers[m.Kind.LOAD] = lambda payload: writes.append(payload[:5]) or real_load(payload)
+    ask(server, m.Kind.SETUP, m.SETUP.pack(64, 8, 0, 8, 20000, 20, 1))
+    loads = [(100 + i, m.LOAD.pack(m.Tensor.K, 16 * i) + bytes([i + 1]) * 16) for i in range(board.WINDOW)]
+    first = [server.answer(m.Kind.LOAD, seq, payload) for seq, payload in loads]
+    assert [server.answer(m.Kind.LOAD, seq, payload) for seq, payload in reversed(loads)] == first[::-1]
+    assert len(writes) == board.WINDOW
+    server.answer(m.Kind.LOAD, 100 + board.WINDOW, m.LOAD.pack(m.Tensor.K, 16 * board.WINDOW) + b"\x09" * 16)
+    assert server.answer(*((m.Kind.LOAD,) + loads[1])) == first[1] and len(writes) == board.WINDOW + 1
+    assert server.answer(*((m.Kind.LOAD,) + loads[0])) == first[0] and len(writes) == board.WINDOW + 2  # redone
+    k = bytes(server.tensors[m.Tensor.K][:16 * board.WINDOW])
+    assert k == b"".join(bytes([i + 1]) * 16 for i in range(board.WINDOW))
+    ask(server, m.Kind.READ, m.READ.pack(m.Tensor.K, 0, 4), seq=200)
+    assert [entry[1] for entry in server.replies] == [200]
+
+
 @pytest.mark.parametrize("kind, payload, status, words", [
     (m.Kind.RUN, m.RUN.pack(0, 1, 1), m.Status.E_STATE, "before SETUP"),
     (99, b"", m.Status.E_TYPE, "unknown message type 99"),
@@ -134,7 +155,7 @@ def test_a_retried_request_is_answered_from_the_cache_not_redone(server):
 def test_refusals_name_their_reason(server, kind, payload, status, words):
     body = ask(server, kind, payload).payload
     assert body[0] == status and words in body[1:].decode()
-    assert m.Hello.parse(ask(server, m.Kind.HELLO, seq=1).payload).protocol == 1  # and the server answers on
+    assert m.Hello.parse(ask(server, m.Kind.HELLO, seq=1).payload).protocol == m.PROTOCOL  # the server answers on
 
 
 def test_refusals_after_setup(server):

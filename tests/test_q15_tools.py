@@ -68,7 +68,8 @@ def test_link_bench_on_the_twin():
     assert done.returncode == 0, done.stdout + done.stderr
     cycles = re.search(r"\| DWT cycles of the head \| (\d+) =", done.stdout)
     assert cycles and int(cycles.group(1)) > 17 * 17 * 8, done.stdout  # at least a cycle per multiply-accumulate
-    for measure in ("| LOAD throughput", "| READ throughput", "| head seq 17 dim 8: wall", "| ... waiting for RUN"):
+    for measure in ("| 1 (stop-and-wait) |", "windowed / stop-and-wait LOAD throughput:", "| READ throughput",
+                    "| head seq 17 dim 8: wall", "| ... waiting for RUN"):
         assert measure in done.stdout, measure
     assert re.search(r"\| 32 \| \d+ \|", done.stdout) and re.search(r"\| 64 \| \d+ \|", done.stdout)
 

@@ -1,9 +1,11 @@
 # kbench_server: the board's frame server (docs/protocol.md), in MicroPython. The host starts it through the raw
 # REPL with `import kbench_server; kbench_server.serve()`; it then owns the serial line: Ctrl-C is disabled
-# (micropython.kbd_intr(-1)) while it runs, it answers one reply frame per request frame, and it returns to the
-# REPL on BYE or on a break piece (0x00 0x03 0x03 0x00). Tensors live in bytearrays sized by SETUP; a request that
-# cannot fit is refused with E_MEMORY, never a MemoryError crash. The same file runs under CPython in the tests and
-# in the board twin.
+# (micropython.kbd_intr(-1)) and the USB VCP holds back what the board has no room for (RTS flow control) while it
+# runs, it answers one reply frame per request frame, in the order the requests came, and it returns to the REPL on
+# BYE or on a break piece (0x00 0x03 0x03 0x00). The host may have up to `window` LOAD requests in flight: the
+# server keeps that many replies, so a resent LOAD is answered again, not redone. Tensors live in bytearrays sized by
+# SETUP; a request that cannot fit is refused with E_MEMORY, never a MemoryError crash. The same file runs under
+# CPython in the tests and in the board twin.
 
 import gc
 import struct
@@ -16,8 +18,8 @@ try:
 except ImportError:  # CPython tests
     micropython = None
 
-SERVER_VERSION = "1"
-PROTOCOL = 1
+SERVER_VERSION = "2"
+PROTOCOL = 2  # mcu/messages.py keeps the history
 
 # request types; a reply has the request's type | REPLY
 HELLO, SETUP, LOAD, RUN, READ, BYE = 1, 2, 3, 4, 5, 6
@@ -33,6 +35,12 @@ MAX_DATA = 1024  # tensor bytes per LOAD or READ frame
 FRAME_LIMIT = 2 * (MAX_DATA + 64)  # longest encoded frame the server buffers; anything longer is dropped
 RESERVE = 8 * 1024  # heap kept free for frames, replies and the interpreter while tensors are resident
 REPEAT_MAX = 255
+# LOAD requests a host may have in flight, and so the LOAD replies the server keeps to answer a resent one from. Each
+# kept reply is a 12-byte frame plus its objects, about 64 bytes of heap, so 8 cost about 0.5 KB of the reserve. The
+# frames in flight are not on the heap: they wait in the USB VCP's 1 KB receive buffer and, once that is full, on the
+# host (RTS flow control); the server reads one frame at a time. Without flow control (no USB VCP, or the REPL also
+# on a UART) a full receive buffer loses bytes, so the server announces a window of 1 there.
+WINDOW = 8
 NO_TEMP = -(1 << 31)  # temp_milli_c when the board has no temperature sensor
 NO_CYCLES = 0xFFFFFFFF  # a cycle count when the kernel is not timed (not a Cortex-M4)
 
@@ -40,7 +48,9 @@ SETUP_FMT = "<HHBBHBH"  # seq, dim, causal, bc, score_mult, score_shift, rows
 LOAD_FMT = "<BI"  # tensor, byte offset; the data follows
 RUN_FMT = "<HHB"  # row0, nrows, repeat
 READ_FMT = "<BIH"  # tensor, byte offset, byte count
-HELLO_REPLY_FMT = "<BBHIIIIHB"  # status, protocol, mpy_abi, clock_hz, heap_free, heap_total, reserve, max_data, module
+HELLO_REPLY_FMT = "<BBHIIIIHB"  # status, protocol, mpy_abi, clock_hz, heap_free, heap_total, reserve, max_data, module;
+#                                 then three short texts and window:u8 (after them, so that a host of protocol 1
+#                                 still reads this protocol's number and refuses it cleanly)
 RUN_REPLY_FMT = "<BiI"  # status, temp_milli_c, vdda_milli_v; then one u32 cycle count per repeat
 SETUP_REPLY_FMT = "<BII"  # status, bytes needed, bytes free
 
@@ -84,13 +94,17 @@ class BlockReader:
 
 
 class Server:
-    def __init__(self, rx, tx, kernel=None, kernel_error=""):
+    def __init__(self, rx, tx, kernel=None, kernel_error="", window=WINDOW):
         self.rx = BlockReader(rx)
         self.tx = tx
         self.kernel = kernel
         self.kernel_error = kernel_error  # why q15attn could not be imported, for E_MODULE
+        self.window = window  # LOAD requests the host may have in flight (HELLO says so)
         self.decoder = framing.Decoder(FRAME_LIMIT)
-        self.last = None  # (type, seq, encoded reply): a retried request is answered again, not redone
+        # (type, seq, encoded reply) of the last replies: a retried request is answered again, not redone. The host
+        # sends anything but LOAD only when every earlier request was answered, and the line keeps order, so a
+        # request other than LOAD empties the cache; LOAD replies accumulate, the oldest dropped past the window.
+        self.replies = []
         self.problem = None  # (seq, dim, causal, bc, score_mult, score_shift, rows)
         self.tensors = [None, None, None, None]
         self.running = True
@@ -113,15 +127,16 @@ class Server:
                         break
             except MemoryError:  # no room even for the frame: drop it, the host retries
                 self.decoder = framing.Decoder(FRAME_LIMIT)
-                self.last = None
+                self.replies = []
                 gc.collect()
             if self.decoder.interrupted:
                 self.running = False
         self.free()
 
     def answer(self, kind, seq, payload):
-        if self.last is not None and self.last[0] == kind and self.last[1] == seq:
-            return self.last[2]
+        for cached in self.replies:
+            if cached[0] == kind and cached[1] == seq:
+                return cached[2]
         handler = self.handlers.get(kind)
         try:
             if handler is None:
@@ -134,7 +149,12 @@ class Server:
         except Exception as exc:  # noqa: BLE001 - the server must answer, whatever went wrong
             body = bytes((E_INTERNAL,)) + ("%s: %s" % (type(exc).__name__, exc)).encode()
         reply = framing.encode((kind | REPLY) & 0xFF, seq, body)
-        self.last = (kind, seq, reply)
+        if kind == LOAD:
+            self.replies.append((kind, seq, reply))
+            if len(self.replies) > self.window:
+                self.replies.pop(0)
+        else:
+            self.replies = [(kind, seq, reply)]
         return reply
 
     # -- requests ---------------------------------------------------------------------------------------------
@@ -153,7 +173,7 @@ class Server:
         head = struct.pack(HELLO_REPLY_FMT, OK, PROTOCOL, getattr(impl, "_mpy", 0) & 0xFFFF, clock_hz(), free, total,
                            RESERVE, MAX_DATA, module)
         texts = (getattr(impl, "_machine", sys.platform), sys.version, SERVER_VERSION)
-        return head + b"".join(short_text(t) for t in texts)
+        return head + b"".join(short_text(t) for t in texts) + bytes((self.window,))
 
     def setup(self, payload):
         if len(payload) != struct.calcsize(SETUP_FMT):
@@ -163,7 +183,7 @@ class Server:
         if not (1 <= seq and 1 <= dim and 1 <= rows <= seq):
             raise Refused(E_PAYLOAD, "seq=%d dim=%d rows=%d; allowed: seq, dim >= 1 and 1 <= rows <= seq"
                           % (seq, dim, rows))
-        self.last = None  # the cached reply (up to a READ's worth) is not needed to answer a SETUP
+        self.replies = []  # the cached replies (up to a READ's worth) are not needed to answer a SETUP
         self.free()
         need = tensor_bytes(seq, dim, rows)
         free = gc.mem_free()
@@ -282,13 +302,26 @@ def load_kernel():
         return None, "%s: %s" % (type(exc).__name__, exc)
 
 
+def hold_back(on):
+    # RTS flow control on the USB VCP (pyb.USB_VCP.init(flow=...)): with it on, a full receive buffer makes the USB
+    # host wait; off (the REPL's default), bytes that do not fit are dropped. True when it is on and the host can
+    # only be on that VCP (no REPL on a UART beside it, pyb.repl_uart() None); False where it cannot be said.
+    try:
+        import pyb
+        pyb.USB_VCP().init(flow=pyb.USB_VCP.RTS if on else 0)
+        return on and pyb.repl_uart() is None
+    except Exception:  # noqa: BLE001 - no pyb, no USB VCP, or firmware without flow control: stop-and-wait
+        return False
+
+
 active = None  # the running server, kept reachable from the module so gc.mem_free sees its tensors
 
 
 def serve(rx=None, tx=None, kernel=None):
     global active
     found, why = (kernel, "") if kernel is not None else load_kernel()
-    active = Server(rx or sys.stdin.buffer, tx or sys.stdout.buffer, found, why)
+    window = WINDOW if hold_back(True) else 1
+    active = Server(rx or sys.stdin.buffer, tx or sys.stdout.buffer, found, why, window)
     if micropython is not None:
         micropython.kbd_intr(-1)
     try:
@@ -296,4 +329,5 @@ def serve(rx=None, tx=None, kernel=None):
     finally:
         if micropython is not None:
             micropython.kbd_intr(3)
+        hold_back(False)
         active = None

@@ -1,6 +1,6 @@
 """The twin's hardware modules: `machine` (memory access to the modelled registers, the RTC, resets) and `pyb`
-(ADCAll over the modelled ADC, LEDs, timing), as MicroPython's STM32 port offers them; the peripherals they read
-are mcu.sim.peripherals'."""
+(ADCAll over the modelled ADC, LEDs, timing, the USB VCP's flow control), as MicroPython's STM32 port offers them;
+the peripherals they read are mcu.sim.peripherals'."""
 
 from __future__ import annotations
 
@@ -108,6 +108,26 @@ def make_pyb(interp: Interpreter) -> types.ModuleType:
         def intensity(self, value=None):
             return 255 if self._on else 0
 
+    class USB_VCP:  # noqa: N801 - MicroPython's name
+        """pyb.USB_VCP(id=0): the REPL's USB virtual COM port, flow control only. The twin's line never drops a byte
+        (its receive buffer has no limit), which is what RTS flow control gives a board; init(flow=...) is recorded
+        and changes nothing."""
+
+        RTS, CTS = 1, 2
+
+        def __init__(self, id: int = 0):  # noqa: A002 - MicroPython's argument name
+            if id != 0:
+                raise ValueError(f"USB_VCP({id}) doesn't exist")
+
+        def init(self, *, flow: int = -1) -> None:
+            if flow != -1:
+                USB_VCP.flow = flow
+
+        def isconnected(self) -> bool:
+            return True
+
+    USB_VCP.flow = 0  # the REPL's default: no RTS (a board drops what does not fit), no CTS
+
     def millis() -> int:
         return clock.cycles() * 1000 // hz & (TICKS_PERIOD - 1)
 
@@ -115,7 +135,8 @@ def make_pyb(interp: Interpreter) -> types.ModuleType:
         return clock.cycles() * 1_000_000 // hz & (TICKS_PERIOD - 1)
 
     return board_module(
-        "pyb", "pyb of the STM32 port (ADCAll, LED and timing only)", ADCAll=ADCAll, LED=LED, millis=millis,
+        "pyb", "pyb of the STM32 port (ADCAll, LED, timing and USB_VCP flow control only)", ADCAll=ADCAll, LED=LED,
+        USB_VCP=USB_VCP, repl_uart=lambda *uart: None, millis=millis,
         micros=micros, elapsed_millis=lambda start: (millis() - start) & (TICKS_PERIOD - 1),
         elapsed_micros=lambda start: (micros() - start) & (TICKS_PERIOD - 1),
         delay=lambda ms: interp.link.pause(ms / 1e3), udelay=lambda us: interp.link.pause(us / 1e6),
