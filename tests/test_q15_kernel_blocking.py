@@ -3,7 +3,6 @@ probability rows x two columns of Vᵀ in P·V): bit-exact with host/q15.py on a
 the Cortex-M4 build on the twin's emulated core; the hand-scheduled step in the listing; the modelled cycles the issue
 asked for; and the kernel's stack frames."""
 
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -15,17 +14,8 @@ from host import q15
 from host import q15_c
 from host.native_build import BUILD, NATIVE
 from host.problem import AttentionProblem
+from test_sim_emulator import needs_emulator  # the emulated core's skip reason, written once there
 
-
-def emulator_missing() -> str:
-    """Why the emulated core cannot run here ("" when it can): the cross compiler and the twin's libraries."""
-    if shutil.which("arm-none-eabi-gcc") is None:
-        return "arm-none-eabi-gcc is not installed (scripts/setup.sh installs it)"
-    missing = [name for name in ("unicorn", "capstone", "elftools") if importlib.util.find_spec(name) is None]
-    return f"{', '.join(missing)} not installed (pip install -e '.[mcu]')" if missing else ""
-
-
-needs_emulator = pytest.mark.skipif(bool(emulator_missing()), reason=emulator_missing() or "-")
 
 #: (seq, dim, causal, bc): seq 1 (one row, no pair), odd seq (a last row alone), odd dim (the halfword step after the
 #: unrolled ones), dim 1 and 2 (no or one unrolled step), 63/64 (every step), odd Bc (odd key blocks; causal row
