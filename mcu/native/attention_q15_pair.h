@@ -72,6 +72,20 @@ typedef char pair_layout_check[(__builtin_offsetof(qk_job, nb) == 12 && __builti
     && __builtin_offsetof(pv_job, nb) == 12 && __builtin_offsetof(pv_job, first) == 24
     && PAIR_DIM_MAX == 64 && Q15ATTN_BC_MAX == 64) ? 1 : -1];
 
+/* Copy r2 words of each of two rows (r6, r7) into the frame at sp + r5 (the first row) and 128 bytes above it (the
+ * second), so the unrolled steps read both rows from SP with immediate offsets; shared by the QKᵀ and P·V routines. */
+#define PAIR_COPY_WORDS \
+        "add r8, sp, r5\n\t" \
+        "cbz r2, 2f\n" \
+        "1:\n\t" \
+        "ldr r9, [r6], #4\n\t" \
+        "ldr r10, [r7], #4\n\t" \
+        "str r10, [r8, #" PAIR_X1 "]\n\t" \
+        "str r9, [r8], #4\n\t" \
+        "subs r2, r2, #1\n\t" \
+        "bne 1b\n" \
+        "2:\n\t"
+
 /* The step shared by both kernels: words s of the two frame rows (r8, r9) and of the two streams (r10, r11), four
  * SMLALD into r0:r1 (x0·y0), r2:r3 (x0·y1), r4:r5 (x1·y0), r6:r7 (x1·y1). */
 #define PAIR_X1 "128"         /* frame offset of the second row's words */
@@ -160,16 +174,7 @@ __attribute__((naked, noinline)) static void qk_pair_m4(qk_job *job) {
         "str r6, [sp, #" QK_ENTRY "]\n\t"
         "ldr r6, [r0, #0]\n\t"             /* copy q0, q1 into the frame */
         "ldr r7, [r0, #4]\n\t"
-        "add r8, sp, r5\n\t"
-        "cbz r2, 2f\n"
-        "1:\n\t"
-        "ldr r9, [r6], #4\n\t"
-        "ldr r10, [r7], #4\n\t"
-        "str r10, [r8, #" PAIR_X1 "]\n\t"
-        "str r9, [r8], #4\n\t"
-        "subs r2, r2, #1\n\t"
-        "bne 1b\n"
-        "2:\n\t"
+        PAIR_COPY_WORDS
         "tst r3, #1\n\t"
         "beq 3f\n\t"
         "ldrh r9, [r6]\n\t"                /* odd dim: the last element of each row */
@@ -305,16 +310,7 @@ __attribute__((naked, noinline)) static void pv_pair_m4(pv_job *job) {
         "str r6, [sp, #" PV_ENTRY "]\n\t"
         "ldr r6, [r0, #0]\n\t"             /* copy p0, p1 into the frame */
         "add r7, r6, #" PAIR_P1_BYTES "\n\t"
-        "add r8, sp, r5\n\t"
-        "cbz r2, 2f\n"
-        "1:\n\t"
-        "ldr r9, [r6], #4\n\t"
-        "ldr r10, [r7], #4\n\t"
-        "str r10, [r8, #" PAIR_X1 "]\n\t"
-        "str r9, [r8], #4\n\t"
-        "subs r2, r2, #1\n\t"
-        "bne 1b\n"
-        "2:\n\t"
+        PAIR_COPY_WORDS
         "cbz r3, 3f\n\t"
         "ldrh r9, [r6]\n\t"                /* odd nb: the last probability of each row */
         "ldrh r10, [r7]\n\t"

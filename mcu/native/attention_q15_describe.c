@@ -1,0 +1,124 @@
+/*
+ * The Q15 kernel's messages: q15attn_describe, one line of text per status of attention_q15.h (the bad value and its
+ * allowed range), built without libc so that the natmod links no C library. The kernel itself is attention_q15.c.
+ */
+#include "attention_q15.h"
+
+typedef struct {
+    char *buf;
+    int32_t len, size;
+} text;
+
+static void put(text *t, const char *s) {
+    for (; *s; s++) {
+        if (t->len + 1 < t->size) {
+            t->buf[t->len++] = *s;
+        }
+    }
+}
+
+static void put_int(text *t, int32_t value) {
+    char digits[12];
+    int32_t n = 0;
+    uint32_t mag = value < 0 ? 0u - (uint32_t)value : (uint32_t)value;
+    do {
+        digits[n++] = (char)('0' + mag % 10u);
+        mag /= 10u;
+    } while (mag);
+    if (value < 0) {
+        put(t, "-");
+    }
+    while (n) {
+        char one[2] = {digits[--n], 0};
+        put(t, one);
+    }
+}
+
+static void put_range(text *t, const char *name, int32_t value, int32_t low, int32_t high) {
+    put(t, name);
+    put(t, "=");
+    put_int(t, value);
+    put(t, " is out of range; allowed: ");
+    put_int(t, low);
+    put(t, "..");
+    put_int(t, high);
+}
+
+int32_t q15attn_describe(int status, const q15attn_params *p, int32_t row0, const q15attn_buffer bufs[4],
+    char *buf, int32_t size) {
+    static const char *const names[4] = {"q", "k", "vt", "o"};
+    text t = {buf, 0, size};
+    const int32_t len_q = bufs ? bufs[0].nbytes / 2 : 0;
+    switch (status) {
+        case Q15ATTN_OK:
+            put(&t, "ok");
+            break;
+        case Q15ATTN_E_SEQ:
+            put_range(&t, "seq", p->seq, 1, Q15ATTN_SEQ_MAX);
+            break;
+        case Q15ATTN_E_DIM:
+            put_range(&t, "dim", p->dim, 1, Q15ATTN_DIM_MAX);
+            break;
+        case Q15ATTN_E_CAUSAL:
+            put_range(&t, "causal", p->causal, 0, 1);
+            break;
+        case Q15ATTN_E_BC:
+            put_range(&t, "bc", p->bc, 1, Q15ATTN_BC_MAX);
+            break;
+        case Q15ATTN_E_MULT:
+            put_range(&t, "score_mult", p->score_mult, Q15ATTN_MULT_MIN, Q15ATTN_MULT_MAX);
+            break;
+        case Q15ATTN_E_SHIFT:
+            put_range(&t, "score_shift", p->score_shift, Q15ATTN_SHIFT_MIN, Q15ATTN_SHIFT_MAX);
+            break;
+        case Q15ATTN_E_ROWS:
+            put(&t, "rows ");
+            put_int(&t, row0);
+            put(&t, "..");
+            put_int(&t, row0 + (p->dim > 0 ? len_q / p->dim : 0) - 1);
+            put(&t, " are outside 0..");
+            put_int(&t, p->seq - 1);
+            put(&t, " (seq=");
+            put_int(&t, p->seq);
+            put(&t, ")");
+            break;
+        case Q15ATTN_E_TYPECODE:
+            for (int i = 0; i < 4; i++) {
+                if (bufs && bufs[i].typecode != 'h') {
+                    char code[2] = {(char)bufs[i].typecode, 0};
+                    put(&t, names[i]);
+                    put(&t, " has typecode '");
+                    put(&t, code);
+                    put(&t, "'; allowed: 'h' (array('h'), int16)");
+                    break;
+                }
+            }
+            break;
+        case Q15ATTN_E_LEN_Q:
+            put(&t, "len(q)=");
+            put_int(&t, len_q);
+            put(&t, " is not a whole, non-zero number of rows of dim=");
+            put_int(&t, p->dim);
+            break;
+        case Q15ATTN_E_LEN_K:
+        case Q15ATTN_E_LEN_VT:
+            put(&t, status == Q15ATTN_E_LEN_K ? "len(k)=" : "len(vt)=");
+            put_int(&t, bufs ? bufs[status == Q15ATTN_E_LEN_K ? 1 : 2].nbytes / 2 : 0);
+            put(&t, " but seq*dim=");
+            put_int(&t, p->seq * p->dim);
+            break;
+        case Q15ATTN_E_LEN_O:
+            put(&t, "len(o)=");
+            put_int(&t, bufs ? bufs[3].nbytes / 2 : 0);
+            put(&t, " but len(q)=");
+            put_int(&t, len_q);
+            break;
+        default:
+            put(&t, "unknown status ");
+            put_int(&t, status);
+    }
+    if (t.size > 0) {
+        t.buf[t.len] = 0;
+    }
+    return t.len;
+}
