@@ -153,7 +153,7 @@ def attention_q15(q: np.ndarray, k: np.ndarray, v: np.ndarray, params: Q15Params
     if nrows < 1 or row0 < 0 or row0 + nrows > seq:
         raise SpecError(f"rows {row0}..{row0 + nrows - 1} are outside 0..{seq - 1} (seq={seq})")
     state = StreamState.start(q, row0, params)
-    state.absorb(k, v, 0)
+    state.absorb(k[:state.key_end], v[:state.key_end], 0)
     return state.finish()
 
 
@@ -162,9 +162,10 @@ class StreamState:
     """The online softmax of some query rows carried across key chunks: the running max m, sum l and accumulators
     of each row, so a head can take K and V one key range at a time (docs/q15.md §7, "Streamed heads").
 
-    Chunks must start on a key block (a multiple of Bc) and, except the last, hold whole blocks, and they come in
-    increasing key order: then every block is visited with the same partition and in the same order as one pass over
-    all keys, and the result is bit-identical to `attention_q15`."""
+    Chunks must start on a key block (a multiple of Bc) and, except the one that reaches the rows' last key, hold
+    whole blocks, and they come in increasing key order: then every block is visited with the same partition and in
+    the same order as one pass over all keys, and the result is bit-identical to `attention_q15`. The rows' last key
+    is seq - 1, or with the causal mask the last row's own position (keys beyond it change nothing)."""
 
     q: np.ndarray  # (rows, dim) int64
     row0: int
@@ -180,21 +181,25 @@ class StreamState:
         return cls(np.asarray(q).astype(np.int64), row0, params, np.full((rows, 1), INT32_MIN, dtype=np.int64),
                    np.zeros((rows, 1), dtype=np.int64), np.zeros((rows, params.dim), dtype=np.int64))
 
+    @property
+    def key_end(self) -> int:
+        """The key after the rows' last: seq, or row0 + rows with the causal mask."""
+        return self.row0 + self.q.shape[0] if self.params.causal else self.params.seq
+
     def absorb(self, k: np.ndarray, v: np.ndarray, key0: int) -> None:
         """Take keys key0 .. key0+len(k)-1 (k, v: (keys, dim) int16) into the rows' state."""
-        params, nkeys = self.params, k.shape[0]
-        if key0 != self.next_key or nkeys < 1 or key0 + nkeys > params.seq:
+        params, nkeys, end = self.params, k.shape[0], self.key_end
+        if key0 != self.next_key or nkeys < 1 or key0 + nkeys > end:
             raise SpecError(f"keys {key0}..{key0 + nkeys - 1}: the next chunk must start at key {self.next_key} and "
-                            f"end by {params.seq - 1}")
-        if key0 + nkeys < params.seq and nkeys % params.bc:
+                            f"end by {end - 1}")
+        if key0 + nkeys < end and nkeys % params.bc:
             raise SpecError(f"a chunk of {nkeys} keys is not whole blocks of Bc={params.bc}; allowed: a multiple of "
                             f"{params.bc}, or the rest of the keys")
         k64, v64 = k.astype(np.int64), v.astype(np.int64)
         rows = self.q.shape[0]
         query = np.arange(self.row0, self.row0 + rows)[:, None]  # (rows, 1) global query positions
-        end = min(key0 + nkeys, self.row0 + rows) if params.causal else key0 + nkeys
-        for j0 in range(key0, end, params.bc):
-            j1 = min(j0 + params.bc, params.seq)
+        for j0 in range(key0, key0 + nkeys, params.bc):
+            j1 = min(j0 + params.bc, end)
             kb, vb = k64[j0 - key0:j1 - key0], v64[j0 - key0:j1 - key0]
             z = np.clip(round_shift((self.q @ kb.T) * params.score_mult, params.score_shift),
                         INT32_MIN, INT32_MAX)  # (rows, Bc) Q15.16
@@ -213,8 +218,9 @@ class StreamState:
 
     def finish(self) -> np.ndarray:
         """The rows' int16 outputs, once every key has been taken."""
-        if self.next_key != self.params.seq:
-            raise SpecError(f"the head has taken keys 0..{self.next_key - 1} of {self.params.seq}: send the rest first")
+        if self.next_key != self.key_end:
+            raise SpecError(f"the rows have taken keys 0..{self.next_key - 1} of 0..{self.key_end - 1}: send the rest "
+                            "first")
         return divide_q15(self.acc, self.l)
 
 

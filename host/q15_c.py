@@ -1,4 +1,5 @@
-"""The Q15 C kernel (mcu/native/attention_q15.c) built for this machine (`make -C mcu/native host`), via ctypes.
+"""The Q15 C kernel (mcu/native/attention_q15.c and its streamed entry) built for this machine (`make -C
+mcu/native host`), via ctypes.
 
 Tests use it to hold the C source to host/q15.py bit for bit before the same file runs on the Cortex-M4; it is
 built on demand when missing or older than its sources (host/native_build.py).
@@ -44,6 +45,19 @@ def library() -> ctypes.CDLL:
     lib.q15attn_describe.argtypes = [ctypes.c_int, ctypes.POINTER(Params), ctypes.c_int32,
                                      ctypes.POINTER(Buffer * 4), ctypes.c_char_p, ctypes.c_int32]
     lib.q15attn_describe.restype = ctypes.c_int32
+    lib.q15attn_state_bytes.argtypes = [ctypes.c_int32, ctypes.c_int32]
+    lib.q15attn_state_bytes.restype = ctypes.c_int32
+    i64p = np.ctypeslib.ndpointer(dtype=np.int64, flags="C_CONTIGUOUS")
+    lib.q15attn_stream.argtypes = [ctypes.POINTER(Params), ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
+                                   ctypes.c_int32, i16p, i16p, i16p, i64p, i16p]
+    lib.q15attn_stream.restype = ctypes.c_int
+    lib.q15attn_check_stream_buffers.argtypes = [ctypes.POINTER(Params), ctypes.c_int32, ctypes.c_int32,
+                                                 ctypes.POINTER(Buffer * 5), ctypes.POINTER(ctypes.c_int32),
+                                                 ctypes.POINTER(ctypes.c_int32)]
+    lib.q15attn_check_stream_buffers.restype = ctypes.c_int
+    lib.q15attn_describe_stream.argtypes = [ctypes.c_int, ctypes.POINTER(Params), ctypes.c_int32, ctypes.c_int32,
+                                            ctypes.POINTER(Buffer * 5), ctypes.c_char_p, ctypes.c_int32]
+    lib.q15attn_describe_stream.restype = ctypes.c_int32
     return lib
 
 
@@ -80,3 +94,52 @@ def check_buffers(params: dict, row0: int, buffers: list[tuple[str, int]]) -> tu
     text = ctypes.create_string_buffer(160)
     lib.q15attn_describe(status, ctypes.byref(p), row0, ctypes.byref(bufs), text, len(text))
     return status, nrows.value, text.value.decode()
+
+
+def state_bytes(dim: int, nrows: int) -> int:
+    """Bytes of q15attn_stream state for nrows query rows of dim."""
+    return library().q15attn_state_bytes(dim, nrows)
+
+
+class StreamedRows:
+    """Query rows row0 .. row0+len(q)-1 of one head through the C kernel's streamed entry: `take` one key chunk at a
+    time (k, v: (keys, dim) int16, keys key0 ..); the chunk that reaches the rows' last key returns their output."""
+
+    def __init__(self, params: Q15Params, q: np.ndarray, row0: int):
+        self.params, self.row0 = params, row0
+        self.q = np.ascontiguousarray(q, dtype=np.int16)
+        self.state = np.zeros(state_bytes(params.dim, self.q.shape[0]) // 8, dtype=np.int64)
+        self.out = np.zeros_like(self.q)
+
+    def take(self, k: np.ndarray, v: np.ndarray, key0: int) -> np.ndarray | None:
+        """The chunk's status is raised as TargetError with the kernel's message; the output once the rows are done."""
+        k = np.ascontiguousarray(k, dtype=np.int16)
+        vt = np.ascontiguousarray(np.asarray(v, dtype=np.int16).T)
+        p = c_params(self.params)
+        status = library().q15attn_stream(ctypes.byref(p), self.row0, self.q.shape[0], key0, k.shape[0], self.q, k,
+                                          vt, self.state, self.out)
+        if status != 0:
+            raise TargetError(f"q15attn_stream: {self._describe(status, key0, k.shape[0])}", status="error")
+        end = self.row0 + self.q.shape[0] if self.params.causal else self.params.seq
+        return self.out.copy() if key0 + k.shape[0] == end else None
+
+    def _describe(self, status: int, key0: int, nkeys: int) -> str:
+        dim, rows = self.params.dim, self.q.shape[0]
+        sizes = (2 * rows * dim, 2 * nkeys * dim, 2 * nkeys * dim, 2 * rows * dim, self.state.nbytes)
+        return check_stream_buffers(self.params.__dict__, self.row0, key0, sizes, status)[3]
+
+
+def check_stream_buffers(params: dict, row0: int, key0: int, nbytes: tuple[int, ...], status: int | None = None,
+                         typecodes: str = "hhhhh") -> tuple[int, int, int, str]:
+    """The binding's validation of a streamed call's q, k, vt, o and state sizes (bytes): (status, nrows, nkeys,
+    message); a given `status` is described instead of the check's own."""
+    lib = library()
+    p = c_params(params)
+    bufs = (Buffer * 5)(*(Buffer(ord(code), size) for code, size in zip(typecodes, nbytes)))
+    nrows, nkeys = ctypes.c_int32(0), ctypes.c_int32(0)
+    checked = lib.q15attn_check_stream_buffers(ctypes.byref(p), row0, key0, ctypes.byref(bufs), ctypes.byref(nrows),
+                                               ctypes.byref(nkeys))
+    status = checked if status is None else status
+    text = ctypes.create_string_buffer(200)
+    lib.q15attn_describe_stream(status, ctypes.byref(p), row0, key0, ctypes.byref(bufs), text, len(text))
+    return status, nrows.value, nkeys.value, text.value.decode()

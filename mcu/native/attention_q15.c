@@ -2,13 +2,15 @@
  * Q15 attention for one head with keys streamed in blocks of Bc (online softmax): the C implementation of
  * docs/q15.md, bit-exact with host/q15.py. See attention_q15.h for the API and buffer layouts.
  *
- * Query rows go two at a time (attention_pair: 2x2 register blocking, every load of K and Vᵀ serves both rows) when
- * dim <= 64, else one at a time (attention_row). On a Cortex-M4 (__ARM_FEATURE_SIMD32) the dot products use SMLALD,
+ * Query rows go two at a time (q15attn_absorb_pair: 2x2 register blocking, every load of K and Vᵀ serves both rows) when
+ * dim <= 64, else one at a time (q15attn_absorb_row). Both take a span of keys into a state that q15attn_rows keeps
+ * on the stack and q15attn_stream (attention_q15_stream.c) in the caller's buffer between key chunks. On a Cortex-M4 (__ARM_FEATURE_SIMD32) the dot products use SMLALD,
  * two 16x16 products added into a 64-bit accumulator per instruction, and the two-row kernels are hand-scheduled
  * Thumb-2 (docs/performance.md has the cycle counts); elsewhere portable C computes the same exact sums. Right
  * shifts of negative values are arithmetic (as gcc and clang define them), which the rounding steps rely on.
  */
 #include "attention_q15.h"
+#include "attention_q15_core.h"
 
 #if defined(__ARM_FEATURE_SIMD32) && __ARM_FEATURE_SIMD32
 #include <arm_acle.h>
@@ -167,7 +169,7 @@ static Q15ATTN_ALWAYS_INLINE int16_t divide_q15(int64_t acc, int32_t s, uint32_t
 
 /* O = A / l for one row (docs/q15.md step 6): l normalised once to 16 significant bits, RSH(l, s) with
  * s = max(0, bits(l) - 16) (0..15, as l < 2^31), then each column. Column 2g is at acc[g·stride], 2g+1 next to it. */
-static void divide_row(const int64_t *acc, int32_t stride, int64_t l, int32_t dim, int16_t *o) {
+void q15attn_divide_row(const int64_t *acc, int32_t stride, int64_t l, int32_t dim, int16_t *o) {
     const int32_t bits = 64 - __builtin_clzll((unsigned long long)l);
     const int32_t s = bits > 16 ? bits - 16 : 0;
     const uint32_t half = s > 0 ? 1u << (s - 1) : 0u;
@@ -182,20 +184,20 @@ static void divide_row(const int64_t *acc, int32_t stride, int64_t l, int32_t di
     }
 }
 
-/* One output row: keys 0 .. nkeys-1 in blocks of Bc, online-rescaled softmax, then the division. */
-static void attention_row(const q15attn_params *p, const int16_t *qi, int32_t nkeys, const int16_t *k,
-    const int16_t *vt, int16_t *oi) {
-    const int32_t dim = p->dim, seq = p->seq, bc = p->bc;
-    int64_t acc[dim];               /* Σ p·v per output column, Q30 units of V's scale */
+/* One output row (attention_q15_core.h): the span's keys below nkeys in blocks of Bc, online-rescaled softmax. */
+void q15attn_absorb_row(const q15attn_params *p, const int16_t *qi, int32_t nkeys, const q15attn_span *s,
+    int64_t *acc, int64_t *l_io, int32_t *m_io) {
+    const int32_t dim = p->dim, bc = p->bc, end = nkeys < s->key1 ? nkeys : s->key1;
     int32_t z[Q15ATTN_BC_MAX];      /* this block's scores, Q15.16 */
     int16_t prob[Q15ATTN_BC_MAX];   /* this block's probabilities, Q15 (<= 32767) */
-    int32_t m = INT32_LOWEST;       /* running max of z */
-    int64_t l = 0;                  /* running Σ p */
-    for (int32_t j0 = 0; j0 < nkeys; j0 += bc) {
-        const int32_t nb = nkeys - j0 < bc ? nkeys - j0 : bc;
+    int32_t m = *m_io;              /* running max of z */
+    int64_t l = s->key0 == 0 ? 0 : *l_io;   /* running Σ p */
+    for (int32_t j0 = s->key0; j0 < end; j0 += bc) {
+        const int32_t nb = end - j0 < bc ? end - j0 : bc;
+        const int16_t *kb = s->k + (j0 - s->key0) * dim, *vb = s->vt + (j0 - s->key0);
         int32_t block_max = INT32_LOWEST;
         for (int32_t j = 0; j < nb; j += 2) {  /* keys in pairs; an odd last key is paired with itself */
-            const int16_t *k0 = k + (j0 + j) * dim, *k1 = j + 1 < nb ? k0 + dim : k0;
+            const int16_t *k0 = kb + j * dim, *k1 = j + 1 < nb ? k0 + dim : k0;
             int64_t d0, d1;
             dot2(qi, k0, k1, dim, &d0, &d1);
             z[j] = score(d0, p);
@@ -220,7 +222,7 @@ static void attention_row(const q15attn_params *p, const int16_t *qi, int32_t nk
             l += prob[j];
         }
         for (int32_t c = 0; c < dim; c += 2) {  /* columns in pairs; an odd last column is paired with itself */
-            const int16_t *v0 = vt + c * seq + j0, *v1 = c + 1 < dim ? v0 + seq : v0;
+            const int16_t *v0 = vb + c * s->stride, *v1 = c + 1 < dim ? v0 + s->stride : v0;
             int64_t s0, s1;
             dot2(prob, v0, v1, nb, &s0, &s1);
             acc[c] = j0 == 0 ? s0 : acc[c] + s0;
@@ -229,29 +231,31 @@ static void attention_row(const q15attn_params *p, const int16_t *qi, int32_t nk
             }
         }
     }
-    divide_row(acc, 2, l, dim, oi);
+    *l_io = l;
+    *m_io = m;
 }
 
 /* The two-row routines (2x2 register blocking): attention_q15_pair.h. */
 #include "attention_q15_pair.h"
 
-/* Output rows i and i+1 (q0 and q0 + dim; o0 and o0 + dim); row i sees keys 0 .. nkeys0-1, row i+1 one more when
- * causal. */
-static void attention_pair(const q15attn_params *p, const int16_t *q0, int32_t nkeys0, const int16_t *k,
-    const int16_t *vt, int16_t *o0) {
+/* Rows i and i+1 (attention_q15_core.h): acc holds both rows' accumulators (column pair g: A0[2g], A0[2g+1],
+ * A1[2g], A1[2g+1]; Q30 of V's scale), l and m their running sums and maxima. */
+void q15attn_absorb_pair(const q15attn_params *p, const int16_t *q0, int32_t nkeys0, const q15attn_span *s,
+    int64_t *acc, int64_t l[2], int32_t m[2]) {
     const int32_t dim = p->dim, bc = p->bc, groups = (dim + 1) / 2;
     const int32_t nkeys[2] = {nkeys0, p->causal ? nkeys0 + 1 : nkeys0};
-    int64_t acc[PAIR_DIM_MAX * 2];          /* column pair g: A0[2g], A0[2g+1], A1[2g], A1[2g+1]; Q30 of V's scale */
+    const int32_t end = nkeys[1] < s->key1 ? nkeys[1] : s->key1;   /* row i+1's last key of the span, plus one */
     int32_t z[2 * Q15ATTN_BC_MAX];          /* this block's scores, Q15.16: row 0, then row 1 at BC_MAX */
     int16_t prob[2 * Q15ATTN_BC_MAX];       /* this block's probabilities, Q15, laid out as z */
-    int32_t m[2] = {INT32_LOWEST, INT32_LOWEST};   /* running max of z per row */
-    int64_t l[2] = {0, 0};                  /* running Σ p per row */
-    qk_job qk = {q0, q0 + dim, k, 0, dim, z, 0, 0, 0, 0, 0, 0};
-    pv_job pv = {prob, vt, p->seq, 0, dim, acc, 1};
+    qk_job qk = {q0, q0 + dim, s->k, 0, dim, z, 0, 0, 0, 0, 0, 0};
+    pv_job pv = {prob, s->vt, s->stride, 0, dim, acc, 1};
+    if (s->key0 == 0) {
+        l[0] = l[1] = 0;
+    }
     pair_score_constants(p, &qk);
-    for (int32_t j0 = 0; j0 < nkeys[1]; j0 += bc) {
-        const int32_t nbj = nkeys[1] - j0 < bc ? nkeys[1] - j0 : bc;   /* keys of this block for row i+1 */
-        qk.k = k + j0 * dim;
+    for (int32_t j0 = s->key0; j0 < end; j0 += bc) {
+        const int32_t nbj = end - j0 < bc ? end - j0 : bc;   /* keys of this block for row i+1 */
+        qk.k = s->k + (j0 - s->key0) * dim;
         qk.nb = nbj;
         qk_pair(p, &qk);
         for (int32_t r = 0; r < 2; r++) {
@@ -284,17 +288,14 @@ static void attention_pair(const q15attn_params *p, const int16_t *q0, int32_t n
                 pr[nb] = 0;
             }
         }
-        pv.vt = vt + j0;
+        pv.vt = s->vt + (j0 - s->key0);
         pv.nb = nbj;
+        pv.first = j0 == 0;
         pv_pair(&pv);
-        pv.first = 0;
     }
-    divide_row(acc, 4, l[0], dim, o0);
-    divide_row(acc + 2, 4, l[1], dim, o0 + dim);
 }
 
-/* Whether rows go two at a time (attention_pair) for these parameters. */
-static int use_pairs(const q15attn_params *p) {
+int q15attn_use_pairs(const q15attn_params *p) {
     return p->dim <= PAIR_DIM_MAX && (!Q15ATTN_PAIR_ASM || p->score_shift >= PAIR_SHIFT_MIN);
 }
 
@@ -351,30 +352,52 @@ int q15attn_check_buffers(const q15attn_params *p, int32_t row0, const q15attn_b
     return q15attn_check(p, row0, *nrows);
 }
 
+/* Output rows i and i+1 in one pass: their state on the stack. */
+static void pair_one_pass(const q15attn_params *p, const int16_t *q0, int32_t nkeys0, const q15attn_span *s,
+    int16_t *o0) {
+    int64_t acc[PAIR_DIM_MAX * 2], l[2];
+    int32_t m[2];
+    q15attn_absorb_pair(p, q0, nkeys0, s, acc, l, m);
+    q15attn_divide_row(acc, 4, l[0], p->dim, o0);
+    q15attn_divide_row(acc + 2, 4, l[1], p->dim, o0 + p->dim);
+}
+
+/* One output row in one pass. */
+static void row_one_pass(const q15attn_params *p, const int16_t *qi, int32_t nkeys, const q15attn_span *s,
+    int16_t *oi) {
+    int64_t acc[p->dim], l;
+    int32_t m;
+    q15attn_absorb_row(p, qi, nkeys, s, acc, &l, &m);
+    q15attn_divide_row(acc, 2, l, p->dim, oi);
+}
+
 int q15attn_rows(const q15attn_params *p, int32_t row0, int32_t nrows,
     const int16_t *q, const int16_t *k, const int16_t *vt, int16_t *o) {
     int status = q15attn_check(p, row0, nrows);
     if (status != Q15ATTN_OK) {
         return status;
     }
+    const q15attn_span all = {k, vt, p->seq, 0, p->seq};
     int32_t r = 0;
-    if (use_pairs(p)) {
+    if (q15attn_use_pairs(p)) {
         for (; r + 1 < nrows; r += 2) {
             const int32_t i = row0 + r;
-            attention_pair(p, q + r * p->dim, p->causal ? i + 1 : p->seq, k, vt, o + r * p->dim);
+            pair_one_pass(p, q + r * p->dim, p->causal ? i + 1 : p->seq, &all, o + r * p->dim);
         }
     }
     for (; r < nrows; r++) {
         const int32_t i = row0 + r;
-        attention_row(p, q + r * p->dim, p->causal ? i + 1 : p->seq, k, vt, o + r * p->dim);
+        row_one_pass(p, q + r * p->dim, p->causal ? i + 1 : p->seq, &all, o + r * p->dim);
     }
     return Q15ATTN_OK;
 }
 
 #if defined(__arm__) && defined(__ARM_ARCH_7EM__)
-#define DEMCR (*(volatile uint32_t *)0xE000EDFCu)
-#define DWT_CTRL (*(volatile uint32_t *)0xE0001000u)
-#define DWT_CYCCNT (*(volatile uint32_t *)0xE0001004u)
+uint32_t q15attn_dwt_start(void) {
+    DEMCR |= 1u << 24;              /* TRCENA: power the DWT */
+    DWT_CTRL |= 1u;                 /* CYCCNTENA */
+    return DWT_CYCCNT;
+}
 
 int q15attn_rows_timed(const q15attn_params *p, int32_t row0, int32_t nrows,
     const int16_t *q, const int16_t *k, const int16_t *vt, int16_t *o, uint32_t *cycles) {
@@ -382,9 +405,7 @@ int q15attn_rows_timed(const q15attn_params *p, int32_t row0, int32_t nrows,
     if (status != Q15ATTN_OK) {
         return status;
     }
-    DEMCR |= 1u << 24;              /* TRCENA: power the DWT */
-    DWT_CTRL |= 1u;                 /* CYCCNTENA */
-    uint32_t start = DWT_CYCCNT;
+    uint32_t start = q15attn_dwt_start();
     q15attn_rows(p, row0, nrows, q, k, vt, o);
     *cycles = DWT_CYCCNT - start;
     return Q15ATTN_OK;

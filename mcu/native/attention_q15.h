@@ -10,13 +10,17 @@
  *   k   seq x dim     all keys, resident
  *   vt  dim x seq     V transposed: row c holds v[0][c] .. v[seq-1][c], resident
  *   o   nrows x dim   output rows, same scale as V
+ *
+ * A streamed head (q15attn_stream, docs/q15.md §7) takes K and Vᵀ one key chunk at a time instead: k is that chunk's
+ * nkeys x dim keys, vt its dim x nkeys columns of Vᵀ, and state (q15attn_state_bytes) carries the rows' online softmax
+ * from one chunk to the next.
  */
 #ifndef KBENCH_ATTENTION_Q15_H
 #define KBENCH_ATTENTION_Q15_H
 
 #include <stdint.h>
 
-#define Q15ATTN_VERSION 1
+#define Q15ATTN_VERSION 2   /* 1: q15attn_rows; 2: + q15attn_stream */
 #define Q15ATTN_SEQ_MAX 32768   /* l = sum of p < seq * 2^15 fits 32 bits with room for rounding */
 #define Q15ATTN_DIM_MAX 256     /* |sum of dim products| <= 256 * 2^30 = 2^38: exact in int64 */
 #define Q15ATTN_BC_MAX 64       /* key block: Bc scores and probabilities live on the stack */
@@ -53,7 +57,10 @@ enum {
     Q15ATTN_E_LEN_Q = -9,      /* q is not a whole number of rows of dim */
     Q15ATTN_E_LEN_K = -10,     /* k is not seq * dim */
     Q15ATTN_E_LEN_VT = -11,    /* vt is not dim * seq */
-    Q15ATTN_E_LEN_O = -12      /* o is not the size of q */
+    Q15ATTN_E_LEN_O = -12,     /* o is not the size of q */
+    Q15ATTN_E_KEYS = -13,      /* a streamed chunk off the Bc grid, empty, or past the rows' last key */
+    Q15ATTN_E_LEN_STATE = -14, /* the state buffer is not q15attn_state_bytes(dim, nrows) */
+    Q15ATTN_E_STATE = -15      /* the state does not hold these rows, parameters and keys 0 .. key0-1 */
 };
 
 /* Check the parameters and a block of rows; Q15ATTN_OK or the first error. */
@@ -65,6 +72,35 @@ int q15attn_check_buffers(const q15attn_params *p, int32_t row0, const q15attn_b
 /* Compute output rows row0 .. row0+nrows-1; returns Q15ATTN_OK or the q15attn_check error (o untouched). */
 int q15attn_rows(const q15attn_params *p, int32_t row0, int32_t nrows,
     const int16_t *q, const int16_t *k, const int16_t *vt, int16_t *o);
+
+/* ---- streamed heads ----
+ * Calls for one set of rows come with key0 = 0, then each next chunk in key order; every chunk starts on a multiple
+ * of Bc and holds whole blocks of Bc, except the one that reaches the rows' last key (seq, or row0 + nrows when
+ * causal), which may hold the rest. That last call divides and writes o; the others leave o untouched. The state
+ * records the rows, the parameters and the next key, so a chunk out of order or for other rows is refused
+ * (Q15ATTN_E_STATE), never mixed in; key0 = 0 starts it afresh. Bit-identical to q15attn_rows (docs/q15.md §7). */
+
+/* Bytes of state for nrows query rows of dim (a 32-byte header, then 2·ceil(dim/2) + 2 int64 per row). */
+int32_t q15attn_state_bytes(int32_t dim, int32_t nrows);
+
+/* The key after the rows' last: seq, or row0 + nrows when causal (keys beyond it change nothing). */
+int32_t q15attn_key_end(const q15attn_params *p, int32_t row0, int32_t nrows);
+
+/* Check parameters, rows and a key chunk; Q15ATTN_OK or the first error. */
+int q15attn_check_stream(const q15attn_params *p, int32_t row0, int32_t nrows, int32_t key0, int32_t nkeys);
+
+/* Check the five buffers (q, k, vt, o, state) of a streamed call; on success *nrows and *nkeys. */
+int q15attn_check_stream_buffers(const q15attn_params *p, int32_t row0, int32_t key0, const q15attn_buffer bufs[5],
+    int32_t *nrows, int32_t *nkeys);
+
+/* Take keys key0 .. key0+nkeys-1 into the state of rows row0 .. row0+nrows-1 (state 8-byte aligned); the call that
+ * reaches the rows' last key writes o. Q15ATTN_OK or the error (state and o untouched on an error). */
+int q15attn_stream(const q15attn_params *p, int32_t row0, int32_t nrows, int32_t key0, int32_t nkeys,
+    const int16_t *q, const int16_t *k, const int16_t *vt, int64_t *state, int16_t *o);
+
+/* The one-line message of a streamed call's status (the statuses above, and those of q15attn_describe). */
+int32_t q15attn_describe_stream(int status, const q15attn_params *p, int32_t row0, int32_t key0,
+    const q15attn_buffer bufs[5], char *buf, int32_t size);
 
 /* The contract's exp step: 2^(-delta / 2^16) in Q15 (held to 32767), delta >= 0 in Q.16. */
 int32_t q15attn_exp2(uint32_t delta);
@@ -78,6 +114,10 @@ int32_t q15attn_describe(int status, const q15attn_params *p, int32_t row0, cons
 /* q15attn_rows bracketed by the DWT cycle counter (enabled here if it is off); *cycles = CYCCNT difference. */
 int q15attn_rows_timed(const q15attn_params *p, int32_t row0, int32_t nrows,
     const int16_t *q, const int16_t *k, const int16_t *vt, int16_t *o, uint32_t *cycles);
+
+/* q15attn_stream bracketed by the DWT cycle counter. */
+int q15attn_stream_timed(const q15attn_params *p, int32_t row0, int32_t nrows, int32_t key0, int32_t nkeys,
+    const int16_t *q, const int16_t *k, const int16_t *vt, int64_t *state, int16_t *o, uint32_t *cycles);
 #endif
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * The Q15 kernel's messages: q15attn_describe, one line of text per status of attention_q15.h (the bad value and its
- * allowed range), built without libc so that the natmod links no C library. The kernel itself is attention_q15.c.
+ * The Q15 kernel's messages: q15attn_describe and q15attn_describe_stream, one line of text per status of
+ * attention_q15.h (the bad value and its allowed range), built without libc so that the natmod links no C library. The kernel itself is attention_q15.c.
  */
 #include "attention_q15.h"
 
@@ -116,6 +116,71 @@ int32_t q15attn_describe(int status, const q15attn_params *p, int32_t row0, cons
         default:
             put(&t, "unknown status ");
             put_int(&t, status);
+    }
+    if (t.size > 0) {
+        t.buf[t.len] = 0;
+    }
+    return t.len;
+}
+
+int32_t q15attn_describe_stream(int status, const q15attn_params *p, int32_t row0, int32_t key0,
+    const q15attn_buffer bufs[5], char *buf, int32_t size) {
+    text t = {buf, 0, size};
+    const int32_t dim = p->dim > 0 ? p->dim : 1;
+    const int32_t nrows = bufs[0].nbytes / 2 / dim, nkeys = bufs[1].nbytes / 2 / dim;
+    const int32_t end = nrows > 0 ? q15attn_key_end(p, row0, nrows) : p->seq;
+    switch (status) {
+        case Q15ATTN_E_TYPECODE:
+            if (bufs[4].typecode != 'h') {
+                put(&t, "state must be a bytearray");
+                break;
+            }
+            return q15attn_describe(status, p, row0, bufs, buf, size);
+        case Q15ATTN_E_LEN_K:
+            put(&t, "len(k)=");
+            put_int(&t, bufs[1].nbytes / 2);
+            put(&t, " is not a whole, non-zero number of keys of dim=");
+            put_int(&t, p->dim);
+            break;
+        case Q15ATTN_E_LEN_VT:
+            put(&t, "len(vt)=");
+            put_int(&t, bufs[2].nbytes / 2);
+            put(&t, " but len(k)=");
+            put_int(&t, bufs[1].nbytes / 2);
+            break;
+        case Q15ATTN_E_LEN_STATE:
+            put(&t, "len(state)=");
+            put_int(&t, bufs[4].nbytes);
+            put(&t, " but ");
+            put_int(&t, nrows);
+            put(&t, " rows of dim=");
+            put_int(&t, p->dim);
+            put(&t, " need ");
+            put_int(&t, q15attn_state_bytes(p->dim, nrows));
+            break;
+        case Q15ATTN_E_KEYS:
+            put(&t, "keys ");
+            put_int(&t, key0);
+            put(&t, "..");
+            put_int(&t, key0 + nkeys - 1);
+            put(&t, " are not a chunk of these rows' keys 0..");
+            put_int(&t, end - 1);
+            put(&t, "; allowed: key0 a multiple of bc=");
+            put_int(&t, p->bc);
+            put(&t, ", whole blocks of bc unless the chunk ends at key ");
+            put_int(&t, end - 1);
+            break;
+        case Q15ATTN_E_STATE:
+            put(&t, "the state does not hold rows ");
+            put_int(&t, row0);
+            put(&t, "..");
+            put_int(&t, row0 + nrows - 1);
+            put(&t, " with these parameters and keys 0..");
+            put_int(&t, key0 - 1);
+            put(&t, "; allowed: key0=0 (start), or the key after the last chunk taken");
+            break;
+        default:
+            return q15attn_describe(status, p, row0, bufs, buf, size);
     }
     if (t.size > 0) {
         t.buf[t.len] = 0;

@@ -15,7 +15,7 @@
  * row i ends its extra score is computed, left out of its max, and given probability 0 (an exact zero in every sum).
  * Used for dim <= PAIR_DIM_MAX (both rows' accumulators live on the stack; the Cortex-M4 routines unroll 32 steps)
  * and, on the Cortex-M4, score shifts r >= PAIR_SHIFT_MIN (the routine's score step needs no saturation there);
- * other calls, and the last row of an odd count, take attention_row. */
+ * other calls, and the last row of an odd count, take q15attn_absorb_row. */
 #define PAIR_DIM_MAX 64
 #define PAIR_SHIFT_MIN 22   /* |dot·M| < 2^38 · 2^15 = 2^53, so RSH(dot·M, r) fits 32 bits for r >= 22 */
 
@@ -89,7 +89,7 @@ typedef char pair_layout_check[(__builtin_offsetof(qk_job, nb) == 12 && __builti
 /* The step shared by both kernels: words s of the two frame rows (r8, r9) and of the two streams (r10, r11), four
  * SMLALD into r0:r1 (x0·y0), r2:r3 (x0·y1), r4:r5 (x1·y0), r6:r7 (x1·y1). */
 #define PAIR_X1 "128"         /* frame offset of the second row's words */
-#define PAIR_P1_BYTES "128"   /* Q15ATTN_BC_MAX int16: the second probability row in attention_pair's prob */
+#define PAIR_P1_BYTES "128"   /* Q15ATTN_BC_MAX int16: the second probability row in q15attn_absorb_pair's prob */
 #define PAIR_STEP(s) \
     "ldr.w r8, [sp, #4*" #s "]\n\t" \
     "ldr.w r9, [sp, #" PAIR_X1 "+4*" #s "]\n\t" \
