@@ -36,21 +36,27 @@ TWIN_EMULATION_CAP_S = 600.0
 WAIT_FACTOR = 4.0
 
 
-def pairs(seq: int, row0: int, nrows: int, causal: bool) -> int:
-    """(query, key) pairs the kernel visits for query rows row0 .. row0+nrows-1: each sees seq keys, or with the
-    causal mask the keys 0 .. its own position."""
+def pairs(seq: int, row0: int, nrows: int, causal: bool, key0: int = 0, key1: int | None = None) -> int:
+    """(query, key) pairs the kernel visits for query rows row0 .. row0+nrows-1 and keys key0 .. key1-1 (default
+    all): each row sees those keys, or with the causal mask those up to its own position."""
+    key1 = seq if key1 is None else key1
     if not causal:
-        return nrows * seq
-    first, last = row0 + 1, row0 + nrows
-    return (first + last) * nrows // 2
+        return nrows * max(0, key1 - key0)
+    seen = 0
+    for i in range(row0, row0 + nrows):  # row i sees keys key0 .. min(key1, i + 1) - 1
+        seen += max(0, min(key1, i + 1) - key0)
+    return seen
 
 
-def kernel_cycles(seq: int, dim: int, row0: int, nrows: int, causal: bool) -> int:
-    """Estimated Cortex-M4 cycles of one kernel call over nrows query rows (an upper bound at the measured shapes):
-    the rows the kernel takes two at a time, then an odd last row (or every row, above TWO_ROW_DIM_MAX) alone."""
+def kernel_cycles(seq: int, dim: int, row0: int, nrows: int, causal: bool, key0: int = 0,
+                  key1: int | None = None) -> int:
+    """Estimated Cortex-M4 cycles of one kernel call over nrows query rows and keys key0 .. key1-1 (a streamed
+    chunk; default all keys), an upper bound at the measured shapes: the rows the kernel takes two at a time, then an
+    odd last row (or every row, above TWO_ROW_DIM_MAX) alone."""
     two = nrows - nrows % 2 if dim <= TWO_ROW_DIM_MAX else 0
-    return int(pairs(seq, row0, two, causal) * (TWO_ROW_CYCLES_BASE + TWO_ROW_CYCLES_PER_DIM * dim)
-               + pairs(seq, row0 + two, nrows - two, causal) * (PAIR_CYCLES_BASE + PAIR_CYCLES_PER_DIM * dim))
+    return int(pairs(seq, row0, two, causal, key0, key1) * (TWO_ROW_CYCLES_BASE + TWO_ROW_CYCLES_PER_DIM * dim)
+               + pairs(seq, row0 + two, nrows - two, causal, key0, key1)
+               * (PAIR_CYCLES_BASE + PAIR_CYCLES_PER_DIM * dim))
 
 
 def twin_seconds(cycles: int) -> float:

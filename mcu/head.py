@@ -1,9 +1,13 @@
 """One attention head on a board (or the twin) through the frame protocol, resumable across lost sessions.
 
-A head is SETUP, LOAD K and V^T, then per chunk of query rows LOAD Q, RUN and READ O; the LOADs of a tensor go
-windowed (several frames in flight, mcu.link.BoardLink.requests), the rest one at a time. Chunks are independent
-once K and V^T are on the board, so a session lost mid-head (a reset board, a restarted twin) costs only the chunk
-in flight: the next session loads K and V^T again and goes on with the rows not done; after a session that
+A resident head (the planner's plan: K and V^T fit the board's heap) is SETUP, LOAD K and V^T, then per chunk of
+query rows LOAD Q, RUN and READ O. A streamed head is SETUP with the plan's key chunk, then per chunk of query rows
+LOAD Q and, for each key chunk in key order, LOAD that chunk of K and V^T and STREAM it into the rows' state on the
+board; the last one leaves O to READ. The LOADs of a tensor go windowed (several frames in flight,
+mcu.link.BoardLink.requests), the rest one at a time. Chunks of query rows are independent, so a session lost
+mid-head (a reset board, a restarted twin) costs only the chunk in flight, whose state died with the session: the
+next session sets the head up again and goes on with the rows not done, a streamed chunk from its first key; after a
+session that
 completed no chunk, in chunks half as large, so that a line resetting faster than a whole head still gets through
 it piece by piece. A head fails only after `HEAD_ATTEMPTS` sessions in a row that completed no chunk, naming what
 each session got done. The RUN reply's wait comes from the kernel's cycle estimate (mcu/cycles.py): the board's
@@ -64,6 +68,7 @@ class HeadResult:
     vdda_v: float | None
     rows: int  # the smallest chunk of query rows this head ran with
     sessions: tuple[int, ...]  # query rows completed in each session the head needed
+    keys: int  # keys of K and V^T on the board at once: seq when resident, less when streamed
 
 
 @dataclass
@@ -79,6 +84,7 @@ class _Progress:
     sensors: tuple = (None, None)
     sessions: list[int] = field(default_factory=list)
     smallest_chunk: int = 0
+    keys: int = 0  # keys on the board at once (the plan's): seq when resident
 
     def __post_init__(self) -> None:
         self.done = np.zeros(self.seq, dtype=bool)
@@ -119,7 +125,7 @@ def run_head(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.ndarr
             limit = _head_once(session, params, q, k, v, progress, limit)
             progress.sessions.append(int(progress.done.sum()) - before)
             return HeadResult(progress.out, progress.cycles, *progress.sensors, progress.smallest_chunk,
-                              tuple(progress.sessions))
+                              tuple(progress.sessions), progress.keys)
         except ServerMissing:
             raise
         except (SessionLost, LinkError) as exc:
@@ -135,43 +141,78 @@ def run_head(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.ndarr
 
 def _head_once(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.ndarray, v: np.ndarray,
                progress: _Progress, limit: int | None) -> int:
-    """One session's part of the head: SETUP, K and V^T, then every chunk not done. Returns the chunk size used."""
+    """One session's part of the head: SETUP, then every chunk of query rows not done. Returns the chunk size used."""
     from mcu import messages as m
     from mcu.planner import plan
 
     link = session.link
     hello = link.hello
     seq, dim, repeats = params.seq, params.dim, progress.repeats
-    rows = plan(seq, dim, hello.heap_free, hello.reserve).rows
-    if limit is not None:
-        rows = min(rows, limit)
+    layout = plan(seq, dim, hello.heap_free, hello.reserve, params.bc)
+    rows = layout.rows if limit is None else min(layout.rows, limit)
     progress.smallest_chunk = min(progress.smallest_chunk or rows, rows)
+    progress.keys = layout.keys
     m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(
-        seq, dim, int(params.causal), params.bc, params.score_mult, params.score_shift, rows)))
-    load(link, m.Tensor.K, k.astype("<i2").tobytes(), hello.max_data)
-    load(link, m.Tensor.VT, np.ascontiguousarray(v.T).astype("<i2").tobytes(), hello.max_data)
+        seq, dim, int(params.causal), params.bc, params.score_mult, params.score_shift, rows, layout.keys)))
+    if not layout.streamed:
+        load(link, m.Tensor.K, k.astype("<i2").tobytes(), hello.max_data)
+        load(link, m.Tensor.VT, np.ascontiguousarray(v.T).astype("<i2").tobytes(), hello.max_data)
     for row0, nrows in list(progress.chunks(rows)):
         load(link, m.Tensor.Q, q[row0:row0 + nrows].astype("<i2").tobytes(), hello.max_data)
-        timeout = link.timeouts.reply + run_wait(session, params, row0, nrows, repeats, hello.clock_hz)
-        reply = m.RunReply.parse(link.request(m.Kind.RUN, m.RUN.pack(row0, nrows, repeats), timeout=timeout))
-        if any(c is None for c in reply.cycles):
-            raise TargetError("the board's q15attn is not timed (not a Cortex-M4 build): no DWT cycles")
+        if layout.streamed:
+            cycles, reply = _stream_rows(session, params, k, v, row0, nrows, layout.keys, repeats)
+        else:
+            timeout = link.timeouts.reply + run_wait(session, params, row0, nrows, repeats, hello.clock_hz)
+            reply = m.RunReply.parse(link.request(m.Kind.RUN, m.RUN.pack(row0, nrows, repeats), timeout=timeout))
+            _check_timed(reply)
+            cycles = np.asarray(reply.cycles, dtype=np.int64)
         data = bytearray()
         total = 2 * nrows * dim
         for offset in range(0, total, hello.max_data):
             count = min(hello.max_data, total - offset)
             data += m.check_status(m.Kind.READ, link.request(m.Kind.READ, m.READ.pack(m.Tensor.O, offset, count)))
         progress.out[row0:row0 + nrows] = np.frombuffer(bytes(data), dtype="<i2").reshape(nrows, dim)
-        progress.cycles += np.asarray(reply.cycles, dtype=np.int64)
+        progress.cycles += cycles
         progress.done[row0:row0 + nrows] = True
         progress.sensors = (reply.temp_c, reply.vdda_v)
     return rows
 
 
-def run_wait(session: Session, params: q15.Q15Params, row0: int, nrows: int, repeats: int, clock_hz: int) -> float:
-    """Seconds to wait for a RUN's reply beyond the link's reply timeout: WAIT_FACTOR × the cycle estimate's time
-    on the board or twin. A twin call over the twin's emulation cap is refused here, naming both figures."""
-    estimate = model.kernel_cycles(params.seq, params.dim, row0, nrows, params.causal)
+def _stream_rows(session: Session, params: q15.Q15Params, k: np.ndarray, v: np.ndarray, row0: int, nrows: int,
+                 keys: int, repeats: int) -> tuple[np.ndarray, object]:
+    """Query rows row0 .. row0+nrows-1 (their Q on the board) through every key chunk of `keys` keys up to their
+    last key, `repeats` times (each repeat streams the keys again: the state cannot be rewound); (cycles per repeat,
+    the last STREAM reply)."""
+    from mcu import messages as m
+
+    link, hello = session.link, session.link.hello
+    end = row0 + nrows if params.causal else params.seq  # keys beyond the rows' last change nothing
+    cycles = np.zeros(repeats, dtype=np.int64)
+    reply = None
+    for repeat in range(repeats):
+        for key0 in range(0, end, keys):
+            key1 = min(end, key0 + keys)
+            load(link, m.Tensor.K, k[key0:key1].astype("<i2").tobytes(), hello.max_data)
+            load(link, m.Tensor.VT, np.ascontiguousarray(v[key0:key1].T).astype("<i2").tobytes(), hello.max_data)
+            timeout = link.timeouts.reply + run_wait(session, params, row0, nrows, 1, hello.clock_hz, key0, key1)
+            reply = m.RunReply.parse(link.request(m.Kind.STREAM, m.STREAM.pack(row0, nrows, key0, key1 - key0),
+                                                  timeout=timeout), m.Kind.STREAM)
+            _check_timed(reply)
+            cycles[repeat] += reply.cycles[0]
+    return cycles, reply
+
+
+def _check_timed(reply) -> None:
+    if any(c is None for c in reply.cycles):
+        raise TargetError("the board's q15attn is not timed (not a Cortex-M4 build): no DWT cycles")
+
+
+def run_wait(session: Session, params: q15.Q15Params, row0: int, nrows: int, repeats: int, clock_hz: int,
+             key0: int = 0, key1: int | None = None) -> float:
+    """Seconds to wait for a RUN's (or STREAM's) reply beyond the link's reply timeout: WAIT_FACTOR × the cycle
+    estimate's time on the board or twin. A twin call over the twin's emulation cap is refused here, naming both
+    figures."""
+    estimate = model.kernel_cycles(params.seq, params.dim, row0, nrows, params.causal, key0, key1)
     if not session.is_twin:
         return repeats * model.WAIT_FACTOR * model.board_seconds(estimate, clock_hz)
     expected = model.twin_seconds(estimate)

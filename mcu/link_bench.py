@@ -81,7 +81,7 @@ class Transfer:
 
 def setup_k(link, nbytes: int) -> None:
     """A SETUP whose K buffer holds `nbytes` (dim 32, one query row)."""
-    m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(nbytes // 64, 32, 0, 32, 20000, 20, 1)))
+    m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(nbytes // 64, 32, 0, 32, 20000, 20, 1, nbytes // 64)))
 
 
 def load_k(link, data: bytes, window: int, twin: CpuClock | None) -> Transfer:

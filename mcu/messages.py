@@ -24,6 +24,7 @@ class Kind(enum.IntEnum):
     RUN = 4
     READ = 5
     BYE = 6
+    STREAM = 7
 
 
 REPLY = 0x80
@@ -49,18 +50,21 @@ class Tensor(enum.IntEnum):
     O = 3  # noqa: E741 - the output's name in the math
 
 
-SETUP = struct.Struct("<HHBBHBH")  # seq, dim, causal, bc, score_mult, score_shift, rows
+SETUP = struct.Struct("<HHBBHBHH")  # seq, dim, causal, bc, score_mult, score_shift, rows, keys (< seq: streamed)
 LOAD = struct.Struct("<BI")  # tensor, byte offset; then the data
 RUN = struct.Struct("<HHB")  # row0, nrows, repeat
+STREAM = struct.Struct("<HHHH")  # row0, nrows, key0, nkeys: run the key chunk now in K and V^T into the rows' state
 READ = struct.Struct("<BIH")  # tensor, byte offset, byte count
 HELLO_REPLY = struct.Struct("<BBHIIIIHB")  # status, protocol, mpy_abi, clock_hz, heap_free, heap_total, reserve,
 #                                            max_data, module version (0: absent); then 3 short texts, then window:u8
 SETUP_REPLY = struct.Struct("<BII")  # status, bytes needed, bytes free after allocation
-RUN_REPLY = struct.Struct("<BiI")  # status, temp_milli_c, vdda_milli_v; then one u32 cycle count per repeat
+RUN_REPLY = struct.Struct("<BiI")  # status, temp_milli_c, vdda_milli_v; then a u32 cycle count per repeat (STREAM's: 1)
 #: The frame server's protocol, announced in HELLO; a host refuses a server of another one ("redeploy").
 #: History: 1: stop-and-wait, the server kept its last reply. 2 (issue 15): the host may keep up to `window` LOAD
 #: requests in flight; the server keeps that many LOAD replies and announces the window at the end of HELLO's reply.
-PROTOCOL = 2
+#: 3 (issue 15): streamed heads. SETUP gains `keys`, the keys K and V^T hold on the board (seq: all, resident, as
+#: before; fewer: one key chunk at a time, with the query rows' state); STREAM runs one chunk.
+PROTOCOL = 3
 REPEAT_MAX = 255
 NO_TEMP = -(1 << 31)
 NO_CYCLES = 0xFFFFFFFF
@@ -146,17 +150,26 @@ class RunReply:
     vdda_v: float | None
 
     @classmethod
-    def parse(cls, payload: bytes) -> "RunReply":
-        body = check_status(Kind.RUN, payload)
+    def parse(cls, payload: bytes, kind: Kind = Kind.RUN) -> "RunReply":
+        """A RUN reply, or a STREAM reply (kind), whose layout is the same with one cycle count."""
+        body = check_status(kind, payload)
         head = RUN_REPLY.size - 1
         if len(body) < head or (len(body) - head) % 4:
-            raise LinkError(f"RUN reply of {len(payload)} bytes is not a header and whole cycle counts")
+            raise LinkError(f"{kind.name} reply of {len(payload)} bytes is not a header and whole cycle counts")
         temp, vdda = struct.unpack_from("<iI", body)
         counts = struct.unpack_from(f"<{(len(body) - head) // 4}I", body, head)
         return cls(tuple(None if c == NO_CYCLES else c for c in counts),
                    None if temp == NO_TEMP else temp / 1000, vdda / 1000 if vdda else None)
 
 
-def tensor_bytes(seq: int, dim: int, rows: int) -> int:
-    """The heap SETUP allocates: K and V^T whole, Q and O for `rows` query rows, int16 each (as the server)."""
-    return 2 * dim * (2 * seq + 2 * rows)
+def tensor_bytes(seq: int, dim: int, rows: int, keys: int | None = None) -> int:
+    """The heap SETUP allocates (as the server): K and V^T for `keys` keys (default all seq, resident), Q and O for
+    `rows` query rows, int16 each, and a streamed head's state (keys < seq)."""
+    keys = seq if keys is None else keys
+    return 2 * dim * (2 * keys + 2 * rows) + (state_bytes(dim, rows) if keys < seq else 0)
+
+
+def state_bytes(dim: int, rows: int) -> int:
+    """q15attn.state_bytes (mcu/native/attention_q15_stream.c): a 32-byte header, then 2·ceil(dim/2) + 2 int64 per
+    query row."""
+    return 32 + rows * 8 * (2 * ((dim + 1) // 2) + 2)

@@ -1,13 +1,19 @@
-"""The board's RAM plan for one head: how many query rows go to the board at once, or why nothing fits.
+"""The board's RAM plan for one head: how many query rows and keys go to the board at once, or why nothing fits.
 
-The frame server holds K and V^T whole (2·seq·dim int16 each) and Q and O for `rows` query rows (mcu.messages.
-tensor_bytes); it keeps `reserve` bytes free for frames and the interpreter. From the HELLO figures (heap free after
-the server started, reserve, less SLACK) the planner takes the largest `rows` that fits, spreads the query rows evenly over the
-fewest chunks, and refuses with one line naming the limit and the largest seq that fits.
+The frame server keeps `reserve` bytes free for frames and the interpreter; the planner works with HELLO's free heap
+less that reserve and SLACK. Where K and V^T fit whole (2·seq·dim int16 each) beside at least one query row, the head
+is resident: K and V^T go once, then Q and O in chunks of `rows` query rows, the largest that fits, spread evenly
+over the fewest chunks. Where they do not, the head is streamed (docs/q15.md §7, docs/protocol.md): the board holds
+`keys` keys of K and V^T at a time (a multiple of Bc) and the online-softmax state of `rows` query rows
+(mcu.messages.tensor_bytes, state_bytes), and every chunk of query rows takes all key chunks in turn. Each query
+chunk sends K and V^T again, and each key chunk costs a request, so the planner picks the (rows, keys) that fits with
+the least link cost: bytes sent plus CALL_COST_BYTES per STREAM. It refuses with one line naming the limit only when
+not even one query row and one key block fit.
 
-    python -m mcu.planner [--heap-free BYTES] [--reserve BYTES] [--dim 32,64]
+    python -m mcu.planner [--heap-free BYTES] [--reserve BYTES] [--dim 32,64] [--seq 512,32768] [--bc 32]
 
-prints the largest seq per dim for a heap (default: the twin's 100 KB heap as its HELLO reports it).
+prints, per dim, the largest resident seq and the plan of each seq (default: the twin's 100 KB heap as its HELLO
+reports it).
 """
 
 from __future__ import annotations
@@ -19,8 +25,8 @@ from typing import Sequence
 
 from host.cli_common import Parser, guard, int_list, integer
 from host.errors import TargetError
-from host.q15 import DIM_MAX, SEQ_MAX
-from mcu.messages import tensor_bytes
+from host.q15 import BC_MAX, DIM_MAX, SEQ_MAX
+from mcu.messages import state_bytes, tensor_bytes
 
 #: The twin's HELLO on its 100 KB heap after mcu.deploy and the server start (python -m mcu.link_bench prints it).
 TWIN_HEAP_FREE = 89_756
@@ -28,6 +34,9 @@ SERVER_RESERVE = 8 * 1024
 #: Heap the planner leaves beyond the reserve: the request being answered, the decoder's buffer and the allocator's
 #: 16-byte blocks are live when SETUP measures gc.mem_free() (HELLO measured it with less in use).
 SLACK = 1024
+#: A STREAM request's own cost, in bytes of link traffic it is worth: a request and reply round trip (about 2 ms over
+#: the F407's USB full speed, at the ~1 MB/s a window of LOADs moves).
+CALL_COST_BYTES = 2048
 
 
 class DoesNotFit(TargetError):
@@ -45,10 +54,26 @@ class Plan:
     chunks: int
     need: int  # bytes SETUP allocates
     budget: int  # heap free minus the server's reserve
+    keys: int  # keys of K and V^T on the board at once: seq (resident), or a streamed chunk (a multiple of Bc)
+
+    @property
+    def streamed(self) -> bool:
+        return self.keys < self.seq
 
     def row_blocks(self) -> list[tuple[int, int]]:
         """(row0, nrows) of each chunk, covering 0 .. seq-1."""
         return [(row0, min(self.rows, self.seq - row0)) for row0 in range(0, self.seq, self.rows)]
+
+    def link_bytes(self) -> int:
+        """Tensor bytes a non-causal head sends and reads back: K and V^T once (resident) or once per query chunk
+        (streamed), Q and O once."""
+        kv = 4 * self.seq * self.dim
+        return kv * (self.chunks if self.streamed else 1) + 4 * self.seq * self.dim
+
+    def describe(self) -> str:
+        how = (f"streamed: {self.keys} keys at a time, K and V^T sent {self.chunks}x" if self.streamed
+               else "resident K and V^T")
+        return f"{self.chunks} chunk(s) of {self.rows} query rows, {how}, {self.need} B of board heap"
 
 
 def budget(heap_free: int, reserve: int) -> int:
@@ -57,22 +82,42 @@ def budget(heap_free: int, reserve: int) -> int:
 
 
 def largest_seq(dim: int, heap_free: int, reserve: int) -> int:
-    """The longest sequence whose K and V^T fit beside one query row (0 if none does)."""
+    """The longest sequence whose K and V^T fit whole beside one query row (0 if none does): a resident head."""
     return max(0, min(SEQ_MAX, (budget(heap_free, reserve) - 4 * dim) // (4 * dim)))
 
 
-def plan(seq: int, dim: int, heap_free: int, reserve: int) -> Plan:
-    """The chunking for one (seq, dim) head, or DoesNotFit."""
-    room = budget(heap_free, reserve)
-    if tensor_bytes(seq, dim, 1) > room:
-        raise DoesNotFit(
-            f"seq={seq} dim={dim} needs {tensor_bytes(seq, dim, 1)} bytes of board heap for K and V^T and one query "
-            f"row; the board has {max(0, room)} ({heap_free} free - {reserve} reserve - {SLACK} slack); largest seq "
-            f"that fits at dim {dim}: {largest_seq(dim, heap_free, reserve)}")
-    rows = min(seq, (room - 4 * seq * dim) // (4 * dim))
+def _spread(seq: int, rows: int) -> tuple[int, int]:
+    """(rows per chunk, chunks): at most `rows`, the query rows spread evenly over the fewest chunks."""
     chunks = math.ceil(seq / rows)
-    rows = math.ceil(seq / chunks)
-    return Plan(seq, dim, rows, chunks, tensor_bytes(seq, dim, rows), room)
+    return math.ceil(seq / chunks), chunks
+
+
+def plan(seq: int, dim: int, heap_free: int, reserve: int, bc: int = 1) -> Plan:
+    """The plan for one (seq, dim) head with key blocks of Bc: resident where K and V^T fit, else streamed; or
+    DoesNotFit."""
+    room = budget(heap_free, reserve)
+    if tensor_bytes(seq, dim, 1) <= room:
+        rows, chunks = _spread(seq, min(seq, (room - 4 * seq * dim) // (4 * dim)))
+        return Plan(seq, dim, rows, chunks, tensor_bytes(seq, dim, rows), room, seq)
+    if not 1 <= bc <= BC_MAX:
+        raise TargetError(f"bc={bc} is out of range; allowed: 1..{BC_MAX}")
+    best = None
+    row_bytes = 4 * dim + state_bytes(dim, 1) - state_bytes(dim, 0)  # Q, O and the state of one more row
+    for keys in range(bc, seq, bc):
+        rows = min(seq, (room - 4 * dim * keys - state_bytes(dim, 0)) // row_bytes)
+        if rows < 1:
+            break
+        rows, chunks = _spread(seq, rows)
+        cost = chunks * (4 * seq * dim + math.ceil(seq / keys) * CALL_COST_BYTES)
+        if best is None or cost < best[0]:
+            best = (cost, Plan(seq, dim, rows, chunks, tensor_bytes(seq, dim, rows, keys), room, keys))
+    if best is None:
+        smallest = tensor_bytes(seq, dim, 1, min(bc, seq - 1))
+        raise DoesNotFit(
+            f"seq={seq} dim={dim} needs {smallest} bytes of board heap even streamed ({min(bc, seq - 1)} keys of K "
+            f"and V^T at Bc={bc}, one query row and its state); the board has {max(0, room)} ({heap_free} free - {reserve} "
+            f"reserve - {SLACK} slack)")
+    return best[1]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,18 +127,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reserve", type=integer("reserve", 0, 1 << 31), default=SERVER_RESERVE,
                         help="bytes the server keeps free (HELLO's reserve)")
     parser.add_argument("--dim", type=int_list("dim", 1, DIM_MAX), default=(32, 64))
+    parser.add_argument("--seq", type=int_list("seq", 1, SEQ_MAX), default=(512, 4096, SEQ_MAX))
+    parser.add_argument("--bc", type=integer("bc", 1, BC_MAX), default=32, help="keys per block (default 32)")
 
     def body() -> int:
         args = parser.parse_args(argv)
-        print(f"heap free {args.heap_free} B, reserve {args.reserve} B")
-        print("| dim | largest seq | rows per chunk at that seq | bytes |\n|---|---|---|---|")
+        print(f"heap free {args.heap_free} B, reserve {args.reserve} B, Bc {args.bc}")
+        print("| dim | largest resident seq | seq | plan | link bytes per head |\n|---|---|---|---|---|")
         for dim in args.dim:
-            seq = largest_seq(dim, args.heap_free, args.reserve)
-            if seq == 0:
-                print(f"| {dim} | none fits | - | - |")
-                continue
-            best = plan(seq, dim, args.heap_free, args.reserve)
-            print(f"| {dim} | {seq} | {best.rows} | {best.need} |")
+            resident = largest_seq(dim, args.heap_free, args.reserve)
+            for seq in args.seq:
+                try:
+                    chosen = plan(seq, dim, args.heap_free, args.reserve, args.bc)
+                    text, traffic = chosen.describe(), f"{chosen.link_bytes():,}"
+                except DoesNotFit as exc:
+                    text, traffic = f"does not fit: {exc}", "-"
+                print(f"| {dim} | {resident or 'none'} | {seq} | {text} | {traffic} |")
         return 0
 
     return guard(body)

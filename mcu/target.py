@@ -6,7 +6,7 @@ on its stdin, so it ends with the host), deploys the board code to it with mcu.d
 `serial` it connects to the board (deploy first with `python -m mcu.deploy --port PORT`). `run` quantises the
 problem per tensor with host/q15.py's `prepare` (as every Q15 target does), and for every head: SETUP with the planner's
 chunking, LOAD K and V^T, then per chunk of query rows LOAD Q, RUN (warm-up + timed repeats on the board) and READ
-O. A session lost mid-head (the board reset) is restarted and the head redone, so every row is measured once and
+O; a head whose K and V^T do not fit the board's heap is streamed, a key chunk at a time (mcu/head.py). A session lost mid-head (the board reset) is restarted and the head redone, so every row is measured once and
 whole. The row: latency = DWT cycles / clock (all heads and chunks of one repeat; measured by a board's counter,
 modelled by the twin's cycle model, as its timing_source says), the verdict (bit-exact with the model and within the
 contract's error bound: host/verdict.py), max_abs and rel_l2 of the dequantised output against the float64 golden,
@@ -151,12 +151,15 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
     out = np.empty(problem.shape, dtype=np.int16)  # (B, H, N, d) Q15 in V's scale
     cycles = np.zeros(repeats, dtype=np.int64)
     head = None
-    resumed = []
+    resumed, streamed = [], ""
     for b in range(problem.batch):
         for h in range(problem.heads):
             head = run_head(session, quantized.params, *quantized.head(b, h), repeats)
             out[b, h] = head.out
             cycles += head.cycles
+            if head.keys < problem.seq:
+                streamed = (f"streamed: {head.keys} keys of K and V^T on the board at a time, query rows in chunks of "
+                            f"{head.rows}")
             if len(head.sessions) > 1:
                 resumed.append(f"head {b},{h} resumed over {len(head.sessions)} sessions (query rows done per "
                                f"session: {', '.join(map(str, head.sessions))})")
@@ -177,8 +180,8 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
         cycles=int(np.median(timed)), clock_hz=clock, temp_c=head.temp_c, vdda_v=head.vdda_v,
         sensors_source=("modelled" if session.is_twin else "measured") if head.temp_c is not None else "",
         energy_j=energy.joules, energy_source=energy.source,
-        verdict=verdict, message="; ".join(filter(None, [_link_note(before, stats), *session.notes[notes_before:],
-                                                          *resumed, energy.note])))]
+        verdict=verdict, message="; ".join(filter(None, [streamed, _link_note(before, stats),
+                                                          *session.notes[notes_before:], *resumed, energy.note])))]
 
 
 def _link_note(before: tuple[int, int, int], stats) -> str:

@@ -96,7 +96,7 @@ def line(monkeypatch):
     link = BoardLink("scripted", window=4)
     link._transport = type("Transport", (), {"serial": port})()
     link.hello = m.Hello.parse(host.decode_body(server.answer(m.Kind.HELLO, 0, b"")[:-1]).payload)
-    m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(64, 32, 0, 32, 20000, 20, 1)))
+    m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(64, 32, 0, 32, 20000, 20, 1, 64)))
     port.writes.clear()
     port.sendings.clear()
     return link, port, server

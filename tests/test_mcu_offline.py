@@ -1,11 +1,14 @@
 """The MCU path's pure host-side logic, run without a link, an emulator or mpremote: the RAM planner (the largest
-head for a heap, rows spread over chunks) and the twin's fault injector (what it drops, flips and resets)."""
+resident head for a heap, streamed heads beyond it up to the contract's seq, rows spread over chunks) and the twin's
+fault injector (what it drops, flips and resets)."""
 
 from __future__ import annotations
 
 import pytest
 
-from mcu.planner import SLACK, DoesNotFit, largest_seq, plan
+from host.q15 import SEQ_MAX
+from mcu.messages import state_bytes
+from mcu.planner import CALL_COST_BYTES, SLACK, TWIN_HEAP_FREE, DoesNotFit, largest_seq, plan
 from mcu.sim.faults import FaultSpec, FaultyLine
 from tests.conftest import run_module
 
@@ -13,11 +16,49 @@ from tests.conftest import run_module
 # -- the planner --------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dim", [1, 32, 59, 64, 256])
-def test_largest_seq_fits_and_one_more_does_not(dim):
+def test_the_largest_resident_seq_fits_and_one_more_is_streamed(dim):
     seq = largest_seq(dim, 89_067, 8192)
-    assert plan(seq, dim, 89_067, 8192).need <= 89_067 - 8192 - SLACK
-    with pytest.raises(DoesNotFit, match=f"largest seq that fits at dim {dim}: {seq}$"):
-        plan(seq + 1, dim, 89_067, 8192)
+    resident = plan(seq, dim, 89_067, 8192, 32)
+    assert not resident.streamed and resident.need <= 89_067 - 8192 - SLACK
+    streamed = plan(seq + 1, dim, 89_067, 8192, 32)
+    assert streamed.streamed and streamed.keys % 32 == 0 and streamed.need <= streamed.budget
+
+
+@pytest.mark.parametrize("dim", [1, 8, 59, 64, 128])
+def test_every_seq_up_to_the_contract_fits_the_twins_heap(dim):
+    """Streamed heads cover the rest: a sample of seq up to 32768 (every power of two, its neighbours, the awkward
+    ones), each plan within the heap and its chunks covering every query row."""
+    seqs = sorted({1, 17, 97, 1025, SEQ_MAX} | {n + d for e in range(1, 16) for n in [1 << e] for d in (-1, 0, 1)}
+                  - {SEQ_MAX + 1})
+    for seq in seqs:
+        layout = plan(seq, dim, TWIN_HEAP_FREE, 8192, 32)
+        # what SETUP allocates: the key chunk's K and V^T, Q and O for the rows, and the state when streamed
+        state = state_bytes(dim, layout.rows) if layout.streamed else 0
+        assert layout.need == 2 * dim * (2 * layout.keys + 2 * layout.rows) + state <= layout.budget, seq
+        assert sum(n for _, n in layout.row_blocks()) == seq and layout.chunks * layout.rows >= seq
+
+
+def test_a_streamed_plan_is_the_cheapest_that_fits():
+    """At seq 4096, d 64 on the twin's heap: the state of a row (8·(64 + 2) = 528 B) and its Q and O (256 B) cost
+    more heap than a key's K and V^T (256 B), so larger key chunks take rows away; the planner's choice costs no more
+    link traffic (K and V^T per query chunk, plus CALL_COST_BYTES per STREAM) than any other key chunk size."""
+    chosen = plan(4096, 64, TWIN_HEAP_FREE, 8192, 32)
+    room = chosen.budget
+
+    def cost(keys):
+        rows = min(4096, (room - 256 * keys - 32) // (256 + 528))
+        chunks = -(-4096 // rows)
+        return chunks * (4 * 4096 * 64 + -(-4096 // keys) * CALL_COST_BYTES)
+
+    assert cost(chosen.keys) == min(cost(keys) for keys in range(32, 4096, 32) if (room - 256 * keys - 32) >= 784)
+
+
+def test_a_head_that_cannot_fit_even_streamed_names_the_limit():
+    # 2·256·(2·32 + 2·1) K, V^T, Q and O, + 32 + 8·(256 + 2) state = 33,792 + 2,096
+    with pytest.raises(DoesNotFit, match=r"seq=1000 dim=256 needs 35888 bytes of board heap even streamed \(32 keys "
+                                         r"of K and V\^T at Bc=32, one query row and its state\); the board has 10784 "
+                                         r"\(20000 free - 8192 reserve - 1024 slack\)"):
+        plan(1000, 256, 20_000, 8192, 32)
 
 
 def test_plan_spreads_rows_evenly_over_the_fewest_chunks():
@@ -29,10 +70,11 @@ def test_plan_spreads_rows_evenly_over_the_fewest_chunks():
     assert plan(64, 32, 89_067, 8192).chunks == 1
 
 
-def test_planner_cli_prints_the_largest_seq():
-    done = run_module("mcu.planner", "--heap-free", "100000", "--reserve", "0", "--dim", "32,64")
+def test_planner_cli_prints_the_largest_resident_seq_and_the_plans():
+    done = run_module("mcu.planner", "--heap-free", "100000", "--reserve", "0", "--dim", "32,64", "--seq", "512,32768")
     assert done.returncode == 0, done.stderr
-    assert f"| 32 | {largest_seq(32, 100000, 0)} |" in done.stdout and f"| 64 | {largest_seq(64, 100000, 0)} |" in done.stdout
+    assert f"| 32 | {largest_seq(32, 100000, 0)} | 512 | " in done.stdout
+    assert f"| 64 | {largest_seq(64, 100000, 0)} | 32768 | " in done.stdout and "streamed: " in done.stdout
 
 
 # -- faults -------------------------------------------------------------------------------------------------------

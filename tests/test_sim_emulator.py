@@ -4,6 +4,7 @@ is deterministic and costs instructions by class."""
 
 import array
 import importlib.util
+import re
 import shutil
 
 import numpy as np
@@ -85,7 +86,7 @@ def test_a_request_beyond_the_boards_ram_is_refused(emulator):
 
 @needs_emulator
 def test_module_api_writes_o_and_reports_cycles():
-    from mcu.sim.q15emu import as_array, make_module
+    from mcu.sim.q15module import as_array, make_module
 
     seen = []
     module = make_module(168_000_000, seen.append)
@@ -95,13 +96,13 @@ def test_module_api_writes_o_and_reports_cycles():
                               params.score_shift)
     assert np.array_equal(np.array(o, dtype=np.int16).reshape(q.shape), q15.attention_q15(q, k, v, params))
     assert cycles > 0 and seen and seen[0] >= cycles
-    assert module.limits() == (32768, 256, 64) and module.version() == 1
+    assert module.limits() == (32768, 256, 64) and module.version() == 2  # 2: stream() and state_bytes() exist
 
 
 @needs_emulator
 def test_module_takes_bytearray_tensors_as_int16_and_refuses_bytes():
     """The frame server keeps tensors in bytearrays: the binding reads them as little-endian int16, as array('h')."""
-    from mcu.sim.q15emu import make_module
+    from mcu.sim.q15module import make_module
 
     module = make_module()
     params, q, k, v = random_case(np.random.default_rng(7), 11, 5, True, 4)
@@ -131,7 +132,7 @@ def test_calibration_program_gives_the_models_bits_on_the_emulated_core(monkeypa
     import sys
 
     from mcu.sim import calibrate
-    from mcu.sim.q15emu import make_module
+    from mcu.sim.q15module import make_module
 
     monkeypatch.setitem(sys.modules, "q15attn", make_module())
     cases = ((16, 16, 4), (33, 8, 5))
@@ -142,3 +143,57 @@ def test_calibration_program_gives_the_models_bits_on_the_emulated_core(monkeypa
     assert all(r.checksum == calibrate.expected_checksum(r.seq, r.dim, r.bc) for r in results)
     table = calibrate.report(results, None)
     assert table.count("bit-exact") == 2 and "no board given" in table
+
+
+@needs_emulator
+def test_module_streams_key_chunks_and_refuses_as_the_binding_does():
+    """stream() over bytearrays as the frame server keeps them: bit-exact with the model; then the binding's
+    refusals, each naming the value and what is allowed (the messages of modq15attn.c, checked on a real MicroPython
+    build), after which the same state goes on."""
+    from mcu.sim.q15module import make_module
+
+    module = make_module()
+    params, q, k, v = random_case(np.random.default_rng(8), 40, 6, True, 8)
+    rows, row0 = 7, 30  # causal: keys 0..36 matter
+    state = bytearray(module.state_bytes(6, rows))
+    o = bytearray(2 * rows * 6)
+    qb = bytearray(q[row0:row0 + rows].astype("<i2").tobytes())
+
+    def chunk(key0, key1):
+        return (bytearray(k[key0:key1].astype("<i2").tobytes()),
+                bytearray(np.ascontiguousarray(v[key0:key1].T).astype("<i2").tobytes()))
+
+    def call(start, stop, **changes):
+        kc, vtc = chunk(start, stop)
+        args = dict(q=qb, k=kc, vt=vtc, o=o, state=state, seq=40, dim=6, causal=1, bc=8, mult=params.score_mult,
+                    shift=params.score_shift, row0=row0, key0=start)
+        args.update(changes)
+        return module.stream(*args.values())
+
+    assert call(0, 16) > 0 and not any(o)  # o is written by the last chunk only
+    refusals = [
+        (dict(state=bytes(len(state))), TypeError, "state is bytes; allowed: a bytearray of state_bytes(dim, rows)"),
+        (dict(state=array.array("i", [0] * (len(state) // 4))), ValueError, "state has typecode 'i'"),
+        (dict(state=memoryview(bytearray(len(state) + 4))[4:]), ValueError, "state starts at an address = 4 mod 8"),
+        (dict(state=bytearray(len(state) - 8)), ValueError, f"len(state)={len(state) - 8} but 7 rows of dim=6 need "
+                                                            f"{len(state)}"),
+        (dict(key0=4), ValueError, "keys 4..19 are not a chunk of these rows' keys 0..36; allowed: key0 a multiple of "
+                                   "bc=8, whole blocks of bc unless the chunk ends at key 36"),
+        (dict(seq=2**64 + 40), OverflowError, "seq=18446744073709551656 is out of range; allowed: 1..32768"),
+        (dict(key0=40000), ValueError, "key0=40000 is out of range; allowed: 0..32767"),
+        (dict(o=bytes(len(o))), TypeError, "o is bytes; allowed: a writable array('h') or bytearray"),
+    ]
+    for changes, kind, words in refusals:
+        before = bytes(state)
+        with pytest.raises(kind, match=re.escape(words)):
+            call(16, 32, **changes)
+        assert bytes(state) == before
+    with pytest.raises(ValueError, match=re.escape("the state does not hold rows 30..36 with these parameters and "
+                                                   "keys 0..31")):
+        call(32, 37)  # a chunk skipped
+    call(16, 32)
+    call(32, 37)
+    got = np.frombuffer(bytes(o), dtype="<i2").reshape(rows, 6)
+    assert np.array_equal(got, q15.attention_q15(q[row0:row0 + rows], k, v, params, row0))
+    with pytest.raises(ValueError, match=re.escape("rows=0 is out of range; allowed: 1..32768")):
+        module.state_bytes(6, 0)

@@ -4,7 +4,10 @@
 # runs, it answers one reply frame per request frame, in the order the requests came, and it returns to the REPL on
 # BYE or on a break piece (0x00 0x03 0x03 0x00). The host may have up to `window` LOAD requests in flight: the
 # server keeps that many replies, so a resent LOAD is answered again, not redone. Tensors live in bytearrays sized by
-# SETUP; a request that cannot fit is refused with E_MEMORY, never a MemoryError crash. The same file runs under
+# SETUP; a request that cannot fit is refused with E_MEMORY, never a MemoryError crash. A head whose K and V^T do not
+# fit is streamed: SETUP asks for `keys` < seq, the server then holds one key chunk of K and V^T and the query rows'
+# online-softmax state (q15attn.state_bytes), and STREAM runs one chunk into that state (the kernel refuses a chunk
+# out of order or a state of other rows, so a resent or stale request can never mix heads). The same file runs under
 # CPython in the tests and in the board twin.
 
 import gc
@@ -18,11 +21,11 @@ try:
 except ImportError:  # CPython tests
     micropython = None
 
-SERVER_VERSION = "2"
-PROTOCOL = 2  # mcu/messages.py keeps the history
+SERVER_VERSION = "3"
+PROTOCOL = 3  # mcu/messages.py keeps the history
 
 # request types; a reply has the request's type | REPLY
-HELLO, SETUP, LOAD, RUN, READ, BYE = 1, 2, 3, 4, 5, 6
+HELLO, SETUP, LOAD, RUN, READ, BYE, STREAM = 1, 2, 3, 4, 5, 6, 7
 REPLY = 0x80
 
 # status codes (first payload byte of every reply)
@@ -30,6 +33,7 @@ OK, E_TYPE, E_PAYLOAD, E_STATE, E_MEMORY, E_MODULE, E_KERNEL, E_INTERNAL = 0, 1,
 
 # tensors addressed by LOAD and READ
 TENSOR_Q, TENSOR_K, TENSOR_VT, TENSOR_O = 0, 1, 2, 3
+STATE_SLOT = 4  # where a streamed head's state is kept among the tensors; not addressable by LOAD or READ
 
 MAX_DATA = 1024  # tensor bytes per LOAD or READ frame
 FRAME_LIMIT = 2 * (MAX_DATA + 64)  # longest encoded frame the server buffers; anything longer is dropped
@@ -44,9 +48,10 @@ WINDOW = 8
 NO_TEMP = -(1 << 31)  # temp_milli_c when the board has no temperature sensor
 NO_CYCLES = 0xFFFFFFFF  # a cycle count when the kernel is not timed (not a Cortex-M4)
 
-SETUP_FMT = "<HHBBHBH"  # seq, dim, causal, bc, score_mult, score_shift, rows
+SETUP_FMT = "<HHBBHBHH"  # seq, dim, causal, bc, score_mult, score_shift, rows, keys (seq: resident; less: streamed)
 LOAD_FMT = "<BI"  # tensor, byte offset; the data follows
 RUN_FMT = "<HHB"  # row0, nrows, repeat
+STREAM_FMT = "<HHHH"  # row0, nrows, key0, nkeys: the chunk of keys key0 .. key0+nkeys-1 now in K and V^T
 READ_FMT = "<BIH"  # tensor, byte offset, byte count
 HELLO_REPLY_FMT = "<BBHIIIIHB"  # status, protocol, mpy_abi, clock_hz, heap_free, heap_total, reserve, max_data, module;
 #                                 then three short texts and window:u8 (after them, so that a host of protocol 1
@@ -55,9 +60,10 @@ RUN_REPLY_FMT = "<BiI"  # status, temp_milli_c, vdda_milli_v; then one u32 cycle
 SETUP_REPLY_FMT = "<BII"  # status, bytes needed, bytes free
 
 
-def tensor_bytes(seq, dim, rows):
-    # what SETUP allocates: K and V^T whole, Q and O for `rows` query rows, int16 each
-    return 2 * dim * (2 * seq + 2 * rows)
+def tensor_bytes(seq, dim, rows, keys, state_bytes=0):
+    # what SETUP allocates: K and V^T for `keys` keys (all seq of them, or a streamed chunk), Q and O for `rows`
+    # query rows, int16 each; and a streamed head's state
+    return 2 * dim * (2 * keys + 2 * rows) + state_bytes
 
 
 class Refused(Exception):
@@ -105,11 +111,11 @@ class Server:
         # sends anything but LOAD only when every earlier request was answered, and the line keeps order, so a
         # request other than LOAD empties the cache; LOAD replies accumulate, the oldest dropped past the window.
         self.replies = []
-        self.problem = None  # (seq, dim, causal, bc, score_mult, score_shift, rows)
-        self.tensors = [None, None, None, None]
+        self.problem = None  # (seq, dim, causal, bc, score_mult, score_shift, rows, keys)
+        self.tensors = [None, None, None, None, None]
         self.running = True
         self.handlers = {HELLO: self.hello, SETUP: self.setup, LOAD: self.load, RUN: self.run, READ: self.read,
-                         BYE: self.bye}
+                         BYE: self.bye, STREAM: self.stream}
 
     # -- the loop ---------------------------------------------------------------------------------------------
 
@@ -179,24 +185,33 @@ class Server:
         if len(payload) != struct.calcsize(SETUP_FMT):
             raise Refused(E_PAYLOAD, "SETUP payload of %d bytes; expected %d" % (len(payload),
                                                                                  struct.calcsize(SETUP_FMT)))
-        seq, dim, causal, bc, mult, shift, rows = struct.unpack(SETUP_FMT, payload)
-        if not (1 <= seq and 1 <= dim and 1 <= rows <= seq):
-            raise Refused(E_PAYLOAD, "seq=%d dim=%d rows=%d; allowed: seq, dim >= 1 and 1 <= rows <= seq"
-                          % (seq, dim, rows))
+        seq, dim, causal, bc, mult, shift, rows, keys = struct.unpack(SETUP_FMT, payload)
+        if not (1 <= seq and 1 <= dim and 1 <= rows <= seq and 1 <= keys <= seq):
+            raise Refused(E_PAYLOAD, "seq=%d dim=%d rows=%d keys=%d; allowed: seq, dim >= 1 and 1 <= rows, keys <= seq"
+                          % (seq, dim, rows, keys))
         self.replies = []  # the cached replies (up to a READ's worth) are not needed to answer a SETUP
         self.free()
-        need = tensor_bytes(seq, dim, rows)
+        state = 0
+        if keys < seq:
+            if self.kernel is None or not hasattr(self.kernel, "stream"):
+                raise Refused(E_MODULE, "a streamed head (keys=%d < seq=%d) needs q15attn version 2 with stream(); "
+                              "redeploy q15attn.mpy" % (keys, seq))
+            try:
+                state = self.kernel.state_bytes(dim, rows)
+            except ValueError as exc:
+                raise Refused(E_KERNEL, str(exc))
+        need = tensor_bytes(seq, dim, rows, keys, state)
         free = gc.mem_free()
         if need + RESERVE > free:
             raise Refused(E_MEMORY, "tensors need %d bytes + %d reserve; the heap has %d free"
                           % (need, RESERVE, free))
         try:
-            self.tensors = [bytearray(2 * rows * dim), bytearray(2 * seq * dim), bytearray(2 * seq * dim),
-                            bytearray(2 * rows * dim)]
+            self.tensors = [bytearray(2 * rows * dim), bytearray(2 * keys * dim), bytearray(2 * keys * dim),
+                            bytearray(2 * rows * dim), bytearray(state) if state else None]
         except MemoryError:
             self.free()
             raise Refused(E_MEMORY, "tensors need %d bytes; allocation failed with %d free" % (need, free))
-        self.problem = (seq, dim, causal, bc, mult, shift, rows)
+        self.problem = (seq, dim, causal, bc, mult, shift, rows, keys)
         return struct.pack(SETUP_REPLY_FMT, OK, need, gc.mem_free())
 
     def load(self, payload):
@@ -224,12 +239,7 @@ class Server:
             raise Refused(E_PAYLOAD, "RUN payload of %d bytes; expected %d" % (len(payload),
                                                                                struct.calcsize(RUN_FMT)))
         row0, nrows, repeat = struct.unpack(RUN_FMT, payload)
-        if self.problem is None:
-            raise Refused(E_STATE, "RUN before SETUP")
-        if self.kernel is None:
-            raise Refused(E_MODULE, "q15attn is not on the board (deploy q15attn.mpy or bake it into the firmware)"
-                          + (": " + self.kernel_error if self.kernel_error else ""))
-        seq, dim, causal, bc, mult, shift, rows = self.problem
+        seq, dim, causal, bc, mult, shift, rows, keys = self.ready("RUN", False)
         if not 1 <= nrows <= rows or not 1 <= repeat <= REPEAT_MAX:
             raise Refused(E_PAYLOAD, "nrows=%d repeat=%d; allowed: nrows 1..%d, repeat 1..%d"
                           % (nrows, repeat, rows, REPEAT_MAX))
@@ -243,14 +253,50 @@ class Server:
             except ValueError as exc:
                 raise Refused(E_KERNEL, str(exc))
             cycles.append(NO_CYCLES if took is None else took & 0xFFFFFFFF)
-        temp, vdda = diagnostics()
-        return struct.pack(RUN_REPLY_FMT, OK, temp, vdda) + struct.pack("<%dI" % len(cycles), *cycles)
+        return self.ran(cycles)
+
+    def stream(self, payload):
+        if len(payload) != struct.calcsize(STREAM_FMT):
+            raise Refused(E_PAYLOAD, "STREAM payload of %d bytes; expected %d" % (len(payload),
+                                                                                  struct.calcsize(STREAM_FMT)))
+        row0, nrows, key0, nkeys = struct.unpack(STREAM_FMT, payload)
+        seq, dim, causal, bc, mult, shift, rows, keys = self.ready("STREAM", True)
+        if not 1 <= nrows <= rows or not 1 <= nkeys <= keys:
+            raise Refused(E_PAYLOAD, "nrows=%d nkeys=%d; allowed: nrows 1..%d, nkeys 1..%d" % (nrows, nkeys, rows, keys))
+        q = memoryview(self.tensors[TENSOR_Q])[:2 * nrows * dim]
+        o = memoryview(self.tensors[TENSOR_O])[:2 * nrows * dim]
+        k = memoryview(self.tensors[TENSOR_K])[:2 * nkeys * dim]
+        vt = memoryview(self.tensors[TENSOR_VT])[:2 * nkeys * dim]
+        state = memoryview(self.tensors[STATE_SLOT])[:self.kernel.state_bytes(dim, nrows)]
+        try:
+            took = self.kernel.stream(q, k, vt, o, state, seq, dim, causal, bc, mult, shift, row0, key0)
+        except ValueError as exc:
+            raise Refused(E_KERNEL, str(exc))
+        return self.ran([NO_CYCLES if took is None else took & 0xFFFFFFFF])
 
     def bye(self, payload):
         self.running = False
         return bytes((OK,))
 
-    # -- helpers ----------------------------------------------------------------------------------------------
+    # -- helpers ---------------------------------------------------------------------------------------------
+
+    def ready(self, request, streamed):
+        # the problem, once SETUP made one of the kind `request` runs on and q15attn is there
+        if self.problem is None:
+            raise Refused(E_STATE, "%s before SETUP" % request)
+        if self.kernel is None:
+            raise Refused(E_MODULE, "q15attn is not on the board (deploy q15attn.mpy or bake it into the firmware)"
+                          + (": " + self.kernel_error if self.kernel_error else ""))
+        seq, keys = self.problem[0], self.problem[7]
+        if (keys < seq) != streamed:
+            raise Refused(E_STATE, "%s on a head set up with keys=%d of seq=%d; allowed: %s" % (
+                request, keys, seq, "RUN (every key resident)" if keys == seq else "STREAM (key chunks)"))
+        return self.problem
+
+    def ran(self, cycles):
+        # the reply to RUN or STREAM: the sensors, then each call's cycles
+        temp, vdda = diagnostics()
+        return struct.pack(RUN_REPLY_FMT, OK, temp, vdda) + struct.pack("<%dI" % len(cycles), *cycles)
 
     def tensor(self, which, offset, count, allowed):
         if which not in allowed:
@@ -264,7 +310,7 @@ class Server:
         return target
 
     def free(self):
-        self.tensors = [None, None, None, None]
+        self.tensors = [None, None, None, None, None]
         self.problem = None
         gc.collect()
 

@@ -34,6 +34,12 @@ static void put_int(text *t, int32_t value) {
     }
 }
 
+/* a + b - 1 (the last of b items from a) without int32 overflow: clamped to int32's range for printing. */
+static int32_t last_of(int32_t a, int32_t b) {
+    const int64_t last = (int64_t)a + b - 1;
+    return last > INT32_MAX ? INT32_MAX : last < INT32_MIN ? INT32_MIN : (int32_t)last;
+}
+
 static void put_range(text *t, const char *name, int32_t value, int32_t low, int32_t high) {
     put(t, name);
     put(t, "=");
@@ -75,7 +81,7 @@ int32_t q15attn_describe(int status, const q15attn_params *p, int32_t row0, cons
             put(&t, "rows ");
             put_int(&t, row0);
             put(&t, "..");
-            put_int(&t, row0 + (p->dim > 0 ? len_q / p->dim : 0) - 1);
+            put_int(&t, last_of(row0, p->dim > 0 ? len_q / p->dim : 0));
             put(&t, " are outside 0..");
             put_int(&t, p->seq - 1);
             put(&t, " (seq=");
@@ -128,7 +134,7 @@ int32_t q15attn_describe_stream(int status, const q15attn_params *p, int32_t row
     text t = {buf, 0, size};
     const int32_t dim = p->dim > 0 ? p->dim : 1;
     const int32_t nrows = bufs[0].nbytes / 2 / dim, nkeys = bufs[1].nbytes / 2 / dim;
-    const int32_t end = nrows > 0 ? q15attn_key_end(p, row0, nrows) : p->seq;
+    const int32_t end = p->causal && nrows > 0 ? last_of(row0, nrows + 1) : p->seq;   /* the rows' key end */
     switch (status) {
         case Q15ATTN_E_TYPECODE:
             if (bufs[4].typecode != 'h') {
@@ -162,21 +168,21 @@ int32_t q15attn_describe_stream(int status, const q15attn_params *p, int32_t row
             put(&t, "keys ");
             put_int(&t, key0);
             put(&t, "..");
-            put_int(&t, key0 + nkeys - 1);
+            put_int(&t, last_of(key0, nkeys));
             put(&t, " are not a chunk of these rows' keys 0..");
-            put_int(&t, end - 1);
+            put_int(&t, last_of(end, 0));
             put(&t, "; allowed: key0 a multiple of bc=");
             put_int(&t, p->bc);
             put(&t, ", whole blocks of bc unless the chunk ends at key ");
-            put_int(&t, end - 1);
+            put_int(&t, last_of(end, 0));
             break;
         case Q15ATTN_E_STATE:
             put(&t, "the state does not hold rows ");
             put_int(&t, row0);
             put(&t, "..");
-            put_int(&t, row0 + nrows - 1);
+            put_int(&t, last_of(row0, nrows));
             put(&t, " with these parameters and keys 0..");
-            put_int(&t, key0 - 1);
+            put_int(&t, last_of(key0, 0));
             put(&t, "; allowed: key0=0 (start), or the key after the last chunk taken");
             break;
         default:

@@ -14,8 +14,14 @@
  *       in attention_q15.h). Returns the DWT cycle count of the compute on an ARMv7E-M core (Cortex-M4/M7), None on
  *       other architectures. A bad argument raises ValueError with the kernel's message, which names the value and
  *       the allowed range.
+ *   stream(q, k, vt, o, state, seq, dim, causal, bc, score_mult, score_shift, row0, key0) -> cycles or None
+ *       One key chunk of a streamed head (attention_q15.h, docs/q15.md §7): k holds keys key0 .. key0 + len(k) //
+ *       dim - 1 and vt their dim x nkeys columns of Vᵀ; state is a bytearray of state_bytes(dim, rows), kept by the
+ *       caller between chunks (8-byte aligned, as a bytearray's own storage is). The chunk that reaches the rows'
+ *       last key writes o. Refusals raise ValueError with the kernel's message.
+ *   state_bytes(dim, rows) -> the state's size in bytes
  *   limits() -> (SEQ_MAX, DIM_MAX, BC_MAX)
- *   version() -> Q15ATTN_VERSION
+ *   version() -> Q15ATTN_VERSION (2: stream and state_bytes exist)
  *
  * Natmod rules hold here too: no initialised .data, no static BSS; buffers and the message live on the stack.
  */
@@ -38,28 +44,73 @@
 #define Q15ATTN_TIMED 0
 #endif
 
-/* An int argument as int32_t. Where mp_int_t is wider (64-bit hosts), a value beyond int32 raises ValueError with
- * the message given, as a 32-bit build's mp_obj_get_int raises OverflowError; the kernel then checks the range. */
-static int32_t int32_arg(mp_obj_t arg, mp_rom_error_text_t outside) {
-    mp_int_t v = mp_obj_get_int(arg);
+#if MICROPY_ENABLE_DYNRUNTIME && !defined(mp_type_OverflowError)
+/* py/dynruntime.h names a few exception types; this one is looked up in builtins the same way. */
+#define mp_type_OverflowError (*(mp_obj_type_t *)(mp_load_global(MP_QSTR_OverflowError)))
+#endif
+
+/* A literal format and its length, for raise_format. */
+#define Q15ATTN_FORMAT(literal) literal, sizeof(literal) - 1
+
+/* Raise an exception of type whose message is format % (items...) (MicroPython's str % formatting, so a value of
+ * any size, a big int too, is printed as given). */
+static void raise_format(const mp_obj_type_t *type, const char *format, size_t len, size_t n, mp_obj_t *items) {
+    mp_obj_t message = mp_binary_op(MP_BINARY_OP_MODULO, mp_obj_new_str(format, len), mp_obj_new_tuple(n, items));
+    mp_raise_type_arg(type, message);
+}
+
+/* Raise type with "name=value is out of range; allowed: low..high", the kernel's wording. */
+static void raise_range(const mp_obj_type_t *type, qstr name, mp_obj_t value, mp_int_t low, mp_int_t high) {
+    mp_obj_t items[4] = {MP_OBJ_NEW_QSTR(name), value, mp_obj_new_int(low), mp_obj_new_int(high)};
+    raise_format(type, Q15ATTN_FORMAT("%s=%d is out of range; allowed: %d..%d"), 4, items);
+}
+
+/* An int argument as int32_t (TypeError for a non-int). A value that does not fit int32 raises OverflowError naming
+ * it and the range low..high the kernel allows; one that fits goes to the kernel, which checks the range. The value is
+ * read truncated and then compared with the argument: a natmod's mp_obj_get_int truncates a big int to mp_int_t
+ * silently (py/nativeglue.c), so 2**64 + 17 would otherwise pass as 17. */
+static int32_t int32_arg(mp_obj_t arg, qstr name, int32_t low, int32_t high) {
+    const mp_int_t v = mp_obj_get_int_truncated(arg);
+    if (!mp_obj_is_small_int(arg) && mp_binary_op(MP_BINARY_OP_EQUAL, mp_obj_new_int(v), arg) != mp_const_true) {
+        raise_range(&mp_type_OverflowError, name, arg, low, high);
+    }
 #if INTPTR_MAX > INT32_MAX
     if (v > INT32_MAX || v < INT32_MIN) {
-        mp_raise_ValueError(outside);
+        raise_range(&mp_type_OverflowError, name, arg, low, high);
     }
-#else
-    (void)outside;
 #endif
     return (int32_t)v;
 }
 
-/* The buffer behind arg (TypeError if it has none) and its description for q15attn_check_buffers. */
-static void buffer_arg(mp_obj_t arg, mp_uint_t flags, mp_buffer_info_t *info, q15attn_buffer *buffer) {
-    mp_get_buffer_raise(arg, info, flags);
+/* row0 or key0: beyond Q15ATTN_SEQ_MAX - 1 no value can be right, and the kernel's message would add a row or key
+ * count to it (int32 overflow), so the binding refuses it here. */
+static int32_t position_arg(mp_obj_t arg, qstr name) {
+    const int32_t v = int32_arg(arg, name, 0, Q15ATTN_SEQ_MAX - 1);
+    if (v > Q15ATTN_SEQ_MAX - 1) {
+        raise_range(&mp_type_ValueError, name, arg, 0, Q15ATTN_SEQ_MAX - 1);
+    }
+    return v;
+}
+
+/* The buffer behind arg and its description for q15attn_check_buffers. TypeError, naming the argument and the type
+ * given, if it has no buffer (o: no writable one, e.g. bytes). */
+static void buffer_arg(mp_obj_t arg, qstr name, mp_uint_t flags, mp_buffer_info_t *info, q15attn_buffer *buffer) {
+    if (!mp_get_buffer(arg, info, flags)) {
+        mp_obj_t items[2] = {MP_OBJ_NEW_QSTR(name), MP_OBJ_NEW_QSTR(mp_obj_get_type(arg)->name)};
+        if (flags & MP_BUFFER_WRITE) {
+            raise_format(&mp_type_TypeError, Q15ATTN_FORMAT("%s is %s; allowed: a writable array('h') or bytearray"),
+                         2, items);
+        }
+        raise_format(&mp_type_TypeError, Q15ATTN_FORMAT("%s is %s; allowed: array('h') or bytearray"), 2, items);
+    }
     buffer->typecode = (int32_t)info->typecode;
     if (info->typecode == Q15ATTN_BYTEARRAY_TYPECODE) {
         /* a bytearray is raw int16 storage; the kernel reads it as int16, so it must be 2-byte aligned */
         if (((uintptr_t)info->buf & 1u) != 0) {
-            mp_raise_ValueError(MP_ERROR_TEXT("a bytearray tensor must start on a 2-byte boundary"));
+            mp_obj_t items[1] = {MP_OBJ_NEW_QSTR(name)};
+            raise_format(&mp_type_ValueError,
+                         Q15ATTN_FORMAT("%s starts at an odd address; allowed: a 2-byte boundary (a bytearray, or a "
+                                        "memoryview of one at an even offset)"), 1, items);
         }
         buffer->typecode = 'h';
     }
@@ -73,23 +124,28 @@ static void raise_status(int status, const q15attn_params *p, int32_t row0, cons
     mp_raise_type_arg(&mp_type_ValueError, mp_obj_new_str(message, (size_t)len));
 }
 
+/* The six kernel parameters from args[0..5] (seq, dim, causal, bc, score_mult, score_shift). */
+static void params_arg(const mp_obj_t *args, q15attn_params *p) {
+    p->seq = int32_arg(args[0], MP_QSTR_seq, 1, Q15ATTN_SEQ_MAX);
+    p->dim = int32_arg(args[1], MP_QSTR_dim, 1, Q15ATTN_DIM_MAX);
+    p->causal = int32_arg(args[2], MP_QSTR_causal, 0, 1);
+    p->bc = int32_arg(args[3], MP_QSTR_bc, 1, Q15ATTN_BC_MAX);
+    p->score_mult = int32_arg(args[4], MP_QSTR_score_mult, Q15ATTN_MULT_MIN, Q15ATTN_MULT_MAX);
+    p->score_shift = int32_arg(args[5], MP_QSTR_score_shift, Q15ATTN_SHIFT_MIN, Q15ATTN_SHIFT_MAX);
+}
+
 static mp_obj_t q15attn_attention(size_t n_args, const mp_obj_t *args) {
-    enum { ARG_q, ARG_k, ARG_vt, ARG_o, ARG_seq, ARG_dim, ARG_causal, ARG_bc, ARG_mult, ARG_shift, ARG_row0 };
+    enum { ARG_q, ARG_k, ARG_vt, ARG_o, ARG_seq, ARG_row0 = ARG_seq + 6 };
     mp_buffer_info_t info[4];
     q15attn_buffer bufs[4];
-    buffer_arg(args[ARG_q], MP_BUFFER_READ, &info[0], &bufs[0]);
-    buffer_arg(args[ARG_k], MP_BUFFER_READ, &info[1], &bufs[1]);
-    buffer_arg(args[ARG_vt], MP_BUFFER_READ, &info[2], &bufs[2]);
-    buffer_arg(args[ARG_o], MP_BUFFER_WRITE, &info[3], &bufs[3]);
+    buffer_arg(args[ARG_q], MP_QSTR_q, MP_BUFFER_READ, &info[0], &bufs[0]);
+    buffer_arg(args[ARG_k], MP_QSTR_k, MP_BUFFER_READ, &info[1], &bufs[1]);
+    buffer_arg(args[ARG_vt], MP_QSTR_vt, MP_BUFFER_READ, &info[2], &bufs[2]);
+    buffer_arg(args[ARG_o], MP_QSTR_o, MP_BUFFER_WRITE, &info[3], &bufs[3]);
 
     q15attn_params p;
-    p.seq = int32_arg(args[ARG_seq], MP_ERROR_TEXT("seq is outside int32"));
-    p.dim = int32_arg(args[ARG_dim], MP_ERROR_TEXT("dim is outside int32"));
-    p.causal = int32_arg(args[ARG_causal], MP_ERROR_TEXT("causal is outside int32"));
-    p.bc = int32_arg(args[ARG_bc], MP_ERROR_TEXT("bc is outside int32"));
-    p.score_mult = int32_arg(args[ARG_mult], MP_ERROR_TEXT("score_mult is outside int32"));
-    p.score_shift = int32_arg(args[ARG_shift], MP_ERROR_TEXT("score_shift is outside int32"));
-    int32_t row0 = n_args > ARG_row0 ? int32_arg(args[ARG_row0], MP_ERROR_TEXT("row0 is outside int32")) : 0;
+    params_arg(args + ARG_seq, &p);
+    int32_t row0 = n_args > ARG_row0 ? position_arg(args[ARG_row0], MP_QSTR_row0) : 0;
 
     int32_t nrows = 0;
     int status = q15attn_check_buffers(&p, row0, bufs, &nrows);
@@ -118,6 +174,87 @@ static mp_obj_t q15attn_attention(size_t n_args, const mp_obj_t *args) {
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(q15attn_attention_obj, 10, 11, q15attn_attention);
 
+/* Raise ValueError with the kernel's one-line message for a streamed call's status. */
+static void raise_stream_status(int status, const q15attn_params *p, int32_t row0, int32_t key0,
+    const q15attn_buffer bufs[5]) {
+    char message[Q15ATTN_MESSAGE_SIZE + 64];
+    int32_t len = q15attn_describe_stream(status, p, row0, key0, bufs, message, (int32_t)sizeof(message));
+    mp_raise_type_arg(&mp_type_ValueError, mp_obj_new_str(message, (size_t)len));
+}
+
+static mp_obj_t q15attn_stream_fn(size_t n_args, const mp_obj_t *args) {
+    enum { ARG_q, ARG_k, ARG_vt, ARG_o, ARG_state, ARG_seq, ARG_row0 = ARG_seq + 6, ARG_key0 };
+    mp_buffer_info_t info[5];
+    q15attn_buffer bufs[5];
+    buffer_arg(args[ARG_q], MP_QSTR_q, MP_BUFFER_READ, &info[0], &bufs[0]);
+    buffer_arg(args[ARG_k], MP_QSTR_k, MP_BUFFER_READ, &info[1], &bufs[1]);
+    buffer_arg(args[ARG_vt], MP_QSTR_vt, MP_BUFFER_READ, &info[2], &bufs[2]);
+    buffer_arg(args[ARG_o], MP_QSTR_o, MP_BUFFER_WRITE, &info[3], &bufs[3]);
+    if (!mp_get_buffer(args[ARG_state], &info[4], MP_BUFFER_WRITE)) {
+        mp_obj_t items[1] = {MP_OBJ_NEW_QSTR(mp_obj_get_type(args[ARG_state])->name)};
+        raise_format(&mp_type_TypeError, Q15ATTN_FORMAT("state is %s; allowed: a bytearray of state_bytes(dim, rows)"),
+                     1, items);
+    }
+    if (info[4].typecode != Q15ATTN_BYTEARRAY_TYPECODE && info[4].typecode != 'h') {
+        const char code = (char)info[4].typecode;
+        mp_obj_t items[1] = {mp_obj_new_str(&code, 1)};
+        raise_format(&mp_type_ValueError,
+                     Q15ATTN_FORMAT("state has typecode '%s'; allowed: a bytearray of state_bytes(dim, rows)"), 1, items);
+    }
+    bufs[4].typecode = 'h';
+    bufs[4].nbytes = info[4].len > INT32_MAX ? INT32_MAX : (int32_t)info[4].len;
+    if (((uintptr_t)info[4].buf & 7u) != 0) {
+        mp_obj_t items[1] = {MP_OBJ_NEW_SMALL_INT((mp_int_t)((uintptr_t)info[4].buf & 7u))};
+        raise_format(&mp_type_ValueError,
+                     Q15ATTN_FORMAT("state starts at an address = %d mod 8; allowed: 0 mod 8 (a whole bytearray, or a "
+                                    "memoryview of one at a multiple of 8)"), 1, items);
+    }
+
+    q15attn_params p;
+    params_arg(args + ARG_seq, &p);
+    int32_t row0 = position_arg(args[ARG_row0], MP_QSTR_row0);
+    int32_t key0 = position_arg(args[ARG_key0], MP_QSTR_key0);
+
+    int32_t nrows = 0, nkeys = 0;
+    int status = q15attn_check_stream_buffers(&p, row0, key0, bufs, &nrows, &nkeys);
+    if (status != Q15ATTN_OK) {
+        raise_stream_status(status, &p, row0, key0, bufs);
+    }
+    const int16_t *q = info[0].buf;
+    const int16_t *k = info[1].buf;
+    const int16_t *vt = info[2].buf;
+    int16_t *o = info[3].buf;
+    int64_t *state = info[4].buf;
+    #if Q15ATTN_TIMED
+    uint32_t cycles = 0;
+    status = q15attn_stream_timed(&p, row0, nrows, key0, nkeys, q, k, vt, state, o, &cycles);
+    #else
+    status = q15attn_stream(&p, row0, nrows, key0, nkeys, q, k, vt, state, o);
+    #endif
+    if (status != Q15ATTN_OK) {
+        raise_stream_status(status, &p, row0, key0, bufs);
+    }
+    #if Q15ATTN_TIMED
+    return mp_obj_new_int_from_uint(cycles);
+    #else
+    return mp_const_none;
+    #endif
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(q15attn_stream_obj, 13, 13, q15attn_stream_fn);
+
+static mp_obj_t q15attn_state_bytes_fn(mp_obj_t dim_in, mp_obj_t rows_in) {
+    const int32_t dim = int32_arg(dim_in, MP_QSTR_dim, 1, Q15ATTN_DIM_MAX);
+    const int32_t rows = int32_arg(rows_in, MP_QSTR_rows, 1, Q15ATTN_SEQ_MAX);
+    if (dim < 1 || dim > Q15ATTN_DIM_MAX) {
+        raise_range(&mp_type_ValueError, MP_QSTR_dim, dim_in, 1, Q15ATTN_DIM_MAX);
+    }
+    if (rows < 1 || rows > Q15ATTN_SEQ_MAX) {
+        raise_range(&mp_type_ValueError, MP_QSTR_rows, rows_in, 1, Q15ATTN_SEQ_MAX);
+    }
+    return MP_OBJ_NEW_SMALL_INT(q15attn_state_bytes(dim, rows));
+}
+static MP_DEFINE_CONST_FUN_OBJ_2(q15attn_state_bytes_obj, q15attn_state_bytes_fn);
+
 static mp_obj_t q15attn_limits(void) {
     mp_obj_t items[3] = {
         MP_OBJ_NEW_SMALL_INT(Q15ATTN_SEQ_MAX),
@@ -138,6 +275,8 @@ static MP_DEFINE_CONST_FUN_OBJ_0(q15attn_version_obj, q15attn_version);
 mp_obj_t mpy_init(mp_obj_fun_bc_t *self, size_t n_args, size_t n_kw, mp_obj_t *args) {
     MP_DYNRUNTIME_INIT_ENTRY
     mp_store_global(MP_QSTR_attention, MP_OBJ_FROM_PTR(&q15attn_attention_obj));
+    mp_store_global(MP_QSTR_stream, MP_OBJ_FROM_PTR(&q15attn_stream_obj));
+    mp_store_global(MP_QSTR_state_bytes, MP_OBJ_FROM_PTR(&q15attn_state_bytes_obj));
     mp_store_global(MP_QSTR_limits, MP_OBJ_FROM_PTR(&q15attn_limits_obj));
     mp_store_global(MP_QSTR_version, MP_OBJ_FROM_PTR(&q15attn_version_obj));
     MP_DYNRUNTIME_INIT_EXIT
@@ -148,6 +287,8 @@ mp_obj_t mpy_init(mp_obj_fun_bc_t *self, size_t n_args, size_t n_kw, mp_obj_t *a
 static const mp_rom_map_elem_t q15attn_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_q15attn) },
     { MP_ROM_QSTR(MP_QSTR_attention), MP_ROM_PTR(&q15attn_attention_obj) },
+    { MP_ROM_QSTR(MP_QSTR_stream), MP_ROM_PTR(&q15attn_stream_obj) },
+    { MP_ROM_QSTR(MP_QSTR_state_bytes), MP_ROM_PTR(&q15attn_state_bytes_obj) },
     { MP_ROM_QSTR(MP_QSTR_limits), MP_ROM_PTR(&q15attn_limits_obj) },
     { MP_ROM_QSTR(MP_QSTR_version), MP_ROM_PTR(&q15attn_version_obj) },
 };

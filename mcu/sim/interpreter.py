@@ -228,7 +228,7 @@ class Interpreter:
         Ctrl-C waits for the call to return."""
         if self._q15_native is None:
             try:
-                from mcu.sim.q15emu import make_module
+                from mcu.sim.q15module import make_module
             except ModuleNotFoundError as exc:
                 if exc.name in ("mcu.sim.q15emu", "mcu.sim"):
                     raise ImportError("no module named 'q15attn'") from None

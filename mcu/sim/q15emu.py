@@ -14,13 +14,10 @@ hook adds a block's sum, so the hook runs once per block, not per instruction. d
 
 from __future__ import annotations
 
-import array
 import functools
 import time
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -37,6 +34,7 @@ CCM, CCM_SIZE = 0x10000000, 64 << 10
 PPB, PPB_SIZE = 0xE0000000, 0x10000
 DEMCR, DWT_CTRL, DWT_CYCCNT = 0xE000EDFC, 0xE0001000, 0xE0001004
 STACK_BYTES = 8 << 10
+MESSAGE_BYTES = 192  # the binding's message buffer (modq15attn.c), with room for a streamed call's longer ones
 RETURN_ADDRESS = FLASH  # a halfword the call returns to; emulation stops there
 BOARD_CLOCK_HZ = 168_000_000
 
@@ -252,6 +250,24 @@ class Q15Emulator:
                               f"({free} bytes of emulated SRAM free for buffers)")
         return addresses
 
+    def _place(self, params: tuple[int, ...], buffers: list[tuple[str, bytes]]) -> tuple[list[int], list[int]]:
+        """Parameters, buffer descriptors, two result words, a message and the buffers in emulated SRAM:
+        ([params, descriptors, results, message], [each buffer's address]). The buffers' bytes are not written yet."""
+        param_bytes = b"".join(int(v).to_bytes(4, "little", signed=True) for v in params)
+        descriptors = b"".join(ord(code).to_bytes(4, "little") + len(data).to_bytes(4, "little", signed=True)
+                               for code, data in buffers)
+        addresses = self._layout([len(param_bytes), len(descriptors), 8, MESSAGE_BYTES]
+                                 + [len(data) for _, data in buffers])
+        self.cpu.write(addresses[0], param_bytes)
+        self.cpu.write(addresses[1], descriptors)
+        return addresses[:4], addresses[4:]
+
+    def _refuse(self, describe: str, *args: int) -> None:
+        """ValueError with the emulated kernel's own message for a status (args: describe's, before buf, size)."""
+        message = args[-1]
+        length, _ = self.cpu.call(describe, *args[:-1], message, MESSAGE_BYTES)
+        raise ValueError(self.cpu.read(message, length).decode("ascii", "replace"))
+
     def attention(self, params: tuple[int, ...], buffers: list[tuple[str, bytes]], row0: int,
                   out_nbytes: int) -> tuple[bytes, int, RunStats]:
         """params = (seq, dim, causal, bc, score_mult, score_shift); buffers = [(typecode, bytes)] for q, k, vt, o.
@@ -259,17 +275,10 @@ class Q15Emulator:
         Validation runs in the emulated kernel (q15attn_check_buffers, q15attn_describe): a bad argument raises
         ValueError with the kernel's own message. Returns (o bytes, DWT cycles measured by the kernel, stats)."""
         cpu = self.cpu
-        param_bytes = b"".join(int(v).to_bytes(4, "little", signed=True) for v in params)
-        descriptors = b"".join(ord(code).to_bytes(4, "little") + len(data).to_bytes(4, "little", signed=True)
-                               for code, data in buffers)
-        sizes = [len(param_bytes), len(descriptors), 4, 128] + [len(data) for _, data in buffers]
-        p_addr, d_addr, n_addr, msg_addr, q_addr, k_addr, vt_addr, o_addr = self._layout(sizes)
-        cpu.write(p_addr, param_bytes)
-        cpu.write(d_addr, descriptors)
+        (p_addr, d_addr, n_addr, msg_addr), (q_addr, k_addr, vt_addr, o_addr) = self._place(params, buffers)
         status, _ = cpu.call("q15attn_check_buffers", p_addr, row0, d_addr, n_addr)
         if status != 0:
-            length, _ = cpu.call("q15attn_describe", status, p_addr, row0, d_addr, msg_addr, 128)
-            raise ValueError(cpu.read(msg_addr, length).decode("ascii", "replace"))
+            self._refuse("q15attn_describe", status, p_addr, row0, d_addr, msg_addr)
         nrows = int.from_bytes(cpu.read(n_addr, 4), "little")
         for address, (_, data) in zip((q_addr, k_addr, vt_addr), buffers[:3]):
             cpu.write(address, data)
@@ -281,6 +290,34 @@ class Q15Emulator:
             raise ValueError(f"q15attn_rows_timed returned status {status}")
         cycles = int.from_bytes(cpu.read(n_addr, 4), "little")
         return cpu.read(o_addr, out_nbytes), cycles, stats
+
+    def stream(self, params: tuple[int, ...], buffers: list[tuple[str, bytes]], row0: int,
+               key0: int) -> tuple[bytes, bytes, int, RunStats]:
+        """One key chunk of a streamed head: buffers = [(typecode, bytes)] for q, k, vt, o and state (k and vt the
+        chunk's). Validation and refusals as `attention`. Returns (o bytes, state bytes, DWT cycles, stats); o is
+        written only by the chunk that reaches the rows' last key, and a refusal leaves the state as it was."""
+        cpu = self.cpu
+        (p_addr, d_addr, n_addr, msg_addr), addresses = self._place(params, buffers)
+        status, _ = cpu.call("q15attn_check_stream_buffers", p_addr, row0, key0, d_addr, n_addr, n_addr + 4)
+        if status != 0:
+            self._refuse("q15attn_describe_stream", status, p_addr, row0, key0, d_addr, msg_addr)
+        nrows = int.from_bytes(cpu.read(n_addr, 4), "little")
+        nkeys = int.from_bytes(cpu.read(n_addr + 4, 4), "little")
+        for address, (_, data) in zip(addresses, buffers):
+            cpu.write(address, data)
+        seq, dim, causal = params[0], params[1], bool(params[2])
+        expected_s = twin_seconds(kernel_cycles(seq, dim, row0, nrows, causal, key0, key0 + nkeys))
+        q_addr, k_addr, vt_addr, o_addr, s_addr = addresses
+        status, stats = cpu.call("q15attn_stream_timed", p_addr, row0, nrows, key0, nkeys, q_addr, k_addr, vt_addr,
+                                 s_addr, o_addr, n_addr, expected_s=expected_s)
+        if status != 0:
+            self._refuse("q15attn_describe_stream", status, p_addr, row0, key0, d_addr, msg_addr)
+        cycles = int.from_bytes(cpu.read(n_addr, 4), "little")
+        return cpu.read(o_addr, len(buffers[3][1])), cpu.read(s_addr, len(buffers[4][1])), cycles, stats
+
+    def state_bytes(self, dim: int, nrows: int) -> int:
+        """q15attn_state_bytes of the emulated kernel."""
+        return self.cpu.call("q15attn_state_bytes", dim, nrows)[0]
 
     def run(self, params: q15.Q15Params, q: np.ndarray, k: np.ndarray, v: np.ndarray,
             row0: int = 0) -> tuple[np.ndarray, int, RunStats]:
@@ -298,65 +335,3 @@ class Q15Emulator:
 def shared_emulator() -> Q15Emulator:
     """One emulator per process (loading the ELF and the block cache are reused across calls)."""
     return Q15Emulator()
-
-
-def binding_typecode(value) -> str:
-    """The typecode modq15attn.c hands the kernel for `value`: an array's own; 'h' for a bytearray or a writable
-    memoryview of bytes (MicroPython gives both BYTEARRAY_TYPECODE, which the binding takes as raw int16); 'B' for
-    anything else with the buffer protocol (bytes), which the kernel refuses."""
-    if isinstance(value, array.array):
-        return value.typecode
-    if isinstance(value, memoryview) and value.format != "B":
-        return value.format
-    if isinstance(value, bytearray) or (isinstance(value, memoryview) and not value.readonly):
-        return "h"
-    return "B"
-
-
-def make_module(clock_hz: int = BOARD_CLOCK_HZ, cycle_sink: Callable[[int], None] | None = None) -> types.ModuleType:
-    """A `q15attn` module with the native module's API (mcu/native/modq15attn.c), for the twin's namespace."""
-    emulator = shared_emulator()
-    module = types.ModuleType("q15attn", "Q15 attention, the Cortex-M4 kernel executed by the board twin's emulator")
-
-    def attention(*args, **kwargs):
-        if kwargs:
-            raise TypeError("function doesn't take keyword arguments")
-        if not 10 <= len(args) <= 11:
-            raise TypeError(f"attention() takes 10 or 11 positional arguments but {len(args)} were given")
-        q, k, vt, o = args[:4]
-        seq, dim, causal, bc, score_mult, score_shift, row0 = (machine_int(x) for x in (*args[4:], 0)[:7])
-        buffers = []
-        for name, value in (("q", q), ("k", k), ("vt", vt), ("o", o)):
-            try:
-                view = memoryview(value)
-            except TypeError:
-                raise TypeError(f"object with buffer protocol required for {name}") from None
-            buffers.append((binding_typecode(value), view.tobytes()))
-        values = (seq, dim, causal, bc, score_mult, score_shift)
-        out, cycles, stats = emulator.attention(values, buffers, row0, len(buffers[3][1]))
-        memoryview(o).cast("B")[:] = out
-        if cycle_sink is not None:
-            cycle_sink(stats.cycles)
-        return cycles
-
-    attention.__name__ = attention.__qualname__ = "attention"
-    module.attention = attention
-    module.limits = lambda: (q15.SEQ_MAX, q15.DIM_MAX, q15.BC_MAX)
-    module.version = lambda: 1
-    module.CLOCK_HZ = clock_hz
-    return module
-
-
-def machine_int(value) -> int:
-    """An argument as the binding's mp_obj_get_int sees it: an int (bools are ints) within a 32-bit machine word;
-    a float or another type is a TypeError, a larger int an OverflowError, as on the board."""
-    if not isinstance(value, int):
-        raise TypeError(f"can't convert {type(value).__name__} to int")
-    if not -(1 << 31) <= value < (1 << 31):
-        raise OverflowError("overflow converting long int to machine word")
-    return int(value)
-
-
-def as_array(values: np.ndarray) -> array.array:
-    """An int16 numpy array as the array('h') a board program would build."""
-    return array.array("h", np.asarray(values, dtype=np.int16).ravel().tolist())
