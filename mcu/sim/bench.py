@@ -1,9 +1,12 @@
-"""Speed and modelled cycles of the board twin on one head: `python -m mcu.sim.bench [--seq 128] [--dim 64]`.
+"""Speed and modelled cycles of the board twin on one head:
+`python -m mcu.sim.bench [--seq 128] [--dim 64] [--bc 16,64] [--keys 32,128]`.
 
 For each key block Bc: the wall time of the emulated call, emulated instructions per second, the modelled DWT
 cycles, cycles per multiply-accumulate (2·N²·d MACs, N²·d when causal) next to SMLALD's 0.5-cycle bound, and the
-latency those cycles mean at the board's 168 MHz. Every emulated output must equal host/q15.py's bit for bit: a
-mismatch ends the run with a TargetError naming the first differing element, and no figure is printed for it.
+latency those cycles mean at the board's 168 MHz. With --keys, the same head streamed (q15attn_stream, 32 query rows
+at a time) in key chunks of each size, summed over the calls: what streaming costs the kernel beside one pass. Every
+emulated output must equal host/q15.py's bit for bit: a mismatch ends the run with a TargetError naming the first
+differing element, and no figure is printed for it.
 """
 
 from __future__ import annotations
@@ -15,11 +18,38 @@ import numpy as np
 from host.cli_common import Parser, guard, int_list, integer
 from host.errors import TargetError
 from host.problem import AttentionProblem
-from host.q15 import BC_MAX, DIM_MAX, Q15Params, attention_q15, quantize, score_scale
-from mcu.sim.q15emu import BOARD_CLOCK_HZ, Q15Emulator
+from host.q15 import BC_MAX, DIM_MAX, SEQ_MAX, Q15Params, attention_q15, quantize, score_scale
+from mcu.sim.q15emu import BOARD_CLOCK_HZ, Q15Emulator, RunStats
 
 
-def bench(seq: int, dim: int, bcs: tuple[int, ...], causal: bool) -> str:
+#: Query rows per streamed call: their state (528 B a row at d 64) fits the emulated SRAM beside the tensors.
+STREAM_ROWS = 32
+
+
+def streamed(emulator: Q15Emulator, params: Q15Params, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+             keys: int) -> tuple[np.ndarray, int, RunStats]:
+    """One head through q15attn_stream, STREAM_ROWS query rows at a time, each through every key chunk of `keys`
+    keys up to its last: (o, DWT cycles summed, stats summed)."""
+    values = (params.seq, params.dim, int(params.causal), params.bc, params.score_mult, params.score_shift)
+    out, total, stats = np.empty_like(q), 0, RunStats()
+    for row0 in range(0, params.seq, STREAM_ROWS):
+        rows = np.ascontiguousarray(q[row0:row0 + STREAM_ROWS], dtype="<i2")
+        state = bytes(emulator.state_bytes(params.dim, rows.shape[0]))
+        end = row0 + rows.shape[0] if params.causal else params.seq
+        for key0 in range(0, end, keys):
+            key1 = min(end, key0 + keys)
+            chunk = [("h", rows.tobytes()), ("h", np.ascontiguousarray(k[key0:key1], dtype="<i2").tobytes()),
+                     ("h", np.ascontiguousarray(v[key0:key1].T, dtype="<i2").tobytes()), ("h", bytes(rows.nbytes)),
+                     ("h", state)]
+            o, state, cycles, call = emulator.stream(values, chunk, row0, key0)
+            total += cycles
+            stats.wall_s += call.wall_s
+            stats.instructions += call.instructions
+        out[row0:row0 + rows.shape[0]] = np.frombuffer(o, dtype="<i2").reshape(rows.shape)
+    return out, total, stats
+
+
+def bench(seq: int, dim: int, bcs: tuple[int, ...], causal: bool, keys: tuple[int, ...] = ()) -> str:
     problem = AttentionProblem(seq=seq, dim=dim, causal=causal)
     q, k, v = problem.inputs()
     (qq, sq), (kq, sk), (vq, _) = quantize(q), quantize(k), quantize(v)
@@ -27,18 +57,21 @@ def bench(seq: int, dim: int, bcs: tuple[int, ...], causal: bool) -> str:
     emulator = Q15Emulator()
     macs = 2 * seq * seq * dim // (2 if causal else 1)
     lines = [f"seq {seq}, dim {dim}, one head, {'causal' if causal else 'not causal'}, {macs:,} MACs",
-             "| Bc | wall s | emulated Minstr/s | DWT cycles | cycles/MAC | at 168 MHz ms | bit-exact |",
-             "|---:|---:|---:|---:|---:|---:|---|"]
+             "| Bc | keys per call | wall s | emulated Minstr/s | DWT cycles | cycles/MAC | at 168 MHz ms | bit-exact |",
+             "|---:|---|---:|---:|---:|---:|---:|---|"]
     for bc in bcs:
         params = Q15Params(seq, dim, causal, bc, *score_scale(sq, sk, dim))
-        out, cycles, stats = emulator.run(params, qh, kh, vh)
         expected = attention_q15(qh, kh, vh, params)
-        if not np.array_equal(out, expected):
-            at = tuple(int(i) for i in np.argwhere(out != expected)[0])
-            raise TargetError(f"the twin's Bc {bc} output is not bit-exact with host/q15.py: O{at} = {out[at]}, "
-                              f"model {expected[at]}", status="wrong")
-        lines.append(f"| {bc} | {stats.wall_s:.2f} | {stats.instructions / stats.wall_s / 1e6:.2f} | {cycles:,} | "
-                     f"{cycles / macs:.2f} | {cycles / BOARD_CLOCK_HZ * 1e3:.1f} | yes |")
+        for chunk in (None, *(n for n in keys if n % bc == 0 and n < seq)):
+            out, cycles, stats = (emulator.run(params, qh, kh, vh) if chunk is None
+                                  else streamed(emulator, params, qh, kh, vh, chunk))
+            label = f"all {seq} (one pass)" if chunk is None else f"{chunk} (streamed)"
+            if not np.array_equal(out, expected):
+                at = tuple(int(i) for i in np.argwhere(out != expected)[0])
+                raise TargetError(f"the twin's Bc {bc}, keys {label} output is not bit-exact with host/q15.py: "
+                                  f"O{at} = {out[at]}, model {expected[at]}", status="wrong")
+            lines.append(f"| {bc} | {label} | {stats.wall_s:.2f} | {stats.instructions / stats.wall_s / 1e6:.2f} | "
+                         f"{cycles:,} | {cycles / macs:.2f} | {cycles / BOARD_CLOCK_HZ * 1e3:.1f} | yes |")
     return "\n".join(lines)
 
 
@@ -48,10 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dim", type=integer("dim", 1, DIM_MAX), default=64)
     parser.add_argument("--bc", type=int_list("bc", 1, BC_MAX), default=(16, 64))
     parser.add_argument("--causal", type=integer("causal", 0, 1), default=0)
+    parser.add_argument("--keys", type=int_list("keys", 1, SEQ_MAX), default=(),
+                        help="also stream the head in chunks of these many keys (each a multiple of Bc, below seq)")
 
     def body() -> int:
         args = parser.parse_args(argv)
-        print(bench(args.seq, args.dim, args.bc, bool(args.causal)))
+        print(bench(args.seq, args.dim, args.bc, bool(args.causal), args.keys))
         return 0
 
     return guard(body)
