@@ -230,7 +230,7 @@ def test_q15attn_cycles_reach_the_board_clock_and_the_die(raw, monkeypatch):
 
         return types.SimpleNamespace(attention=attention, version=lambda: 1)
 
-    monkeypatch.setitem(sys.modules, "mcu.sim.q15emu", types.SimpleNamespace(make_module=make_module))
+    monkeypatch.setitem(sys.modules, "mcu.sim.q15module", types.SimpleNamespace(make_module=make_module))
     started = time.monotonic()
     out, err = raw.run("import pyb, time, q15attn\nadc = pyb.ADCAll(12, 0x70000)\nadc.read_core_vref()\n"
                        "t0 = adc.read_core_temp()\nc0 = time.ticks_cpu()\nm0 = time.ticks_ms()\n"
@@ -256,7 +256,7 @@ def test_ctrl_c_waits_for_a_native_call_to_return(raw, monkeypatch):
 
         return types.SimpleNamespace(attention=attention)
 
-    monkeypatch.setitem(sys.modules, "mcu.sim.q15emu", types.SimpleNamespace(make_module=make_module))
+    monkeypatch.setitem(sys.modules, "mcu.sim.q15module", types.SimpleNamespace(make_module=make_module))
     raw.send(b"import q15attn\nprint('ready')\nq15attn.attention()\nprint('not reached')\x04")
     raw.expect(b"ready\r\n")
     assert entered.wait(5), "the native call did not start"
@@ -267,7 +267,7 @@ def test_ctrl_c_waits_for_a_native_call_to_return(raw, monkeypatch):
 
 
 def test_q15attn_missing_is_an_import_error(raw, monkeypatch):
-    monkeypatch.setitem(sys.modules, "mcu.sim.q15emu", None)
+    monkeypatch.setitem(sys.modules, "mcu.sim.q15module", None)
     _, err = raw.run("import q15attn")
     assert err.endswith(b"ImportError: no module named 'q15attn'\r\n")
 

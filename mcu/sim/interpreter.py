@@ -230,7 +230,7 @@ class Interpreter:
             try:
                 from mcu.sim.q15module import make_module
             except ModuleNotFoundError as exc:
-                if exc.name in ("mcu.sim.q15emu", "mcu.sim"):
+                if exc.name in ("mcu.sim.q15module", "mcu.sim.q15emu", "mcu.sim"):
                     raise ImportError("no module named 'q15attn'") from None
                 raise
             self._q15_native = make_module(self.clock_hz, self.hw.add_cycles)
