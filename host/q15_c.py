@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 
-from host.errors import TargetError
+from host.errors import SpecError, TargetError
 from host.native_build import BUILD, built
 from host.q15 import Q15Params
 
@@ -97,8 +97,11 @@ def check_buffers(params: dict, row0: int, buffers: list[tuple[str, int]]) -> tu
 
 
 def state_bytes(dim: int, nrows: int) -> int:
-    """Bytes of q15attn_stream state for nrows query rows of dim."""
-    return library().q15attn_state_bytes(dim, nrows)
+    """Bytes of q15attn_stream state for nrows query rows of dim (SpecError outside the kernel's limits)."""
+    size = library().q15attn_state_bytes(dim, nrows)
+    if size < 0:
+        raise SpecError(f"state_bytes(dim={dim}, nrows={nrows}): allowed: dim 1..256, nrows 1..32768")
+    return size
 
 
 class StreamedRows:

@@ -12,7 +12,8 @@ PAIR_CYCLES_PER_DIM · d` lie above every one of them, within 40 % of the measur
 upper bound at those shapes. Short causal heads, whose rows see few keys each, run over it: seq 32 causal measures
 up to 1.3× the estimate (1.1× at d 128), as it did before rows went two at a time. Score scales with r < 22
 (mcu/native/attention_q15.c PAIR_SHIFT_MIN: extreme input exponents) also take rows one at a time, at up to 2.4× the
-two-row estimate (d 1; 1.8× at d 64); the host's WAIT_FACTOR of 4 covers both.
+two-row estimate (d 1; 1.8× at d 64); the host's WAIT_FACTOR of 4 covers both. Each row also costs a fixed amount
+per call (`ROW_CYCLES_*`: its division and, streamed, its state), which dominates a streamed call of few keys.
 
 The twin emulates 1.0–1.8·10⁷ modelled cycles per second of wall time on the 2-core development VM (the same runs);
 `TWIN_CYCLES_PER_S` is the low end. A real F407 runs them at its clock, 168 MHz.
@@ -25,6 +26,11 @@ PAIR_CYCLES_BASE = 160
 PAIR_CYCLES_PER_DIM = 7.5
 TWO_ROW_CYCLES_BASE = 64
 TWO_ROW_CYCLES_PER_DIM = 3.7
+#: Cycles per query row per call, whatever keys it visits: the final division (d columns) and, in a streamed call, the
+#: row's state read and written back. Measured on streamed calls of one key, where they dominate (review of issue 15:
+#: 360,000 cycles for 86 rows at d 64, 190,000 for 200 rows at d 8, 240,000 for 400 rows at d 1), and above each.
+ROW_CYCLES_BASE = 500
+ROW_CYCLES_PER_DIM = 55
 #: mcu/native/attention_q15.c PAIR_DIM_MAX: the largest dim whose rows go two at a time.
 TWO_ROW_DIM_MAX = 64
 #: Modelled cycles the twin emulates per wall second on the development VM (low end of the measured range).
@@ -52,11 +58,12 @@ def kernel_cycles(seq: int, dim: int, row0: int, nrows: int, causal: bool, key0:
                   key1: int | None = None) -> int:
     """Estimated Cortex-M4 cycles of one kernel call over nrows query rows and keys key0 .. key1-1 (a streamed
     chunk; default all keys), an upper bound at the measured shapes: the rows the kernel takes two at a time, then an
-    odd last row (or every row, above TWO_ROW_DIM_MAX) alone."""
+    odd last row (or every row, above TWO_ROW_DIM_MAX) alone, then each row's own work (its division, its state)."""
     two = nrows - nrows % 2 if dim <= TWO_ROW_DIM_MAX else 0
     return int(pairs(seq, row0, two, causal, key0, key1) * (TWO_ROW_CYCLES_BASE + TWO_ROW_CYCLES_PER_DIM * dim)
                + pairs(seq, row0 + two, nrows - two, causal, key0, key1)
-               * (PAIR_CYCLES_BASE + PAIR_CYCLES_PER_DIM * dim))
+               * (PAIR_CYCLES_BASE + PAIR_CYCLES_PER_DIM * dim)
+               + nrows * (ROW_CYCLES_BASE + ROW_CYCLES_PER_DIM * dim))
 
 
 def twin_seconds(cycles: int) -> float:

@@ -6,10 +6,11 @@ LOAD Q and, for each key chunk in key order, LOAD that chunk of K and V^T and ST
 board; the last one leaves O to READ. The LOADs of a tensor go windowed (several frames in flight,
 mcu.link.BoardLink.requests), the rest one at a time. Chunks of query rows are independent, so a session lost
 mid-head (a reset board, a restarted twin) costs only the chunk in flight, whose state died with the session: the
-next session sets the head up again and goes on with the rows not done, a streamed chunk from its first key; after a
-session that
-completed no chunk, in chunks half as large, so that a line resetting faster than a whole head still gets through
-it piece by piece. A head fails only after `HEAD_ATTEMPTS` sessions in a row that completed no chunk, naming what
+next session sets the head up again and goes on with the rows not done, a streamed chunk from its first key. After a
+session that completed no chunk, the next one takes chunks half as large as the last one's, so that a line resetting
+faster than a whole head still gets through it piece by piece; a streamed chunk, though, must take every key chunk of
+K and V^T in one session whatever its rows, so a line that resets before one key stream completes cannot get through
+a streamed head. A head fails only after `HEAD_ATTEMPTS` sessions in a row that completed no chunk, naming what
 each session got done. The RUN reply's wait comes from the kernel's cycle estimate (mcu/cycles.py): the board's
 clock, or the twin's emulation rate, and a twin call the estimate puts over the twin's emulation cap is refused
 before it is sent.
@@ -134,7 +135,7 @@ def run_head(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.ndarr
             progress.sessions.append(gained)
             stalled = 0 if gained else stalled + 1
             if not gained:  # smaller chunks, so that the next session completes one before the line fails again
-                limit = max(1, (limit or params.seq) // 2)
+                limit = max(1, (limit or progress.smallest_chunk or params.seq) // 2)
     raise LinkError(f"head failed: {HEAD_ATTEMPTS} sessions in a row completed no chunk ({progress.describe()}); "
                     f"last: {failure}")
 
@@ -151,7 +152,7 @@ def _head_once(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.nda
     layout = plan(seq, dim, hello.heap_free, hello.reserve, params.bc)
     rows = layout.rows if limit is None else min(layout.rows, limit)
     progress.smallest_chunk = min(progress.smallest_chunk or rows, rows)
-    progress.keys = layout.keys
+    progress.keys = min(progress.keys or layout.keys, layout.keys)  # streamed in any session: the row says so
     m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(
         seq, dim, int(params.causal), params.bc, params.score_mult, params.score_shift, rows, layout.keys)))
     if not layout.streamed:
@@ -197,6 +198,8 @@ def _stream_rows(session: Session, params: q15.Q15Params, k: np.ndarray, v: np.n
             timeout = link.timeouts.reply + run_wait(session, params, row0, nrows, 1, hello.clock_hz, key0, key1)
             reply = m.RunReply.parse(link.request(m.Kind.STREAM, m.STREAM.pack(row0, nrows, key0, key1 - key0),
                                                   timeout=timeout), m.Kind.STREAM)
+            if len(reply.cycles) != 1:
+                raise LinkError(f"STREAM reply with {len(reply.cycles)} cycle counts; expected 1")
             _check_timed(reply)
             cycles[repeat] += reply.cycles[0]
     return cycles, reply
@@ -217,7 +220,8 @@ def run_wait(session: Session, params: q15.Q15Params, row0: int, nrows: int, rep
         return repeats * model.WAIT_FACTOR * model.board_seconds(estimate, clock_hz)
     expected = model.twin_seconds(estimate)
     if expected > model.TWIN_EMULATION_CAP_S:
-        raise TargetError(f"rows {row0}..{row0 + nrows - 1} of this head need ~{expected:.0f} s of emulation on the "
+        keys = "" if key0 == 0 and key1 in (None, params.seq) else f" (keys {key0}..{key1 - 1})"
+        raise TargetError(f"rows {row0}..{row0 + nrows - 1}{keys} of this head need ~{expected:.0f} s of emulation on the "
                           f"twin ({estimate} modelled cycles at ~{model.TWIN_CYCLES_PER_S:.0e} cycles/s), over the "
                           f"twin's cap of {model.TWIN_EMULATION_CAP_S:.0f} s per call; a board runs them in "
                           f"{model.board_seconds(estimate, clock_hz):.1f} s (use --serial, or a smaller seq)")

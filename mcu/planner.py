@@ -111,10 +111,15 @@ def plan(seq: int, dim: int, heap_free: int, reserve: int, bc: int = 1) -> Plan:
         cost = chunks * (4 * seq * dim + math.ceil(seq / keys) * CALL_COST_BYTES)
         if best is None or cost < best[0]:
             best = (cost, Plan(seq, dim, rows, chunks, tensor_bytes(seq, dim, rows, keys), room, keys))
-    if best is None:
-        smallest = tensor_bytes(seq, dim, 1, min(bc, seq - 1))
+    if best is None and seq <= bc:
         raise DoesNotFit(
-            f"seq={seq} dim={dim} needs {smallest} bytes of board heap even streamed ({min(bc, seq - 1)} keys of K "
+            f"seq={seq} dim={dim} needs {tensor_bytes(seq, dim, 1)} bytes of board heap for K and V^T and one query "
+            f"row, and a head of at most Bc={bc} keys cannot be streamed; the board has {max(0, room)} ({heap_free} "
+            f"free - {reserve} reserve - {SLACK} slack)")
+    if best is None:
+        smallest = tensor_bytes(seq, dim, 1, bc)
+        raise DoesNotFit(
+            f"seq={seq} dim={dim} needs {smallest} bytes of board heap even streamed ({bc} keys of K "
             f"and V^T at Bc={bc}, one query row and its state); the board has {max(0, room)} ({heap_free} free - {reserve} "
             f"reserve - {SLACK} slack)")
     return best[1]

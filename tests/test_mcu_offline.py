@@ -162,3 +162,50 @@ def test_a_frame_that_stops_midway_is_resent_after_the_inter_byte_timeout_not_th
     # each attempt: the half frame, then silence until 0.5 s passed (10 or 11 slices of 0.05 s, as the float sum
     # rounds), not until the 60 s deadline (1200 slices)
     assert 3 * (1 + 10) <= port.reads <= 3 * (1 + 11)
+
+
+# -- resuming a head ----------------------------------------------------------------------------------------------
+
+class ResettingLink:
+    """A scripted link whose board resets at the first RUN or STREAM of every session: records SETUP's rows."""
+
+    def __init__(self):
+        from types import SimpleNamespace
+
+        self.hello = SimpleNamespace(heap_free=TWIN_HEAP_FREE, reserve=8192, max_data=1024, clock_hz=168_000_000,
+                                     machine="board")
+        self.timeouts = SimpleNamespace(reply=2.0)
+        self.setups = []
+
+    def restart(self):
+        pass
+
+    def request(self, kind, payload=b"", timeout=None):
+        from mcu import messages as m
+        from mcu.link_types import SessionLost
+
+        if kind == m.Kind.SETUP:
+            self.setups.append(m.SETUP.unpack(payload)[6])
+            return bytes(m.SETUP_REPLY.size)  # status OK, need and free 0
+        raise SessionLost("scripted: the board reset")
+
+    def requests(self, kind, payloads):
+        return [b"\x00" for _ in payloads]
+
+
+@pytest.mark.parametrize("seq, dim", [(512, 64), (4096, 64), (200, 16)])
+def test_after_a_session_without_progress_the_chunks_halve_from_the_last_ones(seq, dim):
+    """Streamed (512 and 4096 at d 64: the plan's 86 and 92 rows) or resident (200 at d 16: one chunk of 200), each
+    session after one that completed nothing asks for half the rows of the one before."""
+    import numpy as np
+
+    from host.errors import LinkError
+    from host.q15 import Q15Params
+    from mcu.head import HEAD_ATTEMPTS, Session, run_head
+
+    link = ResettingLink()
+    x = np.zeros((seq, dim), dtype=np.int16)
+    with pytest.raises(LinkError, match=f"{HEAD_ATTEMPTS} sessions in a row completed no chunk"):
+        run_head(Session(link, "fake", "fake"), Q15Params(seq, dim, False, 32, 23170, 24), x, x, x, 1)
+    first = plan(seq, dim, TWIN_HEAP_FREE, 8192, 32).rows
+    assert link.setups == [max(1, first >> n) for n in range(HEAD_ATTEMPTS)]

@@ -96,22 +96,35 @@ def test_a_noisy_resetting_line_streams_every_row_once(tmp_path, small_heap):
 
 
 def test_a_twin_killed_mid_stream_is_restarted_and_the_head_redone(monkeypatch, tmp_path):
-    """The twin dies after the first STREAM of the second head: that head restarts in a fresh twin."""
-    from mcu import head as head_module
+    """The twin dies right after the second head's first STREAM with key0 > 0: the state it held is gone, and the
+    block of query rows starts again from key 0 in a fresh twin."""
+    from mcu import messages as m
+    from mcu.link import BoardLink
 
-    real, streams = head_module._stream_rows, []
+    real, killed = BoardLink.request, []
 
-    def stream_rows(session, *args):
-        streams.append(1)
-        if len(streams) == 8:  # the second head's first chunk of query rows (each head has seven)
-            session.twin.process.kill()
-            session.twin.process.wait()
-        return real(session, *args)
+    def request(link, kind, payload=b"", timeout=None):
+        reply = real(link, kind, payload, timeout=timeout)
+        if kind == m.Kind.STREAM and m.STREAM.unpack(payload)[2] > 0 and len(heads) == 2 and not killed:
+            killed.append(m.STREAM.unpack(payload))
+            twins[-1].process.kill()
+            twins[-1].process.wait()
+        return reply
 
-    monkeypatch.setattr(head_module, "_stream_rows", stream_rows)
+    heads, twins = [], []
+    real_run_head = target.run_head
+
+    def run_head(session, *args):
+        heads.append(1)
+        twins.append(session.twin)
+        return real_run_head(session, *args)
+
+    monkeypatch.setattr(BoardLink, "request", request)
+    monkeypatch.setattr(target, "run_head", run_head)
     assert compare.main(["--targets", "mcu", "--sim", "--seq", "97", "--dim", "256", "--heads", "2", "--causal", "0",
                          "--out", str(tmp_path)]) == 0
     [row] = ResultsFile(tmp_path / "results.csv").read()
+    assert killed and killed[0][2] == 32  # (row0, nrows, key0, nkeys): the second key chunk of the first block
     assert row.status == "ok" and row.bit_exact is True
     assert "the twin exited (status -9) and was restarted" in row.message
 

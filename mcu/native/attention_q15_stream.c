@@ -19,6 +19,9 @@ enum { H_MARK, H_ROW0, H_NROWS, H_NEXT, H_SEQ, H_DIM, H_MODE, H_SCALE, HEADER_IN
 #define HEADER_WORDS (HEADER_INT32 / 2)   /* int64 words before the first row's */
 
 int32_t q15attn_state_bytes(int32_t dim, int32_t nrows) {
+    if (dim < 1 || dim > Q15ATTN_DIM_MAX || nrows < 1 || nrows > Q15ATTN_SEQ_MAX) {
+        return -1;   /* within the limits the size is below 2^26: no overflow */
+    }
     return 8 * (HEADER_WORDS + nrows * q15attn_row_words(dim));
 }
 

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 from host.cli_common import Parser, guard, int_list, integer
-from host.errors import TargetError
+from host.errors import SpecError, TargetError
 from host.problem import AttentionProblem
 from host.q15 import BC_MAX, DIM_MAX, SEQ_MAX, Q15Params, attention_q15, quantize, score_scale
 from mcu.sim.q15emu import BOARD_CLOCK_HZ, Q15Emulator, RunStats
@@ -62,7 +62,7 @@ def bench(seq: int, dim: int, bcs: tuple[int, ...], causal: bool, keys: tuple[in
     for bc in bcs:
         params = Q15Params(seq, dim, causal, bc, *score_scale(sq, sk, dim))
         expected = attention_q15(qh, kh, vh, params)
-        for chunk in (None, *(n for n in keys if n % bc == 0 and n < seq)):
+        for chunk in (None, *keys):
             out, cycles, stats = (emulator.run(params, qh, kh, vh) if chunk is None
                                   else streamed(emulator, params, qh, kh, vh, chunk))
             label = f"all {seq} (one pass)" if chunk is None else f"{chunk} (streamed)"
@@ -86,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         args = parser.parse_args(argv)
+        for keys in args.keys:
+            if keys >= args.seq or any(keys % bc for bc in args.bc):
+                raise SpecError(f"--keys {keys}: allowed: below --seq {args.seq} and a multiple of every --bc "
+                                f"({','.join(map(str, args.bc))})")
         print(bench(args.seq, args.dim, args.bc, bool(args.causal), args.keys))
         return 0
 
