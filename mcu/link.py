@@ -33,9 +33,9 @@ from mcu.messages import PROTOCOL, REPLY, Hello, Kind, announced_protocol
 
 BREAK = b"\x00\x03\x03\x00"  # ends a running frame server; in a REPL, Ctrl-C twice
 PAD = b"\x00"  # sent before every frame: whatever noise came before, the frame starts clean
-#: Sent before a retry and before BREAK: the server reads a COBS block at a time, and a corrupted code byte can leave
-#: it waiting for up to 253 more bytes; zeros complete that read and resynchronise it (empty pieces are ignored).
-FLUSH = b"\x00" * 254
+#: Sent before a retry and before BREAK: the server reads a COBS block (and the byte after it) at a time, and a bad code
+#: byte can leave it waiting for up to 255 more bytes; zeros complete that read and resync it (empty pieces ignored).
+FLUSH = b"\x00" * 255
 #: Removes a previous deploy's modules from sys.modules (a redeploy takes effect without a reset), then starts.
 START_SERVER = ("import sys\nfor _m in ('kbench_server', 'kbench_framing'):\n    sys.modules.pop(_m, None)\n"
                 "import kbench_server\nkbench_server.serve()\n")

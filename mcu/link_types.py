@@ -34,10 +34,10 @@ HELLO_RETRIES = 3  # resends of HELLO when the server's announcement was lost
 GARBAGE_KEPT = 4096  # bytes since the last good frame, kept to recognise a reset board or a stopped server
 #: LOAD requests the host keeps in flight, unless the server's HELLO allows fewer (the server keeps 8 replies, and 1
 #: where its line cannot hold back what the board has no room for). Measured on the twin (docs/performance.md, "Board
-#: link"; `python -m mcu.link_bench`): with the host's CRC in C, throughput rises up to 8 in flight (1.55x
-#: stop-and-wait's), where the twin's own per-frame work bounds it; a board's USB round trip, longer than the twin's
-#: pty's, wants at least as many. The frames in flight cost the board no heap (they wait in the USB VCP's receive
-#: buffer and on the host), only 64 bytes of reply cache each.
+#: link"; `python -m mcu.link_bench`): throughput rises up to 8 in flight, a median 2.5x stop-and-wait's (1.9-2.8x in
+#: fourteen runs) on a VM with two free cores; a board's USB round trip, longer than the twin's pty's, wants at least as
+#: many. The frames in flight cost the board no heap (they wait in the USB VCP's receive buffer and on the host), only
+#: 64 bytes of reply cache each.
 LOAD_WINDOW = 8
 WINDOW_MAX = 255  # HELLO's window is a u8
 

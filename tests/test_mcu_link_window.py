@@ -4,8 +4,9 @@ line between them loses, corrupts or withholds exactly the frames a test names. 
 requests are ever in flight; a lost request or a lost reply costs a resend of that frame alone, answered from the
 server's cache (nothing written twice while the reply is kept); the data written is the data sent; a server that
 allows fewer than the host asks for gets fewer; a reset under a window is SessionLost; and a server of another
-protocol is refused before its HELLO is parsed. The same exchanges over the twin, with a noisy line and resets, are
-in tests/test_mcu_link.py and tests/test_mcu_recovery.py."""
+protocol is refused before its HELLO is parsed. Then the twin's side of a window, its serial line: answers held back
+while requests are queued go out together, and a board out of bytes pulls the line itself. The same exchanges over
+the twin, with a noisy line and resets, are in tests/test_mcu_link.py and tests/test_mcu_recovery.py."""
 
 from __future__ import annotations
 
@@ -225,6 +226,51 @@ def test_a_server_of_protocol_1_is_refused_before_its_hello_is_parsed(monkeypatc
     port = type("Port", (), {"write": lambda self, data: None})()
     link = BoardLink("ttyACM0")
     link._transport = type("Transport", (), {"serial": port})()
-    with pytest.raises(ServerMissing, match=r"kbench_server speaks protocol 1; this host speaks 2 \(redeploy: "
-                                            r"python -m mcu.deploy --port ttyACM0\)"):
+    with pytest.raises(ServerMissing, match=rf"kbench_server speaks protocol 1; this host speaks {m.PROTOCOL} "
+                                            r"\(redeploy: python -m mcu.deploy --port ttyACM0\)"):
         link._accept(old)
+
+
+# -- the twin's side of a window: its serial line (mcu.sim.uart.Link) --------------------------------------------
+
+
+def _twin_line(receive=None):
+    from mcu.sim.uart import Link
+
+    sent: list[bytes] = []
+    return Link(sent.append, receive=receive), sent
+
+
+def test_the_twin_sends_at_once_what_the_board_writes_with_no_input_queued():
+    """Stop-and-wait: when the board answers, nothing else is queued, and the answer goes out in that write."""
+    link, sent = _twin_line()
+    link.feed(b"request")
+    assert link.read(7) == b"request"
+    link.write(b"\x00reply")
+    assert sent == [b"\x00reply"]
+
+
+def test_the_twin_holds_answers_while_requests_are_queued_and_sends_them_when_a_packet_fills_or_it_waits():
+    from mcu.sim.uart import TX_PACKET
+
+    link, sent = _twin_line()
+    link.feed(b"r" * 200)  # requests in flight: queued, not yet read
+    reply = b"\x00" + bytes(range(1, 13))  # a LOAD reply with its pad: 13 bytes
+    writes = -(-TX_PACKET // len(reply))  # the one that fills a packet: 5 for 64 bytes
+    for i in range(writes):
+        assert link.read(20) == b"r" * 20
+        link.write(reply)
+        assert sent == ([] if i < writes - 1 else [reply * writes])  # one write to the host for the lot
+    link.write(reply)
+    assert len(sent) == 1 and link.read(200 - 20 * writes)  # the last request read: nothing more queued
+    assert not link.wait_readable(0.01)  # the board waits for input: what it held goes out first
+    assert sent == [reply * writes, reply]
+
+
+def test_a_board_out_of_bytes_pulls_the_line_itself_before_it_waits():
+    """The twin's device thread calls `receive` (the pty pull) when its buffer is empty, so a board reading a stream
+    of frames does not wait for the reader thread; what it pulls keeps its order."""
+    arriving = [b"abc", b"def"]
+    link, _ = _twin_line(receive=lambda: arriving and link.feed(arriving.pop(0)))
+    assert link.read(5) == b"abcde"  # two pulls, no other thread
+    assert link.read(1) == b"f"

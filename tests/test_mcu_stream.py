@@ -79,20 +79,27 @@ def test_streamed_rows_of_a_sweep_are_ok_and_say_so(tmp_path):
     assert all("streamed: 32 keys of K and V^T on the board at a time" in r.message for r in got)
 
 
-def test_a_noisy_resetting_line_streams_every_row_once(tmp_path, small_heap):
-    """drop = flip = 0.0009 per byte, delays, and a soft reset every 40 frames the board receives: each session
-    completes a chunk of query rows or two and loses the one in flight, whose next session starts it from key 0."""
-    assert compare.main(["--targets", "mcu", "--sim", "--seq", "97", "--dim", "8", "--heads", "2", "--causal",
-                         "both", "--sim-faults", "drop=0.0009,flip=0.0009,delay=0.02,reset=40,seed=3",
-                         "--out", str(tmp_path)]) == 0
+def test_a_noisy_line_streams_bit_exact(tmp_path, small_heap):
+    """drop = flip = 0.0009 per byte and delays (the link tests' threefold rates): every lost request or reply of a
+    streamed head is resent (a resent STREAM answered from the reply cache, never run twice) and the row is exact.
+    One causal head: each lost frame costs a reply timeout, and a streamed head has many frames."""
+    assert compare.main(["--targets", "mcu", "--sim", "--seq", "97", "--dim", "8", "--heads", "1", "--causal", "1",
+                         "--sim-faults", "drop=0.0009,flip=0.0009,delay=0.02,seed=3", "--out", str(tmp_path)]) == 0
+    [row] = ResultsFile(tmp_path / "results.csv").read()
+    assert row.status == "ok" and row.bit_exact is True and "streamed" in row.message
+    retries = sum(int(n) for n in re.findall(r"(\d+) retries", row.message))
+    assert retries >= 1, row.message  # the faults did hit, and were survived
+
+
+def test_resets_mid_stream_restart_the_block_and_the_head_goes_on(tmp_path, small_heap):
+    """A soft reset every 40 frames the board receives: each session completes a block of query rows or two and
+    loses the one in flight, whose next session starts it from key 0; the rows stay exact."""
+    assert compare.main(["--targets", "mcu", "--sim", "--seq", "97", "--dim", "8", "--heads", "1", "--causal",
+                         "both", "--sim-faults", "reset=40,seed=3", "--out", str(tmp_path)]) == 0
     got = ResultsFile(tmp_path / "results.csv").read()
     assert sorted(r.causal for r in got) == [False, True]
     assert all(r.status == "ok" and r.bit_exact is True and "streamed" in r.message for r in got)
-    notes = " ".join(r.message for r in got)
-    retries = sum(int(n) for n in re.findall(r"(\d+) retries", notes))
-    restarts = sum(int(n) for n in re.findall(r"(\d+) session restarts", notes))
-    assert retries >= 1 and restarts >= 1, notes  # the faults did hit (noise and resets), and were survived
-    assert "resumed over" in notes  # a head went on in a later session with the rows not done
+    assert all("resumed over" in r.message for r in got), [r.message for r in got]
 
 
 def test_a_twin_killed_mid_stream_is_restarted_and_the_head_redone(monkeypatch, tmp_path):
@@ -103,8 +110,8 @@ def test_a_twin_killed_mid_stream_is_restarted_and_the_head_redone(monkeypatch, 
 
     real, killed = BoardLink.request, []
 
-    def request(link, kind, payload=b"", timeout=None):
-        reply = real(link, kind, payload, timeout=timeout)
+    def request(link, kind, payload=b"", *args, **kwargs):
+        reply = real(link, kind, payload, *args, **kwargs)
         if kind == m.Kind.STREAM and m.STREAM.unpack(payload)[2] > 0 and len(heads) == 2 and not killed:
             killed.append(m.STREAM.unpack(payload))
             twins[-1].process.kill()

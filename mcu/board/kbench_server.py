@@ -73,15 +73,17 @@ class Refused(Exception):
 
 class BlockReader:
     # Reads the line a COBS block at a time rather than a byte at a time: after a block's code byte the next
-    # code-1 bytes hold no delimiter, so they can be read in one call. A zero found inside a block (corruption)
-    # resynchronises the count at the byte after it.
+    # code-1 bytes hold no delimiter, so they can be read in one call, and so can the byte after them, which every
+    # frame has (the next block's code byte, or the delimiter): one read per block. Not after a block of one or two
+    # data bytes: a break piece (00 03 03 00) is one, and nothing need follow it. A zero found inside a block
+    # (corruption) resynchronises the count at the byte after it.
 
     def __init__(self, stream):
         self.stream = stream
         self.need = 0  # data bytes left in the current block; 0: the next byte is a code byte or a delimiter
 
     def read(self):
-        data = self.stream.read(self.need if self.need else 1)
+        data = self.stream.read(self.need + 1 if self.need > 2 else self.need or 1)
         i, n = 0, len(data)
         while i < n:
             if self.need == 0:

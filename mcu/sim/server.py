@@ -4,7 +4,9 @@ The slave end is put in raw mode (no echo, no CR/LF translation) and stays open 
 mpremote or pyserial can open, close and reopen its path (`PtyServer.path`) while the twin keeps serving. Bytes a
 client sends are fed to the `Link` by the thread that calls `serve`; the REPL and the code it runs live in other
 threads, so an interrupt character reaches running code however busy it is. When the twin ends, the master side
-closes and a client blocked on the pty gets an I/O error instead of waiting for ever.
+closes and a client blocked on the pty gets an I/O error instead of waiting for ever. The REPL's thread also pulls
+the pty itself when it has read everything fed so far (`Link`'s `receive`), so that a board reading a stream of
+frames never waits for the reader thread to be scheduled (with the GIL, that took as long as the frame's work).
 
 Board code never ends the twin: should the REPL thread itself fail (a bug in the twin, or a MemoryError that board
 code's allocations left it), the failure goes to stderr once and the board restarts as after a hard fault, with a
@@ -30,6 +32,7 @@ from mcu.sim.repl import Repl
 from mcu.sim.uart import KBD_INTR_DEFAULT, Link
 
 POLL_S = 0.2
+READ_MAX = 65536  # bytes taken from the pty at once (a pty hands over at most about 4 KB a read)
 #: A REPL that fails this often within this many seconds is broken for good (a bug in boot, say): the twin stops.
 RESTARTS_MAX, RESTART_WINDOW_S = 5, 10.0
 RESTARTED = b"\r\nkbench twin: the REPL failed (%s); soft reset\r\n"
@@ -43,7 +46,8 @@ class PtyServer:
         tty.setraw(self._slave)
         self.path = os.ttyname(self._slave)
         self._closing = False
-        self.link = Link(self._transmit)
+        self._pulling = threading.Lock()  # one thread at a time reads the pty and feeds the link: bytes keep order
+        self.link = Link(self._transmit, receive=self._pull_waiting)
         self.board = Interpreter(root, self.link, clock_hz, mpy_abi=mpy_abi)
         self.repl = Repl(self.link, self.board)
         self.faults = FaultyLine(faults, active=lambda: self.link.kbd_char != KBD_INTR_DEFAULT,
@@ -84,6 +88,27 @@ class PtyServer:
                 except BaseException:  # noqa: BLE001 - the client hears the banner of the restart instead
                     pass
 
+    def _pull(self, wait: bool) -> None:
+        """Feed the link what the pty holds now, without blocking on the pty; with `wait`, after any other thread's
+        pull in progress, else not at all while one is."""
+        if not self._pulling.acquire(blocking=wait):
+            return
+        try:
+            while select.select([self._master], [], [], 0)[0]:
+                data = os.read(self._master, READ_MAX)
+                if not data:
+                    return
+                self.link.feed(self.faults.inbound(data))
+        finally:
+            self._pulling.release()
+
+    def _pull_waiting(self) -> None:
+        """The REPL's thread, out of bytes: pull what the pty already holds; the reader thread deals with errors."""
+        try:
+            self._pull(wait=False)
+        except (OSError, ValueError, MemoryError):  # no client (EIO), the pty closed, or no memory: not now
+            pass
+
     def serve(self, stop: threading.Event) -> BaseException | None:
         """Serve until `stop` is set or the REPL thread dies; the exception that killed it, if any."""
         device = threading.Thread(target=self._device, name="twin-repl", daemon=True)
@@ -91,11 +116,13 @@ class PtyServer:
         while not stop.is_set() and device.is_alive():
             ready, _, _ = select.select([self._master], [], [], POLL_S)
             if not ready:
+                try:
+                    self.link.flush(wait=False)  # output a busy board held back (TX_PACKET) goes out within POLL_S
+                except OSError:
+                    pass  # the pty is closing; a write of the board's own meets the error
                 continue
             try:
-                data = os.read(self._master, 4096)
-                if data:
-                    self.link.feed(self.faults.inbound(data))
+                self._pull(wait=True)
             except OSError as exc:
                 if exc.errno != errno.EIO:
                     raise

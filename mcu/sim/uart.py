@@ -1,5 +1,6 @@
 """The twin's serial line, device side: a `Link` holds the bytes the host sent (the UART receive buffer) and sends
-the board's bytes back, and turns the interrupt character into a KeyboardInterrupt in the running code.
+the board's bytes back (several answers in one write while more input waits, as a USB VCP packs them), and turns
+the interrupt character into a KeyboardInterrupt in the running code.
 
 It knows nothing of the REPL (mcu.sim.repl) nor of the pty (mcu.sim.server), so tests can feed a Link bytes and
 read what it transmits.
@@ -14,6 +15,10 @@ import time
 from typing import Callable
 
 KBD_INTR_DEFAULT = 0x03  # Ctrl-C: the interrupt character after every reset, until micropython.kbd_intr changes it
+#: The board's output is held back, up to this many bytes, while the board has input queued that it has not read: it
+#: is about to answer that too, and one write to the host then carries several answers, as a USB full-speed VCP
+#: carries a board's output in 64-byte packets. Sent as soon as the board waits for input (or has nothing queued).
+TX_PACKET = 64
 
 
 class LinkClosed(Exception):
@@ -30,14 +35,20 @@ class Link:
 
     `feed` is the UART receive interrupt: bytes go into the stdin buffer, except the interrupt character while code
     runs (`arm`), which is dropped and raises KeyboardInterrupt in that code's thread, as the STM32 port's receive
-    handler does. `read`/`read_some` are the device's blocking reads; `write` is the transmitter. One thread at a
-    time reads (the REPL, or the code it runs while the REPL waits for it).
+    handler does. `read`/`read_some` are the device's blocking reads; `write` is the transmitter, which holds output
+    back while unread input is queued (TX_PACKET) and `flush` sends. One thread at a time reads (the REPL, or the
+    code it runs while the REPL waits for it). `receive`, where given, is called by that thread before it waits for
+    bytes: it feeds whatever the line already holds (mcu.sim.server pulls the pty), so that a device reading faster
+    than the receive side is scheduled does not wait for it.
     """
 
-    def __init__(self, write: Callable[[bytes], None]):
+    def __init__(self, write: Callable[[bytes], None], receive: Callable[[], None] | None = None):
         self._transmit = write
+        self._receive = receive
         self._lock = threading.Lock()
         self._buffer = bytearray()
+        self._unsent = bytearray()  # output held back (TX_PACKET)
+        self._sending = threading.Lock()  # held while output goes out: it leaves in the order it was written
         self._bell = threading.Lock()  # held = nothing new; released by feed/close/interrupt to wake a reader
         self._bell.acquire()
         self._closed = False
@@ -117,6 +128,10 @@ class Link:
     # -- device side -------------------------------------------------------------------------------------------
 
     def _wait(self, timeout: float | None) -> None:
+        if self._unsent:
+            self.flush()
+        if self._receive is not None:
+            self._receive()  # bytes it feeds ring the bell: the wait below then returns at once
         self._bell.acquire(timeout=-1 if timeout is None else max(0.0, timeout))
 
     def read_some(self, limit: int, timeout: float | None = None) -> bytes:
@@ -136,6 +151,11 @@ class Link:
 
     def read(self, n: int = 1) -> bytes:
         """Exactly `n` bytes, waiting as long as it takes."""
+        with self._lock:  # the common case, all of them already here, in one step
+            if len(self._buffer) >= n:
+                data = bytes(self._buffer[:n])
+                del self._buffer[:n]
+                return data
         data = bytearray()
         while len(data) < n:
             data += self.read_some(n - len(data))
@@ -177,5 +197,22 @@ class Link:
             self._wait(remaining)
 
     def write(self, data: bytes) -> None:
-        if data:
-            self._transmit(bytes(data))
+        if not data:
+            return
+        with self._lock:
+            self._unsent += data
+            hold = len(self._buffer) > 0 and len(self._unsent) < TX_PACKET
+        if not hold:
+            self.flush()
+
+    def flush(self, wait: bool = True) -> None:
+        """Send the output held back; without `wait`, not while another thread is sending."""
+        if not self._sending.acquire(blocking=wait):
+            return
+        try:
+            with self._lock:
+                data, self._unsent = bytes(self._unsent), bytearray()
+            if data:
+                self._transmit(data)
+        finally:
+            self._sending.release()
