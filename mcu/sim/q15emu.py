@@ -262,10 +262,10 @@ class Q15Emulator:
         self.cpu.write(addresses[1], descriptors)
         return addresses[:4], addresses[4:]
 
-    def _refuse(self, describe: str, *args: int) -> None:
-        """ValueError with the emulated kernel's own message for a status (args: describe's, before buf, size)."""
-        message = args[-1]
-        length, _ = self.cpu.call(describe, *args[:-1], message, MESSAGE_BYTES)
+    def _refuse(self, describe: str, message: int, *args: int) -> None:
+        """ValueError with the emulated kernel's own message: `describe` (q15attn_describe or _describe_stream) called
+        with args, then the message buffer at `message` and its size."""
+        length, _ = self.cpu.call(describe, *args, message, MESSAGE_BYTES)
         raise ValueError(self.cpu.read(message, length).decode("ascii", "replace"))
 
     def attention(self, params: tuple[int, ...], buffers: list[tuple[str, bytes]], row0: int,
@@ -278,7 +278,7 @@ class Q15Emulator:
         (p_addr, d_addr, n_addr, msg_addr), (q_addr, k_addr, vt_addr, o_addr) = self._place(params, buffers)
         status, _ = cpu.call("q15attn_check_buffers", p_addr, row0, d_addr, n_addr)
         if status != 0:
-            self._refuse("q15attn_describe", status, p_addr, row0, d_addr, msg_addr)
+            self._refuse("q15attn_describe", msg_addr, status, p_addr, row0, d_addr)
         nrows = int.from_bytes(cpu.read(n_addr, 4), "little")
         for address, (_, data) in zip((q_addr, k_addr, vt_addr), buffers[:3]):
             cpu.write(address, data)
@@ -300,7 +300,7 @@ class Q15Emulator:
         (p_addr, d_addr, n_addr, msg_addr), addresses = self._place(params, buffers)
         status, _ = cpu.call("q15attn_check_stream_buffers", p_addr, row0, key0, d_addr, n_addr, n_addr + 4)
         if status != 0:
-            self._refuse("q15attn_describe_stream", status, p_addr, row0, key0, d_addr, msg_addr)
+            self._refuse("q15attn_describe_stream", msg_addr, status, p_addr, row0, key0, d_addr)
         nrows = int.from_bytes(cpu.read(n_addr, 4), "little")
         nkeys = int.from_bytes(cpu.read(n_addr + 4, 4), "little")
         for address, (_, data) in zip(addresses, buffers):
@@ -311,7 +311,7 @@ class Q15Emulator:
         status, stats = cpu.call("q15attn_stream_timed", p_addr, row0, nrows, key0, nkeys, q_addr, k_addr, vt_addr,
                                  s_addr, o_addr, n_addr, expected_s=expected_s)
         if status != 0:
-            self._refuse("q15attn_describe_stream", status, p_addr, row0, key0, d_addr, msg_addr)
+            self._refuse("q15attn_describe_stream", msg_addr, status, p_addr, row0, key0, d_addr)
         cycles = int.from_bytes(cpu.read(n_addr, 4), "little")
         return cpu.read(o_addr, len(buffers[3][1])), cpu.read(s_addr, len(buffers[4][1])), cycles, stats
 
