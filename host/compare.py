@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import os
 import platform
 import shlex
 import signal
 import sys
 import time
-import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Callable
@@ -31,16 +28,15 @@ from typing import Callable
 import numpy as np
 
 from host.errors import KbenchError, ResultsError, SpecError
-from host.cli_common import Parser, folder, guard, int_list, integer, name_list, output_folder
+from host.cli_common import Parser, folder, guard, int_list, integer, name_list, output_folder, real
 from host.problem import LIMITS, AttentionProblem
-from host.results import CONFIG_FIELDS, FAILED_STATUSES, STATUSES, Result, ResultsFile
+from host.results import FAILED_STATUSES, STATUSES, Result, ResultsFile
 from host.run_log import RunInfo, read_runs
-from host.target_api import Inputs, RunContext, RunOptions
-from host.compare_targets import (TARGETS, TargetEntry, check_kernels, kernel_table, load_targets, open_sessions,
-                                  select_targets, target_settings, unused_options)
+from host.target_api import Inputs, RunContext
+from host.compare_targets import (TARGETS, TargetEntry, check_kernels, load_targets, open_sessions, select_targets,
+                                  target_settings, unused_options)
+from host.sweep_jobs import DEFAULT_REPEATS, Job, measure, plan, repeats, untiled_key
 
-#: warm-up and timed calls per row when neither --warmup nor --iters is given and the target has no REPEATS
-DEFAULT_REPEATS = (2, 10)
 #: Test hook: after this many rows are appended, the sweep sends itself KBENCH_STOP_SIGNAL (KILL, TERM or INT), so
 #: kill-and-resume tests stop it at a known row instead of racing a timer.
 STOP_AFTER_ROWS_ENV = "KBENCH_STOP_AFTER_ROWS"
@@ -73,76 +69,16 @@ def build_parser() -> tuple[Parser, dict[str, TargetEntry]]:
     parser.add_argument("--resume", action="store_true",
                         help="keep OUT/results.csv and run only the configurations it lacks (failed and wrong rows "
                              "again)")
+    cluster = parser.add_argument_group("cluster options (docs/cluster.md)")
+    cluster.add_argument("--cluster", metavar="ADDRESS", default=None,
+                         help="run the rows on the Dask workers of this scheduler, e.g. tcp://10.0.0.5:8786 (workers: "
+                              "python -m host.cluster worker); rows come back to OUT here")
+    cluster.add_argument("--cluster-gpu", metavar="MODEL", default=None,
+                         help="with --cluster: GPU rows only on workers whose GPU is this model, e.g. 'NVIDIA H200'")
+    cluster.add_argument("--cluster-wait", type=real("cluster-wait", 0, 86_400), default=60.0, metavar="S",
+                         help="with --cluster: seconds a row waits for a worker with its device when none is left, "
+                              "before it is written as an error (default 60)")
     return parser, load_targets(parser)
-
-
-@dataclass(frozen=True)
-class Job:
-    """One row to measure: a target's kernel on one problem."""
-
-    target: str
-    kernel: str
-    problem: AttentionProblem
-
-    def key(self) -> tuple:
-        """The same tuple as Result.config_key() of the row this job writes."""
-        p = self.problem
-        values = {"target": self.target, "kernel": self.kernel, "dtype": p.dtype, "batch": p.batch,
-                  "heads": p.heads, "seq": p.seq, "dim": p.dim, "causal": p.causal, "seed": p.seed,
-                  "br": None, "bc": None}
-        return tuple(values[name] for name in CONFIG_FIELDS)
-
-    def label(self) -> str:
-        p = self.problem
-        return f"{self.target}/{self.kernel} B{p.batch} H{p.heads} N{p.seq} d{p.dim}{' causal' if p.causal else ''}"
-
-
-def plan(args: argparse.Namespace, targets: dict[str, ModuleType], settings: dict[str, object]) -> list[Job]:
-    """Every (problem, target, kernel) the arguments ask for, in sweep order (small problems first)."""
-    tables = {name: kernel_table(module, settings.get(name)) for name, module in targets.items()}
-    known = sorted({kernel for pairs in tables.values() for kernel, _ in pairs})
-    if args.kernels:
-        unknown = [kernel for kernel in args.kernels if kernel not in known]
-        if unknown:
-            raise SpecError(f"--kernels: unknown kernel {unknown[0]!r}; allowed: {', '.join(known) or 'none'}")
-    causal = {"0": (False,), "1": (True,), "both": (False, True)}[args.causal]
-    jobs = []
-    for batch, heads, dim, seq, is_causal in itertools.product(args.batch, args.heads, args.dim, args.seq, causal):
-        for target, pairs in tables.items():
-            for kernel, dtype in pairs:
-                if args.kernels and kernel not in args.kernels:
-                    continue
-                problem = AttentionProblem(batch=batch, heads=heads, seq=seq, dim=dim, causal=is_causal,
-                                           dtype=dtype, seed=args.seed)
-                jobs.append(Job(target, kernel, problem))
-    return jobs
-
-
-def repeats(args: argparse.Namespace, module: ModuleType) -> tuple[int, int]:
-    """(warmup, iters) for a target: the command line's where given, else the target's REPEATS, else the default."""
-    warmup, iters = getattr(module, "REPEATS", DEFAULT_REPEATS)
-    return (warmup if args.warmup is None else args.warmup), (iters if args.iters is None else args.iters)
-
-
-def measure(job: Job, inputs: Callable[[], Inputs], module: ModuleType, args: argparse.Namespace,
-            context: RunContext, settings: object = None, session: object = None) -> list[Result]:
-    """Run one job; a failure becomes a row with status error (or oom) and the sweep goes on. `inputs` builds (or
-    returns the cached) inputs inside the row, so inputs too large for the machine are this row's oom."""
-    warmup, iters = repeats(args, module)
-    options = RunOptions(context=context, kernel=job.kernel, warmup=warmup, iters=iters, settings=settings,
-                         session=session)
-    try:
-        return module.run(job.problem, inputs(), options)
-    except MemoryError as exc:
-        status, message = "oom", f"out of memory: {exc or 'MemoryError'}"
-    except KbenchError as exc:
-        status, message = getattr(exc, "status", "error"), f"{type(exc).__name__}: {exc}"
-    except Exception as exc:  # noqa: BLE001 - any failure of one row is recorded in that row
-        frame = traceback.extract_tb(exc.__traceback__)[-1]
-        status = "error"
-        message = f"{type(exc).__name__}: {exc} (at {Path(frame.filename).name}:{frame.lineno})"
-    return [context.result(job.problem, target=job.target, kernel=job.kernel, device=module.device(settings, session),
-                           status=status, message=message.replace("\n", " "))]
 
 
 def prepare_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
@@ -191,38 +127,88 @@ def check_out(out: Path, resume: bool) -> None:
         read_runs(out / "runs.jsonl")
 
 
-def untiled_key(row: Result) -> tuple:
-    """A row's configuration without its tile: compare runs each kernel with the tile its target chooses."""
-    return tuple(None if name in ("br", "bc") else value for name, value in zip(CONFIG_FIELDS, row.config_key()))
-
-
 def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser,
               entries: dict[str, TargetEntry]) -> int:
     settings = target_settings(args, entries)
     for warning in unused_options(args, parser, entries, args.targets):
         print(f"kbench: {warning}", file=sys.stderr)
+    if args.cluster is None and (args.cluster_gpu is not None or args.cluster_wait != parser.get_default("cluster_wait")):
+        raise SpecError("--cluster-gpu and --cluster-wait apply to a cluster sweep; give --cluster ADDRESS too")
+    if args.cluster is not None:
+        return _cluster_sweep(args, argv, entries, settings)
     check_out(args.out, args.resume)
     check_kernels(args.kernels, entries, settings, args.targets)
     with contextlib.ExitStack() as stack:
         targets, unavailable = select_targets(args.targets, entries, settings)
         sessions = open_sessions(settings, targets, unavailable, stack)
-        if not targets:
-            raise SpecError("nothing can be measured: " + "; ".join(f"target {name} unavailable: {reason}"
-                                                                     for name, reason in unavailable.items()))
-        return _sweep(args, argv, targets, unavailable, settings, sessions)
+        _check_any(targets, unavailable)
+        devices = {name: module.device(settings.get(name), sessions.get(name)) for name, module in targets.items()
+                   if getattr(module, "RESUME_BY_DEVICE", True)}
+
+        def local_rows(todo: list[Job], context: RunContext, started: Callable[[Job], None]):
+            """Measure the jobs here, one by one, with the sessions held for the sweep."""
+            cache: dict[str, Inputs] = {}
+
+            def inputs_of(problem: AttentionProblem) -> Inputs:
+                """The problem's inputs, built once for all the jobs that share them (planned problem by problem)."""
+                if "inputs" not in cache or cache["inputs"].problem != problem:
+                    cache.clear()  # the previous problem's arrays go before the next ones are built
+                    cache["inputs"] = Inputs(problem)
+                return cache["inputs"]
+
+            for job in todo:
+                started(job)
+                base, module = job.problem.with_(dtype="float32"), targets[job.target]
+                yield job, measure(job, lambda: inputs_of(base), module, repeats(args, module), context,
+                                   settings.get(job.target), sessions.get(job.target))
+
+        return _sweep(args, argv, targets, unavailable, settings, local_rows,
+                      {name: device for name, device in devices.items() if device})
+
+
+def _check_any(targets: dict[str, ModuleType], unavailable: dict[str, str]) -> None:
+    if not targets:
+        raise SpecError("nothing can be measured: " + "; ".join(f"target {name} unavailable: {reason}"
+                                                                 for name, reason in unavailable.items()))
+
+
+def _cluster_sweep(args: argparse.Namespace, argv: list[str], entries: dict[str, TargetEntry],
+                   settings: dict[str, object]) -> int:
+    """The sweep on a Dask cluster's workers (host/cluster_sweep.py): targets chosen by what the workers hold."""
+    from host.cluster_sweep import Cluster, check_address, check_local_options
+
+    check_address(args.cluster)
+    check_local_options(settings)
+    check_out(args.out, args.resume)
+    check_kernels(args.kernels, entries, settings, args.targets)
+    names = list(args.targets or TARGETS)
+    unknown = [name for name in names if name not in TARGETS]
+    if unknown:
+        raise SpecError(f"--targets: unknown target {unknown[0]!r}; allowed: {', '.join(TARGETS)}")
+    with Cluster(args.cluster, args.cluster_wait, args.cluster_gpu) as cluster:
+        unavailable = {name: entries[name].reason for name in names if entries[name].module is None}
+        unavailable.update(cluster.unavailable([name for name in names if name not in unavailable]))
+        targets = {name: entries[name].module for name in names if name not in unavailable}
+        _check_any(targets, unavailable)
+
+        def cluster_rows(todo: list[Job], context: RunContext, started: Callable[[Job], None]):
+            calls = {name: repeats(args, module) for name, module in targets.items()}
+            return cluster.rows(todo, calls, settings, context)
+
+        return _sweep(args, argv, targets, unavailable, settings, cluster_rows, {}, cluster.describe())
 
 
 def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleType], unavailable: dict[str, str],
-           settings: dict[str, object], sessions: dict[str, object]) -> int:
+           settings: dict[str, object], rows_of: Callable, devices: dict[str, str], cluster: dict | None = None) -> int:
+    """Plan the jobs, open OUT (resuming where asked), then append each job's rows as `rows_of(todo, context,
+    started)` yields them (here, or from a cluster's workers); `devices` says which device each target's finished
+    rows must come from to count as done (none on a cluster: any worker's row counts)."""
     from tqdm import tqdm
 
     context = RunContext.start()  # before the output folder changes: a report inside the checkout is not "dirty" code
     stop_after = _stop_hook()
     jobs = plan(args, targets, settings)
-    devices = {name: module.device(settings.get(name), sessions.get(name)) for name, module in targets.items()
-               if getattr(module, "RESUME_BY_DEVICE", True)}
-    results, done = prepare_out(args.out, args.resume, {job.key() for job in jobs},
-                                {name: device for name, device in devices.items() if device})
+    results, done = prepare_out(args.out, args.resume, {job.key() for job in jobs}, devices)
     todo = [job for job in jobs if job.key() not in done]
     for name, reason in unavailable.items():
         print(f"kbench: target {name} unavailable: {reason}", file=sys.stderr)
@@ -236,27 +222,20 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
     RunInfo(run_id=context.run_id, timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             command="python -m host.compare " + shlex.join(argv), git_rev=context.git_rev, host=context.host,
             machine={"platform": platform.platform(), "python": platform.python_version(), "numpy": np.__version__,
-                     "cpus": os.cpu_count()}, unavailable=dict(unavailable)).append_to(args.out / "runs.jsonl")
+                     "cpus": os.cpu_count(), **({"cluster": cluster} if cluster else {})},
+            unavailable=dict(unavailable)).append_to(args.out / "runs.jsonl")
     written: list[Result] = []
-    cache: dict[str, Inputs] = {}
-
-    def inputs_of(problem: AttentionProblem) -> Inputs:
-        """The problem's inputs, built once for all the jobs that share them (jobs are planned problem by problem)."""
-        if "inputs" not in cache or cache["inputs"].problem != problem:
-            cache.clear()  # the previous problem's arrays go before the next ones are built
-            cache["inputs"] = Inputs(problem)
-        return cache["inputs"]
-
-    with tqdm(todo, unit="row", file=sys.stderr, dynamic_ncols=True, disable=None) as bar:
-        for job in bar:
-            bar.set_description(job.label())
-            base = job.problem.with_(dtype="float32")
-            for row in measure(job, lambda: inputs_of(base), targets[job.target], args, context,
-                               settings.get(job.target), sessions.get(job.target)):
-                results.append(row)
-                written.append(row)
-                if stop_after is not None and len(written) == stop_after[0]:
-                    os.kill(os.getpid(), stop_after[1])
+    with tqdm(total=len(todo), unit="row", file=sys.stderr, dynamic_ncols=True, disable=None) as bar:
+        if cluster:
+            bar.set_description(f"on {len(cluster['workers'])} workers")
+        with contextlib.closing(iter(rows_of(todo, context, lambda job: bar.set_description(job.label())))) as rows:
+            for job, job_rows in rows:
+                for row in job_rows:
+                    results.append(row)
+                    written.append(row)
+                    if stop_after is not None and len(written) == stop_after[0]:
+                        os.kill(os.getpid(), stop_after[1])
+                bar.update(1)
     summarize_run(args, written, unavailable, len(jobs) - len(todo))
     if written and all(row.status in ("oom", "skipped") for row in written):
         print(f"kbench: no row was measured ({len(written)} rows oom or skipped)", file=sys.stderr)

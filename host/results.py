@@ -33,9 +33,12 @@ from host.errors import ResultsError
 #                  (wall clock, CUDA events, a board's DWT counter) or "modelled: <model>" (the twin's or the asic
 #                  target's cycle model); required of every row with a timing figure. Version 1 and 2 rows are read
 #                  with it empty and keep their own schema_version, which says the row never recorded it.
-SCHEMA_VERSION = 3
+#   4  2026-12-01  worker: the Dask worker that measured the row in a cluster sweep (host.compare --cluster), by the
+#                  name it registered with (python -m host.cluster worker); empty for a local sweep. Older rows are
+#                  read with it empty, which is what they were: local.
+SCHEMA_VERSION = 4
 #: Columns each later version added, with the value older rows get for them when read.
-ADDED_COLUMNS = {2: {"peak_source": "", "sensors_source": ""}, 3: {"timing_source": ""}}
+ADDED_COLUMNS = {2: {"peak_source": "", "sensors_source": ""}, 3: {"timing_source": ""}, 4: {"worker": ""}}
 #: The first word of a timing_source: how its figures were obtained.
 TIMING_KINDS = ("measured", "modelled")
 #: The figures timing_source describes: a row with any of them must say where they come from.
@@ -73,6 +76,8 @@ class Result:
     seed: int
     br: int | None = None
     bc: int | None = None
+    # where in a cluster sweep: the Dask worker's name (its host and device are in host and device); "" when local
+    worker: str = ""
     # status
     status: str = "ok"
     message: str = ""

@@ -41,7 +41,7 @@ python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv --system-site-packages .venv
 
 extras=mcu
-[ "$mode" = test ] && extras=mcu,dev
+[ "$mode" = test ] && extras=mcu,cluster,dev
 if command -v nvidia-smi >/dev/null && cuda=$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: \([0-9]*\).*/\1/p' | head -1) && [ -n "$cuda" ]; then
   if .venv/bin/python -c 'import cupy' 2>/dev/null; then :
   elif [ "$cuda" -ge 13 ]; then extras=$extras,gpu-cuda13
