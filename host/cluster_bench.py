@@ -3,7 +3,8 @@
 Starts a scheduler and one worker on this machine (python -m host.cluster), times a sweep on it, starts a second
 worker of the same kind, times the same sweep again (a fresh OUT, so every row is measured again), and prints the
 wall times and their ratio. The workers own board twins (--sim) or GPUs (--gpu 0,1); the sweep's own options follow
-`--`. Each worker's numpy gets half the host's cores (OMP_NUM_THREADS and friends) in both sweeps: its share when
+`--`. Besides wall times it prints the row throughput: rows per second from the first row arriving to the last (the
+sweep's start, connecting and the report come before and after it). Each worker's numpy gets half the host's cores (OMP_NUM_THREADS and friends) in both sweeps: its share when
 both run. Both sweeps' results stay under OUT (one/ and two/) beside bench.txt, the table printed last.
 
     python -m host.cluster_bench --sim --out reports/cluster/twins -- --targets mcu --seq 256 --dim 32 --heads 2
@@ -58,17 +59,40 @@ class Node:
                 self.process.kill()
 
 
-def _sweep(address: str, out: Path, sweep_args: list[str]) -> tuple[float, list[dict]]:
-    """Wall seconds of one cluster sweep (started as a user starts it) and its rows."""
+def _sweep(address: str, out: Path, sweep_args: list[str]) -> tuple[float, float | None, list[dict]]:
+    """One cluster sweep, started as a user starts it: its wall seconds, its row rate (rows per second between the
+    first row and the last arriving in results.csv, so the sweep's start, the first compile and the report are not
+    in it; None with fewer than two rows) and its rows."""
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / "results.csv"
+    for stale in (results, out / "runs.jsonl"):  # the bench's own folder: a fresh sweep every time
+        stale.unlink(missing_ok=True)
+    arrivals: list[float] = []  # when the file held 1, 2, ... rows
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "host.compare", "--cluster", address, "--out", str(out),
-                           *sweep_args], capture_output=True, text=True)
+    with (out / "sweep.log").open("w") as log:
+        sweep = subprocess.Popen([sys.executable, "-m", "host.compare", "--cluster", address, "--out", str(out),
+                                  *sweep_args], stdout=log, stderr=subprocess.STDOUT)
+        while sweep.poll() is None:
+            count = _rows_in(results)
+            arrivals.extend([time.perf_counter()] * (count - len(arrivals)))
+            time.sleep(0.02)
     wall = time.perf_counter() - started
-    (out / "sweep.log").write_text(done.stdout + done.stderr)
-    if done.returncode not in (0, 1):
-        raise UnavailableError(f"the sweep failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
-    with (out / "results.csv").open(newline="") as file:
-        return wall, list(csv.DictReader(file))
+    if sweep.returncode not in (0, 1):
+        raise UnavailableError(f"the sweep failed (exit {sweep.returncode}): see {out / 'sweep.log'}")
+    with results.open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    rate = (len(arrivals) - 1) / (arrivals[-1] - arrivals[0]) if len(arrivals) > 1 and arrivals[-1] > arrivals[0] \
+        else None
+    return wall, rate, rows
+
+
+def _rows_in(path: Path) -> int:
+    """Complete rows in a results.csv being appended to (header and a torn last line not counted)."""
+    try:
+        text = path.read_bytes()
+    except OSError:
+        return 0
+    return max(0, text.count(b"\n") - 1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,17 +127,20 @@ def main(argv: list[str] | None = None) -> int:
                 node = Node(out / f"worker{count}.log", "worker", "--scheduler", address, *extra, env=threads)
                 nodes.append(node)
                 node.wait_for(r"worker \S+ at tcp://")
-                wall, rows = _sweep(address, out / ("one" if count == 1 else "two"), sweep_args)
-                table.append((count, wall, rows))
+                wall, rate, rows = _sweep(address, out / ("one" if count == 1 else "two"), sweep_args)
+                table.append((count, wall, rate, rows))
                 print(f"kbench: {count} worker(s): {len(rows)} rows in {wall:.1f} s", file=sys.stderr, flush=True)
         finally:
             for node in reversed(nodes):
                 node.stop()
-        lines = ["workers  rows  ok   wall s  rows per worker", *[
+        lines = ["workers  rows  ok   wall s  rows/s (first to last row)  rows per worker", *[
             f"{count:>7} {len(rows):>5} {sum(r['status'] == 'ok' for r in rows):>3} {wall:>8.1f}  "
-            f"{dict(Counter(r['worker'] for r in rows))}" for count, wall, rows in table]]
+            f"{'-' if rate is None else format(rate, '26.3f')}  {dict(Counter(r['worker'] for r in rows))}"
+            for count, wall, rate, rows in table]]
         (one, two) = (table[0][1], table[1][1])
-        lines.append(f"two workers' wall / one worker's: {two / one:.3f} (throughput {one / two:.2f}x)")
+        lines.append(f"two workers' wall / one worker's: {two / one:.3f} (sweep throughput {one / two:.2f}x)")
+        if table[0][2] and table[1][2]:
+            lines.append(f"row throughput, two workers / one: {table[1][2] / table[0][2]:.2f}x")
         lines.append("command: python -m host.cluster_bench " + " ".join(sys.argv[1:] if argv is None else argv))
         (out / "bench.txt").write_text("\n".join(lines) + "\n")
         print("\n".join(lines))
