@@ -5,12 +5,20 @@ sm_90a target, so `module` compiles through CuPy's NVRTC binding itself and load
 encodes the copy engine's descriptor of a (B·H, N, d) 16-bit tensor with the driver's cuTensorMapEncodeTiled (called
 through ctypes: CuPy does not wrap it) and returns it in device memory, where the kernel reads it. CuPy is imported
 inside functions only, so this module imports on machines without it.
+
+A build is kept on disk (`cache_dir()`, keyed by the sources, the name expressions, the options and NVRTC's version),
+as CuPy keeps its RawModule builds: a second process (another cluster worker, the next sweep) loads the cubin instead
+of compiling the wgmma kernel again, which takes seconds per variant.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
+import json
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -35,12 +43,20 @@ def module(expressions: tuple[str, ...]):
     source = (SOURCE_DIR / "flash_wgmma.cu").read_text()
     names = ("wgmma.cuh", "tc_softmax.cuh", "tile_order.cuh")  # the headers it includes
     headers = [(SOURCE_DIR / name).read_bytes() for name in names]
+    options = ["-std=c++17", "-arch=sm_90a", "--device-as-default-execution-space"]
+    key = build_key([source.encode(), *headers], expressions, options, nvrtc.getVersion())
+    cached = read_build(key)
+    if cached is not None:
+        cubin, lowered = cached
+        loaded = cupy.cuda.function.Module()
+        loaded.load(cubin)
+        return loaded, lowered
     program = nvrtc.createProgram(source, "flash_wgmma.cu", headers, [name.encode() for name in names])
     try:
         for expression in expressions:
             nvrtc.addNameExpression(program, expression)
         try:
-            nvrtc.compileProgram(program, ["-std=c++17", "-arch=sm_90a", "--device-as-default-execution-space"])
+            nvrtc.compileProgram(program, options)
         except nvrtc.NVRTCError as exc:
             log = nvrtc.getProgramLog(program)
             raise TargetError(f"NVRTC could not build kernels/flash_wgmma.cu for sm_90a: {exc}: {log.strip()[:2000]}")
@@ -48,9 +64,52 @@ def module(expressions: tuple[str, ...]):
         cubin = nvrtc.getCUBIN(program)
     finally:
         nvrtc.destroyProgram(program)
+    write_build(key, cubin, lowered)
     loaded = cupy.cuda.function.Module()
     loaded.load(cubin)
     return loaded, lowered
+
+
+def cache_dir() -> Path:
+    """Where builds are kept: $KBENCH_CACHE/cubin, else ~/.cache/kbench/cubin."""
+    root = os.environ.get("KBENCH_CACHE") or Path.home() / ".cache" / "kbench"
+    return Path(root) / "cubin"
+
+
+def build_key(sources: list[bytes], expressions: tuple[str, ...], options: list[str], version: object) -> str:
+    """A build's identity: everything that changes the cubin."""
+    digest = hashlib.sha256()
+    for part in (*sources, *(e.encode() for e in expressions), *(o.encode() for o in options), repr(version).encode()):
+        digest.update(len(part).to_bytes(8, "little") + part)
+    return digest.hexdigest()[:32]
+
+
+def read_build(key: str) -> tuple[bytes, dict[str, str]] | None:
+    """(cubin, lowered names) kept under `key`; None when absent or unreadable (it is built again)."""
+    folder = cache_dir()
+    try:
+        cubin = (folder / f"{key}.cubin").read_bytes()
+        lowered = json.loads((folder / f"{key}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not cubin or not isinstance(lowered, dict) or lowered.get("cubin_bytes") != len(cubin):
+        return None
+    return cubin, lowered["names"]
+
+
+def write_build(key: str, cubin: bytes, lowered: dict[str, str]) -> None:
+    """Keep a build (each file replaced whole, so a reader never sees half of one); a cache that cannot be written
+    only costs the next process a compile."""
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in ((f"{key}.cubin", cubin),
+                           (f"{key}.json", json.dumps({"cubin_bytes": len(cubin), "names": lowered}).encode())):
+            with tempfile.NamedTemporaryFile(dir=folder, delete=False) as part:
+                part.write(data)
+            os.replace(part.name, folder / name)
+    except OSError:
+        return
 
 
 @functools.lru_cache(maxsize=None)
