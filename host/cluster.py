@@ -29,7 +29,8 @@ from host.errors import SpecError, UnavailableError
 
 DEFAULT_PORT = 8786
 DEFAULT_SCHEDULER = f"tcp://127.0.0.1:{DEFAULT_PORT}"
-#: How long a worker tries to reach its scheduler (at start, and again after losing it) before it gives up.
+#: How long a worker tries to reach its scheduler at start before it gives up. A worker whose scheduler goes away
+#: stops (exit 1): after a scheduler restart, start the workers again.
 CONNECT_S = 30.0
 
 
@@ -107,7 +108,7 @@ def default_name(args: argparse.Namespace) -> str:
 def worker(args: argparse.Namespace) -> int:
     from host.cluster_sweep import check_address
 
-    check_address(args.scheduler)
+    check_address(args.scheduler, "--scheduler")
     if args.gpu:
         if not args.gpu.isascii() or not args.gpu.isdigit():
             raise SpecError(f"--gpu {args.gpu!r} is not a GPU index; allowed: 0, 1, 2, ...")
@@ -139,7 +140,10 @@ async def _serve_worker(address: str, name: str, plugin, timeout: float) -> int:
                                f"({type(exc).__name__})") from None
     except RuntimeError as exc:  # the scheduler refused it: a name already taken, another Dask version
         await node.close()
-        cause = exc.__cause__ or exc
+        cause = str(exc.__cause__ or exc)
+        if "name taken" in cause:
+            raise UnavailableError(f"--name {name!r} is already taken on {address}; choose another (or leave --name "
+                                   "out: the default adds this process's id)") from None
         raise UnavailableError(f"--scheduler {address} refused worker {name}: {cause}") from None
     devices = "; ".join(f"{target}: {device}" for target, device in plugin.devices.items()) or "none"
     resources = ", ".join(f"{key}={value:g}" for key, value in plugin.resources().items()) or "none"
@@ -165,8 +169,10 @@ async def _serve_scheduler(host: str | None, port: int) -> int:
     try:
         node = Scheduler(host=host, port=port, dashboard=False)
         await node.start()
-    except OSError as exc:
-        raise UnavailableError(f"the scheduler cannot listen on {host or '*'}:{port}: {exc.strerror or exc}") from None
+    except (OSError, RuntimeError) as exc:  # Dask wraps the socket's OSError in "Scheduler failed to start."
+        cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+        raise UnavailableError(f"the scheduler cannot listen on {host or '*'}:{port}: "
+                               f"{getattr(cause, 'strerror', None) or cause}") from None
     say(f"scheduler at {node.address} (sweeps: python -m host.compare --cluster {node.address} ...)")
     await stop.wait()
     say("scheduler: stopping")

@@ -11,6 +11,8 @@ only with --cluster, so a local sweep never imports Dask.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -18,9 +20,10 @@ from typing import Iterator
 
 from distributed import Client, Future, KilledWorker, wait
 from distributed import TimeoutError as DaskTimeoutError
+from distributed.client import FuturesCancelledError
 
 from host.cluster_worker import OWNED_FLAGS, TARGET_RESOURCES, gpu_resource, run_row
-from host.errors import SpecError, UnavailableError
+from host.errors import LinkError, SpecError, UnavailableError
 from host.results import Result
 from host.sweep_jobs import Job
 from host.target_api import RunContext
@@ -35,10 +38,13 @@ FETCH_S = 10
 POLL_S = 0.5
 
 
-def check_address(address: str) -> str:
+def check_address(address: str, option: str = "--cluster") -> str:
     if not ADDRESS.match(address):
-        raise SpecError(f"--cluster {address!r} is not a scheduler address; allowed: tcp://HOST:PORT (or tls://, "
+        raise SpecError(f"{option} {address!r} is not a scheduler address; allowed: tcp://HOST:PORT (or tls://, "
                         "ws://, wss://), e.g. tcp://10.0.0.5:8786")
+    port = int(address.rsplit(":", 1)[1])
+    if not 1 <= port <= 65535:
+        raise SpecError(f"{option} {address}: port {port} is out of range; allowed: 1..65535")
     return address
 
 
@@ -51,7 +57,7 @@ def check_local_options(settings: dict[str, object]) -> None:
         defaults = type(given)()
         changed = [flag for name, flag in flags.items() if getattr(given, name) != getattr(defaults, name)]
         if changed:
-            raise SpecError(f"{', '.join(changed)} choose a device of this machine; with --cluster each worker owns "
+            raise SpecError(f"{', '.join(changed)} {'chooses' if len(changed) == 1 else 'choose'} a device of this machine; with --cluster each worker owns "
                             f"its devices (python -m host.cluster worker --board PORT | --sim | --gpu): leave "
                             f"{'it' if len(changed) == 1 else 'them'} out")
 
@@ -75,6 +81,11 @@ class Cluster:
         self.address = check_address(address)
         self.wait_s = wait_s
         self.gpu = gpu_resource(gpu_model) if gpu_model else TARGET_RESOURCES["gpu"]
+        if gpu_model is not None and self.gpu == TARGET_RESOURCES["gpu"]:
+            raise SpecError(f"--cluster-gpu {gpu_model!r} names no GPU model; allowed: a model as workers print it, "
+                            "e.g. 'NVIDIA H200'")
+        # The client logs its lost connections itself; the sweep says so once, in one line (LinkError below).
+        logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
         try:
             self.client = Client(address, timeout=CONNECT_S)  # the default client: distributed.wait needs one
         except (OSError, DaskTimeoutError) as exc:
@@ -115,7 +126,9 @@ class Cluster:
         for target in targets:
             need = self.resource(target)
             if not any(worker.holds(need) for worker in workers):
-                missing[target] = (f"no worker of {self.address} holds {need} (workers: "
+                models = sorted({name for w in workers for name in w.resources if name.startswith("gpu-")})
+                held = f"; GPU models held: {', '.join(models) or 'none'}" if target == "gpu" else ""
+                missing[target] = (f"no worker of {self.address} holds {need}{held} (workers: "
                                    f"{', '.join(sorted(w.name for w in workers))}; a worker with one starts with "
                                    f"python -m host.cluster worker {'--gpu' if target == 'gpu' else '--board PORT'})")
         return missing
@@ -135,23 +148,32 @@ class Cluster:
         pending = set(futures)
         watch = _Watch(self, futures)
         try:
-            while pending:
-                try:
-                    done = wait(list(pending), timeout=POLL_S, return_when="FIRST_COMPLETED").done
-                except (DaskTimeoutError, TimeoutError):
-                    done = set()
-                for future in done:
-                    found = self._rows_of(future, futures[future], context, watch)
-                    if found is not None:  # else its result was lost with its worker: Dask measures it again
-                        pending.discard(future)
-                        yield futures[future], found
-                for future, message in watch.stranded(pending):
-                    future.cancel()
-                    pending.discard(future)
-                    yield futures[future], [_error_row(context, futures[future], message, watch.last.get(future.key))]
+            yield from self._collect(pending, futures, context, watch)
+        except (OSError, FuturesCancelledError) as exc:  # CommClosedError, or futures dropped with the connection
+            raise LinkError(f"lost the scheduler at {self.address} ({type(exc).__name__}) with {len(pending)} rows "
+                            "outstanding; finished rows are kept in results.csv: rerun with --resume") from None
         finally:
-            if pending:
-                self.client.cancel(list(pending))
+            if pending and self.client.status == "running":
+                with contextlib.suppress(OSError):
+                    self.client.cancel(list(pending))
+
+    def _collect(self, pending: set[Future], futures: dict[Future, Job], context: RunContext,
+                 watch: "_Watch") -> Iterator[tuple[Job, list[Result]]]:
+        """Yield each pending task's rows as it finishes (removing it from `pending`)."""
+        while pending:
+            try:
+                done = wait(list(pending), timeout=POLL_S, return_when="FIRST_COMPLETED").done
+            except (DaskTimeoutError, TimeoutError):
+                done = set()
+            for future in done:
+                found = self._rows_of(future, futures[future], context, watch)
+                if found is not None:  # else its result was lost with its worker: Dask measures it again
+                    pending.discard(future)
+                    yield futures[future], found
+            for future, message in watch.stranded(pending):
+                future.cancel()
+                pending.discard(future)
+                yield futures[future], [_error_row(context, futures[future], message, watch.last.get(future.key))]
 
     def _rows_of(self, future: Future, job: Job, context: RunContext, watch: "_Watch") -> list[Result] | None:
         """A finished task's rows, or one error row saying what became of it; None when its result cannot be

@@ -65,7 +65,6 @@ class KbenchWorker(WorkerPlugin):
         self.owned = dict(owned)
         self.sessions: dict[str, object] = {}
         self.devices: dict[str, str] = {}
-        self.lock = threading.Lock()  # one row at a time on the worker's devices, however many threads it has
         self.opened = False
         self._stack = contextlib.ExitStack()
 
@@ -115,6 +114,7 @@ class KbenchWorker(WorkerPlugin):
         return dataclasses.replace(sweep_settings, **{name: getattr(owned, name) for name in OWNED_FLAGS[target]})
 
 
+_row_lock = threading.Lock()
 _inputs_lock = threading.Lock()
 _inputs: dict[str, Inputs] = {}
 
@@ -151,7 +151,7 @@ def run_row(job: Job, calls: tuple[int, int], sweep_settings: object, context: R
     settings = plugin.settings_for(job.target, sweep_settings) if plugin else sweep_settings
     session = plugin.sessions.get(job.target) if plugin else None
     base = job.problem.with_(dtype="float32")
-    with plugin.lock if plugin else contextlib.nullcontext():
+    with _row_lock:  # one row at a time in this process, however many threads the worker runs tasks in
         rows = measure(job, lambda: _inputs_of(base), module, calls, here, settings, session)
     return [row.replace(worker=name) for row in rows]
 

@@ -261,13 +261,15 @@ def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: 
     from host.report import render
 
     width = max([16] + [len(row.target) + 1 + len(row.kernel) for row in written])
+    workers = max([0] + [len(row.worker) for row in written])  # a cluster sweep's rows say where they ran
+    where = lambda text: f" {text:<{workers}}" if workers else ""  # noqa: E731
     print(f"{'target/kernel':<{width}} {'dtype':<8} {'B':>3} {'H':>4} {'N':>6} {'d':>4} {'causal':>6} {'p50 ms':>10} "
-          f"{'GFLOP/s':>9} {'rel_l2':>9}  status")
+          f"{'GFLOP/s':>9} {'rel_l2':>9}{where('worker')}  status")
     for row in written:
         fmt = lambda x, f: "-" if x is None else format(x, f)  # noqa: E731
         print(f"{row.target + '/' + row.kernel:<{width}} {row.dtype:<8} {row.batch:>3} {row.heads:>4} {row.seq:>6} {row.dim:>4} "
               f"{int(row.causal):>6} {fmt(row.p50_ms, '10.4g')} {fmt(row.gflops, '9.4g')} "
-              f"{fmt(row.rel_l2, '9.2e')}  {row.status}{': ' + row.message if row.message else ''}")
+              f"{fmt(row.rel_l2, '9.2e')}{where(row.worker)}  {row.status}{': ' + row.message if row.message else ''}")
     for name, reason in unavailable.items():
         print(f"unavailable: {name}: {reason}")
     counts = ", ".join(f"{sum(r.status == status for r in written)} {status}" for status in STATUSES

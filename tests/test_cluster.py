@@ -89,6 +89,7 @@ def test_rows_run_once_each_on_a_worker_holding_their_device(cluster, tmp_path):
     assert {r["worker"] for r in mcu} == {twin_a, twin_b}, "both board workers measured MCU rows"
     assert {r["worker"] for r in found if r["target"] != "mcu"} <= {twin_a, twin_b, plain}
     assert len({r["run_id"] for r in found}) == 1 and all(r["host"] for r in found)
+    assert "worker" in done.stdout.splitlines()[0] and twin_a in done.stdout, "the summary says where rows ran"
     log = (out / "runs.jsonl").read_text()
     assert twin_a in log and "stm32f407" in log, "the run's log names the workers and their resources"
 
@@ -170,6 +171,27 @@ def test_gpu_rows_split_between_two_gpu_workers(cluster, tmp_path):
     assert other.returncode == 2 and "gpu-nvidia-h200" in other.stderr
 
 
+def test_a_lost_scheduler_ends_the_sweep_in_one_line_and_keeps_its_rows(cluster, tmp_path):
+    cluster.worker("--sim")
+    port = cluster.address.rsplit(":", 1)[1]
+    taken = Node(tmp_path / "second.log", "scheduler", "--host", "127.0.0.1", "--port", port)
+    assert taken.process.wait(timeout=60) == 1 and "cannot listen" in taken.log.read_text()
+    assert "Traceback" not in taken.log.read_text()
+    out = tmp_path / "out"
+    sweep_process = subprocess.Popen([sys.executable, "-m", "host.compare", "--cluster", cluster.address, "--out",
+                                      str(out), *MCU], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not ((out / "results.csv").exists() and rows(out)):
+        time.sleep(0.1)
+    cluster.nodes[0].process.kill()  # the scheduler
+    _, stderr = sweep_process.communicate(timeout=120)
+    assert sweep_process.returncode == 1 and "lost the scheduler" in stderr and "--resume" in stderr, stderr
+    assert "Traceback" not in stderr
+    kept = rows(out)
+    assert 1 <= len(kept) < 8 and set(keys(kept).values()) == {1} and all(r["status"] == "ok" for r in kept)
+
+
 @pytest.mark.gpu
 def test_gpu_rows_split_between_two_real_gpus(cluster, tmp_path):
     import cupy
@@ -189,7 +211,9 @@ def test_gpu_rows_split_between_two_real_gpus(cluster, tmp_path):
 def test_cluster_arguments_are_checked_in_one_line(tmp_path):
     bad = [(("--cluster", "localhost"), 2, "tcp://HOST:PORT"),
            (("--cluster", "tcp://127.0.0.1:1"), 1, "cannot reach the scheduler"),
-           (("--cluster", "tcp://127.0.0.1:1", "--sim", "--targets", "mcu"), 2, "--sim choose a device"),
+           (("--cluster", "tcp://127.0.0.1:1", "--sim", "--targets", "mcu"), 2, "--sim chooses a device"),
+           (("--cluster", "tcp://127.0.0.1:99999"), 2, "port 99999 is out of range"),
+           (("--cluster", "tcp://127.0.0.1:1", "--cluster-gpu", "!!!"), 2, "names no GPU model"),
            (("--cluster-wait", "5"), 2, "give --cluster"),
            (("--cluster", "tcp://127.0.0.1:1", "--cluster-wait", "-1"), 2, "cluster-wait=-1")]
     for args, status, words in bad:
@@ -197,7 +221,7 @@ def test_cluster_arguments_are_checked_in_one_line(tmp_path):
         assert done.returncode == status and words in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     workers = [(("--gpu", "x"), 2, "not a GPU index"), (("--sim-faults", "drop=0.1"), 2, "needs --sim"),
-               (("--scheduler", "nowhere"), 2, "tcp://HOST:PORT"),
+               (("--scheduler", "nowhere"), 2, "--scheduler 'nowhere' is not a scheduler address"),
                (("--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "2"), 1, "not reached within 2 s")]
     if gpu_missing():
         workers.append((("--scheduler", "tcp://127.0.0.1:1", "--gpu"), 1, "gpu: "))
