@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import importlib
+import itertools
 import os
 import platform
 import re
@@ -24,10 +26,9 @@ from distributed import WorkerPlugin, get_worker
 
 from host.compare_targets import TARGETS
 from host.errors import UnavailableError
-from host.problem import AttentionProblem
 from host.results import Result
-from host.sweep_jobs import Job, measure
-from host.target_api import Inputs, RunContext, git_revision
+from host.sweep_jobs import Job, LastInputs, measure
+from host.target_api import RunContext, git_revision
 
 PLUGIN_NAME = "kbench"
 #: Test hook: a worker whose environment sets this to N kills itself (SIGKILL) as its Nth row starts, so fault tests
@@ -109,25 +110,15 @@ class KbenchWorker(WorkerPlugin):
     def settings_for(self, target: str, sweep_settings: object) -> object:
         """The sweep's settings for `target` with the fields this worker decides (its device) put in."""
         owned = self.owned.get(target)
-        if owned is None or sweep_settings is None:
-            return owned if sweep_settings is None else sweep_settings
+        if owned is None:
+            return sweep_settings
+        if sweep_settings is None:
+            return owned
         return dataclasses.replace(sweep_settings, **{name: getattr(owned, name) for name in OWNED_FLAGS[target]})
 
 
 _row_lock = threading.Lock()
-_inputs_lock = threading.Lock()
-_inputs: dict[str, Inputs] = {}
-
-
-def _inputs_of(problem: AttentionProblem) -> Inputs:
-    """The problem's inputs, kept for the next row of the same problem on this worker (the sweep submits rows
-    problem by problem)."""
-    with _inputs_lock:
-        cached = _inputs.get("last")
-        if cached is None or cached.problem != problem:
-            _inputs.clear()  # the previous problem's arrays go before the next ones are built
-            _inputs["last"] = Inputs(problem)
-        return _inputs["last"]
+_inputs = LastInputs()
 
 
 def run_row(job: Job, calls: tuple[int, int], sweep_settings: object, context: RunContext) -> list[Result]:
@@ -135,8 +126,7 @@ def run_row(job: Job, calls: tuple[int, int], sweep_settings: object, context: R
     rows are stamped with this worker's host, code revision and name. A row that needs a device this worker does
     not hold (a plain `dask worker` without the kbench plugin) is an error row saying so."""
     worker = get_worker()
-    _rows_started.append(job)
-    if os.environ.get(DIE_AT_ROW_ENV) == str(len(_rows_started)):
+    if os.environ.get(DIE_AT_ROW_ENV) == str(next(_rows_started)):
         os.kill(os.getpid(), signal.SIGKILL)
     plugin: KbenchWorker | None = worker.plugins.get(PLUGIN_NAME)
     module = importlib.import_module(TARGETS[job.target])
@@ -150,18 +140,15 @@ def run_row(job: Job, calls: tuple[int, int], sweep_settings: object, context: R
         return [row.replace(worker=name)]
     settings = plugin.settings_for(job.target, sweep_settings) if plugin else sweep_settings
     session = plugin.sessions.get(job.target) if plugin else None
-    base = job.problem.with_(dtype="float32")
     with _row_lock:  # one row at a time in this process, however many threads the worker runs tasks in
-        rows = measure(job, lambda: _inputs_of(base), module, calls, here, settings, session)
+        rows = measure(job, _inputs.of(job), module, calls, here, settings, session)
     return [row.replace(worker=name) for row in rows]
 
 
-_rows_started: list[Job] = []  # this process's rows, for the test hook
-_revision_cache: list[str] = []
+_rows_started = itertools.count(1)  # this process's rows, for the test hook
 
 
+@functools.lru_cache(maxsize=None)
 def _revision() -> str:
     """This worker's code revision (asked of git once per process)."""
-    if not _revision_cache:
-        _revision_cache.append(git_revision())
-    return _revision_cache[0]
+    return git_revision()

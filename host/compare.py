@@ -29,13 +29,13 @@ import numpy as np
 
 from host.errors import KbenchError, ResultsError, SpecError
 from host.cli_common import Parser, folder, guard, int_list, integer, name_list, output_folder, real
-from host.problem import LIMITS, AttentionProblem
+from host.problem import LIMITS
 from host.results import FAILED_STATUSES, STATUSES, Result, ResultsFile
 from host.run_log import RunInfo, read_runs
-from host.target_api import Inputs, RunContext
+from host.target_api import RunContext
 from host.compare_targets import (TARGETS, TargetEntry, check_kernels, load_targets, open_sessions, select_targets,
                                   target_settings, unused_options)
-from host.sweep_jobs import DEFAULT_REPEATS, Job, measure, plan, repeats, untiled_key
+from host.sweep_jobs import DEFAULT_REPEATS, Job, LastInputs, measure, plan, repeats, untiled_key
 
 #: Test hook: after this many rows are appended, the sweep sends itself KBENCH_STOP_SIGNAL (KILL, TERM or INT), so
 #: kill-and-resume tests stop it at a known row instead of racing a timer.
@@ -147,19 +147,11 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
 
         def local_rows(todo: list[Job], context: RunContext, started: Callable[[Job], None]):
             """Measure the jobs here, one by one, with the sessions held for the sweep."""
-            cache: dict[str, Inputs] = {}
-
-            def inputs_of(problem: AttentionProblem) -> Inputs:
-                """The problem's inputs, built once for all the jobs that share them (planned problem by problem)."""
-                if "inputs" not in cache or cache["inputs"].problem != problem:
-                    cache.clear()  # the previous problem's arrays go before the next ones are built
-                    cache["inputs"] = Inputs(problem)
-                return cache["inputs"]
-
+            inputs = LastInputs()
             for job in todo:
                 started(job)
-                base, module = job.problem.with_(dtype="float32"), targets[job.target]
-                yield job, measure(job, lambda: inputs_of(base), module, repeats(args, module), context,
+                module = targets[job.target]
+                yield job, measure(job, inputs.of(job), module, repeats(args, module), context,
                                    settings.get(job.target), sessions.get(job.target))
 
         return _sweep(args, argv, targets, unavailable, settings, local_rows,

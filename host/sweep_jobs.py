@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import threading
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,27 @@ def plan(args: argparse.Namespace, targets: dict[str, ModuleType], settings: dic
                                            dtype=dtype, seed=args.seed)
                 jobs.append(Job(target, kernel, problem))
     return jobs
+
+
+class LastInputs:
+    """The inputs of the last problem asked for, kept for the jobs that share them (jobs are planned problem by
+    problem, so one is enough); the previous problem's arrays go before the next ones are built. Thread-safe: a
+    worker may run its row task in any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: Inputs | None = None
+
+    def of(self, job: Job) -> Callable[[], Inputs]:
+        """What `measure` calls for the job's inputs (float32, whatever the job's dtype), built inside its row."""
+        return lambda: self._get(job.problem.with_(dtype="float32"))
+
+    def _get(self, problem: AttentionProblem) -> Inputs:
+        with self._lock:
+            if self._last is None or self._last.problem != problem:
+                self._last = None
+                self._last = Inputs(problem)
+            return self._last
 
 
 def repeats(args: argparse.Namespace, module: ModuleType) -> tuple[int, int]:
