@@ -24,12 +24,15 @@ from host.problem import AttentionProblem
 #: Elements of one score slab (block × keys): a few MB, large enough for efficient matmuls, near the L2 of a core.
 SLAB_ELEMENTS = 1 << 19
 
+#: Elements of one device slab (all heads × block × keys): 2 GiB of float64 scores per step on a GPU.
+DEVICE_SLAB_ELEMENTS = 1 << 28
+
 #: Below this many scores (B·H·N²) one thread is quicker than starting a pool.
 PARALLEL_MIN_SCORES = 1 << 20
 
 
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool, dtype: type = np.float64,
-              block: int | None = None, threads: int | None = None) -> np.ndarray:
+def attention(q, k, v, causal: bool, dtype: type = np.float64, block: int | None = None,
+              threads: int | None = None, xp=np):
     """Exact attention of every (batch, head).
 
     q, k, v: (B, H, N, d) arrays of any float type; computed and returned in `dtype`, shape (B, H, N, d).
@@ -37,32 +40,40 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool, dtype: 
     threads: worker threads over (head, query block) slabs (default: the CPU count). BLAS is held to one thread
     throughout, so the elementwise softmax runs on every core too, not only the matmuls, and small problems do
     not pay for waking BLAS's own pool.
+    xp: the array module that holds q, k, v (numpy, or CuPy when a GPU target computes the golden on its device:
+    the same steps, each slab spanning every head, one at a time, in DEVICE_SLAB_ELEMENTS).
     """
     if q.ndim != 4 or q.shape != k.shape or q.shape != v.shape:
         raise SpecError(f"q, k, v must share one (batch, heads, seq, dim) shape; got {q.shape}, {k.shape}, {v.shape}")
     B, H, N, d = q.shape
     dtype = np.dtype(dtype)
+    every_head = xp is not np  # a device: one slab holds a query block of all heads (large batched matmuls)
     if block is None:
-        block = max(1, min(N, SLAB_ELEMENTS // max(N, 1)))
+        budget = DEVICE_SLAB_ELEMENTS // (B * H) if every_head else SLAB_ELEMENTS
+        block = max(1, min(N, budget // max(N, 1)))
     qs = (q.astype(dtype, copy=False) * dtype.type(1.0 / np.sqrt(d))).reshape(B * H, N, d)  # (BH, N, d)
-    kt = np.ascontiguousarray(k.astype(dtype, copy=False).reshape(B * H, N, d).transpose(0, 2, 1))  # (BH, d, N)
+    kt = xp.ascontiguousarray(k.astype(dtype, copy=False).reshape(B * H, N, d).transpose(0, 2, 1))  # (BH, d, N)
     vs = v.astype(dtype, copy=False).reshape(B * H, N, d)  # (BH, N, d)
-    out = np.empty((B * H, N, d), dtype=dtype)
-    future = np.triu(np.ones((block, block), dtype=bool), k=1) if causal else None  # (block, block)
+    out = xp.empty((B * H, N, d), dtype=dtype)
+    future = xp.triu(xp.ones((block, block), dtype=bool), k=1) if causal else None  # (block, block)
 
-    def slab(item: tuple[int, int]) -> None:
-        bh, i0 = item
+    def slab(item: tuple[int | slice, int]) -> None:
+        bh, i0 = item  # one head's index, or slice(None) for all heads
         i1 = min(N, i0 + block)
         keys = i1 if causal else N  # a causal block sees keys 0 .. i1-1 only
-        s = np.matmul(qs[bh, i0:i1], kt[bh, :, :keys])  # (i1-i0, keys)
+        s = xp.matmul(qs[bh, i0:i1], kt[bh, :, :keys])  # ([BH,] i1-i0, keys)
         if causal:  # only the diagonal tile has keys beyond its queries: key i0 + c is hidden from query i0 + r, c > r
-            np.copyto(s[:, i0:i1], -np.inf, where=future[: i1 - i0, : i1 - i0])
+            xp.copyto(s[..., i0:i1], -np.inf, where=future[: i1 - i0, : i1 - i0])
         m = s.max(axis=-1, keepdims=True)
-        np.subtract(s, m, out=s)
-        np.exp(s, out=s)
-        l = s.sum(axis=-1, keepdims=True)  # (i1-i0, 1)
-        np.divide(np.matmul(s, vs[bh, :keys]), l, out=out[bh, i0:i1])
+        xp.subtract(s, m, out=s)
+        xp.exp(s, out=s)
+        l = s.sum(axis=-1, keepdims=True)  # ([BH,] i1-i0, 1)
+        xp.divide(xp.matmul(s, vs[bh, :keys]), l, out=out[bh, i0:i1])
 
+    if every_head:
+        for i0 in range(0, N, block):
+            slab((slice(None), i0))
+        return out.reshape(B, H, N, d)
     items = [(bh, i0) for bh in range(B * H) for i0 in range(0, N, block)]
     threads = (os.cpu_count() or 1) if threads is None else threads
     with _blas_controller().limit(limits=1, user_api="blas"):

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -142,3 +143,18 @@ class Inputs:
     def golden(self) -> np.ndarray:
         """float64 (B, H, N, d): the output every target is diffed against."""
         return attention(self.q, self.k, self.v, self.problem.causal, np.float64)
+
+    def golden_from(self, compute: Callable[["Inputs"], np.ndarray | None]) -> np.ndarray:
+        """The golden, computed by `compute(self)` when it has not been computed yet: the same float64
+        host.reference.attention run elsewhere (a GPU target runs it on its device, where it takes milliseconds
+        instead of seconds of host CPU). `compute` returns None when it cannot (then the host computes it); its
+        result must be float64 of the golden's shape, else SpecError. Kept for every later row of the problem."""
+        if "golden" not in self.__dict__:
+            gold = compute(self)
+            if gold is not None:
+                shape = (self.problem.batch, self.problem.heads, self.problem.seq, self.problem.dim)
+                if gold.dtype != np.float64 or gold.shape != shape:
+                    raise SpecError(f"a golden computed elsewhere is {gold.dtype} {gold.shape}; allowed: float64 "
+                                    f"{shape}")
+                self.__dict__["golden"] = gold
+        return self.golden

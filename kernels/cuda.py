@@ -16,6 +16,7 @@ import numpy as np
 
 from host.errors import SpecError
 from host.problem import AttentionProblem
+from host.reference import DEVICE_SLAB_ELEMENTS, attention
 from host.target_api import Inputs
 from kernels.budget import (TC_CONFIGS, TF32_CONFIGS, WGMMA_CONFIGS, flash_grid, flash_smem_bytes,
                             flash_tc_smem_bytes, flash_tf32_smem_bytes, flash_wgmma_smem_bytes, flash_wgmma_threads)
@@ -233,6 +234,27 @@ class CudaDevice:
         import cupy
 
         return cupy.cuda.memory.OutOfMemoryError
+
+    @staticmethod
+    def golden(inputs: Inputs) -> np.ndarray | None:
+        """The problem's float64 golden by host.reference.attention on this GPU (each slab a query block of every
+        head); None when the device has not the memory for it, and the host computes it instead. A seq 4096,
+        B·H 32, d 128 golden takes milliseconds here and about a second of a 32-core host."""
+        import cupy
+
+        p = inputs.problem
+        elements = p.batch * p.heads * p.seq * p.dim
+        # Q, K, V in float32 and float64, O in float64, one slab of scores and its exponentials' product with V
+        need = 44 * elements + 16 * min(DEVICE_SLAB_ELEMENTS, p.batch * p.heads * p.seq * p.seq)
+        if need > CudaDevice.free_bytes():
+            return None
+        try:
+            q, k, v = (cupy.asarray(a) for a in (inputs.q, inputs.k, inputs.v))
+            return cupy.asnumpy(attention(q, k, v, p.causal, np.float64, xp=cupy))
+        except cupy.cuda.memory.OutOfMemoryError:
+            return None
+        finally:  # the slabs' blocks go back to the device for the kernels
+            cupy.get_default_memory_pool().free_all_blocks()
 
     @staticmethod
     def synchronize() -> None:

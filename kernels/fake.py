@@ -165,6 +165,11 @@ class FakeDevice:
     def synchronize() -> None:
         return None
 
+    @staticmethod
+    def golden(inputs: Inputs) -> None:
+        """The fake has no device of its own to compute the golden on: the host computes it."""
+        return None
+
     event_times = staticmethod(wall_times)
 
     @staticmethod

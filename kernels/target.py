@@ -351,7 +351,7 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
         dev.synchronize()
         out = launch.output()
         check_output(kernel, out)
-        verdict = check_float(out, problem, inputs.golden)
+        verdict = check_float(out, problem, inputs.golden_from(dev.golden))
         samples = dev.event_times(launch.launch, options.warmup, options.iters)
         energy = dev.energy(launch.launch)
     except dev.out_of_memory() as exc:

@@ -85,6 +85,33 @@ def test_kernels_match_the_golden(kernel, seq, dim, causal):
     assert row.status == "ok", row.message
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("seq,dim,causal", [(1, 64, False), (17, 59, True), (97, 16, False), (1025, 128, True)])
+def test_the_golden_computed_on_the_gpu_is_the_hosts(seq, dim, causal):
+    from kernels.cuda import CudaDevice
+
+    problem = fresh_problem(seq, dim, causal, heads=3)
+    on_device, on_host = Inputs(problem), Inputs(problem)
+    gold = on_device.golden_from(CudaDevice.golden)
+    assert "golden" in on_device.__dict__ and gold is on_device.golden  # computed once, kept for later rows
+    np.testing.assert_allclose(gold, on_host.golden, rtol=0, atol=1e-12)
+
+
+def test_a_golden_from_elsewhere_is_used_once_checked_and_optional():
+    problem = fresh_problem(17, 5, True)
+    calls = []
+    host = Inputs(problem).golden
+    inputs = Inputs(problem)
+    assert inputs.golden_from(lambda i: calls.append(i) or None) is inputs.golden  # None: the host computes it
+    np.testing.assert_array_equal(inputs.golden, host)
+    assert inputs.golden_from(lambda i: calls.append(i) or host + 1) is inputs.golden  # already there: not asked
+    assert len(calls) == 1
+    given = Inputs(problem)
+    assert given.golden_from(lambda i: host + 1) is given.golden and np.array_equal(given.golden, host + 1)
+    with pytest.raises(SpecError, match=r"float32 \(1, 2, 17, 5\); allowed: float64 \(1, 2, 17, 5\)"):
+        Inputs(problem).golden_from(lambda i: host.astype(np.float32))
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kernel", ["naive", "fused", "flash"])
 @pytest.mark.parametrize("seq,dim,causal", [(1, 64, False), (17, 59, True), (97, 16, False), (130, 64, True)])

@@ -1,6 +1,7 @@
 """The golden and the float32 reference: softmax properties, masking, blocking, precision agreement, tolerances."""
 
 import tracemalloc
+import types
 
 import numpy as np
 import pytest
@@ -68,6 +69,20 @@ def test_float32_agrees_with_float64(seq, dim):
     out = attention(q, k, v, True, np.float32)
     assert out.dtype == np.float32
     assert check_float(out, problem, golden(problem)).status == "ok"  # the one tolerance: host/verdict.py
+
+
+def numpy_as_a_device():
+    """numpy under another name: attention takes its device path (each slab a query block of every head)."""
+    return types.SimpleNamespace(**{name: getattr(np, name) for name in dir(np) if not name.startswith("__")})
+
+
+@pytest.mark.parametrize("seq,dim", SHAPES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_device_path_computes_the_same_golden(seq, dim, causal):
+    q, k, v = AttentionProblem(batch=2, heads=3, seq=seq, dim=dim, causal=causal).inputs()
+    for block in (None, 1, 5):
+        np.testing.assert_allclose(attention(q, k, v, causal, np.float64, block=block, xp=numpy_as_a_device()),
+                                   naive(q, k, v, causal), rtol=0, atol=1e-12)
 
 
 def test_threads_do_not_change_a_bit():
