@@ -15,11 +15,13 @@ cd "$(dirname "$0")/.."
 
 say() { echo "kbench setup: $*" >&2; }
 
-# System tools from Debian's packages: the Cortex-M4 compiler (native module, board twin) and valgrind (cache
-# simulation when the CPU has no usable hardware counters).
+# System tools from Debian's packages: the Cortex-M4 compiler (native module, board twin), valgrind (cache
+# simulation when the CPU has no usable hardware counters) and yosys (gate counts of the datapath's RTL; its ABC step
+# works in Debian's build, not in the yowasp wheel).
 need=()
 command -v arm-none-eabi-gcc >/dev/null || need+=(gcc-arm-none-eabi libnewlib-arm-none-eabi)
 command -v valgrind >/dev/null || need+=(valgrind)
+command -v yosys >/dev/null || need+=(yosys)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then sudo=()
   elif command -v sudo >/dev/null; then sudo=(sudo)
@@ -27,7 +29,7 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
   if [ "${sudo[0]:-}" = none ] || ! command -v apt-get >/dev/null; then
     say "cannot install ${need[*]} (needs apt-get as root or with sudo); install them yourself." \
-        "Without them the MCU build and --cpu-cache-sim report themselves unavailable."
+        "Without them the MCU build, --cpu-cache-sim and codesign synth report themselves unavailable."
   else
     say "installing ${need[*]} with apt-get"
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -40,8 +42,8 @@ python=${PYTHON:-python3}
 # System site-packages stay visible: a machine that already has numpy, CuPy or pytest does not download them again.
 [ -x .venv/bin/python ] || "$python" -m venv --system-site-packages .venv
 
-extras=mcu
-[ "$mode" = test ] && extras=mcu,cluster,dev
+extras=mcu,rtl
+[ "$mode" = test ] && extras=mcu,rtl,cluster,dev
 if command -v nvidia-smi >/dev/null && cuda=$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: \([0-9]*\).*/\1/p' | head -1) && [ -n "$cuda" ]; then
   if .venv/bin/python -c 'import cupy' 2>/dev/null; then :
   elif [ "$cuda" -ge 13 ]; then extras=$extras,gpu-cuda13
