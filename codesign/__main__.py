@@ -16,6 +16,7 @@ COMMANDS = {
     "diagram": ("codesign.diagram", "draw the datapath's block diagram as a PNG"),
     "actions": ("codesign.actions", "the energy and area model's per-action bands at one node"),
     "explore": ("codesign.explore_cli", "sweep operating points: latency, energy and area bands, Pareto front, plots"),
+    "synth": ("codesign.rtl.synth_cli", "synthesise the RTL units with Yosys: NAND2 gate equivalents, seconds"),
     "bench": ("codesign.bench", "speed of the bit-accurate model and of cycle-only evaluation"),
 }
 

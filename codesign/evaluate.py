@@ -31,6 +31,7 @@ class Evaluation:
     head: HeadCycles
     rescales: int
     overflows: int
+    quantized: q15.Quantized  # the int16 inputs and parameters every head ran with
 
     @property
     def heads(self) -> int:
@@ -69,4 +70,4 @@ def evaluate(problem: AttentionProblem, inputs: Inputs, datapath: Datapath,
                 progress()
     verdict = check_q15(out, quantized.expected(), quantized.dequantize(out), inputs.golden,
                         q15.error_bound(inputs.q, inputs.k, inputs.v, quantized))
-    return Evaluation(datapath, problem, out, verdict, head, rescales, overflows)
+    return Evaluation(datapath, problem, out, verdict, head, rescales, overflows, quantized)

@@ -1,7 +1,8 @@
 """`python -m codesign explore`: the operating-point explorer. It sweeps a space of datapaths (array shape, dataflow,
 exponent lanes, dividers, buffers, clock, DRAM bandwidth, technology node, accumulator width, DRAM kind) for one
 attention problem and writes every point's latency, throughput, energy per inference and area (each with its band),
-utilisation and the arithmetic's bit-exactness to points.csv, the Pareto front of energy against latency to front.csv
+utilisation and the arithmetic's bit-exactness to points.csv (with a second, synthesis-based area beside the
+table's: `synthesis_area`), the Pareto front of energy against latency to front.csv
 (and the console), and two plots. With --results, the measured rows of host.compare runs (the GPU's NVML energy, the
 MCU's datasheet energy) are placed on the same axes.
 
@@ -28,7 +29,7 @@ import numpy as np
 from codesign.cycles import TRAFFIC_KEYS, head_cycles
 from codesign.datapath import (ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, DATAFLOWS, OVERFLOWS, Datapath)
 from codesign.energy import area, head_energy, leakage_w
-from codesign.technology import Technology
+from codesign.technology import Band, GateCalibration, Technology, default_gates
 from host.errors import SpecError
 from host.problem import AttentionProblem
 
@@ -216,9 +217,27 @@ def bit_labels(problem: AttentionProblem, cols: list[int], widths: list[int], ov
     return labels
 
 
-def explore(problem: AttentionProblem, space: dict, tech: Technology, progress=None) -> Exploration:
-    """Every operating point of `space` for `problem` (heads run one after another on the one datapath)."""
+def synthesis_area(tech: Technology, gates: GateCalibration, units: dict[str, Band], rows, cols, acc_bits, overflow,
+                   exp_lanes, dividers, node) -> dict:
+    """The second area source: 'ge', the NAND2 gate equivalents of the logic the RTL synthesis covers (the array:
+    R·C MAC cells × the array's overhead; C score lanes; E EXP2 and rescale lanes; the dividers); 'logic', µm²: GE ×
+    the NAND2 area at the node, plus the E max comparators from the table (no RTL of its own); 'total': with the
+    table-based area's SRAM (CACTI), times the same control-overhead band."""
+    rows, cols, lanes = np.asarray(rows), np.asarray(cols), np.asarray(exp_lanes)
+    ge = (rows * cols * gates.mac(acc_bits, overflow) * gates.array_overhead + cols * gates.score_lane(acc_bits)
+          + lanes * (gates.exp2 + gates.rescale) + np.asarray(dividers) * gates.divider)
+    logic = tech.nand2_area(node) * ge + tech.area("compare", 32, node) * lanes
+    low, high = tech.overhead
+    return {"ge": ge, "logic": logic, "total": (logic + units["buffers"]) * Band(np.float64(low), np.float64(high))}
+
+
+def explore(problem: AttentionProblem, space: dict, tech: Technology, progress=None,
+            gates: GateCalibration | None = None) -> Exploration:
+    """Every operating point of `space` for `problem` (heads run one after another on the one datapath); the area
+    from the table (`area_mm2`, the default) and from the gate calibration (`synth_area_mm2`; default the shipped
+    codesign/rtl_gates.toml)."""
     start = time.perf_counter()
+    gates = gates or default_gates()
     table = _cycle_table(problem, space, progress)
     extra = [k for k in ("node_nm", "acc_bits", "overflow", "dram") if k in space]
     grids = np.meshgrid(np.arange(len(table["cycles"])), *(np.arange(len(space[k])) for k in extra), indexing="ij")
@@ -253,6 +272,9 @@ def explore(problem: AttentionProblem, space: dict, tech: Technology, progress=N
     energy_low = np.where(ok, energy_low + leak.low * latency, np.nan)
     energy_high = np.where(ok, energy_high + leak.high * latency, np.nan)
     area_mm2 = units["total"] * 1e-6
+    synth = synthesis_area(tech, gates, units, cols["rows"], cols["cols"], acc, cols["overflow"], cols["exp_lanes"],
+                           cols["dividers"], node)
+    synth_mm2 = synth["total"] * 1e-6
     labels = bit_labels(problem, sorted(set(space["array"][i][1] for i in range(len(space["array"])))),
                         space["acc_bits"], space["overflow"])
     label = np.empty(len(config), dtype=object)
@@ -273,6 +295,10 @@ def explore(problem: AttentionProblem, space: dict, tech: Technology, progress=N
         "energy_j": np.sqrt(energy_low * energy_high),
         "area_mm2_low": np.where(ok, area_mm2.low, np.nan), "area_mm2_high": np.where(ok, area_mm2.high, np.nan),
         "area_mm2": np.where(ok, area_mm2.mid, np.nan),
+        "synth_ge": np.where(ok, synth["ge"], np.nan),
+        "synth_area_mm2_low": np.where(ok, synth_mm2.low, np.nan),
+        "synth_area_mm2_high": np.where(ok, synth_mm2.high, np.nan),
+        "synth_area_mm2": np.where(ok, synth_mm2.mid, np.nan),
         "utilisation": np.where(ok, cols["utilisation"], np.nan),
         "dram_stall_share": np.where(ok, cols["stall_cycles"] / np.maximum(cols["cycles"], 1), np.nan),
         "bit_exact": label, "rel_l2": rel_l2, "skipped": cols["skipped"],

@@ -16,7 +16,7 @@ import numpy as np
 
 from codesign.explore import SWEPT, explore, fronts, load_space, sensitivity, space_size
 from codesign.measured import MeasuredPoint, load
-from codesign.technology import Technology
+from codesign.technology import GateCalibration, Technology
 from host.cli_common import Parser, folder, integer, output_folder
 from host.errors import KbenchError, SpecError
 from host.problem import LIMITS, AttentionProblem
@@ -25,7 +25,8 @@ from host.q15 import DIM_MAX, SEQ_MAX
 #: Columns of front.csv besides the point's own.
 FRONT_COLUMNS = ("front", "array", "dataflow", "exp_lanes", "dividers", "div_latency", "buffers_kb", "clock_mhz",
                  "dram", "dram_gbps", "node_nm", "acc_bits", "overflow", "latency_s", "energy_j", "energy_j_low", "energy_j_high", "area_mm2",
-                 "area_mm2_low", "area_mm2_high", "utilisation", "dram_stall_share", "gops", "bit_exact", "rel_l2",
+                 "area_mm2_low", "area_mm2_high", "synth_area_mm2", "synth_area_mm2_low", "synth_area_mm2_high",
+                 "synth_ge", "utilisation", "dram_stall_share", "gops", "bit_exact", "rel_l2",
                  "share_array", "share_buffers", "share_softmax", "share_score", "share_dividers", "share_dram",
                  "share_leakage")
 MARKERS = {"gpu": ("*", "tab:red"), "mcu": ("^", "tab:green"), "cpu": ("s", "tab:purple")}
@@ -170,7 +171,8 @@ def _summary(columns, chosen, points, problem) -> str:
                          f"{columns['latency_s'][i] * 1e6:.3g} µs, {columns['energy_j'][i] * 1e3:.3g} mJ "
                          f"({columns['energy_j_low'][i] * 1e3:.3g}..{columns['energy_j_high'][i] * 1e3:.3g}), "
                          f"{columns['area_mm2'][i]:.3g} mm² ({columns['area_mm2_low'][i]:.3g}.."
-                         f"{columns['area_mm2_high'][i]:.3g})")
+                         f"{columns['area_mm2_high'][i]:.3g}; synthesis {columns['synth_area_mm2'][i]:.3g}: "
+                         f"{columns['synth_area_mm2_low'][i]:.3g}..{columns['synth_area_mm2_high'][i]:.3g})")
     for p in points:
         lines.append(f"measured {p.label}: {p.latency_s * 1e6:.3g} µs, {p.energy_j * 1e3:.3g} mJ ({p.energy_source})")
     return "\n".join(lines)
@@ -248,6 +250,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--space", type=Path, help="TOML file of space keys replacing the defaults "
                         "(codesign/explore.py DEFAULT_SPACE lists them)")
     parser.add_argument("--technology", type=Path, help="per-action table (default codesign/technology.toml)")
+    parser.add_argument("--gates", type=Path, help="gate calibration for the synthesis-based area (default "
+                        "codesign/rtl_gates.toml, written by `python -m codesign synth --write-calibration`)")
     parser.add_argument("--results", type=folder, nargs="+", default=[],
                         help="host.compare --out folders whose matching rows are placed beside the ASIC points")
     parser.add_argument("--out", type=folder, default=Path("explore"), help="output folder (default ./explore)")
@@ -255,6 +259,7 @@ def main(argv: list[str]) -> int:
     problem = AttentionProblem(batch=args.batch, heads=args.heads, seq=args.seq, dim=args.dim, causal=args.causal,
                                dtype="q15")
     tech = Technology.load(args.technology)
+    gates = GateCalibration.load(args.gates)
     space = load_space(args.space, tech)
     measured, left_out = load(list(dict.fromkeys(args.results)), problem)  # refuse a bad --results before the long work
     out = output_folder(args.out)
@@ -266,7 +271,7 @@ def main(argv: list[str]) -> int:
     with _locked(out):
         try:
             with tqdm(total=configs, desc="cycle model", unit="config", leave=False, disable=None) as progress:
-                result = explore(problem, space, tech, progress)
+                result = explore(problem, space, tech, progress, gates)
             chosen = fronts(result)
             base = balanced(result.columns, chosen)
             spread = sensitivity(result, base) if base is not None else []

@@ -1,17 +1,27 @@
 """`python -m codesign run`: one attention problem on one datapath, printed: cycles and latency, each stage's
 busy cycles and utilisation, the traffic per operand, and the output's verdict (bit-exact with host/q15.py at
-Bc = the array's width, rel-L2 and max-abs against the float64 golden)."""
+Bc = the array's width, rel-L2 and max-abs against the float64 golden).
+
+With --rtl every head also runs through the datapath's RTL (codesign/rtl, Amaranth's simulator): its int16 outputs
+must equal the model's and its stage counters the cycle model's busy cycles, else the command fails. Simulation is
+slow (about 45,000 / (R·C) cycles per second), so the expected time is printed first and more than RTL_MAX_S is
+refused."""
 
 from __future__ import annotations
 
 import sys
+import time
+
+import numpy as np
 
 from host.cli_common import Parser, integer
+from host.errors import SpecError, UnavailableError
 from host.problem import AttentionProblem
 from host.q15 import DIM_MAX, SEQ_MAX
 from host.target_api import Inputs
 
-from codesign.datapath import OUTPUT_ACC_BITS
+from codesign.cycles import head_cycles
+from codesign.datapath import OUTPUT_ACC_BITS, Datapath
 from codesign.evaluate import Evaluation, evaluate
 from codesign.options import add_datapath_options, datapaths
 
@@ -26,7 +36,67 @@ def build_parser() -> Parser:
     problem.add_argument("--causal", action="store_true", help="causal mask")
     problem.add_argument("--seed", type=integer("seed", 0, 2**32 - 1), default=0, help="input seed (default 0)")
     add_datapath_options(parser.add_argument_group("datapath"))
+    parser.add_argument("--rtl", action="store_true",
+                        help="also run every head through the RTL in Amaranth's simulator (small arrays and heads: "
+                             "about 45,000/(R*C) cycles per second) and check outputs and stage cycles")
     return parser
+
+
+#: Simulated cycles per second times the array's cells: Amaranth 0.5's simulator ran 4x4 heads at 2,000-5,000 and 8x8
+#: at about 700 cycles per second (docs/performance.md), so about this many over R·C.
+RTL_CELL_CYCLES_PER_S = 45_000
+#: The longest RTL simulation --rtl starts, by that estimate (seconds).
+RTL_MAX_S = 3600
+
+
+def rtl_plan(problem: AttentionProblem, dp: Datapath) -> str:
+    """Whether --rtl can run this problem on `dp`, checked before anything is computed: the line to print first
+    (the expected simulation time), or UnavailableError / SpecError in one line."""
+    from codesign import rtl
+
+    ok, why = rtl.available()
+    if not ok:
+        raise UnavailableError(f"--rtl: {why}")
+    from codesign.rtl.divider import MIN_LATENCY
+
+    if dp.dataflow != "os":
+        raise SpecError(f"--rtl: dataflow={dp.dataflow!r} has no RTL array; allowed: os")
+    if dp.div_latency < MIN_LATENCY:
+        raise SpecError(f"--rtl: div-latency={dp.div_latency} is below the RTL divider's minimum; allowed: "
+                        f"{MIN_LATENCY}..256")
+    head = head_cycles(dp, problem.seq, problem.dim, problem.causal)
+    busy = sum(stage.busy_cycles for stage in head.stages.values())
+    heads = problem.batch * problem.heads
+    estimate = busy * heads * dp.rows * dp.cols / RTL_CELL_CYCLES_PER_S
+    if estimate > RTL_MAX_S:
+        raise SpecError(f"--rtl: {heads} head(s) of {busy:,} cycles on a {dp.rows}x{dp.cols} array would simulate "
+                        f"for about {estimate / 3600:.1f} h; allowed: up to {RTL_MAX_S // 60} min (a smaller --array, "
+                        "--seq or --dim)")
+    return f"kbench: the RTL will simulate {heads} head(s) of {busy:,} cycles, about {estimate:.0f} s"
+
+
+def rtl_check(result: Evaluation) -> tuple[list[str], bool]:
+    """Every head of the evaluation through the RTL: report lines, and whether outputs and stage cycles agree."""
+    dp, head, quantized = result.datapath, result.head, result.quantized
+    from codesign.rtl.sim import simulate_heads
+
+    began = time.perf_counter()
+    b_h = [(b, h) for b in range(result.problem.batch) for h in range(result.problem.heads)]
+    rtl_heads = simulate_heads([(*quantized.head(b, h), quantized.params) for b, h in b_h], dp)
+    seconds = time.perf_counter() - began
+    same_bits = all(np.array_equal(one.out, result.out[b, h]) for one, (b, h) in zip(rtl_heads, b_h))
+    model = {name: stage.busy_cycles for name, stage in head.stages.items()}
+    cycles = sum(one.cycles for one in rtl_heads)
+    lines = [f"rtl        {len(rtl_heads)} head(s) simulated in {seconds:.1f} s ({cycles / seconds:,.0f} cycles/s, "
+             f"Amaranth's simulator); outputs equal the model's: {'yes' if same_bits else 'NO'}",
+             "  stage      model busy     RTL busy (per head)"]
+    same_cycles = True
+    for name, expected in model.items():
+        got = {one.stage_cycles[name] for one in rtl_heads}
+        same_cycles &= got == {expected}
+        lines.append(f"  {name:<8} {expected:>12,} {', '.join(f'{g:,}' for g in sorted(got)):>12}"
+                     + ("" if got == {expected} else "   DIFFERS"))
+    return lines, same_bits and same_cycles
 
 
 def report(result: Evaluation) -> str:
@@ -63,10 +133,17 @@ def main(argv: list[str]) -> int:
     (datapath,) = datapaths(args)
     problem = AttentionProblem(batch=args.batch, heads=args.heads, seq=args.seq, dim=args.dim, causal=args.causal,
                                dtype="q15", seed=args.seed)
+    if args.rtl:
+        print(rtl_plan(problem, datapath), file=sys.stderr)
     from tqdm import tqdm
 
     with tqdm(total=problem.batch * problem.heads, desc="heads", unit="head", file=sys.stderr, leave=False,
               disable=None if problem.batch * problem.heads > 1 else True) as bar:
         result = evaluate(problem, Inputs(problem), datapath, progress=bar.update)
     print(report(result))
-    return 0 if result.verdict.passed else 1
+    passed = result.verdict.passed
+    if args.rtl:
+        lines, agrees = rtl_check(result)
+        print("\n".join(lines))
+        passed &= agrees
+    return 0 if passed else 1

@@ -20,6 +20,8 @@ import numpy as np
 from host.errors import SpecError
 
 TABLE = Path(__file__).resolve().parent / "technology.toml"
+#: Gate equivalents of the RTL units, written by `python -m codesign synth --write-calibration` (codesign/rtl/synth.py).
+GATES = Path(__file__).resolve().parent / "rtl_gates.toml"
 LOGIC_ACTIONS = ("multiply", "add", "compare", "register")
 
 
@@ -97,6 +99,7 @@ class Technology:
             self.sram = data["sram"]
             self.sram_cacti = data.get("sram_cacti", [])
             self.dram_entries = data["dram"]
+            self.nand2_entries = data.get("nand2", [])
             self.overhead = tuple(float(x) for x in data["assumptions"]["control_overhead"])
         except (KeyError, TypeError, ValueError) as exc:
             raise SpecError(f"{origin}: missing or malformed entry ({type(exc).__name__}: {exc})") from None
@@ -106,6 +109,11 @@ class Technology:
             if "node_nm" in source and source["node_nm"] not in self.nodes:
                 raise SpecError(f"{origin}: source {name!r} is at node_nm={source['node_nm']!r}, not a node of the "
                                 f"scaling table; allowed: {', '.join(str(n) for n in self.nodes)}")
+        for entry in self.nand2_entries:
+            if "node_nm" not in self.sources.get(entry.get("source"), {}):
+                raise SpecError(f"{origin}: NAND2 entry {entry} names no source with a node; allowed: "
+                                f"{', '.join(n for n, s in self.sources.items() if 'node_nm' in s)}")
+            _check_positive(origin, f"{entry['source']} NAND2 area_um2", entry.get("area_um2"))
         for entry in [*self.logic, *self.sram, *self.sram_cacti, *self.dram_entries]:
             if entry.get("source") not in self.sources:
                 raise SpecError(f"{origin}: entry {entry} names no known source; allowed: {', '.join(self.sources)}")
@@ -207,6 +215,14 @@ class Technology:
         stacked = np.broadcast_arrays(*densities)
         return Band(np.minimum.reduce(stacked), np.maximum.reduce(stacked))
 
+    def nand2_area(self, node) -> Band:
+        """µm² of one NAND2 gate equivalent at `node`: each library's NAND2 scaled from its own node."""
+        values = [float(e["area_um2"]) * self.area_factor(self._node_of(e["source"]), node) for e in self.nand2_entries]
+        if not values:
+            raise SpecError(f"{self.origin}: no NAND2 cell areas ([[nand2]]); the synthesis-based area needs them")
+        stacked = np.broadcast_arrays(*values)
+        return Band(np.minimum.reduce(stacked), np.maximum.reduce(stacked))
+
     # ------------------------------------------------------------ memories
     def sram_read(self, size_kb, node) -> Band:
         """pJ per 64-bit read of an SRAM of `size_kb` at `node`."""
@@ -260,3 +276,89 @@ class Technology:
 def default() -> Technology:
     """The shipped table."""
     return Technology.load()
+
+
+def _floats(origin: str, table: dict, key: str, length: int | None = None) -> np.ndarray:
+    values = table.get(key)
+    if not isinstance(values, list) or not values or (length is not None and len(values) != length):
+        want = f"{length} numbers" if length is not None else "a non-empty list of numbers"
+        raise SpecError(f"{origin}: {key} is {values!r}; allowed: {want}")
+    for value in values:
+        _check_positive(origin, key, value)
+    return np.array(values, dtype=float)
+
+
+@dataclass(frozen=True)
+class GateCalibration:
+    """NAND2 gate equivalents of the RTL units, from codesign/rtl_gates.toml (written by `python -m codesign synth
+    --write-calibration`): the MAC cell and the score lane by accumulator width (linear between the synthesised
+    widths), one EXP2 lane, one rescale lane, one divider, and the array's overhead over its cells (its largest
+    synthesised array's GE over rows × cols × the wrapping MAC cell's: skew registers in, unused edge outputs out)."""
+
+    acc_bits: np.ndarray
+    mac_wrap: np.ndarray
+    mac_saturate: np.ndarray
+    score_acc_bits: np.ndarray
+    score: np.ndarray
+    exp2: float
+    rescale: float
+    divider: float
+    array_overhead: float
+    command: str
+    origin: str
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> GateCalibration:
+        path = Path(path or GATES)
+        origin = str(path)
+        try:
+            data = tomllib.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise SpecError(f"{path}: not a readable gate calibration ({type(exc).__name__}: {exc}); "
+                            "`python -m codesign synth --write-calibration` writes it") from None
+        try:
+            mac, score, array = data["mac"], data["score"], data["array"]
+            bits = _floats(origin, mac, "acc_bits")
+            score_bits = _floats(origin, score, "acc_bits")
+            for name, values in (("mac acc_bits", bits), ("score acc_bits", score_bits)):
+                if list(values) != sorted(set(values)):
+                    raise SpecError(f"{origin}: {name} {values.tolist()} are not strictly increasing")
+            wrap = _floats(origin, mac, "wrap", len(bits))
+            shapes = zip(_floats(origin, array, "rows"), _floats(origin, array, "cols"),
+                         _floats(origin, array, "acc_bits"), _floats(origin, array, "ge"), strict=True)
+            rows, cols, acc, ge = max(shapes, key=lambda shape: shape[0] * shape[1])
+            for unit in ("exp2", "rescale", "divider"):
+                _check_positive(origin, f"{unit} ge", data[unit]["ge"])
+            return cls(bits, wrap, _floats(origin, mac, "saturate", len(bits)), score_bits,
+                       _floats(origin, score, "ge", len(score_bits)), exp2=float(data["exp2"]["ge"]),
+                       rescale=float(data["rescale"]["ge"]), divider=float(data["divider"]["ge"]),
+                       array_overhead=ge / (rows * cols * float(np.interp(acc, bits, wrap))),
+                       command=str(data.get("command", "")), origin=origin)
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, SpecError):
+                raise
+            raise SpecError(f"{origin}: missing or malformed entry ({type(exc).__name__}: {exc})") from None
+
+    def _at(self, what: str, bits, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+        bits = np.asarray(bits, dtype=float)
+        if np.any((bits < xs[0]) | (bits > xs[-1])):
+            outside = sorted(set(np.atleast_1d(bits[(bits < xs[0]) | (bits > xs[-1])]).astype(int).tolist()))
+            raise SpecError(f"acc_bits {outside} is outside the {what} gate calibration's {xs[0]:g}..{xs[-1]:g} "
+                            f"({self.origin})")
+        return np.interp(bits, xs, ys)
+
+    def mac(self, acc_bits, overflow="wrap") -> np.ndarray:
+        """GE of one MAC cell of `acc_bits` ("wrap" or "saturate", broadcast)."""
+        saturate = np.asarray(overflow) == "saturate"
+        return np.where(saturate, self._at("MAC", acc_bits, self.acc_bits, self.mac_saturate),
+                        self._at("MAC", acc_bits, self.acc_bits, self.mac_wrap))
+
+    def score_lane(self, acc_bits) -> np.ndarray:
+        """GE of one score lane scaling an `acc_bits`-wide accumulator."""
+        return self._at("score", acc_bits, self.score_acc_bits, self.score)
+
+
+@functools.lru_cache(maxsize=1)
+def default_gates() -> GateCalibration:
+    """The shipped gate calibration."""
+    return GateCalibration.load()

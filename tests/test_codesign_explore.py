@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import tomllib
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from codesign.__main__ import main as codesign_main
 from codesign.cycles import head_cycles
 from codesign.datapath import Datapath
 from codesign.explore import check_space, explore, fronts, pareto, sensitivity, space_size
-from codesign.technology import Technology
+from codesign.technology import GATES, TABLE, GateCalibration, Technology
 from codesign.widths import predicted_width
 from host.errors import SpecError
 from host.problem import AttentionProblem
@@ -288,3 +289,70 @@ def test_measured_rows_without_a_positive_latency_and_energy_are_left_out_with_t
     assert code == 0 and "measured H200" not in printed
     assert "1 row(s): latency or energy not a positive finite number" in printed
     assert "results.csv: no rows" in printed
+
+
+def test_the_synthesis_based_area_is_gates_times_the_nand2_area():
+    """One point by hand from codesign/rtl_gates.toml and technology.toml: an 8×8 os array of 40-bit wrapping cells,
+    4 EXP2 lanes, 8 dividers, at 45 nm."""
+    gates = tomllib.loads(GATES.read_text())
+    table = tomllib.loads(TABLE.read_text())
+    shapes = list(zip(gates["array"]["rows"], gates["array"]["cols"], gates["array"]["acc_bits"]))
+    if (8, 8, 40) not in shapes or max(r * c for r, c, _ in shapes) != 64:
+        pytest.skip("the calibration's largest array is not 8x8 at 40 bits")
+    # the array's overhead over its cells is measured on the largest array, so 64 cells × overhead × the 40-bit
+    # cell is that array's own GE; then 8 score lanes at 40 bits, 4 EXP2 and 4 rescale lanes, 8 dividers
+    score = gates["score"]["ge"][gates["score"]["acc_bits"].index(40)]
+    ge = (gates["array"]["ge"][shapes.index((8, 8, 40))] + 8 * score + 4 * (gates["exp2"]["ge"] + gates["rescale"]["ge"])
+          + 8 * gates["divider"]["ge"])
+    # each library's NAND2 at 45 nm: its own area × area_from_45[45] / area_from_45[its node]
+    factor = dict(zip(table["scaling"]["nodes_nm"], table["scaling"]["area_from_45"]))
+    nand2 = [e["area_um2"] * factor[45] / factor[table["sources"][e["source"]]["node_nm"]] for e in table["nand2"]]
+    buffers = (32.0, 64.0, 64.0, 128.0)
+    table_units = energy.area(TECH, 8, 8, 40, 4, 8, buffers, 45)
+    compare = TECH.area("compare", 32, 45)  # the max comparators have no RTL: from the table
+    low, high = table["assumptions"]["control_overhead"]
+    space = check_space({"array": ["8x8"], "dataflow": ["os"], "exp_lanes": [4], "dividers": [8], "div_latency": [18],
+                         "buffers_kb": [list(buffers)], "clock_mhz": [1000], "dram_gbps": [256], "node_nm": [45],
+                         "acc_bits": [40], "overflow": ["wrap"], "dram": ["hbm2"]}, TECH)
+    c = explore(PROBLEM, space, TECH).columns
+    assert c["synth_ge"][0] == pytest.approx(ge)
+    assert c["synth_area_mm2_low"][0] == pytest.approx(
+        (ge * min(nand2) + 4 * float(compare.low) + float(table_units["buffers"].low)) * low * 1e-6)
+    assert c["synth_area_mm2_high"][0] == pytest.approx(
+        (ge * max(nand2) + 4 * float(compare.high) + float(table_units["buffers"].high)) * high * 1e-6)
+    assert c["synth_area_mm2_low"][0] <= c["synth_area_mm2"][0] <= c["synth_area_mm2_high"][0]
+
+
+def test_a_missing_or_partial_gate_calibration_is_one_line(tmp_path):
+    with pytest.raises(SpecError, match="not a readable gate calibration"):
+        GateCalibration.load(tmp_path / "none.toml")
+    partial = tmp_path / "partial.toml"
+    partial.write_text("[mac]\nacc_bits = [24, 40]\nwrap = [1.0]\nsaturate = [1.0, 2.0]\n")
+    with pytest.raises(SpecError, match="wrap is \\[1.0\\]; allowed: 2 numbers|missing or malformed"):
+        GateCalibration.load(partial)
+
+
+def test_an_accumulator_outside_the_gate_calibration_is_refused():
+    gates = GateCalibration.load()
+    with pytest.raises(SpecError, match="outside the MAC gate calibration"):
+        gates.mac(np.array([gates.acc_bits[0] - 1]))
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"source": "nobody", "cell": "NAND2", "area_um2": 1.0}, "NAND2 entry .* names no source with a node"),
+    ({"source": "assumption", "cell": "NAND2", "area_um2": 1.0}, "names no source with a node"),
+    ({"source": "nangate45", "cell": "NAND2_X1", "area_um2": -0.798}, "area_um2 = -0.798; allowed: a finite number > 0"),
+])
+def test_a_bad_nand2_entry_is_refused_in_one_line(entry, message):
+    data = tomllib.loads(TABLE.read_text())
+    data["nand2"] = [entry]
+    with pytest.raises(SpecError, match=message):
+        Technology(data)
+
+
+def test_the_nand2_band_holds_each_library_at_its_own_node():
+    table = tomllib.loads(TABLE.read_text())
+    for entry in table["nand2"]:
+        node = table["sources"][entry["source"]]["node_nm"]
+        band = TECH.nand2_area(node)
+        assert float(band.low) <= entry["area_um2"] <= float(band.high)

@@ -1,0 +1,305 @@
+"""`python -m codesign synth [--array 8x8] [--acc-bits 40] [--units mac,array,...] [--write-calibration [PATH]]`:
+synthesise the datapath's RTL units with Yosys (codesign/rtl/synth.py) and print their NAND2 gate equivalents: the
+MAC cell at 24-, 32-, 40- and 48-bit accumulators, the EXP2 unit, the divider, the score and rescale units, and the
+systolic array at 4×4 and at --array, with the array's GE per cell beside the MAC cell's (the scaling check) and
+the seconds each synthesis took. --write-calibration synthesises what the explorer's synthesis-based area needs and
+writes it as TOML (default codesign/rtl_gates.toml; codesign/technology.py reads it).
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from codesign.datapath import ACC_BITS_MAX, ACC_BITS_MIN, OUTPUT_ACC_BITS, Datapath, array_shape
+from codesign.rtl import available
+from codesign.rtl.synth import ABC_GATES, DEFAULT_TIMEOUT_S, WEIGHTS, Synthesis, synthesize, yosys_missing
+from host.cli_common import Parser, integer, name_list, real
+from host.errors import SpecError, UnavailableError
+
+#: unit kind → (module, class): the units of codesign/rtl/ this command synthesises.
+UNIT_KINDS = {
+    "mac": ("codesign.rtl.mac", "MacCell"),
+    "exp2": ("codesign.rtl.exp2", "Exp2Unit"),
+    "divider": ("codesign.rtl.divider", "Divider"),
+    "score": ("codesign.rtl.score", "ScoreUnit"),
+    "rescale": ("codesign.rtl.rescale", "RescaleUnit"),
+    "array": ("codesign.rtl.array", "SystolicArray"),
+}
+#: Accumulator widths of the table's MAC cells, and of the calibration's MAC cells and score units (every 8 bits
+#: across codesign.datapath's 16..64, so the explorer interpolates between neighbours at most 8 bits apart).
+TABLE_ACC_BITS = (24, 32, 40, 48)
+CALIBRATION_ACC_BITS = tuple(range(ACC_BITS_MIN, ACC_BITS_MAX + 1, 8))
+#: The arrays synthesised: this small one always, and --array; larger than MAX_ARRAY_CELLS cells is refused (Yosys
+#: takes about a second per cell).
+SMALL_ARRAY = (4, 4)
+MAX_ARRAY_CELLS = 256
+DIV_LATENCY = Datapath().div_latency
+CALIBRATION = Path(__file__).resolve().parent.parent / "rtl_gates.toml"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit to synthesise: its kind, the constructor's keyword arguments, and a label for the table."""
+
+    kind: str
+    label: str
+    arguments: tuple = ()  # (name, value) pairs: a tuple, so a Job is hashable
+
+    @property
+    def params(self) -> dict:
+        return dict(self.arguments)
+
+    @property
+    def top(self) -> str:
+        return "_".join([self.kind, *(str(v) for _, v in self.arguments)])
+
+    @property
+    def cells_in_array(self) -> int:
+        return self.params["rows"] * self.params["cols"] if self.kind == "array" else 1
+
+
+def make_job(kind: str, label: str, **params) -> Job:
+    return Job(kind, label, tuple(params.items()))
+
+
+def not_built(kind: str) -> str:
+    """Why the unit of `kind` cannot be built yet ("" when its file and class exist)."""
+    module_name, class_name = UNIT_KINDS[kind]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        return f"not built yet ({module_name.replace('.', '/')}.py is missing)"
+    if getattr(module, class_name, None) is None:
+        return f"not built yet ({module_name} has no {class_name})"
+    return ""
+
+
+def build(job: Job):
+    """The unit of `job`, or UnavailableError('not built yet …') when its file or class does not exist yet."""
+    reason = not_built(job.kind)
+    if reason:
+        raise UnavailableError(reason)
+    module_name, class_name = UNIT_KINDS[job.kind]
+    return getattr(importlib.import_module(module_name), class_name)(**job.params)
+
+
+def table_jobs(kinds: tuple[str, ...], array: tuple[int, int], acc_bits: int) -> list[Job]:
+    jobs = []
+    if "mac" in kinds:
+        widths = sorted({*TABLE_ACC_BITS, acc_bits})
+        jobs += [make_job("mac", f"MAC cell acc {bits}", acc_bits=bits) for bits in widths]
+    if "exp2" in kinds:
+        jobs.append(make_job("exp2", "EXP2 unit"))
+    if "divider" in kinds:
+        jobs.append(make_job("divider", f"divider latency {DIV_LATENCY}", latency=DIV_LATENCY))
+    if "score" in kinds:
+        jobs.append(make_job("score", f"score unit acc {acc_bits}", acc_bits=acc_bits))
+    if "rescale" in kinds:
+        jobs.append(make_job("rescale", f"rescale unit {OUTPUT_ACC_BITS}-bit", width=OUTPUT_ACC_BITS))
+    if "array" in kinds:
+        for rows, cols in sorted({SMALL_ARRAY, array}):
+            jobs.append(make_job("array", f"array {rows}x{cols} acc {acc_bits}",
+                            rows=rows, cols=cols, acc_bits=acc_bits))
+    return jobs
+
+
+def calibration_jobs(array: tuple[int, int], acc_bits: int) -> list[Job]:
+    jobs = [make_job("mac", f"MAC cell acc {bits} {overflow}", acc_bits=bits, overflow=overflow)
+            for overflow in ("wrap", "saturate") for bits in CALIBRATION_ACC_BITS]
+    jobs += [make_job("score", f"score unit acc {bits}", acc_bits=bits) for bits in CALIBRATION_ACC_BITS]
+    jobs += [make_job("exp2", "EXP2 unit"), make_job("divider", f"divider latency {DIV_LATENCY}", latency=DIV_LATENCY),
+             make_job("rescale", f"rescale unit {OUTPUT_ACC_BITS}-bit", width=OUTPUT_ACC_BITS)]
+    jobs += [make_job("array", f"array {rows}x{cols} acc {acc_bits}", rows=rows, cols=cols, acc_bits=acc_bits)
+             for rows, cols in sorted({SMALL_ARRAY, array})]
+    return jobs
+
+
+def run_jobs(jobs: list[Job], timeout_s: float) -> dict[Job, Synthesis | str]:
+    """Each job's synthesis, or the reason it has none (a unit not built yet); progress on stderr."""
+    results: dict[Job, Synthesis | str] = {}
+    for number, job in enumerate(jobs, 1):
+        print(f"synth [{number}/{len(jobs)}] {job.label} ...", file=sys.stderr, flush=True)
+        try:
+            unit = build(job)
+        except UnavailableError as exc:
+            results[job] = str(exc)
+            print(f"  {exc}", file=sys.stderr)
+            continue
+        done = synthesize(unit, job.top, timeout_s)
+        results[job] = done
+        print(f"  {done.ge:,.0f} GE in {done.seconds:.1f} s", file=sys.stderr, flush=True)
+    return results
+
+
+def _mac_of(results: dict, acc_bits: int) -> Synthesis | None:
+    for job, done in results.items():
+        if job.kind == "mac" and job.params.get("acc_bits") == acc_bits and \
+                job.params.get("overflow", "wrap") == "wrap" and isinstance(done, Synthesis):
+            return done
+    return None
+
+
+def format_table(results: dict[Job, Synthesis | str]) -> str:
+    header = (f"{'unit':<26} {'cells':>8} {'flip-flops':>10} {'GE':>10} {'GE/cell':>9} {'÷ MAC cell':>10} "
+              f"{'export s':>8} {'yosys s':>8}")
+    lines = [header, "-" * len(header)]
+    for job, done in results.items():
+        if not isinstance(done, Synthesis):
+            lines.append(f"{job.label:<26} {done}")
+            continue
+        per_cell, ratio = "", ""
+        if job.kind == "array":
+            cell_ge = done.ge / job.cells_in_array
+            per_cell = f"{cell_ge:,.0f}"
+            mac = _mac_of(results, job.params["acc_bits"])
+            ratio = f"{cell_ge / mac.ge:.3f}" if mac is not None else "no MAC"
+        lines.append(f"{job.label:<26} {sum(done.cells.values()):>8,} {done.flip_flops:>10,} {done.ge:>10,.0f} "
+                     f"{per_cell:>9} {ratio:>10} {done.export_seconds:>8.1f} {done.yosys_seconds:>8.1f}")
+    return "\n".join(lines)
+
+
+def yosys_version() -> str:
+    done = subprocess.run(["yosys", "-V"], capture_output=True, text=True, timeout=60)
+    return done.stdout.strip()
+
+
+def machine() -> str:
+    """Host name, CPU model and core count (the synthesis seconds depend on them)."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{platform.node()}, {model}, {os.cpu_count()} cores"
+
+
+def environment() -> dict[str, str]:
+    from importlib.metadata import version
+
+    return {"yosys": yosys_version(), "amaranth": version("amaranth"), "machine": machine(),
+            "written_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def _numbers(values) -> str:
+    return "[" + ", ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in values) + "]"
+
+
+def calibration_text(results: dict[Job, Synthesis | str], command: str, env: dict[str, str]) -> str:
+    """The calibration file: every job's GE, by kind, as TOML; SpecError when one of them has no synthesis."""
+    missing = [f"{job.label}: {done}" for job, done in results.items() if not isinstance(done, Synthesis)]
+    if missing:
+        raise UnavailableError(f"--write-calibration needs every unit; {'; '.join(missing)}")
+
+    def ge(kind: str, **params) -> float:
+        return next(done.ge for job, done in results.items()
+                    if job.kind == kind and all(job.params.get(k) == v for k, v in params.items()))
+
+    arrays = [job for job in results if job.kind == "array"]
+    lines = [
+        "# NAND2 gate equivalents (GE) of the datapath's RTL units (codesign/rtl/), synthesised with Yosys by",
+        "# codesign/rtl/synth.py: generic synthesis, flip-flops made plain D flip-flops, logic mapped by ABC to",
+        f"# {ABC_GATES} and NOT, cells weighted by NanGate FreePDK45 areas over NAND2_X1 (synth.py WEIGHTS).",
+        "# codesign/technology.py (GateCalibration) reads it for the explorer's synthesis-based area. Written by a tool:",
+        "# regenerate it with the command below rather than editing it.",
+        f"command = {command!r}".replace("'", '"'),
+        *(f"{key} = \"{value}\"" for key, value in env.items()),
+        "",
+        "[mac]  # one MacCell by accumulator width, wrapping and saturating",
+        f"acc_bits = {_numbers(CALIBRATION_ACC_BITS)}",
+        f"wrap = {_numbers([ge('mac', acc_bits=b, overflow='wrap') for b in CALIBRATION_ACC_BITS])}",
+        f"saturate = {_numbers([ge('mac', acc_bits=b, overflow='saturate') for b in CALIBRATION_ACC_BITS])}",
+        "",
+        "[score]  # one ScoreUnit lane by the width of the accumulator it scales",
+        f"acc_bits = {_numbers(CALIBRATION_ACC_BITS)}",
+        f"ge = {_numbers([ge('score', acc_bits=b) for b in CALIBRATION_ACC_BITS])}",
+        "",
+        "[exp2]  # one Exp2Unit lane",
+        f"ge = {ge('exp2'):.3f}",
+        "",
+        "[divider]  # one Divider at the datapath's default latency",
+        f"latency = {DIV_LATENCY}",
+        f"ge = {ge('divider', latency=DIV_LATENCY):.3f}",
+        "",
+        f"[rescale]  # one RescaleUnit lane on the {OUTPUT_ACC_BITS}-bit output accumulators",
+        f"width = {OUTPUT_ACC_BITS}",
+        f"ge = {ge('rescale', width=OUTPUT_ACC_BITS):.3f}",
+        "",
+        "[array]  # whole SystolicArrays (wrap): their GE over rows × cols × the MAC cell's is the array's overhead",
+        f"rows = {_numbers([job.params['rows'] for job in arrays])}",
+        f"cols = {_numbers([job.params['cols'] for job in arrays])}",
+        f"acc_bits = {_numbers([job.params['acc_bits'] for job in arrays])}",
+        f"ge = {_numbers([results[job].ge for job in arrays])}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    parser = Parser(prog="python -m codesign synth", description=__doc__)
+    parser.add_argument("--array", type=array_shape, default=(8, 8),
+                        help=f"the larger array to synthesise, RxC (default 8x8; at most {MAX_ARRAY_CELLS} cells)")
+    parser.add_argument("--acc-bits", type=integer("acc-bits", ACC_BITS_MIN, ACC_BITS_MAX), default=40,
+                        help="accumulator bits of the arrays and the score unit (default 40)")
+    parser.add_argument("--units", type=name_list, default=tuple(UNIT_KINDS),
+                        help=f"comma-separated kinds to synthesise (default all: {','.join(UNIT_KINDS)})")
+    parser.add_argument("--timeout", type=real("timeout", 1, 86_400), default=DEFAULT_TIMEOUT_S,
+                        help=f"seconds one synthesis may take (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--write-calibration", type=Path, nargs="?", const=CALIBRATION, metavar="PATH",
+                        help=f"synthesise the explorer's calibration set and write it (default {CALIBRATION.name})")
+    args = parser.parse_args(argv)
+    unknown = [kind for kind in args.units if kind not in UNIT_KINDS]
+    if unknown:
+        raise SpecError(f"--units {unknown[0]!r} is unknown; allowed: {', '.join(UNIT_KINDS)}")
+    rows, cols = args.array
+    if rows * cols > MAX_ARRAY_CELLS:
+        raise SpecError(f"--array {rows}x{cols} has {rows * cols} cells; allowed: up to {MAX_ARRAY_CELLS} "
+                        "(Yosys takes about a second per cell)")
+    if args.write_calibration is not None:
+        if tuple(args.units) != tuple(UNIT_KINDS):
+            raise SpecError("--write-calibration synthesises every unit kind; leave out --units")
+        folder = args.write_calibration.absolute().parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK) or args.write_calibration.is_dir():
+            raise SpecError(f"--write-calibration {args.write_calibration}: cannot write a file there; allowed: a "
+                            "file path in an existing, writable folder")
+    for reason in (available()[1], yosys_missing()):
+        if reason:
+            raise UnavailableError(reason)
+    if args.write_calibration is not None:
+        missing = [f"{kind}: {not_built(kind)}" for kind in UNIT_KINDS if not_built(kind)]
+        if missing:  # refused before the long work
+            raise UnavailableError(f"--write-calibration needs every unit; {'; '.join(missing)}")
+        jobs = calibration_jobs(args.array, args.acc_bits)
+    else:
+        jobs = table_jobs(tuple(args.units), args.array, args.acc_bits)
+    results = run_jobs(jobs, args.timeout)
+    env = environment()
+    print(f"NAND2 gate equivalents from {env['yosys']} (generic synthesis, ABC to {ABC_GATES} and NOT); weights: "
+          + ", ".join(f"{cell.strip('$_')} {weight:.3g}" for cell, weight in WEIGHTS.items()))
+    print(format_table(results))
+    total = sum(done.seconds for done in results.values() if isinstance(done, Synthesis))
+    print(f"{len(results)} units, {total:.1f} s of synthesis on {env['machine']}")
+    if args.write_calibration is not None:
+        command = "python -m codesign synth " + " ".join(argv)
+        path = args.write_calibration
+        text = calibration_text(results, command.strip(), env)
+        staged = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            staged.write_text(text)
+            os.replace(staged, path)  # a reader never sees half a calibration
+        except OSError as exc:
+            raise SpecError(f"--write-calibration {path}: cannot write it ({exc.strerror or exc})") from None
+        finally:
+            staged.unlink(missing_ok=True)
+        print(f"wrote {path}")
+    return 0
