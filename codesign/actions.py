@@ -1,13 +1,15 @@
 """`python -m codesign actions --node 45 [--acc-bits 40] [--array 32x32] [--exp-lanes 16] [--dividers 32]`: the
 energy and area model's building blocks at one node, each as its low..high band from the cited table
 (codesign/technology.toml): pJ per action, µm² per unit, and the datapath's area by unit. What the explorer
-multiplies the cycle model's counts by, printed so a reader can check any figure by hand."""
+multiplies the cycle model's counts by, printed so a reader can check any figure by hand. Then the second area
+source beside the first, unit by unit: the RTL's gate equivalents (codesign/rtl_gates.toml) × a NAND2's area."""
 
 from __future__ import annotations
 
 from codesign import energy
+from codesign.explore import synthesis_area
 from codesign.datapath import ACC_BITS_MAX, ACC_BITS_MIN, OUTPUT_ACC_BITS, Datapath, array_shape
-from codesign.technology import Band, Technology
+from codesign.technology import Band, GateCalibration, Technology
 from host.cli_common import Parser, integer
 
 
@@ -48,6 +50,31 @@ def table(tech: Technology, node: int, dp: Datapath) -> list[tuple[str, str, str
     return lines
 
 
+def synthesis_table(tech: Technology, gates: GateCalibration, node: int, dp: Datapath) -> list[tuple[str, str, str]]:
+    """(what, table band, synthesis band) lines in µm² per unit and mm² for the datapath: the table's area and the
+    RTL's gate equivalents × the NAND2 band at the node (docs/codesign.md, "A second area source")."""
+    n, acc, nand2 = node, dp.acc_bits, tech.nand2_area(node)
+
+    def ge(value: float) -> str:
+        return f"{value:,.0f} GE: {_band(nand2 * value)}"
+
+    mac = gates.mac(acc, dp.overflow)
+    lines = [("NAND2 area (one gate equivalent)", "", _band(nand2, digits=3) + " µm²"),
+             (f"MAC cell ({acc}-bit {dp.overflow})", _band(energy.mac_cell(tech, acc, n, "area")), ge(mac)),
+             (f"score lane ({acc}-bit sums)", _band(energy.score_lane(tech, n, "area")), ge(gates.score_lane(acc))),
+             ("EXP2 lane", _band(energy.exp_lane(tech, n, "area", energy.EXP_TABLE_BITS)), ge(gates.exp2)),
+             (f"rescale lane ({OUTPUT_ACC_BITS}-bit)", _band(energy.rescale_unit(tech, n, "area")), ge(gates.rescale)),
+             ("divider", _band(energy.divider_cycle(tech, n, "area")), ge(gates.divider))]
+    buffers = (dp.q_buffer_kb, dp.k_buffer_kb, dp.v_buffer_kb, dp.o_buffer_kb)
+    units = energy.area(tech, dp.rows, dp.cols, acc, dp.exp_lanes, dp.dividers, buffers, n)
+    synth = synthesis_area(tech, gates, units, dp.rows, dp.cols, acc, dp.overflow, dp.exp_lanes, dp.dividers, n)
+    lines.append(("datapath logic, mm²", _band(units["logic"], 1e-6),
+                  f"{float(synth['ge']):,.0f} GE: {_band(synth['logic'], 1e-6)}"))
+    lines.append(("datapath total (with SRAM, × control overhead), mm²", _band(units["total"], 1e-6),
+                  _band(synth["total"], 1e-6)))
+    return lines
+
+
 def main(argv: list[str]) -> int:
     tech = Technology.load()
     parser = Parser(prog="python -m codesign actions", description=__doc__)
@@ -66,4 +93,9 @@ def main(argv: list[str]) -> int:
           f"{dp.q_buffer_kb:g}/{dp.k_buffer_kb:g}/{dp.v_buffer_kb:g}/{dp.o_buffer_kb:g} KB")
     for what, band, unit in table(tech, args.node, dp):
         print(f"  {what:<58} {band:>22} {unit}")
+    gates = GateCalibration.load()
+    print(f"area, µm² unless stated: the table (above) beside synthesis, gate equivalents × NAND2 area "
+          f"({gates.command}; {gates.origin.rsplit('/', 1)[-1]})")
+    for what, band, synth in synthesis_table(tech, gates, args.node, dp):
+        print(f"  {what:<52} {band:>22}   {synth}")
     return 0

@@ -44,7 +44,8 @@ class Datapath:
     overflow: str = "wrap"  # what an accumulator does past its range: wrap (two's complement) or saturate
     exp_lanes: int = 16  # E: EXP2 evaluations (and max comparisons, rescale multiplies) per cycle
     dividers: int = 32
-    div_latency: int = 18  # cycles per division of one divider (iterative: 16 quotient bits + 2 for rounding)
+    #: cycles per division of one divider: the RTL divider's normalise, saturation check, 15 quotient bits, sign, clamp
+    div_latency: int = 18
     q_buffer_kb: float = 32.0
     k_buffer_kb: float = 64.0
     v_buffer_kb: float = 64.0

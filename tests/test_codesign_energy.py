@@ -171,3 +171,21 @@ def test_numbers_the_table_promises_are_checked(change, message):
     change(data)
     with pytest.raises(SpecError, match=message):
         Technology(data)
+
+
+def test_actions_prints_both_area_sources_unit_by_unit(capsys):
+    from codesign import actions
+    from codesign.technology import GateCalibration
+
+    assert actions.main(["--node", "7", "--array", "8x8", "--exp-lanes", "4", "--dividers", "8"]) == 0
+    out = capsys.readouterr().out.split("gate equivalents × NAND2 area")[1]
+    gates, nand2 = GateCalibration.load(), TECH.nand2_area(7)
+    divider = next(line for line in out.splitlines() if line.strip().startswith("divider"))
+    table = energy.divider_cycle(TECH, 7, "area")
+    assert f"{float(table.low):.3g} .. {float(table.high):.3g}" in divider  # the table's band
+    assert f"{gates.divider:,.0f} GE: {float(nand2.low * gates.divider):.3g} .. " \
+           f"{float(nand2.high * gates.divider):.3g}" in divider  # GE × NAND2 band
+    total = next(line for line in out.splitlines() if line.strip().startswith("datapath logic"))
+    ge = 64 * gates.mac(40, "wrap") * gates.array_overhead + 8 * gates.score_lane(40) \
+        + 4 * (gates.exp2 + gates.rescale) + 8 * gates.divider
+    assert f"{ge:,.0f} GE" in total
