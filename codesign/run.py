@@ -58,9 +58,13 @@ def rtl_plan(problem: AttentionProblem, dp: Datapath) -> str:
     if not ok:
         raise UnavailableError(f"--rtl: {why}")
     from codesign.rtl.divider import MIN_LATENCY
+    from codesign.rtl.sim import EXP_LANES_MAX
 
     if dp.dataflow != "os":
         raise SpecError(f"--rtl: dataflow={dp.dataflow!r} has no RTL array; allowed: os")
+    if dp.exp_lanes > EXP_LANES_MAX:
+        raise SpecError(f"--rtl: exp-lanes={dp.exp_lanes} is more than the RTL softmax unit can be built with; "
+                        f"allowed: 1..{EXP_LANES_MAX}")
     if dp.div_latency < MIN_LATENCY:
         raise SpecError(f"--rtl: div-latency={dp.div_latency} is below the RTL divider's minimum; allowed: "
                         f"{MIN_LATENCY}..256")
@@ -80,9 +84,15 @@ def rtl_check(result: Evaluation) -> tuple[list[str], bool]:
     dp, head, quantized = result.datapath, result.head, result.quantized
     from codesign.rtl.sim import simulate_heads
 
+    from tqdm import tqdm
+
     began = time.perf_counter()
     b_h = [(b, h) for b in range(result.problem.batch) for h in range(result.problem.heads)]
-    rtl_heads = simulate_heads([(*quantized.head(b, h), quantized.params) for b, h in b_h], dp)
+    expected = sum(stage.busy_cycles for stage in head.stages.values()) * len(b_h)
+    with tqdm(total=expected, desc="RTL", unit="cycle", unit_scale=True, file=sys.stderr, leave=False,
+              disable=None) as bar:  # the estimate printed first can be far off: the rate says how far
+        rtl_heads = simulate_heads([(*quantized.head(b, h), quantized.params) for b, h in b_h], dp,
+                                   progress=bar.update)
     seconds = time.perf_counter() - began
     same_bits = all(np.array_equal(one.out, result.out[b, h]) for one, (b, h) in zip(rtl_heads, b_h))
     model = {name: stage.busy_cycles for name, stage in head.stages.items()}
@@ -143,7 +153,12 @@ def main(argv: list[str]) -> int:
     print(report(result))
     passed = result.verdict.passed
     if args.rtl:
-        lines, agrees = rtl_check(result)
+        try:
+            lines, agrees = rtl_check(result)
+        except KeyboardInterrupt:
+            print("kbench: interrupted during the RTL simulation; the model's results above stand, the RTL checked "
+                  "nothing", file=sys.stderr)
+            return 130
         print("\n".join(lines))
         passed &= agrees
     return 0 if passed else 1

@@ -3,6 +3,7 @@ when outputs or stage cycles differ, and the RTL's preconditions refused in one 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 pytest.importorskip("amaranth")
@@ -11,6 +12,8 @@ import codesign.rtl.sim as sim  # noqa: E402
 from codesign.__main__ import main  # noqa: E402
 from codesign.cycles import head_cycles  # noqa: E402
 from codesign.datapath import Datapath  # noqa: E402
+from host.errors import SpecError, TargetError  # noqa: E402
+from host.q15 import Q15Params  # noqa: E402
 
 SMALL = ["--seq", "9", "--dim", "3", "--heads", "2", "--array", "2x4", "--exp-lanes", "3", "--dividers", "2"]
 
@@ -30,8 +33,8 @@ def test_every_head_through_the_rtl_agrees_with_the_model(capsys):
 def test_an_rtl_that_differs_fails_the_command(capsys, monkeypatch):
     real = sim.simulate_heads
 
-    def off_by_one(heads, datapath):
-        done = real(heads, datapath)
+    def off_by_one(heads, datapath, progress=None):
+        done = real(heads, datapath, progress)
         first = done[0]
         out = first.out.copy()
         out[0, 0] ^= 1
@@ -48,6 +51,8 @@ def test_an_rtl_that_differs_fails_the_command(capsys, monkeypatch):
     (["--dataflow", "ws"], "--rtl: dataflow='ws' has no RTL array; allowed: os"),
     (["--div-latency", "17"], "--rtl: div-latency=17 is below the RTL divider's minimum; allowed: 18..256"),
     (["--seq", "4096", "--dim", "128", "--array", "32x32"], "allowed: up to 60 min"),
+    (["--exp-lanes", "65"], "--rtl: exp-lanes=65 is more than the RTL softmax unit can be built with; allowed: "
+                            "1..64"),
 ])
 def test_what_the_rtl_cannot_run_is_refused_in_one_line_first(capsys, monkeypatch, extra, message):
     monkeypatch.setattr(sim, "simulate_heads", lambda *a: pytest.fail("simulated a refused problem"))
@@ -63,3 +68,57 @@ def test_without_amaranth_rtl_says_why(capsys, monkeypatch):
     assert main(["run", *SMALL, "--rtl"]) == 1
     err = capsys.readouterr().err
     assert "--rtl: Amaranth HDL is not installed" in err and "Traceback" not in err
+
+
+def test_a_hung_rtl_fails_the_check_not_the_arguments(capsys, monkeypatch):
+    monkeypatch.setattr(sim, "_hang_limit", lambda datapath, params: 50)  # the head needs 485 cycles
+    assert main(["run", *SMALL, "--rtl"]) == 1  # the RTL ran and failed: 1, not a bad argument's 2
+    out = capsys.readouterr()
+    assert out.out.startswith("datapath ")  # the model's report, computed first, is kept
+    assert out.err.splitlines()[-1] == ("kbench: the head engine (sa2x4-os-acc40-e3-div2x18, seq 9, dim 3) did not "
+                                        "finish in 50 cycles, the cycle model's bound")
+
+
+def test_an_interrupted_rtl_keeps_the_models_report(capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sim, "simulate_heads", interrupted)
+    assert main(["run", *SMALL, "--rtl"]) == 130
+    out = capsys.readouterr()
+    assert "verdict    ok" in out.out and "Traceback" not in out.err
+    assert out.err.splitlines()[-1] == ("kbench: interrupted during the RTL simulation; the model's results above "
+                                        "stand, the RTL checked nothing")
+
+
+def test_progress_counts_every_simulated_cycle():
+    dp = Datapath(rows=2, cols=4, exp_lanes=3, dividers=2)
+    ones = np.ones((9, 3), np.int16)
+    heads = [(ones, ones, ones, Q15Params(9, 3, causal, 4, 16384, 15)) for causal in (True, False)]
+    calls = []
+    done = sim.simulate_heads(heads, dp, progress=calls.append)
+    # every head's cycles from its first QK vector to its last wave's done, and the done cycle itself
+    assert sum(calls) == sum(head.cycles + 1 for head in done)
+    assert all(0 < call <= sim.PROGRESS_CYCLES for call in calls)
+
+
+ZEROS = np.zeros((3, 2), np.int16)
+PARAMS = Q15Params(3, 2, False, 2, 16384, 15)
+
+
+@pytest.mark.parametrize("q, params, datapath, message", [
+    ([[0, 0]] * 3, PARAMS, Datapath(rows=2, cols=2), "q is list; allowed: an int16 numpy array (3, 2)"),
+    (ZEROS.astype(np.int32), PARAMS, Datapath(rows=2, cols=2), "q is int32 (3, 2); allowed: int16 (3, 2)"),
+    (ZEROS.T, PARAMS, Datapath(rows=2, cols=2), "q is int16 (2, 3); allowed: int16 (3, 2)"),
+    (ZEROS, None, Datapath(rows=2, cols=2), "params is NoneType; allowed: a host.q15.Q15Params"),
+    (ZEROS, (3, 2, False, 2, 16384, 15), Datapath(rows=2, cols=2), "params is tuple; allowed: a host.q15.Q15Params"),
+    (ZEROS, PARAMS, None, "datapath is NoneType; allowed: a codesign.datapath.Datapath"),
+    (ZEROS, PARAMS, Datapath(rows=2, cols=2, exp_lanes=200), "exp_lanes=200 is more than the RTL softmax unit "
+                                                             "can be built with; allowed: 1..64"),
+    (ZEROS, PARAMS, Datapath(rows=2, cols=4), "bc=2 differs from the array's width 4; allowed: bc=4"),
+])
+def test_simulate_head_refuses_bad_arguments_in_one_line(q, params, datapath, message):
+    with pytest.raises(SpecError) as caught:
+        sim.simulate_head(q, ZEROS, ZEROS, params, datapath)
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+    assert not isinstance(caught.value, TargetError)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -151,6 +152,16 @@ def test_a_yosys_failure_is_one_line():
     assert "\n" not in str(caught.value)
 
 
+def test_a_killed_yosys_is_named_by_its_signal(monkeypatch, tmp_path):
+    fake = tmp_path / "yosys"
+    fake.write_text("#!/bin/sh\nkill -KILL $$\n")  # dies as the OOM killer would leave it
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(TargetError) as caught:
+        synth.run_yosys("module m(input a, output b);\n  assign b = a;\nendmodule\n", "m")
+    assert str(caught.value) == "yosys on m was killed by SIGKILL" and caught.value.status == "killed"
+
+
 @needs_yosys
 def test_a_yosys_timeout_is_one_line():
     with pytest.raises(TargetError, match="ran past") as caught:
@@ -225,11 +236,140 @@ def test_write_calibration_refuses_before_synthesising_when_a_unit_is_missing(mo
     (["--timeout", "0"], "timeout=0 is out of range"),
     (["--units", "mac", "--write-calibration", "x.toml"], "leave out --units"),
     (["--write-calibration", "/no/such/folder/gates.toml"], "cannot write a file there"),
+    (["--write-calibration", ""], "'' is empty; allowed: a file path"),
 ])
 def test_bad_arguments_are_one_line(argv, message, capsys):
     assert codesign_main(["synth", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("kbench: error: ") and message in err and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------- what a careless or hostile user does
+
+def _fake_synthesis(job, unit=None):
+    """A Synthesis with as many NAND2s as the job's label has characters (each job a different, known GE)."""
+    if unit is not None:
+        unit._MustUse__silence = True  # never elaborated here, on purpose: no UnusedElaboratable warning
+    return synth.Synthesis(job.top, {"$_NAND_": len(job.label)}, 0.0, 0.0)
+
+
+@pytest.fixture
+def fake_yosys(monkeypatch):
+    """Yosys 'present' and its synthesis replaced by _fake_synthesis, so the command's own logic runs in a moment."""
+    monkeypatch.setattr(synth_cli, "yosys_missing", lambda: "")
+    monkeypatch.setattr(synth_cli, "environment", lambda: {"yosys": "Yosys fake", "machine": "test"})
+    labels = {job.top: job for job in synth_cli.calibration_jobs((8, 8), 40) + synth_cli.table_jobs(
+        tuple(synth_cli.UNIT_KINDS), (8, 8), 40)}
+    monkeypatch.setattr(synth_cli, "synthesize", lambda unit, top, timeout_s: _fake_synthesis(labels[top], unit))
+    return labels
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc, a file system nobody can write in")
+def test_write_calibration_into_a_read_only_file_system_is_refused_before_synthesising(capsys):
+    # os.access says yes to root on a read-only file system: the place is tried by making a file there
+    assert codesign_main(["synth", "--write-calibration", "/proc/gates.toml"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kbench: error: --write-calibration /proc/gates.toml: cannot write a file there (")
+    assert err.count("\n") == 1 and "synth [" not in err
+
+
+def test_a_calibration_command_with_quotes_is_valid_toml(fake_yosys, monkeypatch):
+    results = {job: _fake_synthesis(job) for job in synth_cli.calibration_jobs((8, 8), 40)}
+    command = 'python -m codesign synth --write-calibration /tmp/it\'s a "dir"\\gates.toml'
+    env = {"yosys": 'Yosys "0.23"', "machine": "host\\1, CPU 'x'"}
+    written = tomllib.loads(synth_cli.calibration_text(results, command, env))
+    assert written["command"] == command and written["machine"] == env["machine"]
+    assert written["exp2"]["ge"] == len("EXP2 unit")
+
+
+def test_a_calibration_written_to_an_awkward_path_reads_back(fake_yosys, tmp_path, capsys):
+    import shlex
+
+    path = tmp_path / 'it\'s a "gates" file.toml'
+    assert codesign_main(["synth", "--write-calibration", str(path)]) == 0
+    written = tomllib.loads(path.read_text())
+    assert shlex.split(written["command"]) == ["python", "-m", "codesign", "synth", "--write-calibration", str(path)]
+    assert written["divider"]["ge"] == len("divider latency 18")
+    assert sorted(tmp_path.iterdir()) == [path]  # no staging file left beside it
+
+
+def test_one_failed_synthesis_keeps_the_others(fake_yosys, monkeypatch, capsys):
+    def divider_times_out(unit, top, timeout_s):
+        unit._MustUse__silence = True
+        if top.startswith("divider"):
+            raise TargetError(f"yosys on {top} ran past {timeout_s:g} s and was stopped", status="timeout")
+        return _fake_synthesis(fake_yosys[top], unit)
+
+    monkeypatch.setattr(synth_cli, "synthesize", divider_times_out)
+    assert codesign_main(["synth", "--units", "exp2,divider,rescale", "--timeout", "5"]) == 1
+    out, err = capsys.readouterr()
+    table = {line[:26].strip(): line[26:].split() for line in out.splitlines()}
+    assert table["EXP2 unit"][2] == str(len("EXP2 unit"))  # GE column of the units done before and after
+    assert table["rescale unit 48-bit"][2] == str(len("rescale unit 48-bit"))
+    assert " ".join(table["divider latency 18"]) == "yosys on divider_18 ran past 5 s and was stopped"
+    assert err.splitlines()[-1] == ("kbench: 1 of 3 units failed (the table has the others); divider latency 18: "
+                                    "yosys on divider_18 ran past 5 s and was stopped")
+
+
+def test_an_interrupt_prints_the_units_done_and_writes_nothing(fake_yosys, monkeypatch, tmp_path, capsys):
+    done = []
+
+    def third_is_interrupted(unit, top, timeout_s):
+        unit._MustUse__silence = True
+        if len(done) == 2:
+            raise KeyboardInterrupt
+        done.append(top)
+        return _fake_synthesis(fake_yosys[top], unit)
+
+    monkeypatch.setattr(synth_cli, "synthesize", third_is_interrupted)
+    assert codesign_main(["synth", "--write-calibration", str(tmp_path / "gates.toml")]) == 130
+    out, err = capsys.readouterr()
+    assert "MAC cell acc 16 wrap" in out and "MAC cell acc 24 wrap" in out and "MAC cell acc 32" not in out
+    assert err.splitlines()[-1] == ("kbench: interrupted after 2 of 26 units (the table has them); no calibration "
+                                    "written")
+    assert list(tmp_path.iterdir()) == []  # neither the calibration nor its staging file
+
+
+def test_amaranth_without_a_yosys_to_export_with_is_unavailable(monkeypatch, capsys):
+    from amaranth.back import verilog
+
+    def no_yosys(unit, **kwargs):
+        unit._MustUse__silence = True  # the real convert elaborates it before it looks for a Yosys
+        raise verilog.YosysError("Could not find an acceptable Yosys binary. Searched: system")
+
+    monkeypatch.setattr(verilog, "convert", no_yosys)
+    with pytest.raises(UnavailableError, match="^Amaranth's Verilog export of mac_40 needs a Yosys of 0.40"):
+        synth.to_verilog(MacCell(40), "mac_40")
+    monkeypatch.setattr(synth, "yosys_missing", lambda: "")
+    monkeypatch.setattr(synth_cli, "yosys_missing", lambda: "")
+    assert codesign_main(["synth", "--units", "exp2"]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].startswith("kbench: Amaranth's Verilog export of exp2 needs") and "Traceback" not in err
+
+
+@needs_yosys
+def test_sigterm_stops_yosys_and_leaves_no_temporary_folder(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    child = subprocess.Popen([sys.executable, "-m", "codesign", "synth", "--units", "array", "--array", "8x8"],
+                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob("kbench-synth-*")):  # Yosys is at work on the 4x4 array
+        assert time.monotonic() < deadline and child.poll() is None, "no synthesis started"
+        time.sleep(0.1)
+    time.sleep(1)
+    child.send_signal(signal.SIGTERM)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 130
+    assert err.splitlines()[-1] == "kbench: interrupted after 0 of 2 units" and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # Yosys was killed and waited for before its folder went
 
 
 # ---------------------------------------------------------------- the full table

