@@ -45,6 +45,9 @@ def main(argv: list[str]) -> int:
     except MemoryError as exc:  # a problem larger than this machine: say so in one line, not a traceback
         print(f"kbench: out of memory: {exc or 'MemoryError'}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for it, not a traceback
+        print(f"kbench: {command} interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

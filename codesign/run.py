@@ -4,8 +4,8 @@ Bc = the array's width, rel-L2 and max-abs against the float64 golden).
 
 With --rtl every head also runs through the datapath's RTL (codesign/rtl, Amaranth's simulator): its int16 outputs
 must equal the model's and its stage counters the cycle model's busy cycles, else the command fails. Simulation is
-slow (about 45,000 / (R·C) cycles per second), so the expected time is printed first and more than RTL_MAX_S is
-refused."""
+slow (hundreds to thousands of cycles per second, fewer on larger arrays), so the expected time is printed first
+(codesign/rtl/sim.py estimate_seconds) and more than RTL_MAX_S is refused."""
 
 from __future__ import annotations
 
@@ -38,14 +38,11 @@ def build_parser() -> Parser:
     add_datapath_options(parser.add_argument_group("datapath"))
     parser.add_argument("--rtl", action="store_true",
                         help="also run every head through the RTL in Amaranth's simulator (small arrays and heads: "
-                             "about 45,000/(R*C) cycles per second) and check outputs and stage cycles")
+                             "it prints the expected time first) and check outputs and stage cycles")
     return parser
 
 
-#: Simulated cycles per second times the array's cells: Amaranth 0.5's simulator ran 4x4 heads at 2,000-5,000 and 8x8
-#: at about 700 cycles per second (docs/performance.md), so about this many over R·C.
-RTL_CELL_CYCLES_PER_S = 45_000
-#: The longest RTL simulation --rtl starts, by that estimate (seconds).
+#: The longest RTL simulation --rtl starts, by codesign/rtl/sim.py's estimate (seconds).
 RTL_MAX_S = 3600
 
 
@@ -58,25 +55,23 @@ def rtl_plan(problem: AttentionProblem, dp: Datapath) -> str:
     if not ok:
         raise UnavailableError(f"--rtl: {why}")
     from codesign.rtl.divider import MIN_LATENCY
-    from codesign.rtl.sim import EXP_LANES_MAX
+    from codesign.rtl.sim import estimate_seconds
 
     if dp.dataflow != "os":
         raise SpecError(f"--rtl: dataflow={dp.dataflow!r} has no RTL array; allowed: os")
-    if dp.exp_lanes > EXP_LANES_MAX:
-        raise SpecError(f"--rtl: exp-lanes={dp.exp_lanes} is more than the RTL softmax unit can be built with; "
-                        f"allowed: 1..{EXP_LANES_MAX}")
     if dp.div_latency < MIN_LATENCY:
         raise SpecError(f"--rtl: div-latency={dp.div_latency} is below the RTL divider's minimum; allowed: "
                         f"{MIN_LATENCY}..256")
     head = head_cycles(dp, problem.seq, problem.dim, problem.causal)
     busy = sum(stage.busy_cycles for stage in head.stages.values())
     heads = problem.batch * problem.heads
-    estimate = busy * heads * dp.rows * dp.cols / RTL_CELL_CYCLES_PER_S
+    estimate = estimate_seconds(dp, problem.dim, busy * heads)
     if estimate > RTL_MAX_S:
         raise SpecError(f"--rtl: {heads} head(s) of {busy:,} cycles on a {dp.rows}x{dp.cols} array would simulate "
                         f"for about {estimate / 3600:.1f} h; allowed: up to {RTL_MAX_S // 60} min (a smaller --array, "
                         "--seq or --dim)")
-    return f"kbench: the RTL will simulate {heads} head(s) of {busy:,} cycles, about {estimate:.0f} s"
+    return (f"kbench: the RTL will simulate {heads} head(s) of {busy:,} cycles, roughly {estimate:.0f} s "
+            f"({estimate * 0.7:.0f}..{estimate * 1.3:.0f} s on a 2-core VM)")
 
 
 def rtl_check(result: Evaluation) -> tuple[list[str], bool]:

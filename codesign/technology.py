@@ -278,11 +278,15 @@ def default() -> Technology:
     return Technology.load()
 
 
-def _floats(origin: str, table: dict, key: str, length: int | None = None) -> np.ndarray:
+def _floats(origin: str, data: dict, section: str, key: str, length: int | None = None) -> np.ndarray:
+    """data[section][key] as a float array of positive numbers (of `length`, when given); SpecError naming both."""
+    table = data.get(section)
+    if not isinstance(table, dict):
+        raise SpecError(f"{origin}: [{section}] is {table!r}; allowed: a table")
     values = table.get(key)
     if not isinstance(values, list) or not values or (length is not None and len(values) != length):
         want = f"{length} numbers" if length is not None else "a non-empty list of numbers"
-        raise SpecError(f"{origin}: {key} is {values!r}; allowed: {want}")
+        raise SpecError(f"{origin}: [{section}] {key} is {values!r}; allowed: {want}")
     for value in values:
         _check_positive(origin, key, value)
     return np.array(values, dtype=float)
@@ -317,20 +321,26 @@ class GateCalibration:
             raise SpecError(f"{path}: not a readable gate calibration ({type(exc).__name__}: {exc}); "
                             "`python -m codesign synth --write-calibration` writes it") from None
         try:
-            mac, score, array = data["mac"], data["score"], data["array"]
-            bits = _floats(origin, mac, "acc_bits")
-            score_bits = _floats(origin, score, "acc_bits")
-            for name, values in (("mac acc_bits", bits), ("score acc_bits", score_bits)):
+            bits = _floats(origin, data, "mac", "acc_bits")
+            score_bits = _floats(origin, data, "score", "acc_bits")
+            for name, values in (("[mac] acc_bits", bits), ("[score] acc_bits", score_bits)):
                 if list(values) != sorted(set(values)):
                     raise SpecError(f"{origin}: {name} {values.tolist()} are not strictly increasing")
-            wrap = _floats(origin, mac, "wrap", len(bits))
-            shapes = zip(_floats(origin, array, "rows"), _floats(origin, array, "cols"),
-                         _floats(origin, array, "acc_bits"), _floats(origin, array, "ge"), strict=True)
+            wrap = _floats(origin, data, "mac", "wrap", len(bits))
+            array_rows = _floats(origin, data, "array", "rows")
+            n = len(array_rows)
+            array_bits = _floats(origin, data, "array", "acc_bits", n)
+            outside = sorted({int(b) for b in array_bits if not bits[0] <= b <= bits[-1]})
+            if outside:
+                raise SpecError(f"{origin}: [array] acc_bits {outside} are outside [mac] acc_bits; allowed: "
+                                f"{bits[0]:g}..{bits[-1]:g}")
+            shapes = zip(array_rows, _floats(origin, data, "array", "cols", n), array_bits,
+                         _floats(origin, data, "array", "ge", n), strict=True)
             rows, cols, acc, ge = max(shapes, key=lambda shape: shape[0] * shape[1])
             for unit in ("exp2", "rescale", "divider"):
                 _check_positive(origin, f"{unit} ge", data[unit]["ge"])
-            return cls(bits, wrap, _floats(origin, mac, "saturate", len(bits)), score_bits,
-                       _floats(origin, score, "ge", len(score_bits)), exp2=float(data["exp2"]["ge"]),
+            return cls(bits, wrap, _floats(origin, data, "mac", "saturate", len(bits)), score_bits,
+                       _floats(origin, data, "score", "ge", len(score_bits)), exp2=float(data["exp2"]["ge"]),
                        rescale=float(data["rescale"]["ge"]), divider=float(data["divider"]["ge"]),
                        array_overhead=ge / (rows * cols * float(np.interp(acc, bits, wrap))),
                        command=str(data.get("command", "")), origin=origin)

@@ -42,3 +42,17 @@ def test_guard_maps_errors_to_statuses_and_prints_one_line(capsys):
     assert guard(fail(LinkError("x")), usage_errors=(LinkError,)) == 2
     with pytest.raises(ZeroDivisionError):
         guard(lambda: 1 // 0)
+
+
+def test_ctrl_c_in_any_codesign_command_is_one_line(capsys, monkeypatch):
+    import codesign.gemm
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(codesign.gemm, "main", interrupted)
+    from codesign.__main__ import main
+
+    assert main(["gemm", "1", "1", "1"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "kbench: gemm interrupted"

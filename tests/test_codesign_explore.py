@@ -332,6 +332,28 @@ def test_a_missing_or_partial_gate_calibration_is_one_line(tmp_path):
         GateCalibration.load(partial)
 
 
+def set_entry(text: str, section: str, key: str, value: str) -> str:
+    """The calibration's text with `key = value` in [section] (the first such line after its header)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"[{section}]"))
+    at = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(f"{key} ="))
+    lines[at] = f"{key} = {value}"
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda text: text.replace("[mac]", "mac = 3\n[mac_unused]", 1), r"\[mac\] is 3; allowed: a table"),
+    (lambda text: set_entry(text, "score", "ge", "[1.0]"), r"\[score\] ge is \[1.0\]; allowed: 7 numbers"),
+    (lambda text: set_entry(text, "array", "acc_bits", "[4, 200]"),
+     r"\[array\] acc_bits \[4, 200\] are outside \[mac\] acc_bits; allowed: 16..64"),
+])
+def test_a_hand_edited_gate_calibration_is_refused_naming_its_section(tmp_path, edit, message):
+    bad = tmp_path / "gates.toml"
+    bad.write_text(edit(GATES.read_text()))
+    with pytest.raises(SpecError, match=message):
+        GateCalibration.load(bad)
+
+
 def test_an_accumulator_outside_the_gate_calibration_is_refused():
     gates = GateCalibration.load()
     with pytest.raises(SpecError, match="outside the MAC gate calibration"):

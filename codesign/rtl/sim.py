@@ -24,11 +24,20 @@ from host.q15 import Q15Params
 HANG_MARGIN = 1000
 #: Simulated cycles between two calls of simulate_heads' `progress`.
 PROGRESS_CYCLES = 1000
-#: The most EXP2 lanes a head engine is built with here: the softmax unit adds a row's lanes in one chain of `+`,
-#: which Amaranth elaborates and compiles recursively; at about 134 lanes (fewer when the caller's stack is deep)
-#: Python's recursion limit is hit. 64 leaves room for a few hundred frames of caller.
-EXP_LANES_MAX = 64
+#: Host cost of one simulated cycle, µs: BASE + per array cell + per output accumulator (R·d) + per EXP2 lane + per
+#: divider, fitted to runs of 2×2 to 8×8 arrays, E 1..16, D 1..64, d 3..64 on the development VM (within about ±30 %,
+#: docs/performance.md); building the simulator adds BUILD_S plus BUILD_S_PER_LANE per lane.
+CYCLE_US = {"base": 110.0, "cell": 15.0, "accumulator": 0.8, "lane": 30.0, "divider": 5.0}
+BUILD_S, BUILD_S_PER_LANE = 1.0, 0.07
 
+
+def estimate_seconds(datapath: Datapath, dim: int, cycles: int) -> float:
+    """Roughly how long Amaranth's simulator takes to build the head engine and run `cycles` cycles of heads of
+    dimension `dim` (on the development VM; a faster host is faster): what `run --rtl` prints before it starts."""
+    R, C = datapath.rows, datapath.cols
+    per_cycle = (CYCLE_US["base"] + CYCLE_US["cell"] * R * C + CYCLE_US["accumulator"] * R * dim
+                 + CYCLE_US["lane"] * datapath.exp_lanes + CYCLE_US["divider"] * datapath.dividers)
+    return BUILD_S + BUILD_S_PER_LANE * datapath.exp_lanes + cycles * per_cycle * 1e-6
 
 @dataclass(frozen=True)
 class RtlHead:
@@ -52,9 +61,6 @@ Head = tuple[np.ndarray, np.ndarray, np.ndarray, Q15Params]
 def _check(head: Head, datapath: Datapath) -> None:
     if not isinstance(datapath, Datapath):
         raise SpecError(f"datapath is {type(datapath).__name__}; allowed: a codesign.datapath.Datapath")
-    if datapath.exp_lanes > EXP_LANES_MAX:
-        raise SpecError(f"exp_lanes={datapath.exp_lanes} is more than the RTL softmax unit can be built with; "
-                        f"allowed: 1..{EXP_LANES_MAX}")
     if not isinstance(head, tuple) or len(head) != 4:
         raise SpecError(f"a head is {type(head).__name__}; allowed: a tuple (q, k, v, params)")
     q, k, v, params = head

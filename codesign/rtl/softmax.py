@@ -47,6 +47,17 @@ POSITION_BITS = SEQ_MAX.bit_length()
 L_BITS = 32  # the running sum l (< 2³⁰: Σ of at most 32768 probabilities below 2¹⁵)
 
 
+
+def balanced_sum(terms: list):
+    """The sum of `terms` as a balanced adder tree (depth ⌈log₂ n⌉): what a circuit of n inputs would build, and a
+    shallow expression for Amaranth (a chain of n additions recurses n deep when it is elaborated)."""
+    terms = list(terms)
+    if not terms:
+        return 0
+    while len(terms) > 1:
+        terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i] for i in range(0, len(terms), 2)]
+    return terms[0]
+
 class SoftmaxUnit(wiring.Component):
     """The softmax unit of an R×C array with E lanes, for heads up to dim_max, fed by acc_bits-wide array sums."""
 
@@ -229,7 +240,7 @@ class SoftmaxUnit(wiring.Component):
 
         # the block's p sums: into l directly in a tile's first block (l starts at 0), else kept for the rescale
         for i in range(R):
-            block_sum = sum(row_p_sums[i])
+            block_sum = balanced_sum(row_p_sums[i])
             with m.If(first):
                 m.d.sync += run_sum[i].eq(run_sum[i] + block_sum)
             with m.Else():
