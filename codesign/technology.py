@@ -282,7 +282,8 @@ def _floats(origin: str, data: dict, section: str, key: str, length: int | None 
     """data[section][key] as a float array of positive numbers (of `length`, when given); SpecError naming both."""
     table = data.get(section)
     if not isinstance(table, dict):
-        raise SpecError(f"{origin}: [{section}] is {table!r}; allowed: a table")
+        found = "missing" if table is None else f"{table!r}"
+        raise SpecError(f"{origin}: [{section}] is {found}; allowed: a table")
     values = table.get(key)
     if not isinstance(values, list) or not values or (length is not None and len(values) != length):
         want = f"{length} numbers" if length is not None else "a non-empty list of numbers"
