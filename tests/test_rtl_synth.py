@@ -204,26 +204,6 @@ def test_missing_yosys_is_the_one_line_reason(monkeypatch, tmp_path, capsys):
     assert capsys.readouterr().err == f"kbench: {synth.MISSING_YOSYS}\n"
 
 
-def test_a_unit_not_built_yet_is_said_so(monkeypatch):
-    monkeypatch.setitem(synth_cli.UNIT_KINDS, "exp2", ("codesign.rtl.no_such_unit", "Exp2Unit"))
-    monkeypatch.setitem(synth_cli.UNIT_KINDS, "divider", ("codesign.rtl.mac", "NoSuchClass"))
-    results = synth_cli.run_jobs(synth_cli.table_jobs(("exp2", "divider"), (4, 4), 40), 60)
-    assert all(reason.startswith("not built yet") for reason in results.values())
-    table = synth_cli.format_table(results)
-    assert "EXP2 unit" in table and "codesign/rtl/no_such_unit.py is missing" in table
-    with pytest.raises(UnavailableError, match="needs every unit; EXP2 unit: not built yet"):
-        synth_cli.calibration_text(results, "python -m codesign synth --write-calibration", {})
-
-
-def test_write_calibration_refuses_before_synthesising_when_a_unit_is_missing(monkeypatch, tmp_path, capsys):
-    monkeypatch.setitem(synth_cli.UNIT_KINDS, "rescale", ("codesign.rtl.no_such_unit", "RescaleUnit"))
-    assert codesign_main(["synth", "--write-calibration", str(tmp_path / "gates.toml")]) == 1
-    captured = capsys.readouterr()
-    assert captured.err == ("kbench: --write-calibration needs every unit; rescale: not built yet "
-                            "(codesign/rtl/no_such_unit.py is missing)\n")
-    assert "synth [" not in captured.err and not (tmp_path / "gates.toml").exists()
-
-
 @pytest.mark.parametrize("argv, message", [
     (["--array", "0x4"], "array '0x4' has a side of 0; allowed: 1..256"),
     (["--array", "4by4"], "not RxC"),
@@ -383,7 +363,6 @@ def test_the_full_table():
     for label in ("MAC cell acc 24", "MAC cell acc 48", "EXP2 unit", "divider latency 18", "score unit acc 40",
                   "rescale unit 48-bit", "array 4x4 acc 40"):
         assert label in out
-    assert "not built yet" not in out
     row = next(line for line in out.splitlines() if line.startswith("array 4x4"))
     ratio = float(row.split()[-3])  # the columns end: ÷ MAC cell, export s, yosys s
     assert 0.9 <= ratio <= 1.1  # per cell within 10% of one MAC cell, as for 2×2

@@ -40,7 +40,7 @@ from codesign.rtl.divider import MIN_LATENCY as DIVIDER_MIN_LATENCY
 from codesign.rtl.divider import Divider
 from codesign.rtl.mac import OPERAND_BITS
 from codesign.rtl.score import MULT_BITS, SHIFT_BITS
-from codesign.rtl.softmax import SoftmaxUnit
+from codesign.rtl.softmax import SoftmaxUnit, walk
 from host.errors import SpecError
 from host.problem import check_int
 from host.q15 import DIM_MAX, SEQ_MAX
@@ -100,7 +100,6 @@ class HeadEngine(wiring.Component):
         k_ports = [mems["k"].read_port(domain="comb") for _ in range(C)]
         v_ports = [mems["v"].read_port(domain="comb") for _ in range(C)]
         o_ports = [mems["o"].write_port() for _ in range(D)]
-
 
         # the head's parameters, latched on start, and the position of the step
         seq = Signal.like(self.seq)
@@ -232,11 +231,7 @@ class HeadEngine(wiring.Component):
                     for u, (divider, port) in enumerate(zip(dividers, o_ports)):
                         m.d.comb += [port.addr.eq((row0 + lane_row[u]) * stride + lane_col[u]),
                                      port.data.eq(divider.out), port.en.eq(lane_row[u] < r)]
-                    rows, cols = [], []
-                    for u in range(D):
-                        col = lane_col[u] + D % dim
-                        rows.append(lane_row[u] + D // dim + (col >= dim))
-                        cols.append(Mux(col >= dim, col - dim, col))
+                    rows, cols = zip(*(walk(lane_row[u], lane_col[u], D, dim) for u in range(D)))
                     with m.If(rows[0] < r):
                         start_wave(rows, cols)
                     with m.Elif(row0 + R < seq):

@@ -47,7 +47,6 @@ POSITION_BITS = SEQ_MAX.bit_length()
 L_BITS = 32  # the running sum l (< 2³⁰: Σ of at most 32768 probabilities below 2¹⁵)
 
 
-
 def balanced_sum(terms: list):
     """The sum of `terms` as a balanced adder tree (depth ⌈log₂ n⌉): what a circuit of n inputs would build, and a
     shallow expression for Amaranth (a chain of n additions recurses n deep when it is elaborated)."""
@@ -57,6 +56,16 @@ def balanced_sum(terms: list):
     while len(terms) > 1:
         terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i] for i in range(0, len(terms), 2)]
     return terms[0]
+
+
+def walk(row, col, step: int, width):
+    """The position `step` elements on from (row, col) in a row-major walk over rows of `width` elements (a lane of
+    E walkers, or of D dividers, moving together): (next row, next column). One compare and subtract, no division
+    of the position: col + step % width passes the row's end at most once when col < width."""
+    col_on = col + step % width
+    wrapped = col_on >= width
+    return row + step // width + wrapped, Mux(wrapped, col_on - width, col_on)
+
 
 class SoftmaxUnit(wiring.Component):
     """The softmax unit of an R×C array with E lanes, for heads up to dim_max, fed by acc_bits-wide array sums."""
@@ -160,12 +169,9 @@ class SoftmaxUnit(wiring.Component):
             """Sync statements moving every lane E elements on, and whether the pass has issued its last element."""
             statements = []
             for u in range(E):
-                col = lane_col[u] + E % width
-                wrap = col >= width
-                statements += [lane_col_reg[u].eq(Mux(wrap, col - width, col)),
-                               lane_row_reg[u].eq(lane_row[u] + E // width + wrap)]
-            col0 = lane_col[0] + E % width
-            return statements, (lane_row[0] + E // width + (col0 >= width)) >= r
+                row_on, col_on = walk(lane_row[u], lane_col[u], E, width)
+                statements += [lane_col_reg[u].eq(col_on), lane_row_reg[u].eq(row_on)]
+            return statements, walk(lane_row[0], lane_col[0], E, width)[0] >= r
 
         def keep_for(delay, signals, name):
             """The signals `delay` cycles later (registers beside a unit's pipeline)."""
