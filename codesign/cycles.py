@@ -24,7 +24,7 @@ from codesign.datapath import (EXP_LATENCY, OUTPUT_ACC_BYTES, RESCALE_LATENCY, R
                                Datapath)
 from codesign.gemm import gemm
 from host.errors import SpecError
-from host.problem import check_int
+from host.checks import check_int
 from host.q15 import DIM_MAX, SEQ_MAX
 
 WORD_BYTES = 2  # a Q15 word

@@ -10,11 +10,10 @@ codesign/cycles.py the cycles and the traffic; both take this object.
 from __future__ import annotations
 
 import argparse
-import math
 from dataclasses import dataclass, fields
 
 from host.errors import SpecError
-from host.problem import check_int
+from host.checks import check_int, check_real
 from host.q15 import MODEL_BC_MAX
 
 DATAFLOWS = ("os", "ws", "is")
@@ -65,9 +64,9 @@ class Datapath:
         check_int("dividers", self.dividers, 1, 4096)
         check_int("div_latency", self.div_latency, 1, 256)
         for name in ("q_buffer_kb", "k_buffer_kb", "v_buffer_kb", "o_buffer_kb"):
-            _check_real(name, getattr(self, name), 0.0625, 1 << 20)
-        _check_real("dram_bytes_per_cycle", self.dram_bytes_per_cycle, 0.001, 65536)
-        _check_real("clock_hz", self.clock_hz, 1e6, 1e10)
+            check_real(name, getattr(self, name), 0.0625, 1 << 20)
+        check_real("dram_bytes_per_cycle", self.dram_bytes_per_cycle, 0.001, 65536)
+        check_real("clock_hz", self.clock_hz, 1e6, 1e10)
         if float(self.clock_hz) != int(self.clock_hz):
             raise SpecError(f"clock_hz={self.clock_hz!r} is not a whole number of Hz; allowed: 1e6..1e10 Hz")
 
@@ -102,12 +101,6 @@ class Datapath:
         return (f"ASIC model: {self.rows}x{self.cols} {self.dataflow} array, {self.acc_bits}-bit {self.overflow} "
                 f"accumulators, {self.exp_lanes} exp lanes, {self.dividers} dividers, "
                 f"{self.clock_hz / 1e6:g} MHz, DRAM {self.dram_bytes_per_cycle:g} B/cycle")
-
-
-def _check_real(name: str, value: float, low: float, high: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not low <= value <= high:
-        raise SpecError(f"{name}={value!r} is out of range; allowed: {low:g}..{high:g}")
 
 
 def array_shape(text: str) -> tuple[int, int]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from codesign.datapath import ARRAY_MAX, DATAFLOWS, array_shape
 from host.cli_common import Parser, guard, integer
 from host.errors import SpecError
-from host.problem import check_int
+from host.checks import check_int
 
 __all__ = ["DATAFLOWS", "DIM_MAX", "GemmCounts", "array_shape", "gemm", "main"]
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from host.checks import check_int
 from host.errors import SpecError
 
 #: Allowed ranges, inclusive. seq and dim bound what any target could hold; batch·heads bounds the sweep size.
@@ -24,15 +25,6 @@ LIMITS = {
 
 #: Bytes per element as stored by a target working in that precision.
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "q15": 2}
-
-
-def check_int(name: str, value: object, low: int, high: int) -> int:
-    """Return `value` if it is an int in [low, high]; raise SpecError quoting it otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise SpecError(f"{name}={value!r} is not an integer; allowed: {low}..{high}")
-    if not low <= value <= high:
-        raise SpecError(f"{name}={value} is out of range; allowed: {low}..{high}")
-    return int(value)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from host.errors import SpecError
-from host.problem import AttentionProblem, check_int
+from host.checks import check_int
+from host.problem import AttentionProblem
 
 # The same limits as mcu/native/attention_q15.h.
 SEQ_MAX = 32768

@@ -1,7 +1,7 @@
 """The contract between host.compare and every target: what a target module exposes, the options a run passes in,
 the inputs, and the one way to build a `Result` row (with its verdict).
 
-A target module (host/cpu.py, kernels/target.py, mcu/target.py, codesign/target.py) is cheap to import (heavy imports happen inside its
+A target module (host/cpu/target.py, kernels/target.py, mcu/target.py, codesign/target.py) is cheap to import (heavy imports happen inside its
 functions) and exposes:
 
 - ``KERNELS``: {kernel name: the dtype it computes in}, or ``kernels(settings)`` returning it where the kernels are

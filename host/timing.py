@@ -4,7 +4,7 @@
 into mean, p50, p99, min and a 95 % bootstrap confidence interval of the median, so a reader can tell noise from a
 difference. `time_calls` is the host-side loop: warm-ups first, then one perf_counter_ns sample per call, optionally
 inside a `window` (a context manager entered just before the first timed call and left after the last: a meter that
-reads energy counters around exactly the timed calls, host/rapl.py).
+reads energy counters around exactly the timed calls, host/cpu/rapl.py).
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from host.errors import UnavailableError
 from host.cli_common import Parser, guard, int_list, integer
-from host.problem import LIMITS, check_int
+from host.checks import check_int
+from host.problem import LIMITS
 
 FLOAT_BYTES = 4
 

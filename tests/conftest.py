@@ -2,34 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def gpu_missing() -> str:
-    """Why there is no usable GPU here ("" when there is one)."""
-    try:
-        import cupy  # noqa: F401  (tests may import it; the packages under test import it only under kernels/)
-
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # noqa: BLE001 - any failure means no GPU for the tests
-        return f"no usable CUDA GPU ({type(exc).__name__}: {exc})"
-    return "" if count else "no CUDA device"
-
-
-def board_missing() -> str:
-    """Why there is no board here ("" when KBENCH_SERIAL names a serial port that exists)."""
-    port = os.environ.get("KBENCH_SERIAL", "")
-    if not port:
-        return "no board: set KBENCH_SERIAL to the STM32F407's serial port to run board tests"
-    return "" if Path(port).exists() else f"no board: KBENCH_SERIAL={port} does not exist"
+from helpers import board_missing, gpu_missing
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -41,13 +16,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     reasons[marker] = probe()
                 if reasons[marker]:
                     item.add_marker(pytest.mark.skip(reason=reasons[marker]))
-
-
-def run_module(*args: str, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
-    """Run `python -m <args>` from the project root, capturing text output."""
-    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          **kwargs)
-
-
-def have(tool: str) -> bool:
-    return shutil.which(tool) is not None

@@ -25,7 +25,7 @@ from amaranth.lib.wiring import In, Out
 from codesign.datapath import ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX
 from codesign.rtl.mac import OPERAND_BITS, MacCell, check_overflow
 from host.errors import SpecError
-from host.problem import check_int
+from host.checks import check_int
 
 
 class SystolicArray(wiring.Component):

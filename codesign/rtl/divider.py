@@ -29,7 +29,7 @@ from amaranth.lib.wiring import In, Out
 
 from codesign.datapath import OUTPUT_ACC_BITS
 from host.errors import SpecError
-from host.problem import check_int
+from host.checks import check_int
 
 ACC_BITS = OUTPUT_ACC_BITS
 L_BITS = 32

@@ -42,7 +42,7 @@ from codesign.rtl.mac import OPERAND_BITS
 from codesign.rtl.score import MULT_BITS, SHIFT_BITS
 from codesign.rtl.softmax import SoftmaxUnit, walk
 from host.errors import SpecError
-from host.problem import check_int
+from host.checks import check_int
 from host.q15 import DIM_MAX, SEQ_MAX
 
 COUNTER_BITS = 32

@@ -18,7 +18,7 @@ from amaranth.lib.wiring import In, Out
 
 from codesign.datapath import ACC_BITS_MAX, ACC_BITS_MIN, OVERFLOWS
 from host.errors import SpecError
-from host.problem import check_int
+from host.checks import check_int
 
 #: Q15 operands of the array.
 OPERAND_BITS = 16

@@ -18,7 +18,7 @@ from amaranth.lib.wiring import In, Out
 
 from codesign.datapath import OUTPUT_ACC_BITS, RESCALE_LATENCY
 from host.errors import SpecError
-from host.problem import check_int
+from host.checks import check_int
 from host.q15 import Q15_ONE_CAP
 
 ALPHA_BITS = 16

@@ -20,7 +20,7 @@ from amaranth.lib.wiring import In, Out
 
 from codesign.datapath import ACC_BITS_MAX, ACC_BITS_MIN, SCORE_LATENCY
 from host.errors import SpecError
-from host.problem import check_int
+from host.checks import check_int
 from host.q15 import INT32_MAX, INT32_MIN, MULT_MAX, SHIFT_MAX
 
 #: Port widths: M is a 15-bit mantissa, r fits 6 bits, z is Q15.16 in int32.

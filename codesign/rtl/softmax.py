@@ -39,7 +39,7 @@ from codesign.rtl.mac import OPERAND_BITS, check_overflow
 from codesign.rtl.rescale import ALPHA_BITS, RescaleUnit
 from codesign.rtl.score import MULT_BITS, SCORE_BITS, SHIFT_BITS, ScoreUnit
 from host.errors import SpecError
-from host.problem import check_int
+from host.checks import check_int
 from host.q15 import DIM_MAX, INT32_MIN, MODEL_BC_MAX, SEQ_MAX
 
 #: Query and key positions (0..SEQ_MAX) for the causal mask.

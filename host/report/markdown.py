@@ -1,0 +1,358 @@
+"""results.md from result rows and run records: the runs, the targets a run could not use, one table per (target,
+kernel) with only the columns that apply to that group, the rows that were wrong, skipped or failed with their
+message, and the plots (or why each was not drawn).
+
+Figures that were not measured on hardware say so: cachegrind's counters are labelled "simulated"; the twin's
+temperature and VDDA, and timing from a cycle model (latency, cycles and the GFLOP/s they give: the twin's, the asic
+target's) "modelled"; in the header when every row of the table is, else in each such cell. Each table's caption
+says where its timing comes from.
+Layer L3: it imports only host.results and host.report.common, and reads nothing itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, replace
+from itertools import groupby
+from typing import Callable, NamedTuple, Sequence
+
+from host.report.common import RUNS_JSONL, fmt_num, fmt_sci, is_measured_roof, roof_text, tile
+from host.results import STATUSES, Result, timing_kind
+from host.run_log import RunInfo
+
+#: Rows of one table are sorted by these problem fields, then by tile.
+SORT_FIELDS = ("dtype", "batch", "heads", "dim", "causal", "seq", "br", "bc")
+COUNTER_FIELDS = ("llc_loads", "llc_misses", "instructions", "cpu_cycles", "ipc")
+
+
+class Drawn(NamedTuple):
+    """A plot file, its title, and why it was not drawn (None when it was)."""
+
+    name: str
+    title: str
+    why_not: str | None
+
+
+# ---------------------------------------------------------------------------------------------------------- cells
+
+def _yes_no(flag: bool | None) -> str:
+    return "" if flag is None else ("yes" if flag else "no")
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or not den:
+        return None
+    return num / den
+
+
+def _percent(fraction: float | None) -> str:
+    return "" if fraction is None else f"{100 * fraction:.3g} %"
+
+
+def _md_cell(text: str) -> str:
+    """Text safe inside one Markdown table cell."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    """An inline code span, fenced with more backticks than the text holds in a row."""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _has_counters(r: Result) -> bool:
+    return any(getattr(r, name) is not None for name in COUNTER_FIELDS)
+
+
+def _p50_with_ci(r: Result) -> str:
+    if r.p50_ms is None:
+        return ""
+    if r.p50_ci_low_ms is None or r.p50_ci_high_ms is None:
+        return fmt_num(r.p50_ms)
+    return f"{fmt_num(r.p50_ms)} [{fmt_num(r.p50_ci_low_ms)}, {fmt_num(r.p50_ci_high_ms)}]"
+
+
+def _energy(r: Result) -> str:
+    if r.energy_j is None:
+        return ""
+    return f"{fmt_num(r.energy_j)} ({r.energy_source})" if r.energy_source else fmt_num(r.energy_j)
+
+
+# ---------------------------------------------------------------------------------------------------------- columns
+
+@dataclass(frozen=True)
+class Origin:
+    """A figure that was not measured on hardware: the word that labels it, and which rows it applies to."""
+
+    word: str
+    of: Callable[[Result], bool]
+
+
+SIMULATED = Origin("simulated", lambda r: "simulated" in r.counters_source.lower())
+MODELLED = Origin("modelled", lambda r: r.sensors_source == "modelled")
+MODELLED_TIMING = Origin("modelled", lambda r: timing_kind(r.timing_source) == "modelled")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One table column: its header, its cell text, which rows make it apply (default: a non-empty cell), and the
+    origin that labels its figures when they were not measured."""
+
+    header: str
+    cell: Callable[[Result], str]
+    applies: Callable[[Result], bool] | None = None
+    origin: Origin | None = None
+
+    def applies_to(self, r: Result) -> bool:
+        return self.applies(r) if self.applies is not None else self.cell(r) != ""
+
+
+def _counter(header: str, value: Callable[[Result], float | int | None], fmt: Callable = fmt_num) -> Column:
+    return Column(header, lambda r: fmt(value(r)), origin=SIMULATED)
+
+
+def _timed(header: str, cell: Callable[[Result], str]) -> Column:
+    """A timing figure, or one computed from the timing: labelled where a cycle model gave it."""
+    return Column(header, cell, origin=MODELLED_TIMING)
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("dtype", lambda r: r.dtype),
+    Column("B", lambda r: str(r.batch)),
+    Column("H", lambda r: str(r.heads)),
+    Column("N", lambda r: str(r.seq)),
+    Column("d", lambda r: str(r.dim)),
+    Column("causal", lambda r: _yes_no(r.causal)),
+    Column("Br×Bc", tile),
+    _timed("p50 ms [95% CI]", _p50_with_ci),
+    _timed("mean ms", lambda r: fmt_num(r.mean_ms)),
+    _timed("p99 ms", lambda r: fmt_num(r.p99_ms)),
+    _timed("min ms", lambda r: fmt_num(r.min_ms)),
+    Column("iters", lambda r: fmt_num(r.iters)),
+    _timed("GFLOP/s", lambda r: fmt_num(r.gflops)),
+    Column("GB/s (modelled)", lambda r: fmt_num(r.gbps)),
+    Column("% of peak GFLOP/s", lambda r: _percent(_ratio(r.gflops, r.peak_gflops))),
+    Column("% of peak GB/s", lambda r: _percent(_ratio(r.gbps, r.peak_gbps))),
+    Column("measured bytes", lambda r: fmt_num(r.measured_bytes)),
+    Column("max_abs", lambda r: fmt_sci(r.max_abs)),
+    Column("rel_l2", lambda r: fmt_sci(r.rel_l2)),
+    Column("bit_exact", lambda r: _yes_no(r.bit_exact)),
+    _counter("LLC loads", lambda r: r.llc_loads),
+    _counter("LLC misses", lambda r: r.llc_misses),
+    _counter("miss ratio", lambda r: _ratio(r.llc_misses, r.llc_loads), _percent),
+    _counter("instructions", lambda r: r.instructions),
+    _counter("CPU cycles", lambda r: r.cpu_cycles),
+    _counter("IPC", lambda r: r.ipc),
+    Column("counters", lambda r: r.counters_source if _has_counters(r) else
+           (f"not measured — {r.counters_reason}" if r.counters_reason else "")),
+    _timed("cycles", lambda r: fmt_num(r.cycles)),
+    Column("clock MHz", lambda r: fmt_num(None if r.clock_hz is None else r.clock_hz / 1e6)),
+    Column("temp °C", lambda r: fmt_num(r.temp_c), origin=MODELLED),
+    Column("VDDA V", lambda r: fmt_num(r.vdda_v), origin=MODELLED),
+    Column("energy J", _energy),
+    Column("status", lambda r: r.status, applies=lambda r: r.status != "ok"),
+    Column("message", lambda r: "" if r.status == "ok" else r.message),
+)
+
+
+def shared_counters_reason(rows: Sequence[Result]) -> str:
+    """The reason counters are missing when every row of a group lacks them for the same reason, else ''."""
+    reasons = {r.counters_reason for r in rows}
+    if len(reasons) == 1 and not any(_has_counters(r) for r in rows):
+        return reasons.pop()
+    return ""
+
+
+def _row_sort_key(r: Result) -> tuple:
+    """SORT_FIELDS in order, an absent tile after any present one; then run and host, for a stable order."""
+    values = (getattr(r, name) for name in SORT_FIELDS)
+    return tuple((v is None, 0 if v is None else v) for v in values) + (r.run_id, r.host)
+
+
+def label_origins(columns: Sequence[Column], rows: Sequence[Result]) -> list[Column]:
+    """Label figures that were not measured: in the header when every filled cell of the column is of that origin,
+    else in each such cell."""
+    labelled = []
+    for col in columns:
+        filled = [r for r in rows if col.cell(r)]
+        marked = [r for r in filled if col.origin is not None and col.origin.of(r)]
+        if not marked:
+            labelled.append(col)
+        elif len(marked) == len(filled):
+            labelled.append(replace(col, header=f"{col.header} ({col.origin.word})"))
+        else:
+            labelled.append(replace(col, cell=_labelled_cell(col.cell, col.origin)))
+    return labelled
+
+
+def _labelled_cell(cell: Callable[[Result], str], origin: Origin) -> Callable[[Result], str]:
+    def labelled(r: Result) -> str:
+        text = cell(r)
+        return f"{text} ({origin.word})" if text and origin.of(r) else text
+    return labelled
+
+
+def group_table(rows: Sequence[Result]) -> list[str]:
+    """Markdown lines for one (target, kernel) group: the table, then the counters reason when shared."""
+    rows = sorted(rows, key=_row_sort_key)
+    reason = shared_counters_reason(rows)
+    columns = [c for c in COLUMNS if not (reason and c.header == "counters")]
+    columns = [c for c in columns if any(c.applies_to(r) for r in rows)]
+    if len({(r.run_id, r.host) for r in rows}) > 1:
+        columns.insert(0, Column("run / host", lambda r: f"{r.run_id} / {r.host}"))
+    columns = label_origins(columns, rows)
+    lines = markdown_table([c.header for c in columns], [[c.cell(r) for c in columns] for r in rows])
+    if reason:
+        lines += ["", f"Counters: not measured — {reason}"]
+    return lines
+
+
+def markdown_table(headers: Sequence[str], cells: Sequence[Sequence[str]]) -> list[str]:
+    """A GitHub-flavoured Markdown table; numeric-looking columns are right-aligned."""
+    def numeric(i: int) -> bool:
+        values = [row[i] for row in cells if row[i]]
+        return bool(values) and all(v[0].isdigit() or v[0] in "-." for v in values)
+    align = ["---:" if numeric(i) else "---" for i in range(len(headers))]
+    lines = ["| " + " | ".join(_md_cell(h) for h in headers) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in cells]
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------------------- sections
+
+def _machine_text(machine: dict) -> str:
+    """A machine details dict on one line: key=value pairs, nested values as compact JSON."""
+    def value(v: object) -> str:
+        return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"), sort_keys=True)
+    return "; ".join(f"{k}={value(v)}" for k, v in sorted(machine.items()))
+
+
+def distinct_runs(runs: Sequence[RunInfo]) -> list[RunInfo]:
+    """runs.jsonl's runs, each run_id once (its first line), in file order."""
+    return list({run.run_id: run for run in reversed(runs)}.values())[::-1]
+
+
+def run_counts(runs: Sequence[RunInfo], results: Sequence[Result]) -> tuple[int, int]:
+    """(runs that gave rows, runs that gave none): the rows' run_ids, and runs.jsonl's runs without a row."""
+    with_rows = {r.run_id for r in results}
+    return len(with_rows), sum(run.run_id not in with_rows for run in distinct_runs(runs))
+
+
+def headline(results: Sequence[Result], runs: Sequence[RunInfo]) -> str:
+    """'13 rows (10 ok, 1 wrong, 2 oom) from 2 run(s) on 2 host(s).', plus the runs that gave no row."""
+    statuses = Counter(r.status for r in results)
+    by_status = ", ".join(f"{statuses[s]} {s}" for s in STATUSES if statuses[s])
+    with_rows, empty = run_counts(runs, results)
+    text = (f"{len(results)} rows ({by_status}) from {with_rows} run(s) "
+            f"on {len({r.host for r in results})} host(s).")
+    if empty:
+        text += f" {empty} more run(s) in {RUNS_JSONL} gave no row (listed below with 0 rows)."
+    return text
+
+
+def runs_section(runs: Sequence[RunInfo], results: Sequence[Result]) -> list[str]:
+    """Each run that gave rows (from runs.jsonl, or known only by its rows), then each run that gave none, marked
+    '0 rows', so the list agrees with the headline's count."""
+    counts = Counter(r.run_id for r in results)
+    runs = distinct_runs(runs)
+    lines = ["## Runs", ""]
+    for run in sorted(runs, key=lambda run: counts[run.run_id] == 0):  # stable: file order within each part
+        lines.append(f"- **{run.run_id}** — {run.timestamp}, host {_code(run.host)}, git {_code(run.git_rev)}, "
+                     f"{counts[run.run_id]} rows" + (" (measured nothing)" if not counts[run.run_id] else ""))
+        lines.append(f"  - command: {_code(run.command)}")
+        if run.machine:
+            lines.append(f"  - machine: {_code(_machine_text(run.machine))}")
+        if run.unavailable:
+            lines.append(f"  - targets not run: {', '.join(map(_code, sorted(run.unavailable)))}")
+    described = {run.run_id for run in runs}
+    for run_id in sorted(set(counts) - described):
+        first = next(r for r in results if r.run_id == run_id)
+        lines.append(f"- **{run_id}** — {first.timestamp}, host {_code(first.host)}, git {_code(first.git_rev)}, "
+                     f"{counts[run_id]} rows (no entry in {RUNS_JSONL}: command and machine unknown)")
+    return lines + [""]
+
+
+def unavailable_section(runs: Sequence[RunInfo]) -> list[str]:
+    """Each target a run could not use, with its reason and the runs that gave it."""
+    lines = ["## Targets not run", ""]
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for run in distinct_runs(runs):
+        for target, reason in run.unavailable.items():
+            reasons.setdefault((target, str(reason)), []).append(f"{run.run_id} ({run.host})")
+    if not reasons:
+        return lines + [f"None: no run in {RUNS_JSONL} recorded an unavailable target.", ""]
+    cells = [[target, reason, ", ".join(where)] for (target, reason), where in sorted(reasons.items())]
+    return lines + markdown_table(["target", "reason", "run (host)"], cells) + [""]
+
+
+def _timing_text(rows: Sequence[Result]) -> str:
+    """' Timing measured (CUDA events).': where the rows' timing comes from, each source once; '' for rows that
+    never recorded it (schema version 1 and 2)."""
+    sources = dict.fromkeys(r.timing_source for r in rows if r.timing_source)
+    texts = [f"{kind} ({how})" for kind, _, how in (source.partition(": ") for source in sources)]
+    return f" Timing {'; '.join(texts)}." if texts else ""
+
+
+def _group_caption(rows: Sequence[Result]) -> str:
+    """Where a group ran: host (device) pairs and their roofs, measured or from a datasheet; then where its timing
+    comes from."""
+    parts = []
+    machine = lambda r: (r.host, r.device)  # noqa: E731
+    for (host, device), machine_rows in groupby(sorted(rows, key=machine), key=machine):
+        text = f"{host} ({device})" if device else host
+        roofs: dict[str, tuple[float, float]] = {}
+        for r in machine_rows:
+            if r.peak_gflops and r.peak_gbps:
+                source = "measured" if is_measured_roof(r.peak_source) else r.peak_source
+                flops, bw = roofs.get(source, (0.0, 0.0))
+                roofs[source] = (max(flops, r.peak_gflops), max(bw, r.peak_gbps))
+        parts.append(text + "".join(f", {roof_text(flops, bw, source)}" for source, (flops, bw) in roofs.items()))
+    return "Ran on " + "; ".join(parts) + "." + _timing_text(rows)
+
+
+def tables_section(results: Sequence[Result]) -> list[str]:
+    lines = ["## Results", ""]
+    key = lambda r: (r.target, r.kernel)  # noqa: E731
+    for (target, kernel), rows in groupby(sorted(results, key=key), key=key):
+        rows = list(rows)
+        lines += [f"### {target} / {kernel}", "", _group_caption(rows), ""]
+        lines += group_table(rows) + [""]
+    return lines
+
+
+def not_ok_section(results: Sequence[Result]) -> list[str]:
+    """Every row that is not ok (wrong, skipped, oom, error) with its message; a wrong row keeps its figures in its
+    group's table too."""
+    lines = ["## Wrong, skipped and failed", ""]
+    bad = sorted((r for r in results if r.status != "ok"), key=lambda r: (r.target, r.kernel) + _row_sort_key(r))
+    if not bad:
+        return lines + ["None: every row is ok.", ""]
+    headers = ["target", "kernel", "host", "dtype", "B", "H", "N", "d", "causal", "Br×Bc", "status", "message"]
+    cells = [[r.target, r.kernel, r.host, r.dtype, str(r.batch), str(r.heads), str(r.seq), str(r.dim),
+              _yes_no(r.causal), tile(r), r.status, r.message] for r in bad]
+    return lines + markdown_table(headers, cells) + [""]
+
+
+def plots_section(drawn: Sequence[Drawn]) -> list[str]:
+    """Embed each drawn plot with a relative link; for a plot not drawn, say why."""
+    lines = ["## Plots", ""]
+    for plot in drawn:
+        if plot.why_not is None:
+            lines += [f"![{plot.title}]({plot.name})", ""]
+        else:
+            lines += [f"{plot.name} not drawn: {plot.why_not}.", ""]
+    return lines
+
+
+def markdown(results: Sequence[Result], runs: Sequence[RunInfo], drawn: Sequence[Drawn]) -> str:
+    """The whole of results.md."""
+    lines = ["# kbench results", "", headline(results, runs), ""]
+    lines += runs_section(runs, results)
+    lines += unavailable_section(runs)
+    lines += tables_section(results)
+    lines += not_ok_section(results)
+    lines += plots_section(drawn)
+    return "\n".join(lines).rstrip() + "\n"

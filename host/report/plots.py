@@ -1,0 +1,328 @@
+"""The report's PNG plots, drawn from result rows with matplotlib's object API (no pyplot, no display):
+
+- latency_vs_seq.png: median latency against sequence length, one connected series per configuration (target,
+  kernel, shape), the median's 95 % confidence interval as error bars, x ticks at the sequence lengths measured;
+- error.png: rel-L2 and max-abs error against the float64 golden at each sequence length, in the same series and
+  colours, wrong rows (outside tolerance) ringed in red, zero errors marked on the axis;
+- roofline.png: achieved GFLOP/s against FLOPs per modelled byte under each machine's roof: measured in the run
+  (CPU, GPU) or from a datasheet (the Cortex-M4's), drawn differently.
+
+Each plot function returns None when it drew, else the reason it did not (and results.md says it).
+Layer L3: it imports only host.results and host.report.common.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
+
+import numpy as np
+import pandas as pd
+
+from host.report.common import is_measured_roof, roof_text, tile
+from host.results import Result
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from pathlib import Path
+
+LATENCY_PNG = "latency_vs_seq.png"
+ERROR_PNG = "error.png"
+ROOFLINE_PNG = "roofline.png"
+
+#: One series per distinct value of these fields; the tile joins them only for a Br×Bc sweep (see `series`).
+SERIES_FIELDS = ("target", "kernel", "dtype", "dim", "heads", "batch", "causal", "host")
+#: Rows that have figures worth plotting: ok rows, and wrong rows (shown only on error.png, ringed in red).
+PLOTTED_STATUSES = ("ok", "wrong")
+#: Series fields a label names only when they differ within one target/kernel: otherwise the kernel implies them.
+IMPLIED = ("dtype", "host")
+DPI = 120
+MARKERS = ("o", "s", "^", "D", "v", "P")  # a new marker each time the 10 colours repeat
+MAX_SEQ_TICKS = 12
+WRONG_RING = dict(marker="o", markersize=13, mfc="none", mec="red", mew=2, ls="")  # around the series' own marker
+DATASHEET_ROOF = dict(color="tab:brown", lw=2.0, ls=(0, (6, 2, 1, 2)))  # measured roofs are grey
+
+
+def results_frame(results: Sequence[Result]) -> pd.DataFrame:
+    """One row per Result, plus its tile as text; missing figures are NaN in the numeric columns plotted."""
+    frame = pd.DataFrame([dataclasses.asdict(r) | {"tile": tile(r)} for r in results])
+    numeric = ["seq", "br", "bc", "p50_ms", "p50_ci_low_ms", "p50_ci_high_ms", "gflops", "gbps", "peak_gflops",
+               "peak_gbps", "max_abs", "rel_l2"]
+    for name in numeric:
+        frame[name] = pd.to_numeric(frame[name], errors="coerce")
+    return frame
+
+
+# ---------------------------------------------------------------------------------------------------------- series
+
+class Series(NamedTuple):
+    """One plotted configuration: its legend label, its style (the same on every plot), its rows sorted by seq."""
+
+    label: str
+    color: str
+    marker: str
+    rows: pd.DataFrame
+
+
+def _label_part(name: str, value: object) -> str:
+    return {"dim": f"d={value}", "heads": f"H={value}", "batch": f"B={value}", "host": f"@{value}",
+            "causal": "causal" if value else "non-causal"}.get(name, str(value))
+
+
+def _varies(groups: list[tuple[tuple, pd.DataFrame]], i: int, within: bool) -> bool:
+    """Whether field i of the series keys differs between series (within one target/kernel when `within`)."""
+    values: dict[tuple, set] = {}
+    for key, _ in groups:
+        values.setdefault(key[:2] if within else (), set()).add(key[i])
+    return any(len(v) > 1 for v in values.values())
+
+
+def shared_text(frame: pd.DataFrame) -> str:
+    """The series fields every plotted row shares (dtype, d, H, B, causal), for a title: 'fp32, d=59, H=2, B=1'."""
+    rows = frame[frame.status.isin(PLOTTED_STATUSES)]
+    parts = [_label_part(name, rows[name].iloc[0]) for name in SERIES_FIELDS[2:]
+             if name != "host" and len(rows) and rows[name].nunique() == 1]
+    return ", ".join(parts)
+
+
+def series(frame: pd.DataFrame) -> list[Series]:
+    """The ok and wrong rows as one connected series per configuration (SERIES_FIELDS), in a fixed order and style.
+
+    The tile splits a configuration only when it was measured at several tiles at one seq (a Br×Bc sweep); a tile
+    that merely follows seq, as the MCU planner's Br does, stays one line. A label names target/kernel and only the
+    fields that tell series apart (d, H, B, causal; dtype and host only within one target/kernel); `shared_text`
+    gives the fields every series shares, for the title."""
+    rows = frame[frame.status.isin(PLOTTED_STATUSES)]
+    if rows.empty:
+        return []
+    groups = list(rows.groupby(list(SERIES_FIELDS), sort=True, dropna=False))
+    varying = [name for i, name in enumerate(SERIES_FIELDS) if i < 2 or _varies(groups, i, within=name in IMPLIED)]
+    out = []
+    for key, config in groups:
+        label = " ".join(_label_part(name, value) for name, value in zip(SERIES_FIELDS, key) if name in varying)
+        label = label.replace(" ", "/", 1)  # target/kernel
+        swept = config.groupby("seq").tile.nunique().max() > 1
+        parts = config.groupby(["br", "bc"], sort=True, dropna=False) if swept else [(None, config)]
+        for _, part in parts:
+            i = len(out)
+            text = f"{label} {part.tile.iloc[0]}" if swept else label
+            out.append(Series(text, f"C{i % 10}", MARKERS[i // 10 % len(MARKERS)], part.sort_values("seq")))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------- plots
+
+def plot_latency(frame: pd.DataFrame, path: Path) -> str | None:
+    """p50 against seq, log-log, one line per configuration, CI error bars; the reason when nothing to draw."""
+    drawn = [(s, s.rows[(s.rows.status == "ok") & (s.rows.p50_ms > 0) & (s.rows.seq > 0)]) for s in series(frame)]
+    drawn = [(s, rows) for s, rows in drawn if not rows.empty]
+    if not drawn:
+        return "no ok row has a positive p50 latency"
+    fig = _figure(9, 5.5)
+    ax = fig.add_subplot()
+    for s, rows in drawn:
+        low = (rows.p50_ms - rows.p50_ci_low_ms).clip(lower=0).fillna(0)
+        high = (rows.p50_ci_high_ms - rows.p50_ms).clip(lower=0).fillna(0)
+        ax.errorbar(rows.seq, rows.p50_ms, yerr=[low, high], marker=s.marker, markersize=4, capsize=3,
+                    color=s.color, label=s.label)
+    _seq_axis(ax, pd.concat([rows.seq for _, rows in drawn]))
+    _log_axis(ax, "y")
+    _finish(ax, "sequence length N", "median latency (ms), 95% CI",
+            _titled("Attention latency against sequence length", frame))
+    _save(fig, path)
+    return None
+
+
+def plot_error(frame: pd.DataFrame, path: Path) -> str | None:
+    """rel_l2 and max_abs against seq per configuration (the latency plot's series), log y; wrong rows ringed in red,
+    zero errors marked at the bottom of the panel; the reason when nothing to draw."""
+    measured = [s._replace(rows=s.rows[s.rows.rel_l2.notna() | s.rows.max_abs.notna()]) for s in series(frame)]
+    measured = [s for s in measured if not s.rows.empty]
+    if not measured:
+        return "no ok or wrong row has an error figure (rel_l2, max_abs)"
+    fig = _figure(9, 7)
+    axes = fig.subplots(2, 1, sharex=True)
+    for ax, metric, label in ((axes[0], "rel_l2", "rel-L2 error"), (axes[1], "max_abs", "max |error|")):
+        _error_panel(ax, measured, metric)
+        _finish(ax, "sequence length N" if ax is axes[1] else "", label, legend=False)
+    _seq_axis(axes[1], pd.concat([s.rows.seq for s in measured]))
+    axes[0].set_title(_titled("Error against the float64 golden", frame))
+    _legend(axes[0], _error_legend(measured))
+    _save(fig, path)
+    return None
+
+
+def _error_panel(ax: Axes, measured: Sequence[Series], metric: str) -> None:
+    """One metric: each series' positive errors as a line, its zero errors as ▼ on the bottom edge, wrong rows
+    ringed."""
+    positive = [s.rows[s.rows[metric] > 0] for s in measured]
+    if any(len(rows) for rows in positive):
+        ax.set_yscale("log")
+    else:
+        ax.set_yticks([])
+        zero = any((s.rows[metric] == 0).any() for s in measured)
+        ax.text(0.5, 0.5, "bit-exact / zero error" if zero else f"no {metric} figure in any row",
+                transform=ax.transAxes, ha="center", va="center")
+    for s, rows in zip(measured, positive):
+        ax.plot(rows.seq, rows[metric], marker=s.marker, markersize=5, lw=1, color=s.color)
+        wrong = rows[rows.status == "wrong"]
+        if len(wrong):
+            ax.plot(wrong.seq, wrong[metric], **WRONG_RING)
+        zero = s.rows[s.rows[metric] == 0]
+        if len(zero):  # an empty unclipped line would still stretch the saved figure to (0, 0)
+            ax.plot(zero.seq, np.zeros(len(zero)), "v", markersize=7, color=s.color, clip_on=False,
+                    transform=ax.get_xaxis_transform())
+
+
+def _error_legend(measured: Sequence[Series]) -> list:
+    """Legend handles: one per series, then the meaning of the red ring and ▼ when the plot shows them."""
+    from matplotlib.lines import Line2D
+    handles = [Line2D([], [], color=s.color, marker=s.marker, lw=1, label=s.label) for s in measured]
+    rows = pd.concat([s.rows for s in measured])
+    if (rows.status == "wrong").any():
+        handles.append(Line2D([], [], **WRONG_RING, label="wrong: outside tolerance"))
+    if ((rows.rel_l2 == 0) | (rows.max_abs == 0)).any():
+        handles.append(Line2D([], [], color="0.4", marker="v", ls="", label="zero error (on the axis)"))
+    return handles
+
+
+def roofline_data(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(points, roofs): the ok rows of every target that carry their machine's peaks, with their arithmetic
+    intensity `ai`; and one roof per (host, device, roof source), `flops` and `bw` its highest peaks. A roof's source
+    is "measured" (also for schema-1 rows, which left it empty) or the datasheet text of peak_source."""
+    points = frame[(frame.status == "ok") & (frame.peak_gflops > 0) & (frame.peak_gbps > 0)
+                   & (frame.gflops > 0) & (frame.gbps > 0)]
+    points = points.assign(ai=points.gflops / points.gbps,
+                           roof=["measured" if is_measured_roof(s) else s for s in points.peak_source])
+    roofs = points.groupby(["host", "device", "roof"], sort=True).agg(flops=("peak_gflops", "max"),
+                                                                      bw=("peak_gbps", "max"))
+    return points, roofs
+
+
+def plot_roofline(frame: pd.DataFrame, path: Path) -> str | None:
+    """Achieved GFLOP/s against FLOPs per modelled byte, under each machine's roof (measured: grey; datasheet:
+    coloured, dash-dot); the reason when nothing to draw."""
+    ok, roofs = roofline_data(frame)
+    if ok.empty:
+        return "no ok row carries its machine's peaks (peak_gflops and peak_gbps) with GFLOP/s and GB/s"
+    ridges = roofs.flops / roofs.bw
+    ai = np.geomspace(min(ok.ai.min(), ridges.min()) / 4, max(ok.ai.max(), ridges.max()) * 4, 200)
+    fig = _figure(10, 6)
+    ax = fig.add_subplot()
+    for i, ((host, device, source), roof) in enumerate(roofs.iterrows()):
+        measured = is_measured_roof(source)
+        style = dict(color="0.3", lw=1.5, ls=["-", "--", ":"][i % 3]) if measured else DATASHEET_ROOF
+        ax.plot(ai, np.minimum(roof.flops, ai * roof.bw), **style,
+                label=f"{device or host}: {_wrapped(roof_text(roof.flops, roof.bw, source), measured)}")
+        ridge = roof.flops / roof.bw
+        ax.annotate(f"ridge {ridge:.3g} FLOP/B", (ridge, roof.flops), textcoords="offset points", xytext=(4, -12),
+                    fontsize="small", color=style["color"])
+    for i, ((target, kernel), points) in enumerate(ok.groupby(["target", "kernel"], sort=True)):
+        ax.plot(points.ai, points.gflops, MARKERS[i // 10 % len(MARKERS)], markersize=5, color=f"C{i % 10}",
+                label=f"{target}/{kernel} ({len(points)} rows)")
+    _log_axis(ax, "x")
+    _log_axis(ax, "y")
+    _finish(ax, "arithmetic intensity (FLOP per modelled byte)", "achieved GFLOP/s",
+            "Roofline: each machine's ceilings, measured in the run, from its datasheet or from its model")
+    _save(fig, path)
+    return None
+
+
+def _wrapped(text: str, measured: bool) -> str:
+    """A datasheet roof's text with its source on a second legend line."""
+    head, _, detail = text.rpartition(" (")
+    return text if measured or not head else f"{head}\n({detail}"
+
+
+#: Each plot file, its title in results.md, and the function drawing it.
+PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], str | None]]] = {
+    LATENCY_PNG: ("Latency against sequence length", plot_latency),
+    ERROR_PNG: ("Error against the float64 golden", plot_error),
+    ROOFLINE_PNG: ("Roofline", plot_roofline),
+}
+
+
+# ---------------------------------------------------------------------------------------------------------- axes
+
+def _figure(width: float, height: float) -> Figure:
+    """A figure drawn by Agg, off any display. matplotlib's object API is used, never pyplot (no global state); it is
+    imported here, so an error path (a missing folder) does not pay for it."""
+    from matplotlib.figure import Figure
+    return Figure(figsize=(width, height))
+
+
+def _titled(title: str, frame: pd.DataFrame) -> str:
+    shared = shared_text(frame)
+    return f"{title} ({shared})" if shared else title
+
+
+def seq_ticks(seqs: Sequence[float]) -> tuple[list[int], list[int]]:
+    """(labelled, unlabelled): the measured sequence lengths, at most MAX_SEQ_TICKS of them labelled, spread evenly
+    on a log axis so that labels do not overlap (the smallest and largest always); the others get a bare tick."""
+    values = sorted({int(v) for v in seqs if v > 0})
+    if len(values) < 2:
+        return values, []
+    step = math.log(values[-1] / values[0]) / (MAX_SEQ_TICKS - 1)
+    kept = [values[0]]
+    for v in values[1:-1]:
+        if math.log(v / kept[-1]) >= step and math.log(values[-1] / v) >= step / 2:
+            kept.append(v)
+    kept.append(values[-1])
+    return kept, [v for v in values if v not in kept]
+
+
+def _seq_axis(ax: Axes, seqs: pd.Series) -> None:
+    """A log x axis ticked at the sequence lengths measured (not at powers of ten), labelled where labels fit."""
+    from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
+    labelled, bare = seq_ticks(list(seqs))
+    ax.set_xscale("log")
+    ax.set_xlim(labelled[0] / 1.3, labelled[-1] * 1.3)
+    ax.xaxis.set_major_locator(FixedLocator(labelled))
+    ax.xaxis.set_minor_locator(FixedLocator(bare))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.get_major_formatter().set_scientific(False)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _log_axis(ax: Axes, which: str) -> None:
+    """A log scale on ax's "x" or "y" axis with plain-number ticks; 2 and 5 within each decade are labelled on short
+    ranges."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    getattr(ax, f"set_{which}scale")("log")
+    axis = getattr(ax, f"{which}axis")
+    low, high = getattr(ax, f"get_{which}lim")()
+    short = math.log10(high / low) < 2
+    axis.set_major_locator(LogLocator(base=10))
+    axis.set_minor_locator(LogLocator(base=10, subs=(2, 5) if short else (2, 3, 4, 5, 6, 7, 8, 9)))
+    axis.set_major_formatter(FuncFormatter(_tick))
+    axis.set_minor_formatter(FuncFormatter(_tick) if short else NullFormatter())
+
+
+def _tick(value: float, _position: int) -> str:
+    return f"{value:g}"
+
+
+def _finish(ax: Axes, xlabel: str, ylabel: str, title: str = "", legend: bool = True) -> None:
+    """What every plot's axes end with: labels, title, a light grid, the legend outside on the right."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    if legend:
+        _legend(ax)
+
+
+def _legend(ax: Axes, handles: list | None = None) -> None:
+    """The legend outside the axes, on the right: of the labelled artists, or of the handles given."""
+    kwargs = dict(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    if handles is None:
+        ax.legend(**kwargs)
+    else:
+        ax.legend(handles=handles, **kwargs)
+
+
+def _save(fig: Figure, path: Path) -> None:
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")

@@ -1,0 +1,78 @@
+"""Turn an output folder's result files into results.md and PNG plots, reading nothing but those files.
+
+`render(out_dir)` reads results.csv (every target's rows, possibly merged from several runs on several machines:
+a GPU box, a lab bench) and runs.jsonl (one line per run: command, machine, the targets it could not use), draws
+the plots (host/report/plots.py: latency, error, roofline) and writes results.md beside them
+(host/report/markdown.py). A plot without data is not drawn; results.md says why.
+``python -m host.report OUT_DIR`` does the same from a shell.
+
+This is layer L3: it imports only host.results, host.errors, host.cli_common and its own modules, never a target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from host.cli_common import Parser, guard
+from host.errors import KbenchError, ResultsError
+from host.report.common import RESULTS_CSV, RESULTS_MD, RUNS_JSONL
+from host.report.markdown import Drawn, markdown
+from host.report.plots import PLOTS, results_frame
+from host.results import Result, ResultsFile
+from host.run_log import read_runs
+
+
+def read_results(out_dir: Path) -> list[Result]:
+    """Every row of out_dir/results.csv (any schema version host.results reads); ResultsError when the folder or its
+    rows are missing."""
+    if not out_dir.is_dir():
+        raise ResultsError(f"results folder {out_dir} does not exist")
+    csv_path = out_dir / RESULTS_CSV
+    if not csv_path.exists():
+        raise ResultsError(f"{csv_path} does not exist: run `python -m host.compare --out {out_dir}` first")
+    results = ResultsFile(csv_path).read()
+    if not results:
+        raise ResultsError(f"{csv_path} has no result rows")
+    return results
+
+
+def render(out_dir: Path) -> list[Path]:
+    """Write results.md and the plots into out_dir from its results.csv and runs.jsonl; return the written paths."""
+    out_dir = Path(out_dir)
+    results = read_results(out_dir)
+    runs = read_runs(out_dir / RUNS_JSONL)
+    frame = results_frame(results)
+    drawn = []
+    for name, (title, plot) in PLOTS.items():
+        drawn.append(Drawn(name, title, plot(frame, out_dir / name)))
+        if drawn[-1].why_not is not None:
+            (out_dir / name).unlink(missing_ok=True)  # a stale plot from an earlier render would mislead
+    md_path = out_dir / RESULTS_MD
+    md_path.write_text(markdown(results, runs, drawn), encoding="utf-8")
+    return [md_path] + [out_dir / plot.name for plot in drawn if plot.why_not is None]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="python -m host.report", description="Render results.md and plots from an output folder.")
+    parser.add_argument("out_dir", type=Path, help="folder holding results.csv (and runs.jsonl)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """A missing or unreadable results folder counts as a bad argument (exit 2); a failed write exits 1."""
+    def body() -> int:
+        args = _parser().parse_args(argv)
+        try:
+            paths = render(args.out_dir)
+        except OSError as exc:
+            print(f"kbench: cannot write the report: {exc}", file=sys.stderr)
+            return 1
+        for path in paths:
+            print(path)
+        return 0
+
+    return guard(body, usage_errors=(KbenchError,))
+

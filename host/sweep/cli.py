@@ -1,0 +1,298 @@
+"""`python -m host.compare`: sweep one attention problem over shapes, targets and kernels into one report.
+
+Targets are found by name in host/sweep/registry.py's `TARGETS` (the only place that knows every target) and their
+heavy libraries are imported only when they run, so a machine without CuPy, mpremote or unicorn still runs the CPU
+rows. Each finished row is appended to OUT/results.csv at once; ``--resume`` completes an interrupted sweep without
+duplicating or losing a row. At the end OUT/results.md and its plots are rendered from the files alone.
+
+Each target declares its own options (host/target_api.py); `--help` lists them in one group per target.
+Exit status: 0 all rows ok (some may be skipped or oom); 1 some row wrong (outside its tolerance, or not
+bit-exact) or failed (recorded in its row), or no row measured at all; 2 bad arguments, an unusable --out, or no
+target able to run; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Callable
+
+import numpy as np
+
+from host.errors import KbenchError, ResultsError, SpecError
+from host.cli_common import Parser, folder, guard, int_list, integer, name_list, output_folder, real
+from host.problem import LIMITS
+from host.results import FAILED_STATUSES, STATUSES, Result, ResultsFile
+from host.run_log import RunInfo, read_runs
+from host.target_api import RunContext
+from host.sweep.registry import (TARGETS, TargetEntry, check_kernels, load_targets, open_sessions, select_targets,
+                                  target_settings, unused_options)
+from host.sweep.jobs import DEFAULT_REPEATS, Job, LastInputs, measure, plan, repeats, untiled_key
+
+#: Test hook: after this many rows are appended, the sweep sends itself KBENCH_STOP_SIGNAL (KILL, TERM or INT), so
+#: kill-and-resume tests stop it at a known row instead of racing a timer.
+STOP_AFTER_ROWS_ENV = "KBENCH_STOP_AFTER_ROWS"
+STOP_SIGNAL_ENV = "KBENCH_STOP_SIGNAL"
+
+def seq_list(name: str):
+    """An argparse type: a comma-separated list of ints within problem.LIMITS[name]."""
+    return int_list(name, *LIMITS[name])
+
+
+def build_parser() -> tuple[Parser, dict[str, TargetEntry]]:
+    parser = Parser(prog="python -m host.compare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seq", type=seq_list("seq"), default=(128, 256, 512), metavar="LIST",
+                        help="sequence lengths N, comma-separated (default 128,256,512)")
+    parser.add_argument("--dim", type=seq_list("dim"), default=(64,), help="head dimensions d (default 64)")
+    parser.add_argument("--heads", type=seq_list("heads"), default=(4,), help="heads H (default 4)")
+    parser.add_argument("--batch", type=seq_list("batch"), default=(1,), help="batch sizes B (default 1)")
+    parser.add_argument("--causal", choices=("0", "1", "both"), default="both", help="causal masking (default both)")
+    parser.add_argument("--seed", type=integer("seed", 0), default=0, help="input seed (default 0)")
+    parser.add_argument("--targets", type=name_list, default=None,
+                        help=f"targets to run, from {', '.join(TARGETS)} (default: every available one)")
+    parser.add_argument("--kernels", type=name_list, default=None, help="kernels to run (default: all)")
+    parser.add_argument("--warmup", type=integer("warmup", 0), default=None,
+                        help=f"untimed calls first (default: the target's own; {DEFAULT_REPEATS[0]} for cpu and gpu, "
+                             "0 for mcu)")
+    parser.add_argument("--iters", type=integer("iters", 1), default=None,
+                        help=f"timed calls per row (default: the target's own; {DEFAULT_REPEATS[1]} for cpu and gpu, "
+                             "1 for mcu, whose DWT cycles barely vary)")
+    parser.add_argument("--out", type=folder, default=Path("reports/latest"), help="output folder (default reports/latest)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep OUT/results.csv and run only the configurations it lacks (failed and wrong rows "
+                             "again)")
+    cluster = parser.add_argument_group("cluster options (docs/cluster.md)")
+    cluster.add_argument("--cluster", metavar="ADDRESS", default=None,
+                         help="run the rows on the Dask workers of this scheduler, e.g. tcp://10.0.0.5:8786 (workers: "
+                              "python -m host.cluster worker); rows come back to OUT here")
+    cluster.add_argument("--cluster-gpu", metavar="MODEL", default=None,
+                         help="with --cluster: GPU rows only on workers whose GPU is this model, e.g. 'NVIDIA H200'")
+    cluster.add_argument("--cluster-wait", type=real("cluster-wait", 0, 86_400), default=60.0, metavar="S",
+                         help="with --cluster: seconds a row waits for a worker with its device when none is left, "
+                              "before it is written as an error (default 60)")
+    return parser, load_targets(parser)
+
+
+def prepare_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
+                devices: dict[str, str] | None = None) -> tuple[ResultsFile, set[tuple]]:
+    """Open OUT/results.csv; with resume keep its finished rows (dropping the failed and wrong rows this sweep
+    measures again, `planned` being its untiled keys; rows of other configurations stay as they are), else start
+    afresh, keeping the previous file as results.csv.prev. A finished row counts as done only where its target's
+    device is the one `devices` names for it now (a sweep resumed on a real GPU measures again what a fake GPU or
+    another machine measured; those rows stay in the file beside the new ones)."""
+    out.mkdir(parents=True, exist_ok=True)
+    results = ResultsFile(out / "results.csv")
+    if not resume:
+        for name in ("results.csv", "runs.jsonl"):
+            if (out / name).exists():
+                os.replace(out / name, out / f"{name}.prev")
+        return results, set()
+    rows = results.read()  # first: a file that is not results is refused before anything changes it
+    if results.torn_line:
+        print(f"kbench: {results.path}:{results.torn_line}: a torn last row (a writer killed mid-row) is dropped and "
+              "measured again", file=sys.stderr)
+    results.repair()
+    kept = [row for row in rows if row.status not in FAILED_STATUSES or untiled_key(row) not in planned]
+    if len(kept) != len(rows):
+        results.rewrite(kept)
+    devices = devices or {}
+    finished = [row for row in kept if row.status not in FAILED_STATUSES]
+    elsewhere = [row for row in finished if row.target in devices and row.device != devices[row.target]
+                 and untiled_key(row) in planned]
+    if elsewhere:
+        where = sorted({f"{row.target} on {row.device or '?'}" for row in elsewhere})
+        print(f"kbench: {len(elsewhere)} finished rows in {results.path} were measured on another device "
+              f"({'; '.join(where)}): kept, and measured again here", file=sys.stderr)
+    return results, {untiled_key(row) for row in finished if row not in elsewhere}
+
+
+def check_out(out: Path, resume: bool) -> None:
+    """Refuse, in one line and before any target starts, an --out that is a file, lies under a file or cannot be
+    made or written, files there that are not files (a folder named results.csv), and (with --resume) a results
+    file or run log there that cannot be read."""
+    output_folder(out)
+    for name in ("results.csv", "runs.jsonl"):
+        if (out / name).exists() and not (out / name).is_file():
+            raise SpecError(f"--out {out}: {out / name} is not a file; move it aside or choose another --out")
+    if resume:
+        ResultsFile(out / "results.csv").read()
+        read_runs(out / "runs.jsonl")
+
+
+def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser,
+              entries: dict[str, TargetEntry]) -> int:
+    settings = target_settings(args, entries)
+    for warning in unused_options(args, parser, entries, args.targets):
+        print(f"kbench: {warning}", file=sys.stderr)
+    if args.cluster is None and (args.cluster_gpu is not None or args.cluster_wait != parser.get_default("cluster_wait")):
+        raise SpecError("--cluster-gpu and --cluster-wait apply to a cluster sweep; give --cluster ADDRESS too")
+    if args.cluster is not None:
+        return _cluster_sweep(args, argv, entries, settings)
+    check_out(args.out, args.resume)
+    check_kernels(args.kernels, entries, settings, args.targets)
+    with contextlib.ExitStack() as stack:
+        targets, unavailable = select_targets(args.targets, entries, settings)
+        sessions = open_sessions(settings, targets, unavailable, stack)
+        _check_any(targets, unavailable)
+        devices = {name: module.device(settings.get(name), sessions.get(name)) for name, module in targets.items()
+                   if getattr(module, "RESUME_BY_DEVICE", True)}
+
+        def local_rows(todo: list[Job], context: RunContext, started: Callable[[Job], None]):
+            """Measure the jobs here, one by one, with the sessions held for the sweep."""
+            inputs = LastInputs()
+            for job in todo:
+                started(job)
+                module = targets[job.target]
+                yield job, measure(job, inputs.of(job), module, repeats(args, module), context,
+                                   settings.get(job.target), sessions.get(job.target))
+
+        return _sweep(args, argv, targets, unavailable, settings, local_rows,
+                      {name: device for name, device in devices.items() if device})
+
+
+def _check_any(targets: dict[str, ModuleType], unavailable: dict[str, str]) -> None:
+    if not targets:
+        raise SpecError("nothing can be measured: " + "; ".join(f"target {name} unavailable: {reason}"
+                                                                 for name, reason in unavailable.items()))
+
+
+def _cluster_sweep(args: argparse.Namespace, argv: list[str], entries: dict[str, TargetEntry],
+                   settings: dict[str, object]) -> int:
+    """The sweep on a Dask cluster's workers (host/sweep/cluster.py): targets chosen by what the workers hold."""
+    from host.sweep.cluster import Cluster, check_address, check_local_options
+
+    check_address(args.cluster)
+    check_local_options(settings)
+    check_out(args.out, args.resume)
+    check_kernels(args.kernels, entries, settings, args.targets)
+    names = list(args.targets or TARGETS)
+    unknown = [name for name in names if name not in TARGETS]
+    if unknown:
+        raise SpecError(f"--targets: unknown target {unknown[0]!r}; allowed: {', '.join(TARGETS)}")
+    with Cluster(args.cluster, args.cluster_wait, args.cluster_gpu) as cluster:
+        unavailable = {name: entries[name].reason for name in names if entries[name].module is None}
+        unavailable.update(cluster.unavailable([name for name in names if name not in unavailable]))
+        targets = {name: entries[name].module for name in names if name not in unavailable}
+        _check_any(targets, unavailable)
+
+        def cluster_rows(todo: list[Job], context: RunContext, started: Callable[[Job], None]):
+            calls = {name: repeats(args, module) for name, module in targets.items()}
+            return cluster.rows(todo, calls, settings, context)
+
+        return _sweep(args, argv, targets, unavailable, settings, cluster_rows, {}, cluster.describe())
+
+
+def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleType], unavailable: dict[str, str],
+           settings: dict[str, object], rows_of: Callable, devices: dict[str, str], cluster: dict | None = None) -> int:
+    """Plan the jobs, open OUT (resuming where asked), then append each job's rows as `rows_of(todo, context,
+    started)` yields them (here, or from a cluster's workers); `devices` says which device each target's finished
+    rows must come from to count as done (none on a cluster: any worker's row counts)."""
+    from tqdm import tqdm
+
+    context = RunContext.start()  # before the output folder changes: a report inside the checkout is not "dirty" code
+    stop_after = _stop_hook()
+    jobs = plan(args, targets, settings)
+    results, done = prepare_out(args.out, args.resume, {job.key() for job in jobs}, devices)
+    todo = [job for job in jobs if job.key() not in done]
+    for name, reason in unavailable.items():
+        print(f"kbench: target {name} unavailable: {reason}", file=sys.stderr)
+    if args.resume:
+        print(f"kbench: resuming: {len(jobs) - len(todo)} of {len(jobs)} rows already in {results.path}",
+              file=sys.stderr)
+    if not todo and args.resume:
+        print("kbench: nothing left to measure; no run recorded", file=sys.stderr)
+        summarize_run(args, [], unavailable, len(jobs))
+        return 0
+    RunInfo(run_id=context.run_id, timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            command="python -m host.compare " + shlex.join(argv), git_rev=context.git_rev, host=context.host,
+            machine={"platform": platform.platform(), "python": platform.python_version(), "numpy": np.__version__,
+                     "cpus": os.cpu_count(), **({"cluster": cluster} if cluster else {})},
+            unavailable=dict(unavailable)).append_to(args.out / "runs.jsonl")
+    written: list[Result] = []
+    with tqdm(total=len(todo), unit="row", file=sys.stderr, dynamic_ncols=True, disable=None) as bar:
+        if cluster:
+            bar.set_description(f"on {len(cluster['workers'])} workers")
+        with contextlib.closing(iter(rows_of(todo, context, lambda job: bar.set_description(job.label())))) as rows:
+            for job, job_rows in rows:
+                for row in job_rows:
+                    results.append(row)
+                    written.append(row)
+                    if stop_after is not None and len(written) == stop_after[0]:
+                        os.kill(os.getpid(), stop_after[1])
+                bar.update(1)
+    summarize_run(args, written, unavailable, len(jobs) - len(todo))
+    if written and all(row.status in ("oom", "skipped") for row in written):
+        print(f"kbench: no row was measured ({len(written)} rows oom or skipped)", file=sys.stderr)
+        return 1
+    return 1 if any(row.status in FAILED_STATUSES for row in written) else 0
+
+
+def _stop_hook() -> tuple[int, int] | None:
+    """(rows, signal) from the test hook's environment variables, or None when they are not set."""
+    rows = os.environ.get(STOP_AFTER_ROWS_ENV)
+    if not rows:
+        return None
+    if not (rows.isascii() and rows.isdigit() and int(rows) >= 1):
+        raise SpecError(f"{STOP_AFTER_ROWS_ENV}={rows!r} is not a row count; allowed: 1 or more")
+    name = os.environ.get(STOP_SIGNAL_ENV, "KILL")
+    if name not in ("KILL", "TERM", "INT"):
+        raise SpecError(f"{STOP_SIGNAL_ENV}={name!r} is unknown; allowed: KILL, TERM, INT")
+    return int(rows), getattr(signal, f"SIG{name}")
+
+
+def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: dict[str, str], kept: int) -> None:
+    """Print this run's rows as a short table, the unavailable targets, and where the report is."""
+    from host.report.render import render
+
+    width = max([16] + [len(row.target) + 1 + len(row.kernel) for row in written])
+    workers = max([0] + [len(row.worker) for row in written])  # a cluster sweep's rows say where they ran
+    where = lambda text: f" {text:<{workers}}" if workers else ""  # noqa: E731
+    print(f"{'target/kernel':<{width}} {'dtype':<8} {'B':>3} {'H':>4} {'N':>6} {'d':>4} {'causal':>6} {'p50 ms':>10} "
+          f"{'GFLOP/s':>9} {'rel_l2':>9}{where('worker')}  status")
+    for row in written:
+        fmt = lambda x, f: "-" if x is None else format(x, f)  # noqa: E731
+        print(f"{row.target + '/' + row.kernel:<{width}} {row.dtype:<8} {row.batch:>3} {row.heads:>4} {row.seq:>6} {row.dim:>4} "
+              f"{int(row.causal):>6} {fmt(row.p50_ms, '10.4g')} {fmt(row.gflops, '9.4g')} "
+              f"{fmt(row.rel_l2, '9.2e')}{where(row.worker)}  {row.status}{': ' + row.message if row.message else ''}")
+    for name, reason in unavailable.items():
+        print(f"unavailable: {name}: {reason}")
+    counts = ", ".join(f"{sum(r.status == status for r in written)} {status}" for status in STATUSES
+                       if any(r.status == status for r in written))
+    print(f"{len(written)} rows written ({counts or 'none'}), {kept} of this sweep's rows already done before")
+    try:
+        paths = render(args.out)
+    except KbenchError as exc:
+        print(f"kbench: report not rendered: {exc}", file=sys.stderr)
+        return
+    print("report: " + ", ".join(str(path) for path in paths))
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM ends a sweep like Ctrl-C: finished rows stay, the summary says how to resume."""
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C ends a sweep even where a shell ignored SIGINT
+
+    def body() -> int:
+        try:
+            parser, entries = build_parser()
+            return run_sweep(parser.parse_args(argv), argv, parser, entries)
+        except KeyboardInterrupt:
+            print("kbench: interrupted; finished rows are kept in results.csv: rerun with --resume to complete the "
+                  "sweep", file=sys.stderr)
+            return 130
+
+    return guard(body, usage_errors=(SpecError, ResultsError))
+

@@ -1,0 +1,119 @@
+"""The rows of a sweep: a `Job` (one target's kernel on one problem), the plan that lists them, and `measure`, which
+runs one job into its result rows with any failure recorded in its row. host.compare runs jobs here; a cluster sweep
+(host/sweep/cluster.py) runs the same `measure` inside a Dask worker (host/sweep/worker.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import threading
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Callable
+
+from host.sweep.registry import kernel_table
+from host.errors import KbenchError, SpecError
+from host.problem import AttentionProblem
+from host.results import CONFIG_FIELDS, Result
+from host.target_api import Inputs, RunContext, RunOptions
+
+#: warm-up and timed calls per row when neither --warmup nor --iters is given and the target has no REPEATS
+DEFAULT_REPEATS = (2, 10)
+
+@dataclass(frozen=True)
+class Job:
+    """One row to measure: a target's kernel on one problem."""
+
+    target: str
+    kernel: str
+    problem: AttentionProblem
+
+    def key(self) -> tuple:
+        """The same tuple as Result.config_key() of the row this job writes."""
+        p = self.problem
+        values = {"target": self.target, "kernel": self.kernel, "dtype": p.dtype, "batch": p.batch,
+                  "heads": p.heads, "seq": p.seq, "dim": p.dim, "causal": p.causal, "seed": p.seed,
+                  "br": None, "bc": None}
+        return tuple(values[name] for name in CONFIG_FIELDS)
+
+    def label(self) -> str:
+        p = self.problem
+        return f"{self.target}/{self.kernel} B{p.batch} H{p.heads} N{p.seq} d{p.dim}{' causal' if p.causal else ''}"
+
+
+def plan(args: argparse.Namespace, targets: dict[str, ModuleType], settings: dict[str, object]) -> list[Job]:
+    """Every (problem, target, kernel) the arguments ask for, in sweep order (small problems first)."""
+    tables = {name: kernel_table(module, settings.get(name)) for name, module in targets.items()}
+    known = sorted({kernel for pairs in tables.values() for kernel, _ in pairs})
+    if args.kernels:
+        unknown = [kernel for kernel in args.kernels if kernel not in known]
+        if unknown:
+            raise SpecError(f"--kernels: unknown kernel {unknown[0]!r}; allowed: {', '.join(known) or 'none'}")
+    causal = {"0": (False,), "1": (True,), "both": (False, True)}[args.causal]
+    jobs = []
+    for batch, heads, dim, seq, is_causal in itertools.product(args.batch, args.heads, args.dim, args.seq, causal):
+        for target, pairs in tables.items():
+            for kernel, dtype in pairs:
+                if args.kernels and kernel not in args.kernels:
+                    continue
+                problem = AttentionProblem(batch=batch, heads=heads, seq=seq, dim=dim, causal=is_causal,
+                                           dtype=dtype, seed=args.seed)
+                jobs.append(Job(target, kernel, problem))
+    return jobs
+
+
+class LastInputs:
+    """The inputs of the last problem asked for, kept for the jobs that share them (jobs are planned problem by
+    problem, so one is enough); the previous problem's arrays go before the next ones are built. Thread-safe: a
+    worker may run its row task in any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: Inputs | None = None
+
+    def of(self, job: Job) -> Callable[[], Inputs]:
+        """What `measure` calls for the job's inputs (float32, whatever the job's dtype), built inside its row."""
+        return lambda: self._get(job.problem.with_(dtype="float32"))
+
+    def _get(self, problem: AttentionProblem) -> Inputs:
+        with self._lock:
+            if self._last is None or self._last.problem != problem:
+                self._last = None
+                self._last = Inputs(problem)
+            return self._last
+
+
+def repeats(args: argparse.Namespace, module: ModuleType) -> tuple[int, int]:
+    """(warmup, iters) for a target: the command line's where given, else the target's REPEATS, else the default."""
+    warmup, iters = getattr(module, "REPEATS", DEFAULT_REPEATS)
+    return (warmup if args.warmup is None else args.warmup), (iters if args.iters is None else args.iters)
+
+
+def measure(job: Job, inputs: Callable[[], Inputs], module: ModuleType, calls: tuple[int, int],
+            context: RunContext, settings: object = None, session: object = None) -> list[Result]:
+    """Run one job with `calls` = (warmup, iters); a failure becomes a row with status error (or oom) and the sweep
+    goes on. `inputs` builds (or returns the cached) inputs inside the row, so inputs too large for the machine are
+    this row's oom."""
+    warmup, iters = calls
+    options = RunOptions(context=context, kernel=job.kernel, warmup=warmup, iters=iters, settings=settings,
+                         session=session)
+    try:
+        return module.run(job.problem, inputs(), options)
+    except MemoryError as exc:
+        status, message = "oom", f"out of memory: {exc or 'MemoryError'}"
+    except KbenchError as exc:
+        status, message = getattr(exc, "status", "error"), f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - any failure of one row is recorded in that row
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        status = "error"
+        message = f"{type(exc).__name__}: {exc} (at {Path(frame.filename).name}:{frame.lineno})"
+    return [context.result(job.problem, target=job.target, kernel=job.kernel, device=module.device(settings, session),
+                           status=status, message=message.replace("\n", " "))]
+
+
+def untiled_key(row: Result) -> tuple:
+    """A row's configuration without its tile: compare runs each kernel with the tile its target chooses."""
+    return tuple(None if name in ("br", "bc") else value for name, value in zip(CONFIG_FIELDS, row.config_key()))

@@ -1,0 +1,86 @@
+"""Speed of the Q15 arithmetic on this machine: the numpy model and the host-built C kernel on one head, next to
+the float32 reference on the same head in the same run (the anchor: ratios, not absolute times, carry over).
+
+    python -m mcu.q15_bench [--seq 256] [--dim 64] [--bc 1,16,64] [--repeats 5]
+
+Prints a Markdown table (docs/performance.md keeps one with the machine it ran on). Before timing a key block, it
+checks that the C kernel's output equals the model's bit for bit, and both are within the contract's error bound of
+the float64 golden (host/verdict.check_q15); a mismatch ends the run with a one-line TargetError naming the element.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Sequence
+
+import numpy as np
+
+from mcu import q15_c
+from host.cli_common import Parser, guard, int_list, integer
+from host.errors import TargetError
+from host.problem import AttentionProblem
+from host.q15 import BC_MAX, DIM_MAX, SEQ_MAX, attention_q15, error_bound, prepare
+from host.reference import attention, golden
+from host.verdict import check_q15
+
+
+def median_ms(fn, repeats: int) -> float:
+    fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1e3)
+    return float(np.median(samples))
+
+
+def check_kernel(problem: AttentionProblem, bc: int) -> None:
+    """The C kernel against the model (bit for bit) and the golden (the contract's bound) on the problem's one head;
+    TargetError with the verdict's message when it fails."""
+    q, k, v = problem.inputs()
+    quantized = prepare(problem, q, k, v, bc)
+    expected = quantized.expected()  # (1, 1, N, d)
+    out = q15_c.attention_rows(quantized.params, *quantized.head(0, 0))[None, None]
+    verdict = check_q15(out, expected, quantized.dequantize(out), golden(problem), error_bound(q, k, v, quantized))
+    if not verdict.passed:
+        raise TargetError(f"host C kernel, seq {problem.seq}, dim {problem.dim}, Bc {bc}: {verdict.message}",
+                          status=verdict.status)
+
+
+def bench(seq: int, dim: int, bcs: Sequence[int], repeats: int) -> str:
+    problem = AttentionProblem(seq=seq, dim=dim)  # one head, not causal
+    q, k, v = problem.inputs()
+    anchor = median_ms(lambda: attention(q, k, v, False, np.float32, threads=1), repeats)
+    lines = [f"float32 reference, one thread (anchor): {anchor:.2f} ms", "",
+             "| Bc | numpy model ms | × anchor | C kernel (host, -O2) ms | × anchor |", "|---:|---:|---:|---:|---:|"]
+    for bc in bcs:
+        check_kernel(problem, bc)
+        quantized = prepare(problem, q, k, v, bc)
+        params = quantized.params
+        qh, kh, vh = quantized.head(0, 0)  # (N, d) int16
+        model = median_ms(lambda: attention_q15(qh, kh, vh, params), repeats)
+        kernel = median_ms(lambda: q15_c.attention_rows(params, qh, kh, vh), repeats)
+        lines.append(f"| {bc} | {model:.2f} | {model / anchor:.1f} | {kernel:.2f} | {kernel / anchor:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(prog="python -m mcu.q15_bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--seq", type=integer("seq", 1, SEQ_MAX), default=256)
+    parser.add_argument("--dim", type=integer("dim", 1, DIM_MAX), default=64)
+    parser.add_argument("--bc", type=int_list("bc", 1, BC_MAX), default=(1, 16, 64))
+    parser.add_argument("--repeats", type=integer("repeats", 1), default=5)
+
+    def body() -> int:
+        args = parser.parse_args(argv)
+        table = bench(args.seq, args.dim, args.bc, args.repeats)
+        print(f"seq {args.seq}, dim {args.dim}, one head, not causal; C kernel bit-exact with the model at every Bc")
+        print(table)
+        return 0
+
+    return guard(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The asic target in host.compare and `python -m codesign`: rows judged like every Q15 row, the datapath's output
+byte-identical to the board twin's at the same Bc, latency from the cycle model, and bad arguments in one line."""
+
+import numpy as np
+import pytest
+
+from codesign import target
+from codesign.bits import run_head
+from codesign.cycles import head_cycles
+from codesign.datapath import Datapath
+from helpers import have, run_module
+from host import q15
+from host.sweep import cli as compare
+from host.results import ResultsFile
+
+
+def test_asic_rows_are_judged_and_carry_the_models_latency(tmp_path):
+    code = compare.main(["--targets", "asic", "--seq", "17,64", "--dim", "32", "--heads", "2", "--causal", "both",
+                         "--asic-array", "16x32", "--asic-dataflow", "os,ws", "--out", str(tmp_path)])
+    rows = ResultsFile(tmp_path / "results.csv").read()
+    assert code == 0 and len(rows) == 2 * 2 * 2
+    assert {row.kernel for row in rows} == {"sa16x32-os-acc40", "sa16x32-ws-acc40"}
+    for row in rows:
+        assert row.status == "ok" and row.bit_exact is True and row.target == "asic", row.message
+        assert (row.br, row.bc) == (16, 32) and row.clock_hz == 1_000_000_000
+        dataflow = row.kernel.split("-")[1]
+        per_head = head_cycles(Datapath(rows=16, cols=32, dataflow=dataflow), row.seq, row.dim, row.causal)
+        assert row.cycles == 2 * per_head.cycles  # two heads, one after another
+        assert row.p50_ms == pytest.approx(row.cycles / 1e9 * 1e3)
+        assert row.peak_gflops == pytest.approx(2 * 16 * 32)
+        assert row.message.startswith("modelled:") and "ASIC model: 16x32" in row.device
+        assert row.timing_source == "modelled: codesign cycle model"
+    assert "sa16x32-ws-acc40" in (tmp_path / "results.md").read_text()
+
+
+def test_narrow_accumulators_give_wrong_rows_and_exit_1(tmp_path):
+    # 24-bit accumulators cannot hold QKᵀ sums of N(0,1) data quantised to Q15 (products up to 2³⁰)
+    code = compare.main(["--targets", "asic", "--seq", "64", "--dim", "32", "--heads", "1", "--causal", "0",
+                         "--asic-acc-bits", "24,40", "--out", str(tmp_path)])
+    rows = {row.kernel: row for row in ResultsFile(tmp_path / "results.csv").read()}
+    assert code == 1
+    narrow, wide = rows["sa32x32-os-acc24"], rows["sa32x32-os-acc40"]
+    assert narrow.status == "wrong" and narrow.bit_exact is False and "not bit-exact" in narrow.message
+    assert "accumulator results overflowed (24-bit, wrap)" in narrow.message
+    assert wide.status == "ok" and narrow.rel_l2 > 100 * wide.rel_l2
+
+
+def test_the_datapath_matches_the_board_twins_bytes():
+    for module in ("unicorn", "capstone", "elftools"):
+        pytest.importorskip(module, reason=f"{module} is not installed (pip install -e '.[mcu]')")
+    if not have("arm-none-eabi-gcc"):
+        pytest.skip("arm-none-eabi-gcc is not installed (scripts/setup.sh installs it)")
+    from mcu.sim.q15emu import shared_emulator
+
+    rng = np.random.default_rng(3)
+    for seq, dim, causal in ((17, 8, False), (64, 32, True), (97, 59, True)):
+        q, k, v = (rng.integers(-20000, 20000, (seq, dim)).astype(np.int16) for _ in range(3))
+        params = q15.Q15Params(seq, dim, causal, 32, *q15.score_scale(0, 0, dim))
+        board, _, _ = shared_emulator().run(params, q, k, v)
+        asic = run_head(q, k, v, params, Datapath(rows=16, cols=32)).out
+        assert board.tobytes() == asic.tobytes(), (seq, dim, causal)
+
+
+def test_kernels_are_named_after_the_datapaths():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    target.add_options(parser.add_argument_group("asic"))
+    args = parser.parse_args(["--asic-array", "8x8,16x16", "--asic-dataflow", "is", "--asic-acc-bits", "36,48",
+                              "--asic-overflow", "saturate"])
+    names = list(target.kernels(target.settings(args)))
+    assert names == ["sa8x8-is-acc36s", "sa8x8-is-acc48s", "sa16x16-is-acc36s", "sa16x16-is-acc48s"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--asic-array", "0x4"], "array '0x4' has a side of 0; allowed: 1..256 each"),
+    (["--asic-array", "32"], "array '32' is not RxC"),
+    (["--asic-dataflow", "os,xs"], "dataflow='xs' is unknown; allowed: os, ws, is"),
+    (["--asic-acc-bits", "70"], "acc-bits=70 is out of range; allowed: 16..64"),
+    (["--asic-overflow", "clip"], "overflow='clip' is unknown"),
+    (["--asic-clock", "-5"], "clock=-5 is out of range"),
+    (["--asic-clock", "nan"], "clock=nan is out of range"),
+    (["--asic-buffers-kb", "1,2"], "not four sizes"),
+    (["--asic-dram-bw", "0"], "dram-bw=0 is out of range"),
+])
+def test_bad_asic_options_exit_2_with_one_line(args, needle, tmp_path):
+    done = run_module("host.compare", "--targets", "asic", *args, "--out", str(tmp_path / "o"), timeout=60)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and needle in lines[0], done.stderr
+
+
+def test_a_buffer_too_small_for_the_problem_is_a_skipped_row_naming_it(tmp_path):
+    args = ["--targets", "asic", "--seq", "32", "--dim", "64,256", "--heads", "1", "--causal", "0",
+            "--asic-buffers-kb", "4,64,64,128", "--out", str(tmp_path)]
+    assert compare.main(args) == 0  # d 64 fits: its row is ok
+    rows = {row.dim: row for row in ResultsFile(tmp_path / "results.csv").read()}
+    assert rows[64].status == "ok" and rows[256].status == "skipped"
+    assert "q_buffer_kb=4 holds less than one query tile (32x256 words) = 16384 B at dim 256" in rows[256].message
+    assert compare.main(args + ["--resume"]) == 0  # a skipped row is not measured again
+    assert len(ResultsFile(tmp_path / "results.csv").read()) == 2
+
+
+def test_resume_tells_datapaths_apart_by_every_parameter(tmp_path):
+    args = ["--targets", "asic", "--seq", "32", "--dim", "16", "--heads", "1", "--causal", "0", "--out", str(tmp_path)]
+    assert compare.main(args) == 0
+    assert compare.main(args + ["--resume", "--asic-clock", "2e9", "--asic-exp-lanes", "1"]) == 0
+    rows = ResultsFile(tmp_path / "results.csv").read()
+    assert [row.kernel for row in rows] == ["sa32x32-os-acc40", "sa32x32-os-acc40-e1-2000MHz"]
+    assert rows[1].clock_hz == 2_000_000_000 and rows[1].p50_ms == pytest.approx(rows[1].cycles / 2e9 * 1e3)
+
+
+def test_codesign_run_prints_the_figures():
+    done = run_module("codesign", "run", "--seq", "97", "--dim", "59", "--array", "16x8", "--dataflow", "is",
+                      "--causal", timeout=120)
+    assert done.returncode == 0, done.stderr
+    head = head_cycles(Datapath(rows=16, cols=8, dataflow="is"), 97, 59, True)
+    assert f"cycles     {head.cycles:,}" in done.stdout
+    for needle in ("bit_exact  yes (host/q15.py at Bc=8)", "rel_l2", "softmax", "dram_read_k_bytes", "verdict    ok"):
+        assert needle in done.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["run", "--seq", "0"], "seq=0 is out of range"),
+    (["run", "--array", "300x2"], "300"),
+    (["run", "--dim", "256", "--buffers-kb", "1,64,64,128"], "q_buffer_kb=1 holds less than one query tile"),
+    (["gemm", "4", "4"], "K"),
+    (["widths", "--bits", "8"], "acc-bits=8 is out of range"),
+    (["nonsense"], "unknown command 'nonsense'"),
+])
+def test_codesign_cli_errors_are_one_line(args, needle):
+    done = run_module("codesign", *args, timeout=60)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and needle in lines[0], done.stderr
+
+
+def test_the_width_sweep_writes_its_table_and_plot(tmp_path):
+    done = run_module("codesign", "widths", "--seq", "8", "--dims", "4", "--bits", "33,34,35", "--array", "4x4",
+                      "--out", str(tmp_path), timeout=120)
+    assert done.returncode == 0, done.stderr
+    # d 4: QKᵀ needs 32 + 2 = 34 bits; P·V over Bc 4: 4·32767·32768 < 2³² → 33 bits: predicted 34.
+    assert "   4        34                34" in done.stdout  # the extreme input, wrapping, breaks below 34
+    assert (tmp_path / "widths.png").stat().st_size > 0
+    assert len((tmp_path / "widths.csv").read_text().splitlines()) == 1 + 2 * 2 * 3
+
+
+def test_the_diagram_is_drawn(tmp_path):
+    done = run_module("codesign", "diagram", "--array", "8x16", "--out", str(tmp_path / "d.png"), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "d.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,339 @@
+"""`python -m host.compare`: the CPU sweep end to end, bad arguments, failing rows, interruption and --resume."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT, run_module
+from host.sweep import cli as compare
+from host.sweep import registry as compare_targets
+from host.results import ResultsFile
+
+FAKE_TARGET = '''
+"""A target for tests: fails on seq 17, runs out of memory on seq 33, computes a wrong output on seq 65 (1 % off),
+else one ok row. Its one option, --fake-scale, scales every output (1.0: right)."""
+import numpy as np
+
+from host.verdict import check_float
+
+KERNELS = {"fake": "float32"}
+CALLS = []
+
+def add_options(group):
+    group.add_argument("--fake-scale", type=float, default=1.0, help="scale every output by this")
+
+def settings(args):
+    return args.fake_scale
+
+def available(settings):
+    return True, "always"
+
+def device(settings=None, session=None):
+    return "fake device"
+
+def run(problem, inputs, options):
+    CALLS.append(problem.seq)
+    if problem.seq == 17:
+        raise RuntimeError("kernel exploded")
+    if problem.seq == 33:
+        raise MemoryError("4 GiB requested")
+    out = inputs.golden.astype(np.float32) * np.float32(options.settings * (1.01 if problem.seq == 65 else 1.0))
+    return [options.context.result(problem, target="fake", kernel=options.kernel, device=device(),
+                                   p50_ms=1.0, min_ms=1.0, timing_source="measured: wall clock",
+                                   verdict=check_float(out, problem, inputs.golden))]
+'''
+
+MISSING_TARGET = '''
+"""A target whose capability is absent."""
+KERNELS = {"ghost": "float32"}
+
+def add_options(group):
+    pass
+
+def settings(args):
+    return None
+
+def available(settings):
+    return False, "no ghost board attached"
+
+def device(settings=None, session=None):
+    return ""
+'''
+
+
+def data_rows(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_acceptance_cpu_sweep(tmp_path):
+    out = tmp_path / "OUT"
+    done = run_module("host.compare", "--targets", "cpu", "--seq", "64,128", "--dim", "32", "--heads", "2",
+                      "--causal", "both", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = data_rows(out / "results.csv")
+    assert sorted((int(r["seq"]), r["causal"]) for r in rows) == [(64, "0"), (64, "1"), (128, "0"), (128, "1")]
+    for r in rows:
+        assert r["status"] == "ok" and r["target"] == "cpu"
+        assert float(r["rel_l2"]) > 0 and r["bit_exact"] == ""  # judged ok by the verdict: no verdict message
+        assert (r["energy_j"] and r["message"] == "") or r["message"].startswith("energy: none ("), "energy or why not"
+        assert float(r["p50_ms"]) > 0 and float(r["p50_ci_low_ms"]) <= float(r["p50_ms"])
+        assert r["timing_source"] == "measured: wall clock, perf_counter_ns"
+        assert r["instructions"] or r["counters_reason"], "counters or the reason they are missing"
+        assert float(r["peak_gflops"]) > 0 and float(r["gflops"]) > 0
+    assert (out / "results.md").read_text().count("| 128 |") >= 2
+    assert list(out.glob("*.png"))
+    assert "python -m host.compare --targets cpu" in (out / "runs.jsonl").read_text()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--seq", "0"], "seq=0"),
+    (["--dim", "0"], "dim=0"),
+    (["--dim", "300"], "dim=300"),
+    (["--seq", "64,,128"], "64,,128"),
+    (["--seq", "abc"], "'abc'"),
+    (["--heads", "2.5"], "'2.5'"),
+    (["--targets", "tpu"], "'tpu'"),
+    (["--kernels", "cublas"], "'cublas'"),
+    (["--causal", "maybe"], "'maybe'"),
+    (["--iters", "0"], "iters=0"),
+    (["--bogus"], "--bogus"),
+])
+def test_bad_arguments_exit_2_with_one_line(args, needle, tmp_path):
+    done = run_module("host.compare", *args, "--out", str(tmp_path / "o"), timeout=60)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kbench: error:") and needle in lines[0], done.stderr
+    assert not (tmp_path / "o" / "results.csv").exists()
+
+
+@pytest.fixture
+def fake_targets(tmp_path, monkeypatch):
+    (tmp_path / "fake_target.py").write_text(FAKE_TARGET)
+    (tmp_path / "missing_target.py").write_text(MISSING_TARGET)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(compare_targets, "TARGETS",
+                        {**compare_targets.TARGETS, "fake": "fake_target", "ghost": "missing_target"})
+    import fake_target
+
+    fake_target.CALLS.clear()
+    return fake_target
+
+
+def test_failing_and_wrong_rows_are_recorded_and_the_sweep_goes_on(fake_targets, tmp_path, capsys):
+    out = tmp_path / "o"
+    code = compare.main(["--targets", "fake,ghost", "--seq", "1,17,33,65,97", "--causal", "0", "--out", str(out)])
+    assert code == 1
+    rows = {r.seq: r for r in ResultsFile(out / "results.csv").read()}
+    assert [rows[s].status for s in (1, 17, 33, 65, 97)] == ["ok", "error", "oom", "wrong", "ok"]
+    assert "RuntimeError: kernel exploded" in rows[17].message
+    assert "4 GiB requested" in rows[33].message
+    wrong = rows[65]
+    assert wrong.rel_l2 is not None and 5e-3 < wrong.rel_l2 < 2e-2, "a wrong row keeps its figures"
+    assert wrong.message.startswith("wrong") and "rel_l2" in wrong.message and "worst O(" in wrong.message
+    printed = capsys.readouterr()
+    assert "ghost" in printed.out and "no ghost board attached" in printed.out
+    assert "1 wrong" in printed.out
+    report = (out / "results.md").read_text()
+    assert "wrong" in report and "no ghost board attached" in report
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert runs[-1]["unavailable"] == {"ghost": "no ghost board attached"}
+
+
+def test_only_wrong_rows_make_an_all_ok_sweep_fail(fake_targets, tmp_path):
+    assert compare.main(["--targets", "fake", "--seq", "1,97", "--out", str(tmp_path / "a")]) == 0
+    assert compare.main(["--targets", "fake", "--seq", "1,97", "--fake-scale", "1.001",
+                         "--out", str(tmp_path / "b")]) == 1
+    assert {r.status for r in ResultsFile(tmp_path / "b" / "results.csv").read()} == {"wrong"}
+
+
+def test_a_target_owns_its_options(fake_targets, tmp_path, capsys):
+    out = tmp_path / "o"
+    assert compare.main(["--targets", "cpu", "--seq", "1", "--dim", "1", "--heads", "1", "--fake-scale", "2",
+                         "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "--fake-scale applies to the fake target, which --targets leaves out" in err
+    assert "--fake-scale" in compare.build_parser()[0].format_help()
+    source = (ROOT / "host" / "compare.py").read_text()
+    for flag in ("--serial", "--sim", "--baud", "--cpu-cache-sim", "--gpu-device", "--gpu-tile"):
+        assert flag not in source, f"{flag} belongs to its target, not to compare.py"
+
+
+def test_resume_retries_failed_and_wrong_rows_only(fake_targets, tmp_path):
+    out = tmp_path / "o"
+    args = ["--targets", "fake", "--seq", "1,17,65,97", "--causal", "both", "--out", str(out)]
+    assert compare.main(args) == 1
+    fake_targets.CALLS.clear()
+    assert compare.main(args + ["--resume"]) == 1
+    assert fake_targets.CALLS == [17, 17, 65, 65]  # the failed and wrong rows (causal 0 and 1) again, nothing else
+    rows = ResultsFile(out / "results.csv").read()
+    assert len(rows) == 8 and len({r.config_key() for r in rows}) == 8
+
+
+def test_resume_with_nothing_left_records_no_run(fake_targets, tmp_path, capsys):
+    out = tmp_path / "o"
+    args = ["--targets", "fake", "--seq", "1,97", "--out", str(out)]
+    assert compare.main(args) == 0
+    runs = (out / "runs.jsonl").read_text().splitlines()
+    fake_targets.CALLS.clear()
+    assert compare.main(args + ["--resume"]) == 0
+    assert fake_targets.CALLS == [] and (out / "runs.jsonl").read_text().splitlines() == runs
+    assert "nothing left to measure" in capsys.readouterr().err
+    assert "from 1 run(s)" in (out / "results.md").read_text()
+
+
+def test_a_fresh_run_keeps_the_previous_results_aside(fake_targets, tmp_path):
+    out = tmp_path / "o"
+    compare.main(["--targets", "fake", "--seq", "1", "--out", str(out)])
+    compare.main(["--targets", "fake", "--seq", "97", "--out", str(out)])
+    assert [r.seq for r in ResultsFile(out / "results.csv").read()] == [97, 97]
+    assert [r.seq for r in ResultsFile(out / "results.csv.prev").read()] == [1, 1]
+
+
+@pytest.mark.parametrize("how", ["INT", "TERM", "KILL"])
+def test_interrupted_sweep_resumes_without_duplicates_or_losses(tmp_path, how):
+    out = tmp_path / "o"
+    args = [sys.executable, "-m", "host.compare", "--targets", "cpu", "--seq", "32,48,64,80",
+            "--dim", "16", "--heads", "1", "--causal", "both", "--iters", "3", "--warmup", "0", "--out", str(out)]
+    stop = {**os.environ, compare.STOP_AFTER_ROWS_ENV: "3", compare.STOP_SIGNAL_ENV: how}
+    cut = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300, env=stop)
+    before = ResultsFile(out / "results.csv").read()
+    assert len(before) == 3, "the hook stops the sweep right after its third row"
+    if how == "KILL":
+        assert cut.returncode == -signal.SIGKILL
+    else:
+        assert cut.returncode == 130 and "--resume" in cut.stderr
+    done = subprocess.run(args + ["--resume"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    after = ResultsFile(out / "results.csv").read()
+    keys = [r.config_key() for r in after]
+    assert len(after) == 8 and len(set(keys)) == 8
+    assert after[:3] == before, "rows measured before the interruption are kept as they were"
+    assert "3 of 8 rows already" in done.stderr
+
+
+@pytest.mark.parametrize("where", ["file", "under_file"])
+def test_an_unusable_out_is_refused_before_any_target_starts(fake_targets, tmp_path, capsys, where):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder")
+    out = blocker if where == "file" else blocker / "sub"
+    assert compare.main(["--targets", "fake", "--seq", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kbench: error: --out") and "is a file" in err[0]
+    assert fake_targets.CALLS == [] and blocker.read_text() == "not a folder"
+
+
+def test_nothing_measurable_exits_2_saying_why(fake_targets, tmp_path, capsys):
+    assert compare.main(["--targets", "ghost", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "kbench: error: nothing can be measured: target ghost unavailable: no ghost board attached"
+    assert not (tmp_path / "o" / "results.csv").exists()
+
+
+def test_a_resume_over_a_file_that_is_not_results_changes_nothing(fake_targets, tmp_path, capsys):
+    out = tmp_path / "o"
+    out.mkdir()
+    garbage = bytes(range(256)) * 3
+    (out / "results.csv").write_bytes(garbage)
+    assert compare.main(["--targets", "fake", "--seq", "1", "--resume", "--out", str(out)]) == 2
+    assert "results.csv:2: byte 0x80 is not UTF-8 text" in capsys.readouterr().err  # 0x0a ends line 1
+    assert (out / "results.csv").read_bytes() == garbage and fake_targets.CALLS == []
+
+
+def test_inputs_too_large_for_the_machine_are_oom_rows_and_the_sweep_fails(fake_targets, tmp_path, capsys):
+    out = tmp_path / "o"
+    code = compare.main(["--targets", "fake", "--seq", "1048576", "--dim", "256", "--heads", "4096", "--causal", "0",
+                         "--out", str(out)])
+    [row] = ResultsFile(out / "results.csv").read()
+    assert code == 1 and row.status == "oom" and "GiB) of host memory" in row.message and fake_targets.CALLS == []
+    assert "no row was measured" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("setup,args,needle", [
+    ("", ["--out", ""], "'' is empty"),
+    ("results_dir", ["--resume"], "results.csv is not a file"),
+])
+def test_more_unusable_outs_exit_2(fake_targets, tmp_path, capsys, setup, args, needle):
+    out = tmp_path / "o"
+    if setup == "results_dir":
+        (out / "results.csv").mkdir(parents=True)
+    argv = ["--targets", "fake", "--seq", "1"] + (["--out", str(out)] if "--out" not in args else []) + args
+    assert compare.main(argv) == 2
+    assert needle in capsys.readouterr().err and fake_targets.CALLS == []
+
+
+def test_a_run_log_with_garbage_bytes_still_resumes_and_renders(fake_targets, tmp_path):
+    out = tmp_path / "o"
+    args = ["--targets", "fake", "--seq", "1,97", "--out", str(out)]
+    assert compare.main(args) == 0
+    with (out / "runs.jsonl").open("ab") as log:
+        log.write(b"garbage\n{not json\n\x00\xff\n")
+    assert compare.main(args + ["--resume"]) == 0
+    assert "from 1 run(s)" in (out / "results.md").read_text()
+
+
+def test_a_torn_last_row_is_announced_and_measured_again(fake_targets, tmp_path, capsys):
+    out = tmp_path / "o"
+    args = ["--targets", "fake", "--seq", "1,97", "--causal", "0", "--out", str(out)]
+    assert compare.main(args) == 0
+    data = (out / "results.csv").read_bytes()
+    (out / "results.csv").write_bytes(data[: data.rfind(b"\n", 0, len(data) - 1) + 40])  # half of the last row
+    fake_targets.CALLS.clear()
+    assert compare.main(args + ["--resume"]) == 0
+    assert "results.csv:3: a torn last row (a writer killed mid-row) is dropped" in capsys.readouterr().err
+    assert fake_targets.CALLS == [97] and len(ResultsFile(out / "results.csv").read()) == 2
+
+
+@pytest.mark.parametrize("rows,signal_name,needle", [
+    ("²", "KILL", "KBENCH_STOP_AFTER_ROWS='²' is not a row count"),
+    ("0", "KILL", "KBENCH_STOP_AFTER_ROWS='0' is not a row count"),
+    ("1", "HUP", "KBENCH_STOP_SIGNAL='HUP' is unknown"),
+])
+def test_the_stop_hook_refuses_bad_values_naming_the_variable(fake_targets, tmp_path, capsys, monkeypatch, rows,
+                                                              signal_name, needle):
+    monkeypatch.setenv(compare.STOP_AFTER_ROWS_ENV, rows)
+    monkeypatch.setenv(compare.STOP_SIGNAL_ENV, signal_name)
+    assert compare.main(["--targets", "fake", "--seq", "1", "--out", str(tmp_path / "o")]) == 2
+    assert needle in capsys.readouterr().err and not (tmp_path / "o" / "runs.jsonl").exists()
+
+
+def test_the_stop_hook_counts_oom_rows_too(fake_targets, tmp_path, monkeypatch):
+    """Rows that could not get their inputs are rows like any other: the hook stops the sweep after the first."""
+    monkeypatch.setenv(compare.STOP_AFTER_ROWS_ENV, "1")
+    monkeypatch.setenv(compare.STOP_SIGNAL_ENV, "INT")
+    out = tmp_path / "o"
+    code = compare.main(["--targets", "fake", "--seq", "1048576", "--dim", "256", "--heads", "4096",
+                         "--causal", "both", "--out", str(out)])
+    [row] = ResultsFile(out / "results.csv").read()
+    assert code == 130 and row.status == "oom"
+
+
+def test_resume_keeps_failed_rows_of_configurations_outside_the_sweep(fake_targets, tmp_path):
+    out = tmp_path / "o"
+    assert compare.main(["--targets", "fake", "--seq", "17,64", "--dim", "8", "--heads", "1", "--causal", "0",
+                         "--out", str(out)]) == 1  # seq 17 fails
+    assert compare.main(["--targets", "fake", "--seq", "64,80", "--dim", "8", "--heads", "1", "--causal", "0",
+                         "--out", str(out), "--resume"]) == 0
+    rows = ResultsFile(out / "results.csv").read()
+    # the seq 17 error row is not part of the resumed sweep: it stays for a sweep that asks for it again
+    assert sorted((row.seq, row.status) for row in rows) == [(17, "error"), (64, "ok"), (80, "ok")]
+
+
+def test_resume_on_another_device_measures_again_and_keeps_the_old_rows(fake_targets, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "o"
+    args = ["--targets", "fake", "--seq", "64", "--dim", "8", "--heads", "1", "--causal", "0", "--out", str(out)]
+    assert compare.main(args) == 0
+    monkeypatch.setattr(fake_targets, "device", lambda settings=None, session=None: "another device")
+    capsys.readouterr()
+    assert compare.main(args + ["--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "1 finished rows in" in err and "measured on another device (fake on fake device)" in err
+    rows = ResultsFile(out / "results.csv").read()
+    assert [row.device for row in rows] == ["fake device", "another device"]
+    assert compare.main(args + ["--resume"]) == 0  # now done on this device: nothing measured again
+    assert len(ResultsFile(out / "results.csv").read()) == 2

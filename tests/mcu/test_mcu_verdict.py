@@ -1,0 +1,39 @@
+"""The MCU target's rows carry their verdict: on the twin, an output that differs from host/q15.py in one element is
+`wrong` (figures kept, the sweep exits 1), the same sweep untouched is `ok`; rows say their sensors are modelled and
+carry the Cortex-M4's datasheet roof."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mpremote", reason="mpremote is not installed (pip install -e '.[mcu]')")
+pytest.importorskip("unicorn", reason="unicorn is not installed (pip install -e '.[mcu]')")
+
+from host.sweep import cli as compare  # noqa: E402 - after the skips above
+from host.results import ResultsFile  # noqa: E402
+from mcu import target  # noqa: E402
+
+
+@pytest.mark.parametrize("corrupt", [False, True])
+def test_a_corrupted_board_output_gives_a_wrong_row(monkeypatch, tmp_path, corrupt):
+    real = target.run_head
+
+    def run_head(session, params, q, k, v, repeats):
+        head = real(session, params, q, k, v, repeats)
+        if corrupt:
+            head.out[3, 1] ^= 4  # one bit of one element, as a flaky SRAM cell or a bad READ would leave it
+        return head
+
+    monkeypatch.setattr(target, "run_head", run_head)
+    code = compare.main(["--targets", "mcu", "--sim", "--seq", "17", "--dim", "8", "--heads", "2", "--causal", "0",
+                         "--out", str(tmp_path)])
+    [row] = ResultsFile(tmp_path / "results.csv").read()
+    assert row.cycles > 0 and row.rel_l2 is not None and row.p50_ms > 0
+    assert row.sensors_source == "modelled" and row.temp_c is not None
+    assert row.timing_source == "modelled: board twin's cycle model"
+    assert row.peak_source.startswith("datasheet: Cortex-M4") and row.peak_gflops == pytest.approx(
+        4 * row.clock_hz / 1e9)
+    if corrupt:
+        assert code == 1 and row.status == "wrong" and row.bit_exact is False
+        assert "not bit-exact with host/q15.py (2 of 272 elements differ" in row.message  # one per head
+    else:
+        assert code == 0 and row.status == "ok" and row.bit_exact is True and np.isfinite(row.max_abs)

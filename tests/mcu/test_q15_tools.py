@@ -1,0 +1,94 @@
+"""The tools behind docs/q15.md's error table and docs/performance.md's Q15 and link figures, each on a tiny case:
+`python -m host.q15_error`, `python -m mcu.q15_bench` (and its bit-exactness check before timing), and
+`python -m mcu.link_bench` on the twin (and its checks of the READ round trip and the head)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from host import q15
+from mcu import q15_bench, q15_c
+from host.errors import TargetError
+from host.problem import AttentionProblem
+from host.q15 import run_problem
+from host.reference import errors, golden
+from helpers import run_module
+
+
+def test_q15_error_prints_the_table_of_run_problem():
+    done = run_module("host.q15_error", "--seq", "17", "--dim", "8", "--heads", "1", "--bc", "5")
+    assert done.returncode == 0, done.stderr
+    problem = AttentionProblem(heads=1, seq=17, dim=8, seed=1)  # the tool's inputs: N(0,1), seed 1
+    metrics = errors(run_problem(problem, bc=5)[1], golden(problem))
+    assert done.stdout.splitlines() == ["| seq | d=8 |", "|---|---|",
+                                        f"| 17 | {metrics.rel_l2:.1e} / {metrics.max_abs:.1e} |"]
+
+
+def test_q15_bench_prints_a_row_per_key_block():
+    done = run_module("mcu.q15_bench", "--seq", "17", "--dim", "8", "--bc", "1,5", "--repeats", "1")
+    assert done.returncode == 0, done.stderr
+    assert "C kernel bit-exact with the model at every Bc" in done.stdout
+    rows = [line for line in done.stdout.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert [row.split("|")[1].strip() for row in rows] == ["1", "5"]
+
+
+def test_q15_bench_refuses_to_time_a_kernel_that_differs_from_the_model(monkeypatch, capsys):
+    exact = q15_c.attention_rows
+
+    def off_by_one(params, q, k, v, row0=0):
+        out = exact(params, q, k, v, row0)
+        out[3, 2] += 1
+        return out
+
+    monkeypatch.setattr(q15_c, "attention_rows", off_by_one)
+    assert q15_bench.main(["--seq", "17", "--dim", "8", "--bc", "5", "--repeats", "1"]) == 1
+    said = capsys.readouterr()
+    assert said.out == ""  # nothing timed, no table
+    [line] = said.err.splitlines()
+    assert line.startswith("kbench: host C kernel, seq 17, dim 8, Bc 5: wrong (Q15 contract): not bit-exact")
+    assert "1 of 136 elements differ: O(0, 0, 3, 2)" in line
+
+
+def test_link_bench_round_trip_check_names_the_first_difference():
+    from mcu.link_bench import check_round_trip
+
+    check_round_trip(b"\x01\x02\x03", b"\x01\x02\x03")
+    with pytest.raises(TargetError, match=r"1 of 3 differ, the first at offset 1: wrote 0x02, read 0x06$"):
+        check_round_trip(b"\x01\x02\x03", b"\x01\x06\x03")
+    with pytest.raises(TargetError, match="READ returned 2 bytes of K; LOAD wrote 3"):
+        check_round_trip(b"\x01\x02\x03", b"\x01\x02")
+
+
+def test_link_bench_on_the_twin():
+    pytest.importorskip("mpremote", reason="mpremote is not installed (pip install -e '.[mcu]')")
+    pytest.importorskip("unicorn", reason="unicorn is not installed (pip install -e '.[mcu]')")
+    done = run_module("mcu.link_bench", "--seq", "17", "--dim", "8", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cycles = re.search(r"\| DWT cycles of the head \| (\d+) =", done.stdout)
+    assert cycles and int(cycles.group(1)) > 17 * 17 * 8, done.stdout  # at least a cycle per multiply-accumulate
+    for measure in ("| 1 (stop-and-wait) |", "windowed / stop-and-wait LOAD throughput:", "| READ throughput",
+                    "| head seq 17 dim 8: wall", "| ... waiting for RUN"):
+        assert measure in done.stdout, measure
+    assert re.search(r"\| 32 \| \d+ \|", done.stdout) and re.search(r"\| 64 \| \d+ \|", done.stdout)
+
+
+def test_link_bench_refuses_a_head_that_differs_from_the_model(monkeypatch):
+    """The head check: a board whose output is one LSB off ends the run with a TargetError naming the element."""
+    from mcu import head, link_bench
+
+    def one_lsb_off(session, params, q, k, v, repeats):
+        out = q15.attention_q15(q, k, v, params)
+        out[0, 1] += 1
+        return type("Head", (), {"out": out, "cycles": np.array([1000])})()
+
+    class FakeLink:
+        port = "fake"
+        stats = type("Stats", (), {"seconds": {}, "bytes_in": 0, "bytes_out": 0})()
+
+    monkeypatch.setattr(head, "run_head", one_lsb_off)
+    with pytest.raises(TargetError, match=r"the board's head \(seq 17, dim 8\): wrong \(Q15 contract\): not "
+                                          r"bit-exact with host/q15.py \(1 of 136 elements differ: O\(0, 0, 0, 1\)"):
+        link_bench.head_split(FakeLink(), 17, 8)

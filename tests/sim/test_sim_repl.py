@@ -1,0 +1,510 @@
+"""The board twin's REPL and board namespace: the byte protocol without a pty (a Link fed by the test), the path
+sandbox, and the real mpremote driving `python -m mcu.sim` on its pty. Every wait is bounded."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import types
+
+import pytest
+
+from helpers import ROOT
+from mcu.sim.interpreter import Interpreter
+from mcu.sim.peripherals import DEMCR, DWT_CTRL, DWT_CYCCNT
+from mcu.sim.repl import RAW_BANNER, Repl
+from mcu.sim.sandbox import Sandbox
+from mcu.sim.uart import Link
+
+CLOCK_HZ = 168_000_000
+SOFT_RESET_REPLY = b"OK\r\nMPY: soft reboot\r\n" + RAW_BANNER + b">"
+
+
+class Wire:
+    """The twin without a pty: the REPL serving a Link in a thread; the test sends bytes and expects bytes."""
+
+    def __init__(self, root):
+        self._out = bytearray()
+        self._cond = threading.Condition()
+        self.link = Link(self._collect)
+        self.board = Interpreter(root, self.link, CLOCK_HZ)
+        self._thread = threading.Thread(target=Repl(self.link, self.board).serve, daemon=True)
+        self._thread.start()
+
+    def _collect(self, data: bytes) -> None:
+        with self._cond:
+            self._out += data
+            self._cond.notify_all()
+
+    def send(self, data: bytes) -> None:
+        self.link.feed(data)
+
+    def expect(self, ending: bytes, timeout: float = 5.0) -> bytes:
+        """Everything received up to and including the first `ending` (consumed); fails with what did come."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while (at := self._out.find(ending)) < 0:
+                left = deadline - time.monotonic()
+                assert left > 0, f"waited {timeout} s for {ending!r}; received {bytes(self._out)!r}"
+                self._cond.wait(left)
+            got = bytes(self._out[:at + len(ending)])
+            del self._out[:at + len(ending)]
+            return got
+
+    def raw(self) -> None:
+        """Enter the raw REPL as mpremote does, soft reset included."""
+        self.send(b"\r\x03")
+        self.send(b"\r\x01")
+        self.expect(RAW_BANNER + b">")
+        self.send(b"\x04")
+        assert self.expect(b">").endswith(SOFT_RESET_REPLY)
+
+    def run(self, code: str, timeout: float = 5.0) -> tuple[bytes, bytes]:
+        """One raw-paste command at the `>` prompt: (stdout, stderr)."""
+        self.send(b"\x05A\x01")
+        assert self.expect(b"R\x01\x80\x00\x01") == b"R\x01\x80\x00\x01"
+        self.send(code.encode() + b"\x04")
+        self.expect(b"\x04", timeout)  # the end of data, acknowledged (flow-control 0x01s before it)
+        out = self.expect(b"\x04", timeout)[:-1]
+        err = self.expect(b"\x04>", timeout)[:-2]
+        return out, err
+
+    def close(self) -> None:
+        self.link.close()
+        self._thread.join(timeout=5)
+
+
+@pytest.fixture
+def wire(tmp_path):
+    w = Wire(tmp_path)
+    yield w
+    w.close()
+
+
+@pytest.fixture
+def raw(wire):
+    wire.raw()
+    return wire
+
+
+# -- the REPL protocol, byte by byte --------------------------------------------------------------------------------
+
+def test_friendly_repl_banner_echo_and_values(wire):
+    banner = wire.expect(b">>> ")
+    assert banner.startswith(b"MicroPython v1.") and b"kbench twin" in banner
+    wire.send(b"1+2\r")
+    assert wire.expect(b">>> ") == b"1+2\r\n3\r\n>>> "
+    wire.send(b"for i in range(2):\r  print(i)\r\r")
+    assert wire.expect(b">>> ").endswith(b"0\r\n1\r\n>>> ")
+    wire.send(b"1/0\r")
+    assert b"ZeroDivisionError: divide by zero\r\n>>> " in wire.expect(b">>> ")
+
+
+def test_raw_repl_entry_is_what_mpremote_expects(wire):
+    wire.expect(b">>> ")
+    wire.send(b"\r\x03")
+    wire.send(b"\r\x01")
+    assert wire.expect(RAW_BANNER + b">").endswith(b"\r\n" + RAW_BANNER + b">")
+    wire.send(b"\x04")
+    assert wire.expect(b">") == SOFT_RESET_REPLY
+    wire.send(b"\x02")
+    assert wire.expect(b">>> ").startswith(b"\r\nMicroPython v1.")
+
+
+def test_raw_repl_classic_framing_and_line_reset(raw):
+    raw.send(b"garbage\x03print(1)\x04")
+    assert raw.expect(b">") == b"OK1\r\n\x04\x04>"
+    raw.send(b"junk\x01")
+    assert raw.expect(b">") == RAW_BANNER + b">"
+    raw.send(b"\x05B\x01")
+    assert raw.expect(b">") == b"R\x00>"
+
+
+def test_raw_paste_window_and_flow_control(raw):
+    code = b"print('a' * 3)\n" + b"#" * 280 + b"\n"
+    raw.send(b"\x05A\x01")
+    assert raw.expect(b"\x80\x00\x01") == b"R\x01\x80\x00\x01"  # R, OK, window 128 little-endian, one more window
+    raw.send(code)
+    assert raw.expect(b"\x01\x01") == b"\x01\x01"  # one 0x01 per 128 bytes consumed: 296 // 128 = 2
+    raw.send(b"\x04")
+    assert raw.expect(b">") == b"\x04aaa\r\n\x04\x04>"
+
+
+def test_tracebacks_as_micropython_prints_them(raw):
+    out, err = raw.run("def f():\n    return 1 / 0\nprint('before')\nf()\n")
+    assert out == b"before\r\n"
+    assert err == (b'Traceback (most recent call last):\r\n  File "<stdin>", line 4, in <module>\r\n'
+                   b'  File "<stdin>", line 2, in f\r\nZeroDivisionError: divide by zero\r\n')
+    _, err = raw.run("open('missing.txt')")
+    assert err.endswith(b"\r\nOSError: [Errno 2] ENOENT\r\n")
+    _, err = raw.run("import socket")
+    assert err.endswith(b"ImportError: no module named 'socket'\r\n")
+    _, err = raw.run("x = (1,\n")
+    assert err.startswith(b'Traceback (most recent call last):\r\n  File "<stdin>", line 1') and b"SyntaxError" in err
+    _, err = raw.run("undefined_name")
+    assert err.endswith(b"NameError: name 'undefined_name' isn't defined\r\n")
+
+
+def test_print_is_cooked_and_stdout_buffer_is_raw(raw):
+    out, err = raw.run("import sys\nprint('a\\nb')\nsys.stdout.write('c\\n')\nsys.stdout.buffer.write(b'd\\ne')")
+    assert (out, err) == (b"a\r\nb\r\nc\r\nd\ne", b"")
+
+
+def test_ctrl_c_interrupts_running_code(raw):
+    raw.send(b"import time\nprint('ready')\ntime.sleep(30)\x04")
+    assert raw.expect(b"ready\r\n") == b"OKready\r\n"
+    started = time.monotonic()
+    raw.send(b"\x03")
+    tail = raw.expect(b"\x04>", 5)
+    assert time.monotonic() - started < 2
+    assert tail.startswith(b"\x04Traceback (most recent call last):\r\n") and tail.endswith(
+        b"KeyboardInterrupt: \r\n\x04>")
+    raw.send(b"print('ready')\nwhile True:\n    pass\x04")
+    raw.expect(b"ready\r\n")
+    raw.send(b"\x03")
+    assert raw.expect(b"\x04>", 5).endswith(b"KeyboardInterrupt: \r\n\x04>")
+
+
+def test_kbd_intr_off_lets_ctrl_c_through_to_stdin_for_one_command(raw):
+    raw.send(b"import micropython, sys\nmicropython.kbd_intr(-1)\nprint('ready')\nprint(sys.stdin.buffer.read(2))\x04")
+    raw.expect(b"ready\r\n")
+    raw.send(b"\x03\x04")
+    assert raw.expect(b">") == b"b'\\x03\\x04'\r\n\x04\x04>"
+    raw.send(b"import time\nprint('ready')\ntime.sleep(30)\x04")  # the next command has Ctrl-C again
+    raw.expect(b"ready\r\n")
+    raw.send(b"\x03")
+    assert raw.expect(b"\x04>", 5).endswith(b"KeyboardInterrupt: \r\n\x04>")
+
+
+def test_soft_reset_clears_globals_and_runs_boot_py(raw, tmp_path):
+    (tmp_path / "boot.py").write_text("print('booted')\n")
+    raw.run("x = 1")
+    raw.send(b"\x04")
+    assert raw.expect(b">") == b"OK\r\nMPY: soft reboot\r\nbooted\r\n" + RAW_BANNER + b">"
+    assert raw.run("print('x' in globals())") == (b"False\r\n", b"")
+    raw.send(b"\x05A\x01")
+    raw.expect(b"R\x01\x80\x00\x01")
+    raw.send(b"import machine\nmachine.soft_reset()\x04")
+    assert raw.expect(b">", 5) == b"\x04\x04\x04MPY: soft reboot\r\nbooted\r\n" + RAW_BANNER + b">"
+
+
+# -- the board namespace --------------------------------------------------------------------------------------------
+
+def test_board_identity_and_modules(raw):
+    out, err = raw.run("import sys, os, uos\nprint(sys.implementation._mpy, sys.platform, sys.implementation.name)\n"
+                       "print(os is uos, os.getcwd(), sys.implementation.version[:2] >= (1, 22))")
+    assert (out, err) == (b"7942 pyboard micropython\r\nTrue / True\r\n", b"")
+    out, _ = raw.run("import binascii, hashlib, struct\nh = hashlib.sha256(b'ab')\nh.update(b'c')\n"
+                     "print(binascii.hexlify(h.digest()).decode(), struct.unpack('<H', b'\\x80\\x00')[0])")
+    assert out == (hashlib.sha256(b"abc").hexdigest() + " 128\r\n").encode()
+
+
+def test_dwt_cycle_counter_through_mem32(raw):
+    started = time.monotonic()
+    out, err = raw.run(f"import machine, time\nm = machine.mem32\nm[{DEMCR:#x}] |= 1 << 24\nm[{DWT_CYCCNT:#x}] = 0\n"
+                       f"m[{DWT_CTRL:#x}] |= 1\nt0 = m[{DWT_CYCCNT:#x}] & 0xFFFFFFFF\ntime.sleep_ms(100)\n"
+                       f"print((m[{DWT_CYCCNT:#x}] & 0xFFFFFFFF) - t0, machine.freq()[0])")
+    wall_s = time.monotonic() - started
+    assert err == b""
+    cycles, freq = map(int, out.split())
+    assert freq == CLOCK_HZ and 0.1 * CLOCK_HZ <= cycles <= wall_s * CLOCK_HZ  # the sleep, and no more than ran
+
+
+def test_q15attn_cycles_reach_the_board_clock_and_the_die(raw, monkeypatch):
+    calls = []
+
+    def make_module(clock_hz, cycle_sink):
+        def attention(*args):
+            time.sleep(0.3)  # a slow emulation: its wall time must not count
+            cycle_sink(CLOCK_HZ * 3)  # three board seconds of kernel
+            calls.append(args)
+            return CLOCK_HZ * 3
+
+        return types.SimpleNamespace(attention=attention, version=lambda: 1)
+
+    monkeypatch.setitem(sys.modules, "mcu.sim.q15module", types.SimpleNamespace(make_module=make_module))
+    started = time.monotonic()
+    out, err = raw.run("import pyb, time, q15attn\nadc = pyb.ADCAll(12, 0x70000)\nadc.read_core_vref()\n"
+                       "t0 = adc.read_core_temp()\nc0 = time.ticks_cpu()\nm0 = time.ticks_ms()\n"
+                       "q15attn.attention(1, 2)\nc1 = time.ticks_cpu()\n"
+                       "print(time.ticks_diff(time.ticks_ms(), m0), adc.read_core_temp() - t0, adc.read_vref(), "
+                       "adc.read_core_vref())")
+    wall_ms = (time.monotonic() - started) * 1e3
+    assert err == b"" and len(calls) == 1
+    elapsed_ms, rise, vdda, vref = (float(x) for x in out.split())
+    # the kernel's three board seconds, plus the rest of the code's wall time but not the call's own 0.3 s
+    assert 3000 <= elapsed_ms <= 3000 + wall_ms - 300 + 1, "the kernel's cycles, not Unicorn's wall time (0.3 s)"
+    assert 0.3 < rise < 1.5 and 3.25 < vdda < 3.35 and abs(vref - 1.21) < 0.01
+
+
+def test_ctrl_c_waits_for_a_native_call_to_return(raw, monkeypatch):
+    finished, entered = [], threading.Event()
+
+    def make_module(clock_hz, cycle_sink):
+        def attention():
+            entered.set()
+            time.sleep(0.5)
+            finished.append(True)
+
+        return types.SimpleNamespace(attention=attention)
+
+    monkeypatch.setitem(sys.modules, "mcu.sim.q15module", types.SimpleNamespace(make_module=make_module))
+    raw.send(b"import q15attn\nprint('ready')\nq15attn.attention()\nprint('not reached')\x04")
+    raw.expect(b"ready\r\n")
+    assert entered.wait(5), "the native call did not start"
+    raw.send(b"\x03")  # during the call, which the event proves has begun
+    tail = raw.expect(b"\x04>", 5)
+    assert finished == [True] and b"not reached" not in tail
+    assert tail.endswith(b'  File "<stdin>", line 3, in <module>\r\nKeyboardInterrupt: \r\n\x04>')
+
+
+def test_q15attn_missing_is_an_import_error(raw, monkeypatch):
+    monkeypatch.setitem(sys.modules, "mcu.sim.q15module", None)
+    _, err = raw.run("import q15attn")
+    assert err.endswith(b"ImportError: no module named 'q15attn'\r\n")
+
+
+def test_heap_model(raw):
+    out, err = raw.run("import gc, array\nf0 = gc.mem_free()\nbuf = array.array('b', bytes(20000))\n"
+                       "print(f0 - gc.mem_free(), gc.mem_free() + gc.mem_alloc())")
+    grew, total = map(int, out.split())
+    assert err == b"" and 20000 <= grew < 20200 and total == 100 * 1024
+    _, err = raw.run("big = array.array('h', bytes(200000))")
+    assert err.endswith(b"MemoryError: memory allocation failed, allocating 200000 bytes\r\n")
+
+
+def test_modules_import_from_the_board_filesystem(raw, tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "helper.py").write_text("def twice(x):\n    return 2 * x\n")
+    (tmp_path / "broken.py").write_text("1 / 0\n")
+    assert raw.run("import helper\nprint(helper.twice(21))") == (b"42\r\n", b"")
+    _, err = raw.run("import broken")
+    assert b'File "broken.py", line 1, in <module>' in err and err.endswith(b"ZeroDivisionError: divide by zero\r\n")
+
+
+# -- the path sandbox -----------------------------------------------------------------------------------------------
+
+def test_sandbox_confines_paths(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.txt").write_text("inside")
+    (tmp_path / "secret.txt").write_text("outside")
+    os.symlink(tmp_path / "secret.txt", root / "link_out")
+    os.symlink(root / "a.txt", root / "link_in")
+    box = Sandbox(root)
+    assert box.abspath("x/../a.txt") == "/a.txt" and box.stat("/flash/a.txt")[6] == 6
+    assert box.stat("")[0] == 0x4000 and box.open("link_in").read() == "inside"
+    for path, code in (("../secret.txt", errno.EACCES), ("/../secret.txt", errno.EACCES),
+                       ("a/../../secret.txt", errno.EACCES), ("link_out", errno.EACCES),
+                       (str(tmp_path / "secret.txt"), errno.ENOENT), ("/etc/passwd", errno.ENOENT)):
+        with pytest.raises(OSError) as caught:
+            box.open(path)
+        assert caught.value.errno == code, path
+        assert str(caught.value) == f"[Errno {code}] {errno.errorcode[code]}"
+    with pytest.raises(OSError):
+        box.mkdir("../escape")
+    assert not (tmp_path / "escape").exists()
+    assert sorted(e[0] for e in box.ilistdir("/")) == ["a.txt", "link_in"]  # the link leaving the root is hidden
+    box.mkdir("d")
+    box.chdir("d")
+    with box.open("f.bin", "wb") as f:
+        f.write(b"\x00\x01")
+    assert (root / "d" / "f.bin").read_bytes() == b"\x00\x01" and box.getcwd() == "/d"
+    assert list(box.ilistdir("")) == [("f.bin", 0x8000, 0, 2)]
+    box.close_all()
+    assert box.getcwd() == "/"
+
+
+# -- the real mpremote on the pty -----------------------------------------------------------------------------------
+
+def start_twin(root) -> tuple[subprocess.Popen, str]:
+    twin = subprocess.Popen([sys.executable, "-m", "mcu.sim", "--root", str(root)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    ready, _, _ = select.select([twin.stdout], [], [], 20)
+    if not ready:
+        twin.kill()
+        pytest.fail("the twin printed no pty path within 20 s")
+    path = twin.stdout.readline().decode().strip()
+    assert path.startswith("/dev/"), path
+    return twin, path
+
+
+def stop_twin(twin: subprocess.Popen) -> int:
+    if twin.poll() is None:
+        twin.send_signal(signal.SIGTERM)
+    try:
+        return twin.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        twin.kill()
+        twin.wait(timeout=10)
+        raise
+
+
+def mpremote(twin, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    """`mpremote connect <pty> args...`, bounded by `timeout` seconds."""
+    return subprocess.run([sys.executable, "-m", "mpremote", "connect", twin.path, *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, env=twin.env)
+
+
+def client_env(tmp_path_factory) -> dict:
+    """The environment for mpremote: no user configuration (~/.config/mpremote/config.py) applies."""
+    return {**os.environ, "XDG_CONFIG_HOME": str(tmp_path_factory.mktemp("xdg"))}
+
+
+@pytest.fixture(scope="module")
+def twin(tmp_path_factory):
+    root = tmp_path_factory.mktemp("board")
+    process, path = start_twin(root)
+    yield types.SimpleNamespace(path=path, root=root, process=process, env=client_env(tmp_path_factory))
+    assert stop_twin(process) == 0, "SIGTERM ends the twin cleanly"
+
+
+def test_mpremote_exec_eval_run_soft_reset(twin, tmp_path):
+    done = mpremote(twin, "exec", "import sys; print(sys.implementation._mpy)")
+    assert (done.returncode, done.stdout.strip()) == (0, "7942"), done.stderr
+    done = mpremote(twin, "eval", "6 * 7")
+    assert (done.returncode, done.stdout.strip()) == (0, "42"), done.stderr
+    script = tmp_path / "script.py"
+    script.write_text("for i in range(3):\n    print('line', i)\n")
+    done = mpremote(twin, "run", str(script))
+    assert done.stdout.splitlines()[:3] == ["line 0", "line 1", "line 2"], done.stderr
+    done = mpremote(twin, "exec", "x = 5", "+", "soft-reset", "+", "exec", "print('x' in globals())")
+    assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
+    done = mpremote(twin, "exec", "raise ValueError('bad')")
+    assert done.returncode == 1 and "ValueError: bad" in done.stdout
+
+
+def test_mpremote_cp_both_ways_is_identical(twin, tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("one\ntwo\n")
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(os.urandom(100 * 1024))
+    done = mpremote(twin, "fs", "cp", str(text), ":notes.txt", "+", "fs", "cp", str(blob), ":blob.bin")
+    assert done.returncode == 0, done.stderr
+    back = tmp_path / "back"
+    back.mkdir()
+    done = mpremote(twin, "fs", "cp", ":notes.txt", str(back / "notes.txt"), "+", "fs", "cp", ":blob.bin",
+                    str(back / "blob.bin"), "+", "fs", "sha256sum", ":blob.bin")
+    assert done.returncode == 0, done.stderr
+    digest = hashlib.sha256(blob.read_bytes()).hexdigest()
+    assert digest in done.stdout
+    for name, source in (("notes.txt", text), ("blob.bin", blob)):
+        assert (back / name).read_bytes() == source.read_bytes() == (twin.root / name).read_bytes()
+    done = mpremote(twin, "fs", "cp", str(blob), ":blob.bin")
+    assert done.returncode == 0 and "Up to date: blob.bin" in done.stdout, done.stdout + done.stderr
+
+
+def test_mpremote_ls_mkdir_rm(twin, tmp_path):
+    (tmp_path / "gone.txt").write_text("x")
+    done = mpremote(twin, "fs", "mkdir", ":sub", "+", "fs", "cp", str(tmp_path / "gone.txt"), ":sub/",
+                    "+", "fs", "ls", ":sub", "+", "fs", "ls")
+    assert done.returncode == 0, done.stderr
+    assert "1 gone.txt" in done.stdout and "0 sub/" in done.stdout
+    done = mpremote(twin, "fs", "rm", ":sub/gone.txt", "+", "fs", "rmdir", ":sub", "+", "fs", "ls")
+    assert done.returncode == 0 and "sub/" not in done.stdout.split("ls :")[-1], done.stdout + done.stderr
+    assert not (twin.root / "sub").exists()
+    done = mpremote(twin, "fs", "rm", ":nothing.txt")
+    assert done.returncode == 1 and "No such file or directory" in done.stderr
+
+
+def test_mpremote_path_escapes_are_refused(twin, tmp_path):
+    local = tmp_path / "f.txt"
+    local.write_text("payload")
+    outside = twin.root.parent / "x_escaped.txt"
+    done = mpremote(twin, "fs", "cp", str(local), ":../x_escaped.txt")
+    assert done.returncode == 1 and "Permission denied" in done.stderr and not outside.exists()
+    for code in ("open('/etc/passwd')", "open('../../../../etc/passwd')", "import os; os.listdir('/../..')"):
+        done = mpremote(twin, "exec", code)
+        assert done.returncode == 1 and "OSError: [Errno" in done.stdout, code
+    done = mpremote(twin, "fs", "cp", f":{os.path.relpath('/etc/passwd', twin.root)}", str(tmp_path / "p"))
+    assert done.returncode == 1 and not (tmp_path / "p").exists()
+
+
+def running_on_the_twin(path: str, env: dict) -> subprocess.Popen:
+    """An mpremote client whose command is running on the board (it printed 'running'): it sleeps 30 s there."""
+    client = subprocess.Popen([sys.executable, "-m", "mpremote", "connect", path, "exec",
+                               "import time; print('running'); time.sleep(30)"], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, env=env)
+    ready, _, _ = select.select([client.stdout], [], [], 30)
+    if not ready or client.stdout.readline().strip() != b"running":
+        client.kill()
+        client.wait(timeout=10)
+        pytest.fail("the command did not start on the twin within 30 s")
+    return client
+
+
+def test_a_second_client_interrupts_a_hung_command(twin):
+    hung = running_on_the_twin(twin.path, twin.env)
+    hung.kill()
+    hung.wait(timeout=10)
+    done = mpremote(twin, "exec", "print('after')", timeout=20)
+    assert (done.returncode, done.stdout.strip()) == (0, "after"), done.stderr
+
+
+def test_pyserial_drives_the_raw_repl(twin):
+    serial = pytest.importorskip("serial")
+    with serial.Serial(twin.path, 115200, timeout=5) as port:
+        port.write(b"\r\x03\r\x02")
+        port.reset_input_buffer()
+        port.write(b"\r\x01")
+        assert port.read_until(RAW_BANNER + b">").endswith(RAW_BANNER + b">")
+        port.write(b"print(2 ** 10)\x04")
+        assert port.read_until(b"\x04>") == b"OK1024\r\n\x04\x04>"
+        port.write(b"\x02")
+        assert port.read_until(b">>> ").endswith(b'Type "help()" for more information.\r\n>>> ')
+
+
+def test_killing_the_twin_mid_command_fails_mpremote(tmp_path, tmp_path_factory):
+    process, path = start_twin(tmp_path)
+    env = client_env(tmp_path_factory)
+    client = running_on_the_twin(path, env)
+    try:
+        process.kill()
+        process.wait(timeout=10)
+        client.communicate(timeout=15)  # mpremote gives up on its own, well within the bound
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait(timeout=10)
+        if process.poll() is None:
+            process.kill()
+    assert client.returncode not in (0, None)
+
+
+def test_ctrl_c_ends_the_twin_cleanly(tmp_path):
+    process, _ = start_twin(tmp_path)
+    try:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=10) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def test_cli_rejects_a_missing_root(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "mcu.sim", "--root", str(tmp_path / "nope")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "is not a directory" in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="arm-none-eabi-gcc is not installed")
+def test_q15attn_through_mpremote_gives_the_models_bits_and_cycles(twin):
+    """The acceptance path: mpremote exec on the twin runs the Cortex-M4 kernel in the emulator."""
+    from mcu.sim import calibrate
+
+    cases = ((17, 8, 4),)
+    done = mpremote(twin, "exec", calibrate.program(cases), timeout=120)
+    assert done.returncode == 0, done.stderr
+    [line] = [line.split() for line in done.stdout.splitlines() if line.startswith("case")]
+    result = calibrate.CaseResult(*(int(x) for x in line[1:]))
+    assert result.cycles > 0
+    assert result.checksum == calibrate.expected_checksum(17, 8, 4)
