@@ -104,11 +104,16 @@ def output_folder(out: Path, option: str = "--out") -> Path:
     return out
 
 
-def guard(body: Callable[[], int], usage_errors: tuple[type[Exception], ...] = (SpecError,)) -> int:
+def guard(body: Callable[[], int], usage_errors: tuple[type[Exception], ...] = (SpecError,),
+          interrupted: str = "") -> int:
     """Run a tool's body; a usage error prints `kbench: error: …` and gives 2, another KbenchError `kbench: …`
-    and 1. Anything else is a bug and keeps its traceback."""
+    and 1; Ctrl-C (KeyboardInterrupt) prints `kbench: interrupted` (and `interrupted`, what was kept) and gives 130.
+    Anything else is a bug and keeps its traceback."""
     try:
         return body()
+    except KeyboardInterrupt:
+        print("kbench: interrupted" + (f"; {interrupted}" if interrupted else ""), file=sys.stderr)
+        return 130
     except usage_errors as exc:
         print(f"kbench: error: {exc}", file=sys.stderr)
         return 2

@@ -98,7 +98,7 @@ def test_child_env_pins_one_thread_and_finds_the_project(monkeypatch):
     env = cachegrind.child_env()
     assert env["OPENBLAS_NUM_THREADS"] == env["OMP_NUM_THREADS"] == "1" and env["PYTHONHASHSEED"] == "0"
     assert env["PYTHONPATH"].split(os.pathsep) == [str(cachegrind.PROJECT_ROOT), "/elsewhere"]
-    assert (cachegrind.PROJECT_ROOT / "host" / "cachegrind.py").is_file()
+    assert (cachegrind.PROJECT_ROOT / "host" / "cpu" / "cachegrind.py").is_file()
 
 
 def test_no_valgrind_is_a_reason(monkeypatch):

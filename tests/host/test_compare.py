@@ -159,7 +159,7 @@ def test_a_target_owns_its_options(fake_targets, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--fake-scale applies to the fake target, which --targets leaves out" in err
     assert "--fake-scale" in compare.build_parser()[0].format_help()
-    source = (ROOT / "host" / "compare.py").read_text()
+    source = (ROOT / "host" / "sweep" / "cli.py").read_text()
     for flag in ("--serial", "--sim", "--baud", "--cpu-cache-sim", "--gpu-device", "--gpu-tile"):
         assert flag not in source, f"{flag} belongs to its target, not to compare.py"
 
