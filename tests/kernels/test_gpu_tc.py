@@ -148,7 +148,7 @@ def test_the_tensor_core_dispatch_skips_with_its_reason(capability, forced, matc
 
 
 def test_the_tc_path_option():
-    from conftest import run_module
+    from helpers import run_module
 
     import argparse
 
@@ -229,7 +229,7 @@ def test_bfloat16_keeps_nan_and_float16_overflows_to_inf_quietly(recwarn):
 
 
 def test_a_tile_without_float32_is_refused_in_one_line():
-    from conftest import run_module
+    from helpers import run_module
 
     done = run_module("host.compare", "--targets", "gpu", "--gpu-device", "fake", "--gpu-dtype", "fp16",
                       "--gpu-tile", "64x32", "--out", "/tmp/kbench-no-out", timeout=60)

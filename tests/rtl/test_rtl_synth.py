@@ -335,7 +335,7 @@ def test_sigterm_stops_yosys_and_leaves_no_temporary_folder(tmp_path):
     import sys
     import time
 
-    from conftest import ROOT
+    from helpers import ROOT
 
     env = dict(os.environ, TMPDIR=str(tmp_path))
     child = subprocess.Popen([sys.executable, "-m", "codesign", "synth", "--units", "array", "--array", "8x8"],
