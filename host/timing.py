@@ -48,8 +48,8 @@ def summarize(samples_ms: Sequence[float], confidence: float = 0.95, seed: int =
     if x.size < 3 or np.ptp(x) == 0.0:
         low, high = float(x.min()), float(x.max())
     else:
-        ci = stats.bootstrap((x,), np.median, confidence_level=confidence, method="percentile",
-                             n_resamples=2000, random_state=np.random.default_rng(seed), vectorized=True).confidence_interval
+        ci = stats.bootstrap((x,), np.median, confidence_level=confidence, method="percentile", n_resamples=2000,
+                             random_state=np.random.default_rng(seed), vectorized=True).confidence_interval
         low, high = float(ci.low), float(ci.high)
     return Timing(mean_ms=float(x.mean()), p50_ms=p50, p99_ms=float(np.percentile(x, 99)), min_ms=float(x.min()),
                   p50_ci_low_ms=min(low, p50), p50_ci_high_ms=max(high, p50), iters=int(x.size))

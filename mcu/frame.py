@@ -1,5 +1,6 @@
 """Host side of the board link's framing (docs/protocol.md): COBS-encoded, 0x00-delimited frames carrying a
-version, a message type, a sequence number, a length and a CRC-16/CCITT-FALSE, built on PyPI's `cobs` and the standard library's CRC.
+version, a message type, a sequence number, a length and a CRC-16/CCITT-FALSE, built on PyPI's `cobs` and the
+standard library's CRC.
 
 `encode` makes one frame; `Decoder` takes bytes as they arrive and returns whole frames, rejecting (and counting)
 anything corrupted and resynchronising at the next delimiter, so line noise costs a retry, never the session.

@@ -25,7 +25,7 @@ from typing import Sequence
 
 from host.errors import LinkError, SpecError, UnavailableError
 from mcu.frame import Decoder, Frame, encode
-from mcu.link_types import (  # noqa: F401 - re-exported
+from mcu.link_types import (
     BACKOFF_FIRST_S, BACKOFF_MAX_S, DRAIN_MAX_S, GARBAGE_KEPT, HELLO_RETRIES, LOAD_WINDOW, LinkStats,
     MPREMOTE_READ_S, READ_SLICE_S, REOPEN_POLL_S, REOPEN_S, START_ATTEMPTS, ServerMissing, SessionLost, Timeouts,
     WINDOW_MAX, WRITE_TIMEOUT_S)

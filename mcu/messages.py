@@ -47,7 +47,7 @@ class Tensor(enum.IntEnum):
     Q = 0
     K = 1
     VT = 2
-    O = 3  # noqa: E741 - the output's name in the math
+    O = 3
 
 
 SETUP = struct.Struct("<HHBBHBHH")  # seq, dim, causal, bc, score_mult, score_shift, rows, keys (< seq: streamed)

@@ -325,7 +325,7 @@ def counters_available() -> tuple[bool, str]:
     refused: dict[str, int] = {}
     try:
         group = _open_group(threading.get_native_id(), refused)
-    except Exception as e:  # a broken libc or ctypes: say so rather than raise
+    except Exception as e:  # noqa: BLE001 - a broken libc or ctypes: say so rather than raise
         return False, f"perf_event_open could not be called: {e}"
     if group is None:
         return False, _missing_reason(refused, set()) if refused else "perf_event_open gave no counters"

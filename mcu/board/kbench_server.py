@@ -267,7 +267,8 @@ class Server:
         row0, nrows, key0, nkeys = struct.unpack(STREAM_FMT, payload)
         seq, dim, causal, bc, mult, shift, rows, keys = self.ready("STREAM", True)
         if not 1 <= nrows <= rows or not 1 <= nkeys <= keys:
-            raise Refused(E_PAYLOAD, "nrows=%d nkeys=%d; allowed: nrows 1..%d, nkeys 1..%d" % (nrows, nkeys, rows, keys))
+            raise Refused(E_PAYLOAD,
+                          "nrows=%d nkeys=%d; allowed: nrows 1..%d, nkeys 1..%d" % (nrows, nkeys, rows, keys))
         q = memoryview(self.tensors[TENSOR_Q])[:2 * nrows * dim]
         o = memoryview(self.tensors[TENSOR_O])[:2 * nrows * dim]
         k = memoryview(self.tensors[TENSOR_K])[:2 * nkeys * dim]

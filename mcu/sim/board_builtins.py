@@ -95,7 +95,7 @@ def make_builtins(interp: Interpreter) -> types.ModuleType:
             return interp.compile(bytes(source) if isinstance(source, bytearray) else source, "<string>", mode=mode)
         return source
 
-    def namespace(globals, locals) -> tuple[dict, object]:  # noqa: A002 - exec's own parameter names
+    def namespace(globals, locals) -> tuple[dict, object]:
         """exec/eval's namespaces: the board caller's by default; a dict given without `__builtins__` gets the
         board's (CPython would put its own there, and a print() in it would reach the twin's host stdout)."""
         if globals is None:
@@ -105,12 +105,12 @@ def make_builtins(interp: Interpreter) -> types.ModuleType:
             globals["__builtins__"] = table
         return globals, globals if locals is None else locals
 
-    def board_exec(source, globals=None, locals=None):  # noqa: A002
+    def board_exec(source, globals=None, locals=None):
         """exec() of board code: a string compiled as board code, run in the caller's namespace by default."""
         globals, locals = namespace(globals, locals)
         return builtins.exec(code_for(source, "exec"), globals, locals)
 
-    def board_eval(source, globals=None, locals=None):  # noqa: A002
+    def board_eval(source, globals=None, locals=None):
         globals, locals = namespace(globals, locals)
         return builtins.eval(code_for(source, "eval"), globals, locals)
 

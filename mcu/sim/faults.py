@@ -5,7 +5,8 @@ server holds it (the board has disabled Ctrl-C with `micropython.kbd_intr(-1)`):
 has no retry layer, in mpremote or here, and stays clean. Each byte in either direction is dropped with probability
 `drop` and has one random bit flipped with probability `flip`; each write from the board is held back by up to
 `delay_s` seconds with probability `delay`; every `reset`-th frame the board receives (counted by the delimiters
-that end one) is followed by a soft reset of the board (SystemExit raised in the running server, as `machine.soft_reset()` would), which ends the session.
+that end one) is followed by a soft reset of the board (SystemExit raised in the running server, as
+`machine.soft_reset()` would), which ends the session.
 """
 
 from __future__ import annotations

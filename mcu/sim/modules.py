@@ -210,7 +210,7 @@ def make_io(interp: Interpreter) -> types.ModuleType:
 
 
 def make_select(interp: Interpreter) -> types.ModuleType:
-    POLLIN, POLLOUT, POLLERR, POLLHUP = 1, 4, 8, 16  # noqa: N806 - the board's names
+    POLLIN, POLLOUT, POLLERR, POLLHUP = 1, 4, 8, 16
 
     class Poll:
         """select.poll() for sys.stdin / sys.stdout (the only streams the twin has)."""

@@ -108,14 +108,14 @@ def make_pyb(interp: Interpreter) -> types.ModuleType:
         def intensity(self, value=None):
             return 255 if self._on else 0
 
-    class USB_VCP:  # noqa: N801 - MicroPython's name
+    class USB_VCP:
         """pyb.USB_VCP(id=0): the REPL's USB virtual COM port, flow control only. The twin's line never drops a byte
         (its receive buffer has no limit), which is what RTS flow control gives a board; init(flow=...) is recorded
         and changes nothing."""
 
         RTS, CTS = 1, 2
 
-        def __init__(self, id: int = 0):  # noqa: A002 - MicroPython's argument name
+        def __init__(self, id: int = 0):
             if id != 0:
                 raise ValueError(f"USB_VCP({id}) doesn't exist")
 

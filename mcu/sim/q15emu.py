@@ -1,7 +1,8 @@
 """The board twin's `q15attn`: the Cortex-M4 build of mcu/native/attention_q15.c executed by Unicorn, with a cycle
 model standing in for the DWT cycle counter.
 
-The ELF (`make -C mcu/native arm`, built on demand by mcu/native_build.py) is loaded at its link address into an STM32F407 memory map:
+The ELF (`make -C mcu/native arm`, built on demand by mcu/native_build.py) is loaded at its link address into an
+STM32F407 memory map:
 flash 0x08000000 (1 MB), SRAM 0x20000000 (128 KB, code, buffers and stack), CCM 0x10000000 (64 KB). DEMCR
 (0xE000EDFC) and the DWT (0xE0001000..) are memory-mapped I/O whose CYCCNT is the modelled cycle count.
 
