@@ -222,8 +222,8 @@ def run_wait(session: Session, params: q15.Q15Params, row0: int, nrows: int, rep
     if expected > model.TWIN_EMULATION_CAP_S:
         keys = "" if key0 == 0 and key1 in (None, params.seq) else f" (keys {key0}..{key1 - 1})"
         raise TargetError(f"rows {row0}..{row0 + nrows - 1}{keys} of this head need ~{expected:.0f} s of emulation "
-                          f"on the twin ({estimate} modelled cycles at ~{model.TWIN_CYCLES_PER_S:.0e} cycles/s), over the "
-                          f"twin's cap of {model.TWIN_EMULATION_CAP_S:.0f} s per call; a board runs them in "
+                          f"on the twin ({estimate} modelled cycles at ~{model.TWIN_CYCLES_PER_S:.0e} cycles/s), over "
+                          f"the twin's cap of {model.TWIN_EMULATION_CAP_S:.0f} s per call; a board runs them in "
                           f"{model.board_seconds(estimate, clock_hz):.1f} s (use --serial, or a smaller seq)")
     return repeats * min(model.WAIT_FACTOR * expected, model.TWIN_EMULATION_CAP_S)
 

@@ -10,8 +10,9 @@ running from Flash (ART accelerator enabled), at f_HCLK = 168 MHz:
 A row uses the peripherals-disabled 40 mA: the native kernel needs only the core and its memories, and the link
 is idle while it runs. (A deployed .mpy runs from the MicroPython heap in SRAM, a module baked into the firmware from
 Flash; the Flash-with-ART figure is taken for both.) The peripherals-enabled figure would give 87/40 = 2.2× more.
-At another clock the current is scaled linearly by the datasheet's 238 µA/MHz × f_HCLK (ST's own per-MHz figure; the real curve has a static share,
-so this is an estimate away from 168 MHz). VDD is the board's 3.3 V supply (DS8626 Table 14 allows 1.8–3.6 V).
+At another clock the current is scaled linearly by the datasheet's 238 µA/MHz × f_HCLK (ST's own per-MHz figure;
+the real curve has a static share, so this is an estimate away from 168 MHz). VDD is the board's 3.3 V supply
+(DS8626 Table 14 allows 1.8–3.6 V).
 
 The figure is a typical current, not a measurement: J per inference of the row's whole problem (all heads and query
 chunks of one timed repeat), on the twin's modelled cycles or a board's measured DWT cycles alike.

@@ -108,7 +108,7 @@ def make_pyb(interp: Interpreter) -> types.ModuleType:
         def intensity(self, value=None):
             return 255 if self._on else 0
 
-    class USB_VCP:
+    class USB_VCP:  # noqa: N801 - MicroPython's name
         """pyb.USB_VCP(id=0): the REPL's USB virtual COM port, flow control only. The twin's line never drops a byte
         (its receive buffer has no limit), which is what RTS flow control gives a board; init(flow=...) is recorded
         and changes nothing."""
