@@ -18,6 +18,44 @@ say() { echo "kbench setup: $*" >&2; }
 # System tools from Debian's packages: the Cortex-M4 compiler (native module, board twin), valgrind (cache
 # simulation when the CPU has no usable hardware counters) and yosys (gate counts of the datapath's RTL; its ABC step
 # works in Debian's build, not in the yowasp wheel).
+# Another apt may hold the package locks (on a fresh Ubuntu, unattended upgrades do for minutes after boot): apt-get
+# would exit 100 at once, so wait for them, up to APT_WAIT_S seconds, saying so once. apt-get waits for dpkg's lock
+# itself with DPkg::Lock::Timeout (apt >= 1.9.11; older ones ignore it), but not every apt waits so for the lists lock
+# of `apt-get update`, so both are also tried here first: POSIX record locks, taken as apt takes them, without waiting.
+APT_WAIT_S=600
+apt_wait=(-o "DPkg::Lock::Timeout=$APT_WAIT_S")
+apt_locks=(/var/lib/apt/lists/lock /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock)
+apt_busy() {
+  command -v python3 >/dev/null || return 1
+  "${sudo[@]}" python3 -c '
+import errno, fcntl, os, sys
+for path in sys.argv[1:]:
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        continue  # no lock file yet: nobody holds it
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EAGAIN):
+            sys.exit(0)
+    finally:
+        os.close(fd)
+sys.exit(1)' "${apt_locks[@]}"
+}
+wait_for_apt() {
+  local waited=0
+  while apt_busy; do
+    if [ "$waited" = 0 ]; then
+      say "another apt or dpkg holds the package lock (unattended upgrades?); waiting for it, up to ${APT_WAIT_S} s"
+    fi
+    [ "$waited" -ge "$APT_WAIT_S" ] && break  # apt-get then says who holds it and exits
+    sleep 2
+    waited=$((waited + 2))
+  done
+  [ "$waited" = 0 ] || say "the package lock is free after ${waited} s"
+}
+
 need=()
 command -v arm-none-eabi-gcc >/dev/null || need+=(gcc-arm-none-eabi libnewlib-arm-none-eabi)
 command -v valgrind >/dev/null || need+=(valgrind)
@@ -32,8 +70,11 @@ if [ ${#need[@]} -gt 0 ]; then
         "Without them the MCU build, --cpu-cache-sim and codesign synth report themselves unavailable."
   else
     say "installing ${need[*]} with apt-get"
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    wait_for_apt
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_wait[@]}" update -qq
+    wait_for_apt
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_wait[@]}" install -y -qq --no-install-recommends \
+      "${need[@]}" >/dev/null
   fi
 fi
 
@@ -65,10 +106,14 @@ fi
 
 if [ "$mode" = main ]; then
   # The main job includes MCU rows: from the board twin unless a board (--serial) or a target list was given.
-  case " $* " in
-    *" --serial "*|*" --sim "*|*" --targets "*) ;;
-    *) set -- --sim "$@" ;;
-  esac
+  # Each option in either form: --serial PORT or --serial=PORT, --targets LIST or --targets=LIST.
+  twin=yes
+  for arg in "$@"; do
+    case "$arg" in
+      --serial|--serial=*|--sim|--targets|--targets=*) twin=no ;;
+    esac
+  done
+  if [ "$twin" = yes ]; then set -- --sim "$@"; fi
   exec .venv/bin/python -m host.compare "$@"
 fi
 
