@@ -15,9 +15,6 @@ cd "$(dirname "$0")/.."
 
 say() { echo "kbench setup: $*" >&2; }
 
-# System tools from Debian's packages: the Cortex-M4 compiler (native module, board twin), valgrind (cache
-# simulation when the CPU has no usable hardware counters) and yosys (gate counts of the datapath's RTL; its ABC step
-# works in Debian's build, not in the yowasp wheel).
 # Another apt may hold the package locks (on a fresh Ubuntu, unattended upgrades do for minutes after boot): apt-get
 # would exit 100 at once, so wait for them, up to APT_WAIT_S seconds, saying so once. apt-get waits for dpkg's lock
 # itself with DPkg::Lock::Timeout (apt >= 1.9.11; older ones ignore it), but not every apt waits so for the lists lock
@@ -56,6 +53,9 @@ wait_for_apt() {
   [ "$waited" = 0 ] || say "the package lock is free after ${waited} s"
 }
 
+# System tools from Debian's packages: the Cortex-M4 compiler (native module, board twin), valgrind (cache
+# simulation when the CPU has no usable hardware counters) and yosys (gate counts of the datapath's RTL; its ABC step
+# works in Debian's build, not in the yowasp wheel).
 need=()
 command -v arm-none-eabi-gcc >/dev/null || need+=(gcc-arm-none-eabi libnewlib-arm-none-eabi)
 command -v valgrind >/dev/null || need+=(valgrind)
