@@ -7,6 +7,7 @@ Layer L3 with the rest of the report: it imports only host.results.
 from __future__ import annotations
 
 import math
+from typing import Callable, Iterable, Sequence
 
 from host.results import Result
 
@@ -14,6 +15,10 @@ RESULTS_CSV = "results.csv"
 RUNS_JSONL = "runs.jsonl"
 RESULTS_MD = "results.md"
 
+#: Magnitudes fmt_num writes in fixed point; outside it, in short scientific form.
+FIXED_RANGE = (1e-3, 1e6)
+#: Between the notes of a row's message (host/target_api.py joins a verdict's message and a target's note so).
+NOTE_SEPARATOR = "; "
 #: peak_source values that mean "measured in the run"; schema-1 files leave it empty, and only measured roofs existed.
 MEASURED_SOURCES = ("", "measured")
 
@@ -29,7 +34,7 @@ def fmt_num(x: float | int | None) -> str:
     ax = abs(x)
     if ax == 0:
         return "0"
-    if ax >= 1_000_000 or ax < 1e-3:
+    if not FIXED_RANGE[0] <= ax < FIXED_RANGE[1]:
         return _short_exp(f"{x:.3e}")
     if ax >= 1000:
         return f"{x:.0f}"
@@ -50,9 +55,68 @@ def _short_exp(text: str) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
+def fmt_exp(x: float | int | None) -> str:
+    """A figure in fmt_num's short scientific form whatever its size ('2.380e-3'); '' for None, '0' for zero."""
+    if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))) or x == 0:
+        return fmt_num(x)
+    return _short_exp(f"{x:.3e}")
+
+
+def column_format(figures: Iterable[float | int | None]) -> Callable[[float | int | None], str]:
+    """One way to write every figure of a table column, so that 0.001423 never stands beside 7.228e-4: fmt_num
+    when each non-zero float of the column lies in [1e-3, 1e6) (where fmt_num writes it in fixed point), else fmt_exp
+    for every float. Counts (ints) keep fmt_num's exact-or-k/M/G form either way."""
+    floats = [abs(x) for x in figures if isinstance(x, float) and math.isfinite(x) and x != 0]
+    if all(FIXED_RANGE[0] <= x < FIXED_RANGE[1] for x in floats):
+        return fmt_num
+    return lambda x: fmt_num(x) if isinstance(x, int) else fmt_exp(x)
+
+
 def fmt_sci(x: float | None) -> str:
     """An error figure in %.2e; '' for None."""
     return "" if x is None else f"{x:.2e}"
+
+
+def message_notes(message: str) -> list[str]:
+    """A row's message split into its notes at '; ' outside brackets: 'wrong (…): not bit-exact (…; …); max_abs …'
+    is two notes."""
+    notes, depth, start = [], 0, 0
+    for i, char in enumerate(message):
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth = max(depth - 1, 0)
+        elif depth == 0 and message.startswith(NOTE_SEPARATOR, i):
+            notes.append(message[start:i])
+            start = i + len(NOTE_SEPARATOR)
+    notes.append(message[start:])
+    return [note.strip() for note in notes if note.strip()]
+
+
+def shared_notes(rows: Sequence[Result]) -> list[str]:
+    """The notes every one of two or more rows carries in its message (the CPU's 'energy: none (no RAPL: …)', the
+    MCU's datasheet energy), in the first row's order: said once for the rows, not in each."""
+    if len(rows) < 2:
+        return []
+    first, *others = [message_notes(r.message) for r in rows]
+    return [note for note in dict.fromkeys(first) if all(note in notes for notes in others)]
+
+
+def own_message(r: Result, shared: Sequence[str] = ()) -> str:
+    """A row's message for a table that shows its status beside it: without the `shared` notes (said once for the
+    table) and without a leading repeat of the status word: 'skipped: why' → 'why', 'wrong (Q15 contract): …' →
+    'Q15 contract: …'. results.csv keeps the whole message."""
+    text = NOTE_SEPARATOR.join(note for note in message_notes(r.message) if note not in shared)
+    if text.startswith(f"{r.status}: "):
+        return text[len(r.status) + 2:]
+    if text.startswith(f"{r.status} ("):
+        depth = 0
+        for i in range(len(r.status) + 1, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            if depth == 0:
+                rule, rest = text[len(r.status) + 2:i], text[i + 1:]
+                return f"{rule}{rest}" if rest.startswith(":") else text
+    return text
 
 
 def tile(r: Result) -> str:

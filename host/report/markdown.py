@@ -18,13 +18,17 @@ from dataclasses import dataclass, replace
 from itertools import groupby
 from typing import Callable, NamedTuple, Sequence
 
-from host.report.common import RUNS_JSONL, fmt_num, fmt_sci, is_measured_roof, roof_text, tile
+from host.report.common import (NOTE_SEPARATOR, RUNS_JSONL, column_format, fmt_num, fmt_sci, is_measured_roof,
+                                own_message, roof_text, shared_notes, tile)
 from host.results import STATUSES, Result, timing_kind
 from host.run_log import RunInfo
 
 #: Rows of one table are sorted by these problem fields, then by tile.
 SORT_FIELDS = ("dtype", "batch", "heads", "dim", "causal", "seq", "br", "bc")
 COUNTER_FIELDS = ("llc_loads", "llc_misses", "instructions", "cpu_cycles", "ipc")
+
+#: How a cell writes a figure: one such function per column (host/report/common.py column_format).
+Num = Callable[[float | int | None], str]
 
 
 class Drawn(NamedTuple):
@@ -67,18 +71,18 @@ def _has_counters(r: Result) -> bool:
     return any(getattr(r, name) is not None for name in COUNTER_FIELDS)
 
 
-def _p50_with_ci(r: Result) -> str:
+def _p50_with_ci(r: Result, num: Num) -> str:
     if r.p50_ms is None:
         return ""
     if r.p50_ci_low_ms is None or r.p50_ci_high_ms is None:
-        return fmt_num(r.p50_ms)
-    return f"{fmt_num(r.p50_ms)} [{fmt_num(r.p50_ci_low_ms)}, {fmt_num(r.p50_ci_high_ms)}]"
+        return num(r.p50_ms)
+    return f"{num(r.p50_ms)} [{num(r.p50_ci_low_ms)}, {num(r.p50_ci_high_ms)}]"
 
 
-def _energy(r: Result) -> str:
+def _energy(r: Result, num: Num) -> str:
     if r.energy_j is None:
         return ""
-    return f"{fmt_num(r.energy_j)} ({r.energy_source})" if r.energy_source else fmt_num(r.energy_j)
+    return f"{num(r.energy_j)} ({r.energy_source})" if r.energy_source else num(r.energy_j)
 
 
 # ---------------------------------------------------------------------------------------------------------- columns
@@ -98,63 +102,75 @@ MODELLED_TIMING = Origin("modelled", lambda r: timing_kind(r.timing_source) == "
 
 @dataclass(frozen=True)
 class Column:
-    """One table column: its header, its cell text, which rows make it apply (default: a non-empty cell), and the
-    origin that labels its figures when they were not measured."""
+    """One table column: its header, its cell text (a row's, writing figures with the column's number format), which
+    rows make it apply (default: a non-empty cell), and the origin that labels its figures when they were not
+    measured."""
 
     header: str
-    cell: Callable[[Result], str]
+    cell: Callable[[Result, Num], str]
     applies: Callable[[Result], bool] | None = None
     origin: Origin | None = None
 
     def applies_to(self, r: Result) -> bool:
-        return self.applies(r) if self.applies is not None else self.cell(r) != ""
+        return self.applies(r) if self.applies is not None else self.cell(r, fmt_num) != ""
+
+    def number_format(self, rows: Sequence[Result]) -> Num:
+        """One format for every figure this column shows of `rows` (common.column_format)."""
+        figures: list[float | int | None] = []
+
+        def seen(x: float | int | None) -> str:
+            figures.append(x)
+            return fmt_num(x)
+        for r in rows:
+            self.cell(r, seen)
+        return column_format(figures)
 
 
-def _counter(header: str, value: Callable[[Result], float | int | None], fmt: Callable = fmt_num) -> Column:
-    return Column(header, lambda r: fmt(value(r)), origin=SIMULATED)
+def _counter(header: str, value: Callable[[Result], float | int | None], fmt: Callable | None = None) -> Column:
+    return Column(header, lambda r, num: (fmt or num)(value(r)), origin=SIMULATED)
 
 
-def _timed(header: str, cell: Callable[[Result], str]) -> Column:
+def _timed(header: str, cell: Callable[[Result, Num], str]) -> Column:
     """A timing figure, or one computed from the timing: labelled where a cycle model gave it."""
     return Column(header, cell, origin=MODELLED_TIMING)
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("dtype", lambda r: r.dtype),
-    Column("B", lambda r: str(r.batch)),
-    Column("H", lambda r: str(r.heads)),
-    Column("N", lambda r: str(r.seq)),
-    Column("d", lambda r: str(r.dim)),
-    Column("causal", lambda r: _yes_no(r.causal)),
-    Column("Br×Bc", tile),
+    Column("dtype", lambda r, num: r.dtype),
+    Column("B", lambda r, num: str(r.batch)),
+    Column("H", lambda r, num: str(r.heads)),
+    Column("N", lambda r, num: str(r.seq)),
+    Column("d", lambda r, num: str(r.dim)),
+    Column("causal", lambda r, num: _yes_no(r.causal)),
+    Column("Br×Bc", lambda r, num: tile(r)),
     _timed("p50 ms [95% CI]", _p50_with_ci),
-    _timed("mean ms", lambda r: fmt_num(r.mean_ms)),
-    _timed("p99 ms", lambda r: fmt_num(r.p99_ms)),
-    _timed("min ms", lambda r: fmt_num(r.min_ms)),
-    Column("iters", lambda r: fmt_num(r.iters)),
-    _timed("GFLOP/s", lambda r: fmt_num(r.gflops)),
-    Column("GB/s (modelled)", lambda r: fmt_num(r.gbps)),
-    Column("% of peak GFLOP/s", lambda r: _percent(_ratio(r.gflops, r.peak_gflops))),
-    Column("% of peak GB/s", lambda r: _percent(_ratio(r.gbps, r.peak_gbps))),
-    Column("measured bytes", lambda r: fmt_num(r.measured_bytes)),
-    Column("max_abs", lambda r: fmt_sci(r.max_abs)),
-    Column("rel_l2", lambda r: fmt_sci(r.rel_l2)),
-    Column("bit_exact", lambda r: _yes_no(r.bit_exact)),
+    _timed("mean ms", lambda r, num: num(r.mean_ms)),
+    _timed("p99 ms", lambda r, num: num(r.p99_ms)),
+    _timed("min ms", lambda r, num: num(r.min_ms)),
+    Column("iters", lambda r, num: num(r.iters)),
+    _timed("GFLOP/s", lambda r, num: num(r.gflops)),
+    Column("GB/s (modelled)", lambda r, num: num(r.gbps)),
+    Column("% of peak GFLOP/s", lambda r, num: _percent(_ratio(r.gflops, r.peak_gflops))),
+    Column("% of peak GB/s", lambda r, num: _percent(_ratio(r.gbps, r.peak_gbps))),
+    Column("measured bytes", lambda r, num: num(r.measured_bytes)),
+    Column("max_abs", lambda r, num: fmt_sci(r.max_abs)),
+    Column("rel_l2", lambda r, num: fmt_sci(r.rel_l2)),
+    Column("bit_exact", lambda r, num: _yes_no(r.bit_exact)),
     _counter("LLC loads", lambda r: r.llc_loads),
     _counter("LLC misses", lambda r: r.llc_misses),
     _counter("miss ratio", lambda r: _ratio(r.llc_misses, r.llc_loads), _percent),
     _counter("instructions", lambda r: r.instructions),
     _counter("CPU cycles", lambda r: r.cpu_cycles),
     _counter("IPC", lambda r: r.ipc),
-    Column("counters", lambda r: r.counters_source if _has_counters(r) else
+    Column("counters", lambda r, num: r.counters_source if _has_counters(r) else
            (f"not measured — {r.counters_reason}" if r.counters_reason else "")),
-    _timed("cycles", lambda r: fmt_num(r.cycles)),
-    Column("clock MHz", lambda r: fmt_num(None if r.clock_hz is None else r.clock_hz / 1e6)),
-    Column("temp °C", lambda r: fmt_num(r.temp_c), origin=MODELLED),
-    Column("VDDA V", lambda r: fmt_num(r.vdda_v), origin=MODELLED),
+    _timed("cycles", lambda r, num: num(r.cycles)),
+    Column("clock MHz", lambda r, num: num(None if r.clock_hz is None else r.clock_hz / 1e6)),
+    Column("temp °C", lambda r, num: num(r.temp_c), origin=MODELLED),
+    Column("VDDA V", lambda r, num: num(r.vdda_v), origin=MODELLED),
     Column("energy J", _energy),
-    Column("status", lambda r: r.status, applies=lambda r: r.status != "ok"),
-    Column("message", lambda r: "" if r.status == "ok" else r.message),
+    Column("status", lambda r, num: r.status, applies=lambda r: r.status != "ok"),
+    Column("message", lambda r, num: own_message(r)),  # group_table leaves out the notes every row shares
 )
 
 
@@ -177,7 +193,7 @@ def label_origins(columns: Sequence[Column], rows: Sequence[Result]) -> list[Col
     else in each such cell."""
     labelled = []
     for col in columns:
-        filled = [r for r in rows if col.cell(r)]
+        filled = [r for r in rows if col.cell(r, fmt_num)]
         marked = [r for r in filled if col.origin is not None and col.origin.of(r)]
         if not marked:
             labelled.append(col)
@@ -188,25 +204,34 @@ def label_origins(columns: Sequence[Column], rows: Sequence[Result]) -> list[Col
     return labelled
 
 
-def _labelled_cell(cell: Callable[[Result], str], origin: Origin) -> Callable[[Result], str]:
-    def labelled(r: Result) -> str:
-        text = cell(r)
+def _labelled_cell(cell: Callable[[Result, Num], str], origin: Origin) -> Callable[[Result, Num], str]:
+    def labelled(r: Result, num: Num) -> str:
+        text = cell(r, num)
         return f"{text} ({origin.word})" if text and origin.of(r) else text
     return labelled
 
 
 def group_table(rows: Sequence[Result]) -> list[str]:
-    """Markdown lines for one (target, kernel) group: the table, then the counters reason when shared."""
+    """Markdown lines for one (target, kernel) group: the table, then the counters reason and the message notes
+    that every row shares, each said once (results.csv keeps them in every row). Each column writes its figures in
+    one format."""
     rows = sorted(rows, key=_row_sort_key)
     reason = shared_counters_reason(rows)
+    shared = shared_notes(rows)
     columns = [c for c in COLUMNS if not (reason and c.header == "counters")]
+    columns = [replace(c, cell=lambda r, num: own_message(r, shared)) if c.header == "message" else c
+               for c in columns]
     columns = [c for c in columns if any(c.applies_to(r) for r in rows)]
     if len({(r.run_id, r.host) for r in rows}) > 1:
-        columns.insert(0, Column("run / host", lambda r: f"{r.run_id} / {r.host}"))
+        columns.insert(0, Column("run / host", lambda r, num: f"{r.run_id} / {r.host}"))
     columns = label_origins(columns, rows)
-    lines = markdown_table([c.header for c in columns], [[c.cell(r) for c in columns] for r in rows])
+    formats = [c.number_format(rows) for c in columns]
+    lines = markdown_table([c.header for c in columns],
+                           [[c.cell(r, num) for c, num in zip(columns, formats)] for r in rows])
     if reason:
         lines += ["", f"Counters: not measured — {reason}"]
+    if shared:
+        lines += ["", f"Every row: {NOTE_SEPARATOR.join(shared)}"]
     return lines
 
 
@@ -332,7 +357,7 @@ def not_ok_section(results: Sequence[Result]) -> list[str]:
         return lines + ["None: every row is ok.", ""]
     headers = ["target", "kernel", "host", "dtype", "B", "H", "N", "d", "causal", "Br×Bc", "status", "message"]
     cells = [[r.target, r.kernel, r.host, r.dtype, str(r.batch), str(r.heads), str(r.seq), str(r.dim),
-              _yes_no(r.causal), tile(r), r.status, r.message] for r in bad]
+              _yes_no(r.causal), tile(r), r.status, own_message(r)] for r in bad]
     return lines + markdown_table(headers, cells) + [""]
 
 

@@ -246,6 +246,46 @@ def test_a_wrong_row_keeps_its_figures_in_its_table(md: str):
     assert cells["GFLOP/s"] == "2000"
 
 
+NO_RAPL = "energy: none (no RAPL: /sys/class/powercap does not exist, as off Linux or in a VM without powercap)"
+
+
+def test_a_note_every_row_carries_is_said_once_under_its_table(tmp_path: Path):
+    """The CPU's RAPL reason in every row's message: once under the table, not in a cell; a row's own note (here a
+    noise flag) stays in its row, ok rows included; results.csv keeps every row's whole message."""
+    rows = [r.replace(message=NO_RAPL) for r in cpu_rows()[:3]]
+    rows[1] = rows[1].replace(message=f"noisy: p50 3.1x min (flagged from 2x); {NO_RAPL}")
+    md = _rendered(tmp_path, rows, [GPU_RUN])
+    body = sections(md, "### ")["cpu / reference"]
+    assert md.count("no RAPL") == 1 and f"Every row: {NO_RAPL}" in body
+    headers, cells = table(body)
+    assert [row[headers.index("message")] for row in cells] == ["noisy: p50 3.1x min (flagged from 2x)", "", ""]
+    assert [r.message for r in ResultsFile(tmp_path / "results.csv").read()].count(NO_RAPL) == 2
+
+
+def test_a_status_word_is_not_repeated_in_its_message(tmp_path: Path):
+    """'skipped: skipped: …' and 'wrong | wrong (Q15 contract): …' read once."""
+    skipped = mcu_rows()[0].replace(target="asic", kernel="sa32", status="skipped", message="skipped: no room",
+                                    **dict.fromkeys(("p50_ms", "mean_ms", "min_ms", "p99_ms", "max_abs", "rel_l2")))
+    wrong = mcu_rows()[1].replace(target="asic", kernel="sa32", status="wrong", bit_exact=False,
+                                  message="wrong (Q15 contract): not bit-exact (1 of 2 differ: O(0): got 1); K/V")
+    md = _rendered(tmp_path, [skipped, wrong], [BENCH_RUN])
+    for body in (sections(md, "### ")["asic / sa32"], sections(md, "## ")["Wrong, skipped and failed"]):
+        headers, rows = table(body)
+        assert [(row[headers.index("status")], row[headers.index("message")]) for row in rows] == [
+            ("skipped", "no room"), ("wrong", "Q15 contract: not bit-exact (1 of 2 differ: O(0): got 1); K/V")]
+
+
+def test_one_number_format_per_column(tmp_path: Path):
+    """0.001423 beside 7.228e-4 in one column was two formats: a column with a figure below 1e-3 writes all its
+    figures in the short scientific form; other columns stay in fixed point."""
+    rows = [r.replace(energy_j=joules, energy_source="datasheet")
+            for r, joules in zip(mcu_rows(), (7.228e-4, 1.423e-3, 0.02))]
+    headers, cells = table(sections(_rendered(tmp_path, rows, [BENCH_RUN]), "### ")["mcu / q15"])
+    assert [row[headers.index("energy J")] for row in cells] == [
+        "7.228e-4 (datasheet)", "1.423e-3 (datasheet)", "2.000e-2 (datasheet)"]
+    assert [row[headers.index("min ms (modelled)")] for row in cells] == ["2.88", "5.76", "11.52"]
+
+
 def test_headline_counts_every_status(md: str):
     assert "13 rows (11 ok, 1 wrong, 1 oom) from" in md.splitlines()[2]
 
@@ -321,7 +361,8 @@ def test_unavailable_targets_are_listed_with_their_reason(md: str):
 
 def test_no_unavailable_target_is_said(tmp_path: Path):
     md = _rendered(tmp_path, cpu_rows(), [GPU_RUN])
-    assert sections(md, "## ")["Targets not run"].strip() == "None: no run in runs.jsonl recorded an unavailable target."
+    said = sections(md, "## ")["Targets not run"].strip()
+    assert said == "None: no run in runs.jsonl recorded an unavailable target."
 
 
 def test_modelled_sensors_are_labelled_in_the_header(md: str):
