@@ -1,6 +1,16 @@
 """Command-line plumbing every kbench tool shares: a parser whose errors are one line, integer argument types that
 quote the bad value and the allowed range, and `guard`, which prints a KbenchError once and turns it into an exit
-status (2 for a bad argument or specification, 1 for anything else that failed on purpose)."""
+status.
+
+The convention of every `python -m` entry point (docs/architecture.md): `--serial PORT` wherever a board port is
+named, `--out DIR` where a tool writes a folder, `--causal {0,1,both}` where a tool takes the mask; `main()` runs its
+body through `guard`, so the exit status means the same everywhere: 0 done; 1 a KbenchError (the device, the link, a
+check or a file failed while working), 2 bad arguments only (SpecError: one `kbench: error:` line naming the
+value), 130 interrupted (Ctrl-C: one line, never a traceback). A tool whose own errors are bad arguments (an --out
+that cannot be made, a results folder named on the command line that is missing) raises SpecError where it checks
+them; a file that turns out unreadable during the work is a failure (1). Each tool states its statuses in an
+"Exit status:" sentence of its docstring, which `Parser(doc=__doc__)` shows as the --help epilog.
+"""
 
 from __future__ import annotations
 
@@ -15,10 +25,31 @@ from host.errors import KbenchError, SpecError
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse that raises SpecError instead of printing usage and exiting, so a bad argument is one line."""
+    """argparse that raises SpecError instead of printing usage and exiting, so a bad argument is one line.
+    `doc` (a tool's module docstring) gives --help its description, the docstring's whole first paragraph (a first
+    line alone can end mid-sentence or mid-backtick), and its epilog, the docstring's "Exit status:" sentence."""
+
+    def __init__(self, *args, doc: str | None = None, **kwargs):
+        if doc is not None:
+            kwargs.setdefault("description", summary(doc))
+            kwargs.setdefault("epilog", exit_statuses(doc))
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise SpecError(message)
+
+
+def summary(doc: str) -> str:
+    """A docstring's first paragraph as one line (argparse wraps it again)."""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
+def exit_statuses(doc: str) -> str:
+    """The docstring's "Exit status: ..." sentence, from those words to the end of their paragraph, as one line."""
+    start = doc.find("Exit status:")
+    if start < 0:
+        raise ValueError("the docstring states no 'Exit status:'")
+    return " ".join(doc[start:].split("\n\n")[0].split())
 
 
 def _allowed(low: int, high: int | None, allowed: Sequence[int]) -> str:
@@ -31,7 +62,8 @@ def _parse_int(name: str, text: str, low: int, high: int | None, allowed: Sequen
     try:
         value = int(text.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; allowed: {_allowed(low, high, allowed)}") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; allowed: "
+                                         f"{_allowed(low, high, allowed)}") from None
     bad = (value not in allowed) if allowed else (value < low or (high is not None and value > high))
     if bad:
         verdict = "is not supported" if allowed else "is out of range"
@@ -104,17 +136,17 @@ def output_folder(out: Path, option: str = "--out") -> Path:
     return out
 
 
-def guard(body: Callable[[], int], usage_errors: tuple[type[Exception], ...] = (SpecError,),
-          interrupted: str = "") -> int:
-    """Run a tool's body; a usage error prints `kbench: error: …` and gives 2, another KbenchError `kbench: …`
-    and 1; Ctrl-C (KeyboardInterrupt) prints `kbench: interrupted` (and `interrupted`, what was kept) and gives 130.
-    Anything else is a bug and keeps its traceback."""
+def guard(body: Callable[[], int], interrupted: str = "") -> int:
+    """Run a tool's body and turn what it raised into one line on stderr and the exit status: SpecError (a bad
+    argument) `kbench: error: …` and 2; any other KbenchError `kbench: …` and 1; Ctrl-C (KeyboardInterrupt)
+    `kbench: interrupted` (and `; interrupted`, saying what was kept) and 130. Anything else is a bug and keeps its
+    traceback."""
     try:
         return body()
     except KeyboardInterrupt:
         print("kbench: interrupted" + (f"; {interrupted}" if interrupted else ""), file=sys.stderr)
         return 130
-    except usage_errors as exc:
+    except SpecError as exc:
         print(f"kbench: error: {exc}", file=sys.stderr)
         return 2
     except KbenchError as exc:

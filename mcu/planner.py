@@ -13,7 +13,8 @@ not even one query row and one key block fit.
     python -m mcu.planner [--heap-free BYTES] [--reserve BYTES] [--dim 32,64] [--seq 512,32768] [--bc 32]
 
 prints, per dim, the largest resident seq and the plan of each seq (default: the twin's 100 KB heap as its HELLO
-reports it).
+reports it). A head that does not fit is a row saying why, not a failure.
+Exit status: 0 printed; 2 bad arguments only (one `kbench: error:` line naming the value); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -120,23 +121,29 @@ def plan(seq: int, dim: int, heap_free: int, reserve: int, bc: int = 1) -> Plan:
         smallest = tensor_bytes(seq, dim, 1, bc)
         raise DoesNotFit(
             f"seq={seq} dim={dim} needs {smallest} bytes of board heap even streamed ({bc} keys of K "
-            f"and V^T at Bc={bc}, one query row and its state); the board has {max(0, room)} ({heap_free} free - {reserve} "
-            f"reserve - {SLACK} slack)")
+            f"and V^T at Bc={bc}, one query row and its state); the board has {max(0, room)} ({heap_free} free - "
+            f"{reserve} reserve - {SLACK} slack)")
     return best[1]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = Parser(prog="python -m mcu.planner", description=__doc__.splitlines()[0])
-    parser.add_argument("--heap-free", type=integer("heap-free", 1, 1 << 31), default=TWIN_HEAP_FREE,
-                        help="gc.mem_free() after the server started (HELLO's heap_free)")
-    parser.add_argument("--reserve", type=integer("reserve", 0, 1 << 31), default=SERVER_RESERVE,
-                        help="bytes the server keeps free (HELLO's reserve)")
-    parser.add_argument("--dim", type=int_list("dim", 1, DIM_MAX), default=(32, 64))
-    parser.add_argument("--seq", type=int_list("seq", 1, SEQ_MAX), default=(512, 4096, SEQ_MAX))
-    parser.add_argument("--bc", type=integer("bc", 1, BC_MAX), default=32, help="keys per block (default 32)")
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m mcu.planner", doc=__doc__)
+    parser.add_argument("--heap-free", type=integer("heap-free", 1, 1 << 31), default=TWIN_HEAP_FREE, metavar="BYTES",
+                        help=f"gc.mem_free() after the server started (HELLO's heap_free; default {TWIN_HEAP_FREE}, "
+                             "the twin's)")
+    parser.add_argument("--reserve", type=integer("reserve", 0, 1 << 31), default=SERVER_RESERVE, metavar="BYTES",
+                        help=f"bytes the server keeps free (HELLO's reserve; default {SERVER_RESERVE})")
+    parser.add_argument("--dim", type=int_list("dim", 1, DIM_MAX), default=(32, 64), metavar="LIST",
+                        help="head dimensions d, comma-separated (default 32,64)")
+    parser.add_argument("--seq", type=int_list("seq", 1, SEQ_MAX), default=(512, 4096, SEQ_MAX), metavar="LIST",
+                        help=f"sequence lengths N, comma-separated (default 512,4096,{SEQ_MAX})")
+    parser.add_argument("--bc", type=integer("bc", 1, BC_MAX), default=32, help="keys per block Bc (default 32)")
+    return parser
 
+
+def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)
         print(f"heap free {args.heap_free} B, reserve {args.reserve} B, Bc {args.bc}")
         print("| dim | largest resident seq | seq | plan | link bytes per head |\n|---|---|---|---|---|")
         for dim in args.dim:

@@ -22,14 +22,16 @@ builds them with arm-none-eabi-gcc for the Cortex-M4, loads the image into SRAM 
   (`--iterations 100`, a few seconds) passes every CRC check and gives CoreMark/MHz within 0.01 %, but CoreMark
   itself then prints its 10-second error instead of "Correct operation validated".
 
-Exit status 0 when every run passed CoreMark's checks (its CRCs and known seeds; "Correct operation validated" too
-when the run was long enough), 1 when one did not, 2 for a usage or build problem. `--out DIR` keeps the raw console
-reports, the build and run commands, the compiler version and a JSON summary.
+`--out DIR` keeps the raw console reports, the build and run commands, the compiler version and a JSON summary.
+
+Exit status: 0 every run passed CoreMark's checks (its CRCs and known seeds; "Correct operation validated" too when
+the run was long enough); 1 one did not, or the toolchain is missing, the build or a run failed; 2 bad arguments
+only (a --coremark folder that is not CoreMark's unchanged sources, an unusable --out or --build: one
+`kbench: error:` line naming the value); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import re
@@ -45,7 +47,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the twin's emulator is the project's own
 
-from host.errors import UnavailableError  # noqa: E402
+from host.cli_common import Parser, folder, guard, integer, output_folder, real  # noqa: E402
+from host.errors import SpecError, TargetError, UnavailableError  # noqa: E402
 
 CROSS = "arm-none-eabi-"
 CPU_FLAGS = ("-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16")
@@ -84,10 +87,6 @@ SECTIONS
 """
 
 
-class UsageError(Exception):
-    """A bad argument or a missing tool: exit status 2."""
-
-
 @dataclass(frozen=True)
 class Build:
     elf: Path
@@ -118,7 +117,8 @@ def check_sources(coremark: Path) -> list[str]:
     """CoreMark's own `make check`: its files must equal coremark.md5 (only core_portme* may differ)."""
     listing = coremark / "coremark.md5"
     if not listing.is_file():
-        raise UsageError(f"{coremark} is not a CoreMark folder: no coremark.md5 (get github.com/eembc/coremark)")
+        raise SpecError(f"--coremark {coremark} is not a CoreMark folder: no coremark.md5 (get "
+                        "github.com/eembc/coremark)")
     lines = []
     for line in listing.read_text().splitlines():
         if not line.strip():
@@ -126,10 +126,11 @@ def check_sources(coremark: Path) -> list[str]:
         digest, name = line.split()
         path = coremark / name
         if not path.is_file():
-            raise UsageError(f"{path} is missing")
+            raise SpecError(f"--coremark {coremark}: {path} is missing")
         actual = hashlib.md5(path.read_bytes()).hexdigest()
         if actual != digest:
-            raise UsageError(f"{path} differs from coremark.md5 ({actual} != {digest}): CoreMark's rules allow "
+            raise SpecError(f"--coremark {coremark}: {path} differs from coremark.md5 ({actual} != {digest}): "
+                            "CoreMark's rules allow "
                              "changes to core_portme* only")
         lines.append(f"{name}: OK ({digest})")
     return lines
@@ -138,7 +139,7 @@ def check_sources(coremark: Path) -> list[str]:
 def tool(name: str) -> str:
     path = shutil.which(CROSS + name)
     if path is None:
-        raise UsageError(f"{CROSS}{name} not found (Debian: apt-get install gcc-arm-none-eabi)")
+        raise UnavailableError(f"{CROSS}{name} not found (Debian: apt-get install gcc-arm-none-eabi)")
     return path
 
 
@@ -166,7 +167,7 @@ def build(coremark: Path, folder: Path, opt: tuple[str, ...], clock_hz: int) -> 
     commands.append(command)
     undefined = subprocess.run([tool("nm"), "-u", str(elf)], capture_output=True, text=True, check=True).stdout
     if undefined.strip():
-        raise UsageError(f"{elf} has undefined symbols: {undefined.split()}")
+        raise TargetError(f"{elf} has undefined symbols: {undefined.split()}")
     sizes = subprocess.run([tool("size"), "-A", str(elf)], capture_output=True, text=True, check=True).stdout
     text_bytes = sum(int(m.group(1)) for m in re.finditer(r"^\.text\s+(\d+)", sizes, re.M))
     version = subprocess.run([gcc, "--version"], capture_output=True, text=True, check=True).stdout.splitlines()[0]
@@ -177,7 +178,7 @@ def build(coremark: Path, folder: Path, opt: tuple[str, ...], clock_hz: int) -> 
 def run_tool(command: list[str]) -> None:
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
-        raise UsageError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr}")
+        raise TargetError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr}")
 
 
 def parse_report(report: str) -> tuple[int, int, list[str]]:
@@ -185,7 +186,7 @@ def parse_report(report: str) -> tuple[int, int, list[str]]:
     ticks = re.search(r"^Total ticks\s*:\s*(\d+)", report, re.M)
     iterations = re.search(r"^Iterations\s*:\s*(\d+)", report, re.M)
     if ticks is None or iterations is None:
-        raise RuntimeError(f"CoreMark's report lacks its ticks or iterations:\n{report}")
+        raise TargetError(f"CoreMark's report lacks its ticks or iterations:\n{report}")
     errors = [line for line in report.splitlines() if "ERROR" in line]
     return int(iterations.group(1)), int(ticks.group(1)), errors
 
@@ -200,10 +201,10 @@ def run(elf: Path, seeds: str, iterations: int, clock_hz: int, timeout_s: float)
     report = cpu.read(console, length).decode("ascii", "replace")
     counted, ticks, errors = parse_report(report)
     if stats.cycles >= 1 << 32:
-        raise RuntimeError(f"the run took {stats.cycles} cycles: DWT_CYCCNT wrapped (2^32); use fewer iterations")
+        raise TargetError(f"the run took {stats.cycles} cycles: DWT_CYCCNT wrapped (2^32); use fewer iterations")
     timed, _ = cpu.call("kbench_timed_ticks")
     if (timed & 0xFFFFFFFF) != ticks:
-        raise RuntimeError(f"the report's ticks ({ticks}) differ from the port's DWT reading ({timed})")
+        raise TargetError(f"the report's ticks ({ticks}) differ from the port's DWT reading ({timed})")
     seconds = ticks / clock_hz
     allowed = [TOO_SHORT] if seconds < MINIMUM_SECONDS else []
     checks_passed = KNOWN_SEEDS[seeds] in report and all(line in allowed for line in errors)
@@ -393,57 +394,72 @@ def write_outputs(out: Path, argv: list[str], coremark: Path, commit: str, md5_l
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--coremark", type=Path, required=True, help="a CoreMark source folder (eembc/coremark)")
+def build_parser() -> Parser:
+    parser = Parser(prog="python scripts/coremark_twin.py", doc=__doc__)
+    parser.add_argument("--coremark", type=Path, required=True, metavar="DIR",
+                        help="a CoreMark source folder (eembc/coremark; required)")
     parser.add_argument("--iterations", default="auto",
                         help=f"CoreMark iterations per run, or auto (the default): {AUTO_SECONDS} s of modelled "
                              "time, as CoreMark requires of a valid run")
     parser.add_argument("--opt", default="-O2",
                         help="optimisation flags, one string given with '=' (--opt='-O3 -funroll-loops'; default -O2)")
-    parser.add_argument("--clock", type=int, default=168_000_000, help="Hz behind CoreMark's seconds (168 MHz)")
-    parser.add_argument("--seeds", choices=(*SEEDS, "both"), default="both")
-    parser.add_argument("--build", type=Path, help="build folder (default: a temporary one, deleted afterwards)")
-    parser.add_argument("--out", type=Path, help="keep the reports, commands, toolchain and summary here")
-    parser.add_argument("--coremark-commit", default="", help="the CoreMark commit, recorded with --out")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="emulation cap per run, in wall seconds")
+    parser.add_argument("--clock", type=integer("clock", 1_000_000, 1_000_000_000), default=168_000_000,
+                        metavar="HZ", help="Hz behind CoreMark's seconds (default 168000000, the F407's 168 MHz)")
+    parser.add_argument("--seeds", choices=(*SEEDS, "both"), default="both",
+                        help="which of CoreMark's seed sets to run (default both)")
+    parser.add_argument("--build", type=folder, metavar="DIR",
+                        help="build folder (default: a temporary one, deleted afterwards)")
+    parser.add_argument("--out", type=folder, metavar="DIR",
+                        help="keep the reports, commands, toolchain and summary here (default: keep nothing)")
+    parser.add_argument("--coremark-commit", default="",
+                        help="the CoreMark commit, recorded with --out (default: not recorded)")
+    parser.add_argument("--timeout", type=real("timeout", 1, 86_400), default=1800.0, metavar="S",
+                        help="emulation cap per run, in wall seconds (default 1800)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON last")
-    parser.add_argument("--breakdown", type=int, metavar="N", default=0,
+    parser.add_argument("--breakdown", type=integer("breakdown", 0), metavar="N", default=0,
                         help="also run N iterations of the performance seeds with a counting hook and print where "
-                             "the model's cycles go and what it leaves out (slower)")
+                             "the model's cycles go and what it leaves out (slower; default 0: not run)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    return guard(lambda: coremark_twin(argv))
+
+
+def coremark_twin(argv: list[str]) -> int:
+    """The script's body: check the arguments and CoreMark's sources, build, run, print (and keep with --out)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.iterations != "auto" and not (args.iterations.isdigit() and int(args.iterations) > 0):
         parser.error(f"--iterations takes a positive number or auto, not {args.iterations!r}")
+    for option, where in (("--out", args.out), ("--build", args.build)):
+        if where is not None:
+            output_folder(where, option)  # refused now, not after minutes of emulation
     coremark = args.coremark.resolve()
-    try:
-        md5_lines = check_sources(coremark)
-        with tempfile.TemporaryDirectory(prefix="kbench-coremark-") as scratch:
-            folder = args.build.resolve() if args.build else Path(scratch)
-            built = build(coremark, folder, tuple(args.opt.split()), args.clock)
-            print(f"built {built.elf.name}: {built.compiler}, {' '.join(built.compile_flags)}; "
-                  f"text {built.text_bytes} bytes", flush=True)
-            iterations = (auto_iterations(built.elf, args.clock, args.timeout) if args.iterations == "auto"
-                          else int(args.iterations))
-            runs = []
-            for seeds in (SEEDS if args.seeds == "both" else (args.seeds,)):
-                start = time.perf_counter()
-                result = run(built.elf, seeds, iterations, args.clock, args.timeout)
-                runs.append(result)
-                print(f"--- {seeds} run (seeds {', '.join(hex(s) for s in SEEDS[seeds])}; "
-                      f"{time.perf_counter() - start:.1f} s of emulation) ---")
-                print(result.report, end="" if result.report.endswith("\n") else "\n")
-                print(f"CoreMark/MHz (iterations x 1e6 / ticks): {result.coremark_per_mhz:.4f}; "
-                      f"at {args.clock / 1e6:g} MHz: {result.coremark_per_mhz * args.clock / 1e6:.1f} CoreMark",
-                      flush=True)
-            detail = None
-            if args.breakdown:
-                detail = breakdown(built.elf, "performance", args.breakdown, args.timeout)
-                print_breakdown(detail, args.breakdown)
-    except (UsageError, UnavailableError) as exc:
-        print(f"coremark_twin: {exc}", file=sys.stderr)
-        return 2
+    md5_lines = check_sources(coremark)
+    with tempfile.TemporaryDirectory(prefix="kbench-coremark-") as scratch:
+        build_dir = args.build.resolve() if args.build else Path(scratch)
+        built = build(coremark, build_dir, tuple(args.opt.split()), args.clock)
+        print(f"built {built.elf.name}: {built.compiler}, {' '.join(built.compile_flags)}; "
+              f"text {built.text_bytes} bytes", flush=True)
+        iterations = (auto_iterations(built.elf, args.clock, args.timeout) if args.iterations == "auto"
+                      else int(args.iterations))
+        runs = []
+        for seeds in (SEEDS if args.seeds == "both" else (args.seeds,)):
+            start = time.perf_counter()
+            result = run(built.elf, seeds, iterations, args.clock, args.timeout)
+            runs.append(result)
+            print(f"--- {seeds} run (seeds {', '.join(hex(s) for s in SEEDS[seeds])}; "
+                  f"{time.perf_counter() - start:.1f} s of emulation) ---")
+            print(result.report, end="" if result.report.endswith("\n") else "\n")
+            print(f"CoreMark/MHz (iterations x 1e6 / ticks): {result.coremark_per_mhz:.4f}; "
+                  f"at {args.clock / 1e6:g} MHz: {result.coremark_per_mhz * args.clock / 1e6:.1f} CoreMark",
+                  flush=True)
+        detail = None
+        if args.breakdown:
+            detail = breakdown(built.elf, "performance", args.breakdown, args.timeout)
+            print_breakdown(detail, args.breakdown)
     if args.out:
         write_outputs(args.out, ["scripts/coremark_twin.py", *argv], coremark, args.coremark_commit, md5_lines,
                       built, runs, args.clock, detail)

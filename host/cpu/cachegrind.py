@@ -23,7 +23,8 @@ AVX-512 from the guest, so BLAS picks narrower kernels than it would natively. T
 single-thread run: a guide to cache behaviour, not a stand-in for hardware timing.
 
 Probe: ``python -m host.cpu.cachegrind --batch B --heads H --seq N --dim d --causal 0|1 --seed S``
-``[--baseline | --measured]``.
+``[--baseline | --measured]``. Exit status: 0 measured; 2 bad arguments only (one ``kbench: error:`` line naming the
+value); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ from pathlib import Path
 
 import numpy as np
 
+from host.cli_common import Parser, exit_statuses, guard, integer
 from host.cpu.perf import Counters
-from host.problem import AttentionProblem
+from host.problem import LIMITS, AttentionProblem
 from host.reference import attention
 
 SOURCE = "cachegrind (simulated)"
@@ -175,31 +177,40 @@ def simulate_reference(problem: AttentionProblem, timeout_s: float = 1800) -> Co
     return counters_from_totals(totals["full"], totals["baseline"], ll)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """The probe: inputs and one warm call, then (unless --baseline) the measured call of the float32 reference."""
-    parser = argparse.ArgumentParser(prog="python -m host.cpu.cachegrind", description=main.__doc__)
-    parser.add_argument("--batch", type=int, required=True)
-    parser.add_argument("--heads", type=int, required=True)
-    parser.add_argument("--seq", type=int, required=True)
-    parser.add_argument("--dim", type=int, required=True)
-    parser.add_argument("--causal", type=int, choices=(0, 1), required=True)
-    parser.add_argument("--seed", type=int, required=True)
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="python -m host.cpu.cachegrind", description="The probe: inputs and one warm call, then "
+                    "(unless --baseline) the measured call of the float32 reference, run under cachegrind by "
+                    "simulate_reference.", epilog=exit_statuses(__doc__))
+    for name, meaning in (("batch", "batch size B"), ("heads", "heads H"), ("seq", "sequence length N"),
+                          ("dim", "head dimension d")):
+        parser.add_argument(f"--{name}", type=integer(name, *LIMITS[name]), required=True, help=f"{meaning} (required)")
+    parser.add_argument("--causal", choices=("0", "1"), required=True,
+                        help="causal masking (required; one mask: the probe measures one call)")
+    parser.add_argument("--seed", type=integer("seed", 0), required=True, help="input seed (required)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--baseline", action="store_true", help="skip the measured call")
     mode.add_argument("--measured", action="store_true", help="make the measured call (the default; spelt out by "
                       "simulate_reference so both runs' command lines have one length)")
-    args = parser.parse_args(argv)
+    return parser
 
-    problem = AttentionProblem(batch=args.batch, heads=args.heads, seq=args.seq, dim=args.dim,
-                               causal=bool(args.causal), seed=args.seed)
-    q, k, v = problem.inputs()  # (B, H, N, d) each
-    attention(q, k, v, problem.causal, np.float32)  # warm: first-call costs stay in both runs
-    gc.collect()  # no collection left pending to land inside the measured call
-    if not args.baseline:
-        attention(q, k, v, problem.causal, np.float32)
+
+def main(argv: list[str] | None = None) -> int:
+    """The probe: inputs and one warm call, then (unless --baseline) the measured call of the float32 reference."""
+    def body() -> int:
+        args = build_parser().parse_args(argv)
+        problem = AttentionProblem(batch=args.batch, heads=args.heads, seq=args.seq, dim=args.dim,
+                                   causal=args.causal == "1", seed=args.seed)
+        q, k, v = problem.inputs()  # (B, H, N, d) each
+        attention(q, k, v, problem.causal, np.float32)  # warm: first-call costs stay in both runs
+        gc.collect()  # no collection left pending to land inside the measured call
+        if not args.baseline:
+            attention(q, k, v, problem.causal, np.float32)
+        return 0
+
+    return guard(body)
 
 
 if __name__ == "__main__":
-    main()
+    status = main()
     sys.stdout.flush()
-    os._exit(0)  # skip interpreter teardown, whose cost differs from run to run, so both runs end alike
+    os._exit(status)  # skip interpreter teardown, whose cost differs from run to run, so both runs end alike

@@ -5,6 +5,8 @@ a GPU box, a lab bench) and runs.jsonl (one line per run: command, machine, the 
 the plots (host/report/plots.py: latency, error, roofline) and writes results.md beside them
 (host/report/markdown.py). A plot without data is not drawn; results.md says why.
 ``python -m host.report OUT_DIR`` does the same from a shell.
+Exit status: 0 rendered; 1 a results file that cannot be read as results, or a report that cannot be written;
+2 bad arguments only (OUT_DIR missing, not a folder, or without results.csv); 130 interrupted (Ctrl-C).
 
 This is layer L3: it imports only host.results, host.errors, host.cli_common and its own modules, never a target.
 """
@@ -12,12 +14,11 @@ This is layer L3: it imports only host.results, host.errors, host.cli_common and
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Sequence
 
 from host.cli_common import Parser, guard
-from host.errors import KbenchError, ResultsError
+from host.errors import ResultsError, SpecError
 from host.report.common import RESULTS_CSV, RESULTS_MD, RUNS_JSONL
 from host.report.markdown import Drawn, markdown
 from host.report.plots import PLOTS, results_frame
@@ -55,24 +56,30 @@ def render(out_dir: Path) -> list[Path]:
     return [md_path] + [out_dir / plot.name for plot in drawn if plot.why_not is None]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m host.report", description="Render results.md and plots from an output folder.")
-    parser.add_argument("out_dir", type=Path, help="folder holding results.csv (and runs.jsonl)")
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="python -m host.report", doc=__doc__)
+    parser.add_argument("out_dir", type=Path, metavar="OUT_DIR",
+                        help="folder holding results.csv (and runs.jsonl); results.md and the plots are written there")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """A missing or unreadable results folder counts as a bad argument (exit 2); a failed write exits 1."""
+    """The folder named on the command line is an argument: missing, or without results.csv, it exits 2; a results
+    file that turns out unreadable, or a report that cannot be written, exits 1."""
     def body() -> int:
-        args = _parser().parse_args(argv)
+        out_dir = build_parser().parse_args(argv).out_dir
+        if not out_dir.is_dir():
+            raise SpecError(f"OUT_DIR {out_dir} is not a folder; allowed: a folder holding results.csv")
+        if not (out_dir / RESULTS_CSV).is_file():
+            raise SpecError(f"OUT_DIR {out_dir} holds no {RESULTS_CSV}: run `python -m host.compare --out "
+                            f"{out_dir}` first")
         try:
-            paths = render(args.out_dir)
+            paths = render(out_dir)
         except OSError as exc:
-            print(f"kbench: cannot write the report: {exc}", file=sys.stderr)
-            return 1
+            raise ResultsError(f"cannot write the report: {exc}") from None
         for path in paths:
             print(path)
         return 0
 
-    return guard(body, usage_errors=(KbenchError,))
+    return guard(body)
 

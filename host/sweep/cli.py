@@ -7,8 +7,9 @@ duplicating or losing a row. At the end OUT/results.md and its plots are rendere
 
 Each target declares its own options (host/target_api.py); `--help` lists them in one group per target.
 Exit status: 0 all rows ok (some may be skipped or oom); 1 some row wrong (outside its tolerance, or not
-bit-exact) or failed (recorded in its row), or no row measured at all; 2 bad arguments, an unusable --out, or no
-target able to run; 130 interrupted.
+bit-exact) or failed (recorded in its row), no row measured at all, or a results file that failed during the sweep;
+2 bad arguments only: a bad value, an unusable --out (with --resume, one whose results cannot be read), or no
+target able to run; 130 interrupted (Ctrl-C or SIGTERM: one line; finished rows are kept).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import shlex
 import signal
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from types import ModuleType
 from typing import Callable
@@ -48,7 +50,7 @@ def seq_list(name: str):
 
 
 def build_parser() -> tuple[Parser, dict[str, TargetEntry]]:
-    parser = Parser(prog="python -m host.compare", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m host.compare", doc=__doc__)
     parser.add_argument("--seq", type=seq_list("seq"), default=(128, 256, 512), metavar="LIST",
                         help="sequence lengths N, comma-separated (default 128,256,512)")
     parser.add_argument("--dim", type=seq_list("dim"), default=(64,), help="head dimensions d (default 64)")
@@ -123,8 +125,11 @@ def check_out(out: Path, resume: bool) -> None:
         if (out / name).exists() and not (out / name).is_file():
             raise SpecError(f"--out {out}: {out / name} is not a file; move it aside or choose another --out")
     if resume:
-        ResultsFile(out / "results.csv").read()
-        read_runs(out / "runs.jsonl")
+        try:
+            ResultsFile(out / "results.csv").read()
+            read_runs(out / "runs.jsonl")
+        except ResultsError as exc:  # the folder named by --out cannot be resumed: a bad argument (exit 2)
+            raise SpecError(f"--out {out} --resume: {exc}") from None
 
 
 def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser,
@@ -217,22 +222,39 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
                      "cpus": os.cpu_count(), **({"cluster": cluster} if cluster else {})},
             unavailable=dict(unavailable)).append_to(args.out / "runs.jsonl")
     written: list[Result] = []
-    with tqdm(total=len(todo), unit="row", file=sys.stderr, dynamic_ncols=True, disable=None) as bar:
-        if cluster:
-            bar.set_description(f"on {len(cluster['workers'])} workers")
-        with contextlib.closing(iter(rows_of(todo, context, lambda job: bar.set_description(job.label())))) as rows:
-            for job, job_rows in rows:
-                for row in job_rows:
-                    results.append(row)
-                    written.append(row)
-                    if stop_after is not None and len(written) == stop_after[0]:
-                        os.kill(os.getpid(), stop_after[1])
-                bar.update(1)
+    started = time.monotonic()
+    try:
+        with tqdm(total=len(todo), unit="row", file=sys.stderr, dynamic_ncols=True, disable=None) as bar:
+            if cluster:
+                bar.set_description(f"on {len(cluster['workers'])} workers")
+            with contextlib.closing(iter(rows_of(todo, context, lambda job: bar.set_description(job.label())))) as rows:
+                for done, (job, job_rows) in enumerate(rows, 1):
+                    for row in job_rows:
+                        results.append(row)
+                        written.append(row)
+                        if stop_after is not None and len(written) == stop_after[0]:
+                            os.kill(os.getpid(), stop_after[1])
+                    bar.update(1)
+                    if bar.disable:  # no bar (stderr is a log, not a terminal): a line per finished job instead
+                        print(progress_line(done, len(todo), job, job_rows, time.monotonic() - started),
+                              file=sys.stderr, flush=True)
+    except KeyboardInterrupt:  # the one line of an interrupted sweep, saying what it kept
+        print(f"kbench: interrupted; {len(written)} rows measured now and {len(jobs) - len(todo)} from before are "
+              f"kept in {results.path}: rerun with --resume to complete the sweep", file=sys.stderr)
+        return 130
     summarize_run(args, written, unavailable, len(jobs) - len(todo))
     if written and all(row.status in ("oom", "skipped") for row in written):
         print(f"kbench: no row was measured ({len(written)} rows oom or skipped)", file=sys.stderr)
         return 1
     return 1 if any(row.status in FAILED_STATUSES for row in written) else 0
+
+
+def progress_line(done: int, total: int, job: Job, rows: list[Result], elapsed_s: float) -> str:
+    """A finished job in a log: 'kbench: 3/12 cpu/numpy B1 H2 N97 d32 causal: ok (4.2 s)', the time since the
+    sweep began."""
+    statuses = Counter(row.status for row in rows)
+    said = next(iter(statuses)) if len(rows) == 1 else ", ".join(f"{n} {status}" for status, n in statuses.items())
+    return f"kbench: {done}/{total} {job.label()}: {said or 'no row'} ({elapsed_s:.1f} s)"
 
 
 def _stop_hook() -> tuple[int, int] | None:
@@ -249,19 +271,31 @@ def _stop_hook() -> tuple[int, int] | None:
 
 
 def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: dict[str, str], kept: int) -> None:
-    """Print this run's rows as a short table, the unavailable targets, and where the report is."""
+    """Print this run's rows as a short table (none when it wrote no row), each target/kernel's notes that every one
+    of its rows carries once below it, the unavailable targets, and where the report is."""
+    from host.report.common import NOTE_SEPARATOR, own_message, shared_notes
     from host.report.render import render
 
-    width = max([16] + [len(row.target) + 1 + len(row.kernel) for row in written])
+    groups: dict[str, list[Result]] = {}
+    for row in written:
+        groups.setdefault(f"{row.target}/{row.kernel}", []).append(row)
+    shared = {name: shared_notes(rows) for name, rows in groups.items()}
+    width = max([16] + [len(name) for name in groups])
     workers = max([0] + [len(row.worker) for row in written])  # a cluster sweep's rows say where they ran
     where = lambda text: f" {text:<{workers}}" if workers else ""  # noqa: E731
-    print(f"{'target/kernel':<{width}} {'dtype':<8} {'B':>3} {'H':>4} {'N':>6} {'d':>4} {'causal':>6} {'p50 ms':>10} "
-          f"{'GFLOP/s':>9} {'rel_l2':>9}{where('worker')}  status")
+    if written:
+        print(f"{'target/kernel':<{width}} {'dtype':<8} {'B':>3} {'H':>4} {'N':>6} {'d':>4} {'causal':>6} "
+              f"{'p50 ms':>10} {'GFLOP/s':>9} {'rel_l2':>9}{where('worker')}  status")
     for row in written:
-        fmt = lambda x, f: "-" if x is None else format(x, f)  # noqa: E731
-        print(f"{row.target + '/' + row.kernel:<{width}} {row.dtype:<8} {row.batch:>3} {row.heads:>4} {row.seq:>6} {row.dim:>4} "
-              f"{int(row.causal):>6} {fmt(row.p50_ms, '10.4g')} {fmt(row.gflops, '9.4g')} "
-              f"{fmt(row.rel_l2, '9.2e')}{where(row.worker)}  {row.status}{': ' + row.message if row.message else ''}")
+        name = f"{row.target}/{row.kernel}"
+        fmt = lambda x, f, w: f"{'-':>{w}}" if x is None else format(x, f"{w}{f}")  # noqa: E731
+        message = own_message(row, shared[name])
+        print(f"{name:<{width}} {row.dtype:<8} {row.batch:>3} {row.heads:>4} {row.seq:>6} {row.dim:>4} "
+              f"{int(row.causal):>6} {fmt(row.p50_ms, '.4g', 10)} {fmt(row.gflops, '.4g', 9)} "
+              f"{fmt(row.rel_l2, '.2e', 9)}{where(row.worker)}  {row.status}{': ' + message if message else ''}")
+    for name, notes in shared.items():
+        if notes:
+            print(f"{name}, every row: {NOTE_SEPARATOR.join(notes)}")
     for name, reason in unavailable.items():
         print(f"unavailable: {name}: {reason}")
     counts = ", ".join(f"{sum(r.status == status for r in written)} {status}" for status in STATUSES
@@ -286,13 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C ends a sweep even where a shell ignored SIGINT
 
     def body() -> int:
-        try:
-            parser, entries = build_parser()
-            return run_sweep(parser.parse_args(argv), argv, parser, entries)
-        except KeyboardInterrupt:
-            print("kbench: interrupted; finished rows are kept in results.csv: rerun with --resume to complete the "
-                  "sweep", file=sys.stderr)
-            return 130
+        parser, entries = build_parser()
+        return run_sweep(parser.parse_args(argv), argv, parser, entries)
 
-    return guard(body, usage_errors=(SpecError, ResultsError))
+    return guard(body, interrupted="finished rows are kept in results.csv: rerun with --resume to complete the sweep")
 

@@ -1,5 +1,6 @@
-"""Run the board twin on a pseudo-terminal: `python -m mcu.sim [--root DIR] [--clock HZ] [--mpy-abi N]
-[--faults SPEC] [--memory-limit MIB] [--exit-on-stdin-eof]`.
+"""Run the board twin on a pseudo-terminal: a Cortex-M4 board speaking MicroPython's REPL, for hosts without a board.
+
+    python -m mcu.sim [--root DIR] [--clock HZ] [--mpy-abi N] [--faults SPEC] [--memory-limit MIB] [--exit-on-stdin-eof]
 
 The first line of stdout is the pty's path (e.g. /dev/pts/7): give it to `mpremote connect`, to pyserial, or to
 kbench's MCU target. The twin speaks MicroPython's REPL as the STM32 port does (docs/twin.md) over a board
@@ -9,6 +10,10 @@ gives it a pipe, so the twin ends with the host however the host ends). --mpy-ab
 sys.implementation._mpy; --faults injects line faults (mcu/sim/faults.py). --memory-limit caps the twin process's
 address space (MEMORY_LIMIT_MIB by default, 0 for none) so that board code which allocates more than the host can
 spare (`b'a' * 2**31`) gets a MemoryError, as on a board, instead of taking the host's memory.
+
+Exit status: 0 stopped (Ctrl-C, SIGTERM or SIGHUP while serving is how a twin is stopped, not an interruption);
+1 the twin's REPL failed; 2 bad arguments only (one `kbench: error:` line naming the value); 130 interrupted by
+Ctrl-C before the pty was served.
 """
 
 from __future__ import annotations
@@ -55,18 +60,21 @@ def limit_memory(mib: int) -> None:
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="python -m mcu.sim", description=__doc__.splitlines()[0])
-    parser.add_argument("--root", help="the board's filesystem: an existing folder (default: a temporary one)")
+    parser = Parser(prog="python -m mcu.sim", doc=__doc__)
+    parser.add_argument("--root", metavar="DIR",
+                        help="the board's filesystem: an existing folder (default: a temporary one, deleted at exit)")
     parser.add_argument("--clock", type=integer("clock", 1_000_000, 1_000_000_000), default=DEFAULT_CLOCK_HZ,
                         help=f"core clock in Hz for DWT_CYCCNT and ticks (default {DEFAULT_CLOCK_HZ})")
     parser.add_argument("--mpy-abi", type=integer("mpy-abi", 0, 0xFFFF), default=MPY_ABI,
                         help=f"sys.implementation._mpy to announce (default {MPY_ABI}: .mpy 6.3, armv7emsp)")
     parser.add_argument("--faults", type=FaultSpec.argument, default=FaultSpec(),
-                        help="line faults while a frame server runs, e.g. drop=0.001,flip=0.001,delay=0.01,reset=40")
+                        help="line faults while a frame server runs, e.g. drop=0.001,flip=0.001,delay=0.01,reset=40 "
+                             "(default: none)")
     parser.add_argument("--memory-limit", type=integer("memory-limit", 0, 1 << 24), default=MEMORY_LIMIT_MIB,
                         metavar="MIB", help=f"address-space limit of the twin in MiB; board code beyond it gets "
                         f"MemoryError (default {MEMORY_LIMIT_MIB}; 0: no limit)")
-    parser.add_argument("--exit-on-stdin-eof", action="store_true", help="stop when stdin reaches its end")
+    parser.add_argument("--exit-on-stdin-eof", action="store_true",
+                        help="stop when stdin reaches its end (default: run until a signal)")
     return parser
 
 

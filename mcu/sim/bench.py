@@ -1,16 +1,21 @@
-"""Speed and modelled cycles of the board twin on one head:
-`python -m mcu.sim.bench [--seq 128] [--dim 64] [--bc 16,64] [--keys 32,128]`.
+"""Speed and modelled cycles of the board twin on one head, each output checked bit for bit against host/q15.py.
+
+    python -m mcu.sim.bench [--seq 128] [--dim 64] [--bc 16,64] [--causal {0,1,both}] [--keys 32,128]
 
 For each key block Bc: the wall time of the emulated call, emulated instructions per second, the modelled DWT
 cycles, cycles per multiply-accumulate (2·N²·d MACs, N²·d when causal) next to SMLALD's 0.5-cycle bound, and the
 latency those cycles mean at the board's 168 MHz. With --keys, the same head streamed (q15attn_stream, 32 query rows
 at a time) in key chunks of each size, summed over the calls: what streaming costs the kernel beside one pass. Every
 emulated output must equal host/q15.py's bit for bit: a mismatch ends the run with a TargetError naming the first
-differing element, and no figure is printed for it.
+differing element, and no figure is printed for it. `--causal both` prints a table for each mask.
+
+Exit status: 0 measured, every output bit-exact; 1 an output differs from the model (or the emulator failed);
+2 bad arguments only (one `kbench: error:` line naming the value); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import numpy as np
@@ -57,7 +62,8 @@ def bench(seq: int, dim: int, bcs: tuple[int, ...], causal: bool, keys: tuple[in
     emulator = Q15Emulator()
     macs = 2 * seq * seq * dim // (2 if causal else 1)
     lines = [f"seq {seq}, dim {dim}, one head, {'causal' if causal else 'not causal'}, {macs:,} MACs",
-             "| Bc | keys per call | wall s | emulated Minstr/s | DWT cycles | cycles/MAC | at 168 MHz ms | bit-exact |",
+             "| Bc | keys per call | wall s | emulated Minstr/s | DWT cycles | cycles/MAC | at 168 MHz ms | "
+             "bit-exact |",
              "|---:|---|---:|---:|---:|---:|---:|---|"]
     for bc in bcs:
         params = Q15Params(seq, dim, causal, bc, *score_scale(sq, sk, dim))
@@ -75,22 +81,30 @@ def bench(seq: int, dim: int, bcs: tuple[int, ...], causal: bool, keys: tuple[in
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = Parser(prog="python -m mcu.sim.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--seq", type=integer("seq", 1, 512), default=128)
-    parser.add_argument("--dim", type=integer("dim", 1, DIM_MAX), default=64)
-    parser.add_argument("--bc", type=int_list("bc", 1, BC_MAX), default=(16, 64))
-    parser.add_argument("--causal", type=integer("causal", 0, 1), default=0)
-    parser.add_argument("--keys", type=int_list("keys", 1, SEQ_MAX), default=(),
-                        help="also stream the head in chunks of these many keys (each a multiple of Bc, below seq)")
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="python -m mcu.sim.bench", doc=__doc__)
+    parser.add_argument("--seq", type=integer("seq", 1, 512), default=128,
+                        help="sequence length N of the one head (default 128)")
+    parser.add_argument("--dim", type=integer("dim", 1, DIM_MAX), default=64, help="head dimension d (default 64)")
+    parser.add_argument("--bc", type=int_list("bc", 1, BC_MAX), default=(16, 64), metavar="LIST",
+                        help="key blocks Bc, comma-separated: one table row each (default 16,64)")
+    parser.add_argument("--causal", choices=("0", "1", "both"), default="0",
+                        help="causal masking; both runs the head with each mask (default 0)")
+    parser.add_argument("--keys", type=int_list("keys", 1, SEQ_MAX), default=(), metavar="LIST",
+                        help="also stream the head in chunks of these many keys, each a multiple of every Bc and "
+                             "below seq (default: one pass only)")
+    return parser
 
+
+def main(argv: list[str] | None = None) -> int:
     def body() -> int:
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)
         for keys in args.keys:
             if keys >= args.seq or any(keys % bc for bc in args.bc):
                 raise SpecError(f"--keys {keys}: allowed: below --seq {args.seq} and a multiple of every --bc "
                                 f"({','.join(map(str, args.bc))})")
-        print(bench(args.seq, args.dim, args.bc, bool(args.causal), args.keys))
+        masks = (False, True) if args.causal == "both" else (args.causal == "1",)
+        print("\n\n".join(bench(args.seq, args.dim, args.bc, causal, args.keys) for causal in masks))
         return 0
 
     return guard(body)

@@ -22,7 +22,7 @@ desc: I1 cache:         32768 B, 64 B, 8-way associative
 desc: D1 cache:         32768 B, 64 B, 8-way associative
 desc: LL cache:         268435456 B, 64 B, direct-mapped
 cmd: /usr/bin/python3 -m host.cpu.cachegrind --batch 1 --heads 1 --seq 64 --dim 16 --causal 0 --seed 0 --measured
-events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw 
+events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw\x20
 fl= ???
 fn=0x0000000000001090
 0 7 1 1 2 0 0 1 0 0
@@ -85,12 +85,12 @@ def test_both_runs_have_command_lines_of_one_length():
     assert full[:-1] == ["--batch", "2", "--heads", "3", "--seq", "17", "--dim", "59", "--causal", "1", "--seed", "7"]
 
 
-def test_probe_runs_in_process_and_rejects_both_modes():
-    cachegrind.main(["--batch", "1", "--heads", "2", "--seq", "5", "--dim", "3", "--causal", "1", "--seed", "1",
-                     "--baseline"])
-    with pytest.raises(SystemExit):
-        cachegrind.main(["--batch", "1", "--heads", "1", "--seq", "5", "--dim", "3", "--causal", "0", "--seed", "1",
-                         "--baseline", "--measured"])
+def test_probe_runs_in_process_and_rejects_both_modes(capsys):
+    assert cachegrind.main(["--batch", "1", "--heads", "2", "--seq", "5", "--dim", "3", "--causal", "1", "--seed",
+                            "1", "--baseline"]) == 0
+    assert cachegrind.main(["--batch", "1", "--heads", "1", "--seq", "5", "--dim", "3", "--causal", "0", "--seed",
+                            "1", "--baseline", "--measured"]) == 2
+    assert capsys.readouterr().err.startswith("kbench: error: argument --measured: not allowed with argument")
 
 
 def test_child_env_pins_one_thread_and_finds_the_project(monkeypatch):

@@ -1,11 +1,11 @@
-"""host/cli.py: argument types quote the bad value and the allowed range; guard maps errors to exit statuses."""
+"""host/cli_common.py: argument types quote the bad value and the allowed range; guard maps errors to exit statuses."""
 
 import argparse
 
 import pytest
 
 from host.cli_common import guard, int_list, integer, name_list
-from host.errors import LinkError, SpecError
+from host.errors import LinkError, ResultsError, SpecError
 
 
 @pytest.mark.parametrize("parse,text,message", [
@@ -39,9 +39,20 @@ def test_guard_maps_errors_to_statuses_and_prints_one_line(capsys):
     assert capsys.readouterr().err == "kbench: error: dim=0 is out of range\n"
     assert guard(fail(LinkError("board did not answer"))) == 1
     assert capsys.readouterr().err == "kbench: board did not answer\n"
-    assert guard(fail(LinkError("x")), usage_errors=(LinkError,)) == 2
+    assert guard(fail(ResultsError("results.csv:2: not UTF-8"))) == 1, "only a SpecError is a bad argument"
+    assert capsys.readouterr().err == "kbench: results.csv:2: not UTF-8\n"
     with pytest.raises(ZeroDivisionError):
         guard(lambda: 1 // 0)
+
+
+def test_guard_turns_ctrl_c_into_one_line_and_130(capsys):
+    def interrupted():
+        raise KeyboardInterrupt
+
+    assert guard(interrupted) == 130
+    assert capsys.readouterr().err == "kbench: interrupted\n"
+    assert guard(interrupted, interrupted="3 rows kept") == 130
+    assert capsys.readouterr().err == "kbench: interrupted; 3 rows kept\n"
 
 
 def test_ctrl_c_in_any_codesign_command_is_one_line(capsys, monkeypatch):
@@ -55,4 +66,4 @@ def test_ctrl_c_in_any_codesign_command_is_one_line(capsys, monkeypatch):
 
     assert main(["gemm", "1", "1", "1"]) == 130
     err = capsys.readouterr().err
-    assert err.strip() == "kbench: gemm interrupted"
+    assert err.count("\n") == 1 and err.startswith("kbench: ") and "interrupted" in err, err
