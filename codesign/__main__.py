@@ -1,5 +1,7 @@
-"""`python -m codesign COMMAND …`: the datapath model's command line. Each command is a module with `main(argv)`;
-bad arguments exit 2 with one line, a failed check exits 1."""
+"""`python -m codesign COMMAND …`: the datapath model's command line. Each command is a module with `main(argv)`,
+run under host.cli_common.guard: bad arguments exit 2 with one line, a failed check or a missing capability exits 1,
+Ctrl-C exits 130 with one line. Commands that write take `--out DIR`, by default a folder under reports/latest/
+(git-ignored)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ COMMANDS = {
     "run": ("codesign.run", "one attention problem on one datapath: cycles, stages, traffic, bit-exactness"),
     "gemm": ("codesign.gemm", "one GEMM on the array: cycles and SRAM accesses, SCALE-Sim v2 compatible"),
     "widths": ("codesign.widths", "the accumulator-width sweep: where bit-exactness breaks and what error follows"),
-    "diagram": ("codesign.diagram", "draw the datapath's block diagram as a PNG"),
+    "diagram": ("codesign.diagram", "draw the datapath's block diagram (PNG, SVG or PDF)"),
     "actions": ("codesign.actions", "the energy and area model's per-action bands at one node"),
     "explore": ("codesign.explore_cli", "sweep operating points: latency, energy and area bands, Pareto front, plots"),
     "synth": ("codesign.rtl.synth_cli", "synthesise the RTL units with Yosys: NAND2 gate equivalents, seconds"),
@@ -41,13 +43,10 @@ def main(argv: list[str]) -> int:
         return 2
     module = importlib.import_module(COMMANDS[command][0])
     try:
-        return guard(lambda: module.main(rest))
+        return guard(lambda: module.main(rest))  # guard owns Ctrl-C: one line, exit 130
     except MemoryError as exc:  # a problem larger than this machine: say so in one line, not a traceback
         print(f"kbench: out of memory: {exc or 'MemoryError'}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for it, not a traceback
-        print(f"kbench: {command} interrupted", file=sys.stderr)
-        return 130
 
 
 if __name__ == "__main__":

@@ -80,10 +80,13 @@ def main(argv: list[str]) -> int:
     parser = Parser(prog="python -m codesign actions", description=__doc__)
     parser.add_argument("--node", type=integer("node", 1, 1000, allowed=tech.nodes), default=45,
                         help=f"technology node in nm: {', '.join(str(n) for n in tech.nodes)} (default 45)")
-    parser.add_argument("--acc-bits", type=integer("acc-bits", ACC_BITS_MIN, ACC_BITS_MAX), default=40)
+    parser.add_argument("--acc-bits", type=integer("acc-bits", ACC_BITS_MIN, ACC_BITS_MAX), default=40,
+                        help="the array's accumulator width in bits (default 40)")
     parser.add_argument("--array", type=array_shape, default=(32, 32), help="array RxC (default 32x32)")
-    parser.add_argument("--exp-lanes", type=integer("exp-lanes", 1, 4096), default=16)
-    parser.add_argument("--dividers", type=integer("dividers", 1, 4096), default=32)
+    parser.add_argument("--exp-lanes", type=integer("exp-lanes", 1, 4096), default=16,
+                        help="EXP2 lanes of the softmax unit (default 16)")
+    parser.add_argument("--dividers", type=integer("dividers", 1, 4096), default=32,
+                        help="dividers for the final normalisation (default 32)")
     args = parser.parse_args(argv)
     tech.check_node(args.node)
     dp = Datapath(rows=args.array[0], cols=args.array[1], acc_bits=args.acc_bits, exp_lanes=args.exp_lanes,

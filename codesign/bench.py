@@ -7,6 +7,9 @@
 2. Cycle-only evaluation (codesign/cycles.py, no data): configurations per second over a grid of array shapes,
    dataflows and exponent lanes, causal and not, at that head's shape and at seq 32768 (goal ≥ 10,000 per second),
    beside the rate of bare `gemm()` calls as the anchor (each configuration makes 4–12 of them).
+
+It first prints the machine's load average and a fixed numpy matmul's time (codesign/console.py), so a reader of
+the raw output can tell a loaded machine from a slower model.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import time
 import numpy as np
 
 from codesign.bits import run_head
+from codesign.console import machine
 from codesign.cycles import head_cycles
 from codesign.datapath import Datapath, array_shape
 from codesign.gemm import gemm
@@ -71,12 +75,15 @@ def gemm_speed(dim: int, calls: int = 100_000) -> float:
 
 def main(argv: list[str]) -> int:
     parser = Parser(prog="python -m codesign bench", description=__doc__)
-    parser.add_argument("--seq", type=integer("seq", 1, q15.SEQ_MAX), default=1024)
-    parser.add_argument("--dim", type=integer("dim", 1, q15.DIM_MAX), default=64)
+    parser.add_argument("--seq", type=integer("seq", 1, q15.SEQ_MAX), default=1024,
+                        help="sequence length of the bit-accurate head (default 1024)")
+    parser.add_argument("--dim", type=integer("dim", 1, q15.DIM_MAX), default=64, help="head dimension (default 64)")
     parser.add_argument("--array", type=array_shape, default=(32, 32), help="array RxC (default 32x32)")
-    parser.add_argument("--repeats", type=integer("repeats", 1, 1000), default=5)
+    parser.add_argument("--repeats", type=integer("repeats", 1, 1000), default=5,
+                        help="timed runs per figure, of which the median is printed (default 5)")
     args = parser.parse_args(argv)
     rows, cols = args.array
+    print(machine().line())
     print(f"bit-accurate head, seq {args.seq} d {args.dim} on {rows}x{cols} (Bc {cols}), median of {args.repeats}; "
           "anchor: host/q15.py on the same head")
     print(f"  {'accumulators':<22} {'causal':>6} {'datapath ms':>12} {'host/q15.py ms':>15} {'ratio':>6}  bit-exact")

@@ -1,6 +1,7 @@
 """`python -m codesign diagram`: the datapath's block diagram, drawn from a `Datapath` (array shape, dataflow,
 widths, lanes, buffers), as a PNG. Boxes are units, arrows the data that moves between them, labelled with its
-width; the figure is the one in docs/codesign.md."""
+width. It writes OUT/codesign_datapath.png (or .svg, .pdf), OUT by default reports/latest/diagram (git-ignored); the
+figure in docs/codesign.md is the default datapath's, regenerated only when asked: `--out docs`."""
 
 from __future__ import annotations
 
@@ -8,14 +9,17 @@ from pathlib import Path
 
 from codesign.datapath import OUTPUT_ACC_BITS, Datapath
 from codesign.options import add_datapath_options, datapaths
-from host.cli_common import Parser, output_folder
+from host.cli_common import Parser, folder, output_folder
 from host.errors import SpecError
 
 UNIT = "#dbe8f5"
 MEMORY = "#f5e6cc"
 ARRAY = "#d9f0d3"
 #: The file types the diagram can be written as (matplotlib picks the format from the suffix).
-FORMATS = (".png", ".svg", ".pdf")
+FORMATS = ("png", "svg", "pdf")
+#: The file name inside --out, and the default --out.
+NAME = "codesign_datapath"
+DEFAULT_OUT = Path("reports/latest/diagram")
 
 
 def draw(dp: Datapath, path: Path) -> None:
@@ -88,18 +92,18 @@ def draw(dp: Datapath, path: Path) -> None:
 
 def main(argv: list[str]) -> int:
     parser = Parser(prog="python -m codesign diagram", description=__doc__)
-    parser.add_argument("--out", type=Path, default=Path("docs/codesign_datapath.png"),
-                        help="the image to write, .png, .svg or .pdf (default docs/codesign_datapath.png)")
+    parser.add_argument("--out", type=folder, default=DEFAULT_OUT,
+                        help=f"folder for {NAME}.FORMAT (default {DEFAULT_OUT}, git-ignored; `--out docs` redraws "
+                             "the docs figure)")
+    parser.add_argument("--format", choices=FORMATS, default=FORMATS[0],
+                        help=f"image format: {', '.join(FORMATS)} (default {FORMATS[0]})")
     add_datapath_options(parser.add_argument_group("datapath"))
     args = parser.parse_args(argv)
     (datapath,) = datapaths(args)
-    out = args.out
-    if out.suffix.lower() not in FORMATS or out.name == out.suffix:
-        raise SpecError(f"--out {str(out)!r} is not an image file name; allowed: a name ending in "
-                        f"{', '.join(FORMATS)}")
-    if out.is_dir():
-        raise SpecError(f"--out {out} is a folder; allowed: an image file name ending in {', '.join(FORMATS)}")
-    output_folder(out.parent, "--out")
-    draw(datapath, out)
-    print(f"wrote {out}")
+    if args.out.suffix.lower().lstrip(".") in FORMATS:
+        raise SpecError(f"--out {args.out} names an image file; allowed: a folder (the diagram is "
+                        f"FOLDER/{NAME}.{args.format}; --format picks png, svg or pdf)")
+    path = output_folder(args.out) / f"{NAME}.{args.format}"
+    draw(datapath, path)
+    print(f"wrote {path}")
     return 0

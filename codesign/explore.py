@@ -33,9 +33,9 @@ from codesign.technology import Band, GateCalibration, Technology, default_gates
 from host.errors import SpecError
 from host.problem import AttentionProblem
 
-#: The default space: 8×8 to 256×256 arrays (square, and 1:4 up to 128), three dataflows, 4 to 256 exponent lanes, two buffer
-#: sets (the datapath's default, and one that holds a seq-1024 d-64 head's K and V), 200 MHz to 1.5 GHz, DRAM from an
-#: LPDDR4 channel to an HBM stack, the Stillmaker-Baas nodes 45 to 7 nm, 24- to 48-bit accumulators.
+#: The default space: 8×8 to 256×256 arrays (square, and 1:4 up to 128), three dataflows, 4 to 256 exponent lanes,
+#: two buffer sets (the datapath's default, and one that holds a seq-1024 d-64 head's K and V), 200 MHz to 1.5 GHz,
+#: DRAM from an LPDDR4 channel to an HBM stack, the Stillmaker-Baas nodes 45 to 7 nm, 24- to 48-bit accumulators.
 DEFAULT_SPACE = {
     "array": ["8x8", "16x16", "32x32", "64x64", "128x128", "256x256", "8x32", "32x8", "16x64", "64x16", "32x128",
               "128x32"],
@@ -239,75 +239,98 @@ def explore(problem: AttentionProblem, space: dict, tech: Technology, progress=N
     start = time.perf_counter()
     gates = gates or default_gates()
     table = _cycle_table(problem, space, progress)
+    cols = _every_point(table, space)
+    heads = problem.batch * problem.heads
+    ok = cols["skipped"] == ""
+    latency = np.where(ok, cols["cycles"] * heads / cols["clock_hz"], np.nan)
+    buffers = (cols["q_kb"], cols["k_kb"], cols["v_kb"], cols["o_kb"])
+    units = area(tech, cols["rows"], cols["cols"], cols["acc_bits"], cols["exp_lanes"], cols["dividers"], buffers,
+                 cols["node_nm"])
+    energy_low, energy_high, shares = _energy(tech, cols, space, units, heads, latency, ok)
+    synth = synthesis_area(tech, gates, units, cols["rows"], cols["cols"], cols["acc_bits"], cols["overflow"],
+                           cols["exp_lanes"], cols["dividers"], cols["node_nm"])
+    label, rel_l2 = _bit_columns(problem, space, cols)
+    ops = problem.flops()
+    columns = {
+        "array": np.char.add(np.char.add(cols["rows"].astype(str), "x"), cols["cols"].astype(str)),
+        "dataflow": cols["dataflow"], "exp_lanes": cols["exp_lanes"], "dividers": cols["dividers"],
+        "div_latency": cols["div_latency"],
+        "buffers_kb": np.array([f"{q:.10g}/{k:.10g}/{v:.10g}/{o:.10g}" for q, k, v, o in zip(*buffers)]),
+        "clock_mhz": cols["clock_hz"] / 1e6, "dram_gbps": cols["dram_gbps"], "node_nm": cols["node_nm"],
+        "acc_bits": cols["acc_bits"], "overflow": cols["overflow"], "dram": cols["dram"],
+        "latency_s": latency, "inferences_per_s": 1 / latency, "gops": ops / latency / 1e9,
+        "energy_j_low": energy_low, "energy_j_high": energy_high, "energy_j": np.sqrt(energy_low * energy_high),
+        **_area_columns(units["total"] * 1e-6, synth, ok),
+        "utilisation": np.where(ok, cols["utilisation"], np.nan),
+        "dram_stall_share": np.where(ok, cols["stall_cycles"] / np.maximum(cols["cycles"], 1), np.nan),
+        "bit_exact": label, "rel_l2": rel_l2, "skipped": cols["skipped"],
+    }
+    total_mid = sum(shares.values())
+    for part, value in shares.items():
+        columns[f"share_{part}"] = np.where(ok, value / np.where(total_mid > 0, total_mid, 1), np.nan)
+    columns["gops_per_mm2"] = columns["gops"] / columns["area_mm2"]
+    columns["gops_per_j"] = ops / 1e9 / columns["energy_j"]
+    return Exploration(columns, len(table["cycles"]), time.perf_counter() - start)
+
+
+def _every_point(table: dict[str, np.ndarray], space: dict) -> dict[str, np.ndarray]:
+    """The cycle table's rows repeated for every node, accumulator width, overflow rule and DRAM kind: one column
+    per parameter, one entry per operating point."""
     extra = [k for k in ("node_nm", "acc_bits", "overflow", "dram") if k in space]
     grids = np.meshgrid(np.arange(len(table["cycles"])), *(np.arange(len(space[k])) for k in extra), indexing="ij")
     config = grids[0].ravel()
     cols = {name: values[config] for name, values in table.items()}
     for key, index in zip(extra, grids[1:]):
         cols[key] = np.array(space[key])[index.ravel()]
-    heads = problem.batch * problem.heads
-    ok = cols["skipped"] == ""
-    latency = np.where(ok, cols["cycles"] * heads / cols["clock_hz"], np.nan)
+    return cols
+
+
+def _energy(tech: Technology, cols: dict, space: dict, units: dict, heads: int, latency: np.ndarray,
+            ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """(low, high) energy per inference in J (NaN where the point cannot run), and each part's energy from the
+    geometric means of the bands (for its share)."""
     buffers = (cols["q_kb"], cols["k_kb"], cols["v_kb"], cols["o_kb"])
     node, acc = cols["node_nm"], cols["acc_bits"]
-    units = area(tech, cols["rows"], cols["cols"], acc, cols["exp_lanes"], cols["dividers"], buffers, node)
     traffic = {k: cols[k].astype(float) for k in TRAFFIC_KEYS}
     dynamic = {kind: head_energy(tech, traffic, cols["rows"], cols["cols"], acc, cols["div_latency"], buffers, node,
                                  kind) for kind in space["dram"]}
-    energy_low = np.zeros(len(config))
-    energy_high = np.zeros(len(config))
+    points = len(latency)
+    energy_low, energy_high = np.zeros(points), np.zeros(points)
+    shares = {part: np.zeros(points) for part in ("array", "buffers", "softmax", "score", "dividers", "dram")}
     for kind, parts in dynamic.items():
         here = cols["dram"] == kind
         energy_low[here] = (parts["total"].low * heads * 1e-12)[here]
         energy_high[here] = (parts["total"].high * heads * 1e-12)[here]
+        for part, share in shares.items():
+            share[here] = (parts[part].mid * heads * 1e-12)[here]
     leak = leakage_w(tech, units, buffers, cols["rows"], cols["cols"], node)
-    shares = {}  # each part's share of the energy, from the geometric means of the bands
-    for part in ("array", "buffers", "softmax", "score", "dividers", "dram"):
-        shares[part] = np.zeros(len(config))
-        for kind, parts in dynamic.items():
-            here = cols["dram"] == kind
-            shares[part][here] = (parts[part].mid * heads * 1e-12)[here]
     shares["leakage"] = leak.mid * latency
-    total_mid = sum(shares.values())
     energy_low = np.where(ok, energy_low + leak.low * latency, np.nan)
     energy_high = np.where(ok, energy_high + leak.high * latency, np.nan)
-    area_mm2 = units["total"] * 1e-6
-    synth = synthesis_area(tech, gates, units, cols["rows"], cols["cols"], acc, cols["overflow"], cols["exp_lanes"],
-                           cols["dividers"], node)
+    return energy_low, energy_high, shares
+
+
+def _area_columns(table_mm2: Band, synth: dict, ok: np.ndarray) -> dict[str, np.ndarray]:
+    """The table's area band and the synthesis-based one, mm² (NaN where the point cannot run)."""
     synth_mm2 = synth["total"] * 1e-6
-    labels = bit_labels(problem, sorted(set(space["array"][i][1] for i in range(len(space["array"])))),
-                        space["acc_bits"], space["overflow"])
-    label = np.empty(len(config), dtype=object)
-    rel_l2 = np.empty(len(config))
+    return {"area_mm2_low": np.where(ok, table_mm2.low, np.nan), "area_mm2_high": np.where(ok, table_mm2.high, np.nan),
+            "area_mm2": np.where(ok, table_mm2.mid, np.nan),
+            "synth_ge": np.where(ok, synth["ge"], np.nan),
+            "synth_area_mm2_low": np.where(ok, synth_mm2.low, np.nan),
+            "synth_area_mm2_high": np.where(ok, synth_mm2.high, np.nan),
+            "synth_area_mm2": np.where(ok, synth_mm2.mid, np.nan)}
+
+
+def _bit_columns(problem: AttentionProblem, space: dict, cols: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Each point's bit_exact label and rel-L2 (bit_labels, looked up by the point's Bc, width and overflow)."""
+    labels = bit_labels(problem, sorted({c for _, c in space["array"]}), space["acc_bits"],
+                        space["overflow"])
+    label = np.empty(len(cols["cols"]), dtype=object)
+    rel_l2 = np.empty(len(cols["cols"]))
     for (c, bits, overflow), (text, err) in labels.items():
-        here = (cols["cols"] == c) & (acc == bits) & (cols["overflow"] == overflow)
+        here = (cols["cols"] == c) & (cols["acc_bits"] == bits) & (cols["overflow"] == overflow)
         label[here], rel_l2[here] = text, err
-    ops = problem.flops()
-    columns = {
-        "array": np.char.add(np.char.add(cols["rows"].astype(str), "x"), cols["cols"].astype(str)),
-        "dataflow": cols["dataflow"], "exp_lanes": cols["exp_lanes"], "dividers": cols["dividers"],
-        "div_latency": cols["div_latency"], "buffers_kb": np.array([f"{q:.10g}/{k:.10g}/{v:.10g}/{o:.10g}" for q, k, v, o in
-                                                                     zip(*buffers)]),
-        "clock_mhz": cols["clock_hz"] / 1e6, "dram_gbps": cols["dram_gbps"], "node_nm": node, "acc_bits": acc,
-        "overflow": cols["overflow"], "dram": cols["dram"],
-        "latency_s": latency, "inferences_per_s": 1 / latency, "gops": ops / latency / 1e9,
-        "energy_j_low": energy_low, "energy_j_high": energy_high,
-        "energy_j": np.sqrt(energy_low * energy_high),
-        "area_mm2_low": np.where(ok, area_mm2.low, np.nan), "area_mm2_high": np.where(ok, area_mm2.high, np.nan),
-        "area_mm2": np.where(ok, area_mm2.mid, np.nan),
-        "synth_ge": np.where(ok, synth["ge"], np.nan),
-        "synth_area_mm2_low": np.where(ok, synth_mm2.low, np.nan),
-        "synth_area_mm2_high": np.where(ok, synth_mm2.high, np.nan),
-        "synth_area_mm2": np.where(ok, synth_mm2.mid, np.nan),
-        "utilisation": np.where(ok, cols["utilisation"], np.nan),
-        "dram_stall_share": np.where(ok, cols["stall_cycles"] / np.maximum(cols["cycles"], 1), np.nan),
-        "bit_exact": label, "rel_l2": rel_l2, "skipped": cols["skipped"],
-    }
-    for part, value in shares.items():
-        columns[f"share_{part}"] = np.where(ok, value / np.where(total_mid > 0, total_mid, 1), np.nan)
-    columns["gops_per_mm2"] = columns["gops"] / columns["area_mm2"]
-    columns["gops_per_j"] = ops / 1e9 / columns["energy_j"]
-    return Exploration(columns, len(table["cycles"]), time.perf_counter() - start)
+    return label, rel_l2
 
 
 def pareto(objectives: np.ndarray) -> np.ndarray:

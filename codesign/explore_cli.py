@@ -1,35 +1,45 @@
-"""`python -m codesign explore --seq 1024 --dim 64 --heads 16 [--causal] [--space space.toml] [--results DIR ...]`:
-run the operating-point explorer (codesign/explore.py) and write OUT/points.csv (every point), OUT/front.csv (the
-Pareto fronts, also printed), OUT/energy_latency.png (energy per inference against latency, area as colour, the
-front drawn, measured targets marked) and OUT/efficiency.png (throughput per mm² against energy efficiency).
+"""`python -m codesign explore --seq 1024 --dim 64 --heads 16 [--causal 0|1|both] [--space space.toml]
+[--results DIR ...] [--out DIR]`: run the operating-point explorer (codesign/explore.py) and write OUT/points.csv
+(every point), OUT/front.csv (the Pareto fronts, also printed), OUT/sensitivity.csv, OUT/energy_latency.png (energy
+per inference against latency, area as colour, the front drawn, the --results rows marked) and OUT/efficiency.png
+(throughput per mm² against energy efficiency, one colour per node). OUT defaults to reports/latest/explore
+(git-ignored). Progress goes to stderr stage by stage, in a log as on a terminal; the report prints the machine's
+load and a matmul anchor beside the time it took.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import os
-import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
+from codesign.console import Progress, joules, machine, say, seconds
 from codesign.explore import SWEPT, explore, fronts, load_space, sensitivity, space_size
+from codesign.explore_plots import nothing_exact, plot_efficiency, plot_energy_latency
 from codesign.measured import MeasuredPoint, load
+from codesign.options import add_causal_option, causal_masks
 from codesign.technology import GateCalibration, Technology
-from host.cli_common import Parser, folder, integer, output_folder
+from host.cli_common import Parser, folder, guard, integer, output_folder
 from host.errors import KbenchError, SpecError
 from host.problem import LIMITS, AttentionProblem
 from host.q15 import DIM_MAX, SEQ_MAX
 
 #: Columns of front.csv besides the point's own.
 FRONT_COLUMNS = ("front", "array", "dataflow", "exp_lanes", "dividers", "div_latency", "buffers_kb", "clock_mhz",
-                 "dram", "dram_gbps", "node_nm", "acc_bits", "overflow", "latency_s", "energy_j", "energy_j_low", "energy_j_high", "area_mm2",
+                 "dram", "dram_gbps", "node_nm", "acc_bits", "overflow", "latency_s", "energy_j", "energy_j_low",
+                 "energy_j_high", "area_mm2",
                  "area_mm2_low", "area_mm2_high", "synth_area_mm2", "synth_area_mm2_low", "synth_area_mm2_high",
                  "synth_ge", "utilisation", "dram_stall_share", "gops", "bit_exact", "rel_l2",
                  "share_array", "share_buffers", "share_softmax", "share_score", "share_dividers", "share_dram",
                  "share_leakage")
-MARKERS = {"gpu": ("*", "tab:red"), "mcu": ("^", "tab:green"), "cpu": ("s", "tab:purple")}
+COMMAND = "codesign explore"
+#: Where the files go unless --out says otherwise: under reports/latest/, which git ignores (points.csv is ~22 MB).
+DEFAULT_OUT = Path("reports/latest/explore")
 
 
 def write_points(columns: dict[str, np.ndarray], path: Path) -> None:
@@ -58,124 +68,40 @@ def front_rows(columns: dict[str, np.ndarray], chosen: list[tuple[str, np.ndarra
     return rows
 
 
-def _figure(width: float, height: float):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(figure)
-    return figure
-
-
-def _measured(ax, points: list[MeasuredPoint], x_of, y_of) -> None:
-    """Each measured row as a large marker (star: GPU, triangle: MCU, square: CPU), named in the legend."""
-    shades = {}
-    for point in points:
-        x, y = x_of(point), y_of(point)
-        if x is None or y is None:
-            continue
-        marker, colour = MARKERS.get(point.target, ("o", "black"))
-        shade = shades.setdefault(point.target, 0)
-        shades[point.target] += 1
-        ax.scatter([x], [y], marker=marker, s=150 - 25 * shade, color=colour, alpha=1 - 0.25 * min(shade, 3),
-                   edgecolors="black", zorder=5,
-                   label=f"{point.label}: {point.energy_source.split(':')[0].split(' (')[0]} energy")
+def _point_line(columns, i: int) -> str:
+    """One front point: its datapath, then latency, energy and both areas with their bands, in human units."""
+    c = columns
+    return (f"{c['array'][i]} {c['dataflow'][i]} e{c['exp_lanes'][i]} div{c['dividers'][i]}x{c['div_latency'][i]} "
+            f"{c['clock_mhz'][i]:g} MHz {c['dram'][i]} {c['dram_gbps'][i]:g} GB/s {c['node_nm'][i]} nm "
+            f"acc{c['acc_bits'][i]} {c['overflow'][i]}: {seconds(c['latency_s'][i])}, "
+            f"{joules(c['energy_j'][i], (c['energy_j_low'][i], c['energy_j_high'][i]))}, "
+            f"{c['area_mm2'][i]:.3g} mm² ({c['area_mm2_low'][i]:.3g}..{c['area_mm2_high'][i]:.3g}; synthesis "
+            f"{c['synth_area_mm2'][i]:.3g}: {c['synth_area_mm2_low'][i]:.3g}..{c['synth_area_mm2_high'][i]:.3g})")
 
 
-def _nothing_exact(columns) -> str:
-    """Why a plot or a front is empty: every point skipped, or no accumulator wide enough."""
-    if not np.isfinite(columns["latency_s"]).any():
-        return "no point of this space can run: every one has a buffer below one tile (points.csv: skipped)"
-    return ("no point is bit-exact for every input: every accumulator width in the space is below the contract's "
-            "exact width for its array (docs/codesign.md, \"Accumulator width\"); points.csv has their measured rel-L2")
-
-
-def plot_energy_latency(columns, chosen, points, problem: AttentionProblem, path: Path) -> None:
-    figure = _figure(10, 8)
-    ax = figure.add_subplot()
-    ok = np.isfinite(columns["latency_s"])
-    exact = ok & (columns["bit_exact"] == "all inputs")
-    inexact = ok & ~exact
-    ax.scatter(columns["latency_s"][inexact], columns["energy_j"][inexact], s=2, color="lightgrey",
-               linewidths=0, rasterized=True, label="accumulator below the exact width (rel-L2 in points.csv)")
-    if exact.any():
-        shown = ax.scatter(columns["latency_s"][exact], columns["energy_j"][exact], c=columns["area_mm2"][exact], s=3,
-                           cmap="viridis", norm="log", alpha=0.6, linewidths=0, rasterized=True)
-        figure.colorbar(shown, ax=ax, label="area, mm² (geometric mean of the band)")
-    else:
-        ax.text(0.5, 0.5, _nothing_exact(columns), transform=ax.transAxes, ha="center", va="center", wrap=True)
-    _, best = chosen[0]
-    if len(best):
-        middle = columns["energy_j"][best]
-        ax.errorbar(columns["latency_s"][best], middle, yerr=(middle - columns["energy_j_low"][best],
-                                                              columns["energy_j_high"][best] - middle),
-                    fmt="o", markersize=5, markerfacecolor="none", color="tab:orange", elinewidth=0.8, zorder=4,
-                    label=f"Pareto front in latency, energy and area ({len(best)} bit-exact points; bars: the "
-                          "energy band)")
-    _measured(ax, points, lambda p: p.latency_s, lambda p: p.energy_j)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("latency per inference, s (ASIC: modelled cycles / clock)")
-    ax.set_ylabel("energy per inference, J")
-    ax.set_title(f"ASIC operating points vs measured targets: B {problem.batch}, H {problem.heads}, N {problem.seq}, "
-                 f"d {problem.dim}{', causal' if problem.causal else ''}")
-    ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        figure.legend(loc="outside lower center", ncols=2, fontsize=8)
-    figure.savefig(path, dpi=110)
-
-
-def plot_efficiency(columns, chosen, points, problem: AttentionProblem, path: Path) -> None:
-    figure = _figure(10, 8)
-    ax = figure.add_subplot()
-    exact = np.isfinite(columns["latency_s"]) & (columns["bit_exact"] == "all inputs")
-    if exact.any():
-        shown = ax.scatter(columns["gops_per_j"][exact], columns["gops_per_mm2"][exact], c=columns["node_nm"][exact],
-                           s=3, cmap="plasma_r", alpha=0.5, linewidths=0, rasterized=True)
-        figure.colorbar(shown, ax=ax, label="technology node, nm")
-    else:
-        ax.text(0.5, 0.5, _nothing_exact(columns), transform=ax.transAxes, ha="center", va="center", wrap=True)
-    _, best = chosen[0]
-    if len(best):
-        ax.scatter(columns["gops_per_j"][best], columns["gops_per_mm2"][best], s=18, facecolors="none",
-                   edgecolors="tab:orange", label="energy-latency Pareto front")
-    ops = problem.flops() / 1e9
-    _measured(ax, points, lambda p: ops / p.energy_j,
-              lambda p: None if p.area_mm2 is None else ops / p.latency_s / p.area_mm2)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("energy efficiency, GOP/J (= GOP/s per W)")
-    ax.set_ylabel("throughput per area, GOP/s per mm²")
-    ax.set_title("Throughput per mm² vs energy efficiency (targets without a published die area are not placed)")
-    ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        figure.legend(loc="outside lower center", ncols=2, fontsize=8)
-    figure.savefig(path, dpi=110)
-
-
-def _summary(columns, chosen, points, problem) -> str:
+def _summary(columns, chosen, points) -> str:
     lines = []
     for name, idx in chosen:
         if not len(idx):
-            lines.append(f"front {name}: empty: {_nothing_exact(columns)}")
+            lines.append(f"front {name}: empty: {nothing_exact(columns)}")
             continue
-        fast = idx[np.argmin(columns["latency_s"][idx])]
-        frugal = idx[np.argmin(columns["energy_j"][idx])]
-        small = idx[np.argmin(columns["area_mm2"][idx])]
         lines.append(f"front {name}: {len(idx)} points")
-        for what, i in (("fastest", fast), ("least energy", frugal), ("smallest", small)):
-            lines.append(f"  {what:<12} {columns['array'][i]} {columns['dataflow'][i]} e{columns['exp_lanes'][i]} "
-                         f"div{columns['dividers'][i]}x{columns['div_latency'][i]} {columns['clock_mhz'][i]:g} MHz "
-                         f"{columns['dram'][i]} {columns['dram_gbps'][i]:g} GB/s "
-                         f"{columns['node_nm'][i]} nm acc{columns['acc_bits'][i]} {columns['overflow'][i]}: "
-                         f"{columns['latency_s'][i] * 1e6:.3g} µs, {columns['energy_j'][i] * 1e3:.3g} mJ "
-                         f"({columns['energy_j_low'][i] * 1e3:.3g}..{columns['energy_j_high'][i] * 1e3:.3g}), "
-                         f"{columns['area_mm2'][i]:.3g} mm² ({columns['area_mm2_low'][i]:.3g}.."
-                         f"{columns['area_mm2_high'][i]:.3g}; synthesis {columns['synth_area_mm2'][i]:.3g}: "
-                         f"{columns['synth_area_mm2_low'][i]:.3g}..{columns['synth_area_mm2_high'][i]:.3g})")
-    for p in points:
-        lines.append(f"measured {p.label}: {p.latency_s * 1e6:.3g} µs, {p.energy_j * 1e3:.3g} mJ ({p.energy_source})")
+        for what, metric in (("fastest", "latency_s"), ("least energy", "energy_j"), ("smallest", "area_mm2")):
+            lines.append(f"  {what:<12} {_point_line(columns, idx[np.argmin(columns[metric][idx])])}")
+    for p in points:  # the twin's cycles are a model: its rows say modelled, not measured
+        lines.append(f"{p.kind} {p.label}: {seconds(p.latency_s)}, {joules(p.energy_j)} (timing "
+                     f"{p.timing_source}; energy {p.energy_source})")
     return "\n".join(lines)
+
+
+def _sensitivity_lines(columns, base: int, spread: list[dict]) -> list[str]:
+    lines = ["sensitivity around the front's least energy-delay point ("
+             + ", ".join(f"{k} {columns[k][base]}" for k in SWEPT) + "): max/min when one parameter alone varies",
+             f"  {'parameter':<11} {'latency':>8} {'energy':>8} {'area':>8}  best energy at"]
+    for row in spread:
+        lines.append(f"  {row['parameter']:<11} {row['latency_s_spread']:8.3g} {row['energy_j_spread']:8.3g} "
+                     f"{row['area_mm2_spread']:8.3g}  {row['energy_j_best_at']}")
+    return lines
 
 
 def _write_all(out: Path, result, chosen, spread, measured, problem) -> None:
@@ -199,6 +125,7 @@ def _write_all(out: Path, result, chosen, spread, measured, problem) -> None:
                 writer = csv.DictWriter(handle, fieldnames=list(spread[0]))
                 writer.writeheader()
                 writer.writerows(spread)
+        say(COMMAND, "plots")
         plot_energy_latency(result.columns, chosen, measured, problem, stage("energy_latency.png"))
         plot_efficiency(result.columns, chosen, measured, problem, stage("efficiency.png"))
         for temporary, final in staged:
@@ -215,13 +142,14 @@ def _write_all(out: Path, result, chosen, spread, measured, problem) -> None:
 
 @contextlib.contextmanager
 def _locked(out: Path):
-    """One explorer writing into `out` at a time: a lock file made exclusively, removed at the end."""
+    """One explorer writing into `out` at a time: a lock file made exclusively, removed at the end. A lock held by
+    another run is not a bad argument (exit 1); a folder that cannot be written in is (exit 2)."""
     lock = out / ".explore.lock"
     try:
         handle = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
-        raise SpecError(f"--out {out}: another explore is writing there ({lock} exists; delete it if no run is "
-                        "active)") from None
+        raise KbenchError(f"--out {out}: another explore is writing there ({lock} exists; delete it if no run is "
+                          "active)") from None
     except OSError as exc:
         raise SpecError(f"--out {out}: cannot write in it ({exc.strerror or exc})") from None
     try:
@@ -240,60 +168,82 @@ def balanced(columns: dict[str, np.ndarray], chosen: list[tuple[str, np.ndarray]
     return int(idx[np.argmin(columns["energy_j"][idx] * columns["latency_s"][idx])])
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> Parser:
     parser = Parser(prog="python -m codesign explore", description=__doc__)
-    parser.add_argument("--seq", type=integer("seq", 1, SEQ_MAX), default=1024)
-    parser.add_argument("--dim", type=integer("dim", 1, DIM_MAX), default=64)
-    parser.add_argument("--heads", type=integer("heads", *LIMITS["heads"]), default=16)
-    parser.add_argument("--batch", type=integer("batch", *LIMITS["batch"]), default=1)
-    parser.add_argument("--causal", action="store_true", help="causal mask (default: none)")
+    parser.add_argument("--seq", type=integer("seq", 1, SEQ_MAX), default=1024, help="sequence length (default 1024)")
+    parser.add_argument("--dim", type=integer("dim", 1, DIM_MAX), default=64, help="head dimension (default 64)")
+    parser.add_argument("--heads", type=integer("heads", *LIMITS["heads"]), default=16,
+                        help="heads, run one after another on the datapath (default 16)")
+    parser.add_argument("--batch", type=integer("batch", *LIMITS["batch"]), default=1, help="batch (default 1)")
+    add_causal_option(parser)
     parser.add_argument("--space", type=Path, help="TOML file of space keys replacing the defaults "
-                        "(codesign/explore.py DEFAULT_SPACE lists them)")
+                        "(default: codesign/explore.py DEFAULT_SPACE, which lists them)")
     parser.add_argument("--technology", type=Path, help="per-action table (default codesign/technology.toml)")
     parser.add_argument("--gates", type=Path, help="gate calibration for the synthesis-based area (default "
                         "codesign/rtl_gates.toml, written by `python -m codesign synth --write-calibration`)")
     parser.add_argument("--results", type=folder, nargs="+", default=[],
-                        help="host.compare --out folders whose matching rows are placed beside the ASIC points")
-    parser.add_argument("--out", type=folder, default=Path("explore"), help="output folder (default ./explore)")
-    args = parser.parse_args(argv)
-    problem = AttentionProblem(batch=args.batch, heads=args.heads, seq=args.seq, dim=args.dim, causal=args.causal,
-                               dtype="q15")
+                        help="host.compare --out folders whose matching rows are placed beside the ASIC points "
+                             "(default: none)")
+    parser.add_argument("--out", type=folder, default=DEFAULT_OUT,
+                        help=f"output folder (default {DEFAULT_OUT}, git-ignored); with --causal both, its "
+                             "subfolders full/ and causal/")
+    return parser
+
+
+def _describe(problem: AttentionProblem) -> str:
+    return (f"B {problem.batch} H {problem.heads} N {problem.seq} d {problem.dim}"
+            f"{' causal' if problem.causal else ''}")
+
+
+def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Technology, gates: GateCalibration,
+                 measured: list[MeasuredPoint], left_out: list[str]) -> int:
+    """One problem's exploration: progress on stderr (stage by stage, and the cycle model every few seconds in a
+    log), the files into `out`, the report on stdout with the machine's load and anchor beside the time."""
+    state = machine()
+    began = time.perf_counter()
+    configs, total = space_size(space)
+    print(state.line())
+    say(COMMAND, f"{total:,} operating points ({configs:,} cycle-model configurations) for {_describe(problem)}")
+    with _locked(out):
+        with Progress(COMMAND, "cycle model", configs, "config") as progress:
+            result = explore(problem, space, tech, progress, gates)
+        say(COMMAND, f"energy, area and bits of {len(result):,} points in {result.seconds:.1f} s; Pareto fronts")
+        chosen = fronts(result)
+        base = balanced(result.columns, chosen)
+        spread = sensitivity(result, base) if base is not None else []
+        say(COMMAND, f"writing {out}")
+        _write_all(out, result, chosen, spread, measured, problem)
+    skipped = int((result.columns["skipped"] != "").sum())
+    print(f"{_describe(problem)}: {len(result):,} points in {state.ratio(result.seconds)} "
+          f"({len(result) / result.seconds:,.0f} points/s); the whole run with fronts, files and plots "
+          f"{state.ratio(time.perf_counter() - began)}; {skipped:,} points cannot run (a buffer below one tile: "
+          "points.csv says which)")
+    print(_summary(result.columns, chosen, measured))
+    if spread:
+        print("\n".join(_sensitivity_lines(result.columns, base, spread)))
+    for line in left_out:
+        print(f"--results: left out {line}")
+    names = ["points.csv", "front.csv", *(["sensitivity.csv"] if spread else []), "energy_latency.png",
+             "efficiency.png"]
+    print("wrote " + ", ".join(str(out / name) for name in names)
+          + ("" if spread else " (no sensitivity table: the front is empty)"))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    problems = [AttentionProblem(batch=args.batch, heads=args.heads, seq=args.seq, dim=args.dim, causal=causal,
+                                 dtype="q15") for causal in causal_masks(args.causal)]
     tech = Technology.load(args.technology)
     gates = GateCalibration.load(args.gates)
     space = load_space(args.space, tech)
-    measured, left_out = load(list(dict.fromkeys(args.results)), problem)  # refuse a bad --results before the long work
-    out = output_folder(args.out)
-    configs, total = space_size(space)
-    print(f"exploring {total:,} operating points ({configs:,} cycle-model configurations) for B {problem.batch} "
-          f"H {problem.heads} N {problem.seq} d {problem.dim}{' causal' if problem.causal else ''}", file=sys.stderr)
-    from tqdm import tqdm
-
-    with _locked(out):
-        try:
-            with tqdm(total=configs, desc="cycle model", unit="config", leave=False, disable=None) as progress:
-                result = explore(problem, space, tech, progress, gates)
-            chosen = fronts(result)
-            base = balanced(result.columns, chosen)
-            spread = sensitivity(result, base) if base is not None else []
-            _write_all(out, result, chosen, spread, measured, problem)
-        except KeyboardInterrupt:
-            raise KbenchError(f"interrupted: nothing written to {out} (files of an earlier run there are "
-                              "unchanged)") from None
-    skipped = int((result.columns["skipped"] != "").sum())
-    print(f"{len(result):,} points in {result.seconds:.2f} s ({len(result) / result.seconds:,.0f} points/s); "
-          f"{skipped:,} cannot run (a buffer below one tile: points.csv says which)")
-    print(_summary(result.columns, chosen, measured, problem))
-    if spread:
-        c = result.columns
-        print("sensitivity around the front's least energy-delay point ("
-              + ", ".join(f"{k} {c[k][base]}" for k in SWEPT) + "): max/min when one parameter alone varies")
-        print(f"  {'parameter':<11} {'latency':>8} {'energy':>8} {'area':>8}  best energy at")
-        for row in spread:
-            print(f"  {row['parameter']:<11} {row['latency_s_spread']:8.3g} {row['energy_j_spread']:8.3g} "
-                  f"{row['area_mm2_spread']:8.3g}  {row['energy_j_best_at']}")
-    for line in left_out:
-        print(f"--results: left out {line}")
-    names = ["points.csv", "front.csv", *(["sensitivity.csv"] if spread else []), "energy_latency.png", "efficiency.png"]
-    print("wrote " + ", ".join(str(out / name) for name in names)
-          + ("" if spread else " (no sensitivity table: the front is empty)"))
+    results = list(dict.fromkeys(args.results))
+    rows = [load(results, problem) for problem in problems]  # refuse a bad --results before the long work
+    outs = [args.out] if len(problems) == 1 else [args.out / ("causal" if p.causal else "full") for p in problems]
+    outs = [output_folder(out) for out in outs]
+    for problem, (measured, left_out), out in zip(problems, rows, outs):
+        code = guard(functools.partial(explore_into, out, problem, space, tech, gates, measured, left_out),
+                     interrupted=f"nothing written to {out} (files of an earlier run there are unchanged)")
+        if code:
+            return code
     return 0

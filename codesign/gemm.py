@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from codesign.datapath import ARRAY_MAX, DATAFLOWS, array_shape
+from codesign.datapath import ARRAY_MAX, DATAFLOWS, Datapath, array_shape
 from host.cli_common import Parser, guard, integer
 from host.errors import SpecError
 from host.checks import check_int
@@ -159,15 +159,20 @@ def report(counts: GemmCounts, scalesim: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m codesign gemm M N K --array RxC --dataflow DF [--scalesim]`: print one GEMM's counts."""
+    """`python -m codesign gemm M N K [--array RxC] [--dataflow DF] [--scalesim]`: print one GEMM's counts (array and
+    dataflow default to the datapath's, as in `python -m codesign run`)."""
+    default = Datapath()
     argv = sys.argv[1:] if argv is None else argv
     parser = Parser(prog="python -m codesign gemm",
                     description="Cycles and SRAM traffic of C (MxN) = A (MxK) . B (KxN) on one systolic array.")
     for name in ("M", "N", "K"):
         parser.add_argument(name, type=integer(name, 1, DIM_MAX), help=f"1..{DIM_MAX}")
-    parser.add_argument("--array", type=array_shape, required=True, help=f"RxC, e.g. 32x32 (1..{ARRAY_MAX} each)")
-    parser.add_argument("--dataflow", choices=DATAFLOWS, required=True)
-    parser.add_argument("--scalesim", action="store_true", help="also print SCALE-Sim v2's figures for it")
+    parser.add_argument("--array", type=array_shape, default=(default.rows, default.cols),
+                        help=f"RxC, 1..{ARRAY_MAX} each; default {default.rows}x{default.cols}")
+    parser.add_argument("--dataflow", choices=DATAFLOWS, default=default.dataflow,
+                        help=f"output-, weight- or input-stationary; default {default.dataflow}")
+    parser.add_argument("--scalesim", action="store_true",
+                        help="also print SCALE-Sim v2's figures for it (default: ours only)")
 
     def body() -> int:
         args = parser.parse_args(argv)

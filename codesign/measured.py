@@ -1,5 +1,7 @@
-"""The measured targets beside the modelled ASIC: rows of host.compare runs (results.csv) for the explorer's problem,
-with their latency and energy per inference and where each figure came from.
+"""The targets beside the modelled ASIC: rows of host.compare runs (results.csv) for the explorer's problem, with
+their latency and energy per inference and where each figure came from. A row's latency is measured (CUDA events,
+DWT cycles of a board, wall clock) or modelled (the board twin's cycle model): its timing_source says which, and
+`MeasuredPoint.kind` carries it to every label.
 
 A row is taken when it is `ok`, has energy_j, and matches the problem (batch, heads, seq, dim, causal); every other
 row is counted with the reason it was left out, so a plot never silently lacks a target.
@@ -22,7 +24,7 @@ DIE_MM2 = {"gpu": 814.0}
 
 @dataclass(frozen=True)
 class MeasuredPoint:
-    """One measured row: label (target, kernel, dtype), latency, energy per inference, how each was obtained."""
+    """One row: label (target, kernel, dtype), latency, energy per inference, how each was obtained."""
 
     target: str
     label: str
@@ -31,6 +33,11 @@ class MeasuredPoint:
     timing_source: str
     energy_source: str
     area_mm2: float | None
+
+    @property
+    def kind(self) -> str:
+        """'modelled' when the row's timing comes from a model (timing_source 'modelled: …'), else 'measured'."""
+        return "modelled" if self.timing_source.startswith("modelled:") else "measured"
 
 
 def _label(row) -> str:

@@ -1,6 +1,7 @@
 """Command-line options that describe a `Datapath`, shared by `python -m codesign run` (one datapath) and the asic
 target of host.compare (prefixed --asic-…, where the array, dataflow and accumulator width take lists: each
-combination is one kernel of the sweep)."""
+combination is one kernel of the sweep); and `--causal {0,1,both}`, in host.compare's form, for every codesign
+command that takes a causal mask."""
 
 from __future__ import annotations
 
@@ -61,6 +62,21 @@ def add_datapath_options(group: argparse._ArgumentGroup, prefix: str = "", lists
                             + ",".join(f"{size:g}" for size in _buffer_sizes(d)))
     group.add_argument(f"--{prefix}dram-bw", type=real("dram-bw", 0.001, 65536),
                        default=d.dram_bytes_per_cycle, help=f"DRAM bytes per cycle; default {d.dram_bytes_per_cycle:g}")
+
+
+#: --causal's values, as host.compare spells them, and the masks each stands for.
+CAUSAL = {"0": (False,), "1": (True,), "both": (False, True)}
+
+
+def add_causal_option(group, default: str = "0") -> None:
+    """--causal 0|1|both on `group` (parsed by `causal_masks`)."""
+    group.add_argument("--causal", choices=tuple(CAUSAL), default=default,
+                       help=f"causal masking: 0 (none), 1 or both (each in turn); default {default}")
+
+
+def causal_masks(value: str) -> tuple[bool, ...]:
+    """The masks a --causal value stands for: (False,), (True,) or (False, True)."""
+    return CAUSAL[value]
 
 
 def _buffer_sizes(d: Datapath) -> tuple[float, float, float, float]:

@@ -14,16 +14,17 @@ import time
 
 import numpy as np
 
-from host.cli_common import Parser, integer
+from host.cli_common import Parser, guard, integer
 from host.errors import SpecError, UnavailableError
 from host.problem import AttentionProblem
 from host.q15 import DIM_MAX, SEQ_MAX
 from host.target_api import Inputs
 
+from codesign.console import Progress
 from codesign.cycles import head_cycles
 from codesign.datapath import OUTPUT_ACC_BITS, Datapath
 from codesign.evaluate import Evaluation, evaluate
-from codesign.options import add_datapath_options, datapaths
+from codesign.options import add_causal_option, add_datapath_options, causal_masks, datapaths
 
 
 def build_parser() -> Parser:
@@ -33,12 +34,12 @@ def build_parser() -> Parser:
     problem.add_argument("--dim", type=integer("dim", 1, DIM_MAX), default=64, help="head dimension (default 64)")
     problem.add_argument("--heads", type=integer("heads", 1, 256), default=1, help="heads (default 1)")
     problem.add_argument("--batch", type=integer("batch", 1, 64), default=1, help="batch (default 1)")
-    problem.add_argument("--causal", action="store_true", help="causal mask")
+    add_causal_option(problem)
     problem.add_argument("--seed", type=integer("seed", 0, 2**32 - 1), default=0, help="input seed (default 0)")
     add_datapath_options(parser.add_argument_group("datapath"))
     parser.add_argument("--rtl", action="store_true",
                         help="also run every head through the RTL in Amaranth's simulator (small arrays and heads: "
-                             "it prints the expected time first) and check outputs and stage cycles")
+                             "it prints the expected time first) and check outputs and stage cycles (default: off)")
     return parser
 
 
@@ -79,13 +80,11 @@ def rtl_check(result: Evaluation) -> tuple[list[str], bool]:
     dp, head, quantized = result.datapath, result.head, result.quantized
     from codesign.rtl.sim import simulate_heads
 
-    from tqdm import tqdm
-
     began = time.perf_counter()
     b_h = [(b, h) for b in range(result.problem.batch) for h in range(result.problem.heads)]
     expected = sum(stage.busy_cycles for stage in head.stages.values()) * len(b_h)
-    with tqdm(total=expected, desc="RTL", unit="cycle", unit_scale=True, file=sys.stderr, leave=False,
-              disable=None) as bar:  # the estimate printed first can be far off: the rate says how far
+    with Progress("codesign run", "RTL", expected, "cycle", unit_scale=True) as bar:
+        # the estimate printed first can be far off: the rate says how far
         rtl_heads = simulate_heads([(*quantized.head(b, h), quantized.params) for b, h in b_h], dp,
                                    progress=bar.update)
     seconds = time.perf_counter() - began
@@ -114,8 +113,9 @@ def report(result: Evaluation) -> str:
         f"{result.heads} head(s) one after another",
         f"cycles     {result.cycles:,} ({head.cycles:,} per head, {head.stall_cycles:,} of them DRAM stalls)",
         f"latency    {result.latency_s * 1e3:.4g} ms at {dp.clock_hz / 1e6:g} MHz (modelled)",
-        f"throughput {p.flops() / result.latency_s / 1e9:.4g} GFLOP/s of {2 * dp.rows * dp.cols * dp.clock_hz / 1e9:.4g} "
-        f"peak; useful MACs {head.utilisation:.1%} of the array over the head",
+        f"throughput {p.flops() / result.latency_s / 1e9:.4g} GFLOP/s of "
+        f"{2 * dp.rows * dp.cols * dp.clock_hz / 1e9:.4g} peak; useful MACs {head.utilisation:.1%} of the array "
+        "over the head",
         f"buffers    Q {head.buffering['q']}, K/V {head.buffering['kv']}, O {head.buffering['o']}",
         "stage      busy cycles   operations   utilisation (of the stage's own capacity while busy)",
     ]
@@ -133,27 +133,42 @@ def report(result: Evaluation) -> str:
     return "\n".join(lines)
 
 
+def run_problem(problem: AttentionProblem, datapath: Datapath, rtl: bool) -> int:
+    """One problem through the model (and the RTL): its report printed; 0 when it passed, 1 when not, 130 when
+    Ctrl-C stopped the RTL (the model's report stands)."""
+    heads = problem.batch * problem.heads
+    bar = Progress("codesign run", "heads", heads, "head") if heads > 1 else None
+    try:
+        result = evaluate(problem, Inputs(problem), datapath, progress=None if bar is None else bar.update)
+    finally:
+        if bar is not None:
+            bar.close()
+    print(report(result))
+    if not rtl:
+        return 0 if result.verdict.passed else 1
+
+    def check() -> int:
+        lines, agrees = rtl_check(result)
+        print("\n".join(lines))
+        return 0 if result.verdict.passed and agrees else 1
+
+    return guard(check, interrupted="the model's results above stand; the RTL checked nothing")
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     (datapath,) = datapaths(args)
-    problem = AttentionProblem(batch=args.batch, heads=args.heads, seq=args.seq, dim=args.dim, causal=args.causal,
-                               dtype="q15", seed=args.seed)
+    problems = [AttentionProblem(batch=args.batch, heads=args.heads, seq=args.seq, dim=args.dim, causal=causal,
+                                 dtype="q15", seed=args.seed) for causal in causal_masks(args.causal)]
     if args.rtl:
-        print(rtl_plan(problem, datapath), file=sys.stderr)
-    from tqdm import tqdm
-
-    with tqdm(total=problem.batch * problem.heads, desc="heads", unit="head", file=sys.stderr, leave=False,
-              disable=None if problem.batch * problem.heads > 1 else True) as bar:
-        result = evaluate(problem, Inputs(problem), datapath, progress=bar.update)
-    print(report(result))
-    passed = result.verdict.passed
-    if args.rtl:
-        try:
-            lines, agrees = rtl_check(result)
-        except KeyboardInterrupt:
-            print("kbench: interrupted during the RTL simulation; the model's results above stand, the RTL checked "
-                  "nothing", file=sys.stderr)
-            return 130
-        print("\n".join(lines))
-        passed &= agrees
-    return 0 if passed else 1
+        plans = [rtl_plan(problem, datapath) for problem in problems]  # every problem refused or planned first
+        print("\n".join(plans), file=sys.stderr)
+    code = 0
+    for number, problem in enumerate(problems):
+        if number:
+            print()
+        done = run_problem(problem, datapath, args.rtl)
+        if done == 130:
+            return done
+        code = max(code, done)
+    return code

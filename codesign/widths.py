@@ -6,23 +6,28 @@ The contract predicts the width (codesign/bits.py `exact_width`): QKᵀ sums d p
 products of at most 32767·32768, so max(32 + ⌊log₂ d⌋, 31 + ⌈log₂ Bc⌉) bits hold every sum of every input. The
 "extreme" input reaches that worst case (a query row and half the key rows all −32768, so one score's accumulator is
 exactly d·2³⁰): it must break one bit below the prediction when wrapping. The "normal" input (the problem's seeded
-N(0,1) tensors) shows where typical data breaks, far lower. Writes OUT/widths.csv and OUT/widths.png.
+N(0,1) tensors) shows where typical data breaks, far lower. Writes OUT/widths.csv and OUT/widths.png (default
+OUT: reports/latest/codesign-widths, git-ignored), and prints the machine's load and a matmul anchor beside its time.
 """
 
 from __future__ import annotations
 
 import csv
+import time
 from pathlib import Path
 
 import numpy as np
 
 from codesign.bits import exact_width, run_head
+from codesign.console import Progress, machine
 from codesign.datapath import ACC_BITS_MAX, ACC_BITS_MIN, OVERFLOWS, Datapath, array_shape
 from host import q15
 from host.cli_common import Parser, folder, int_list, integer, output_folder
 from host.problem import AttentionProblem
 from host.reference import attention, errors
 
+#: Where the table and plot go unless --out says otherwise: under reports/latest/, which git ignores.
+DEFAULT_OUT = Path("reports/latest/codesign-widths")
 COLUMNS = ("input", "dim", "overflow", "acc_bits", "predicted_bits", "bit_exact", "overflows", "rel_l2", "max_abs")
 
 
@@ -129,7 +134,7 @@ def plot(points: list[dict], dims: tuple[int, ...], path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> Parser:
     parser = Parser(prog="python -m codesign widths", description=__doc__)
     parser.add_argument("--seq", type=integer("seq", 1, 4096), default=256, help="sequence length (default 256)")
     parser.add_argument("--dims", type=int_list("dim", 1, q15.DIM_MAX), default=(16, 64, 128, 256),
@@ -137,21 +142,29 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--bits", type=int_list("acc-bits", ACC_BITS_MIN, ACC_BITS_MAX),
                         default=tuple(range(16, 49)), help="accumulator widths (default 16..48)")
     parser.add_argument("--array", type=array_shape, default=(32, 32), help="array RxC (default 32x32)")
-    parser.add_argument("--seed", type=integer("seed", 0, 2**32 - 1), default=0)
-    parser.add_argument("--out", type=folder, default=Path("reports/codesign-widths"),
-                        help="folder for widths.csv and widths.png (default reports/codesign-widths)")
-    args = parser.parse_args(argv)
-    out = output_folder(args.out)
-    from tqdm import tqdm
+    parser.add_argument("--seed", type=integer("seed", 0, 2**32 - 1), default=0,
+                        help="seed of the normal input (default 0)")
+    parser.add_argument("--out", type=folder, default=DEFAULT_OUT,
+                        help=f"folder for widths.csv and widths.png (default {DEFAULT_OUT}, git-ignored)")
+    return parser
 
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    out = output_folder(args.out)
+    state = machine()
+    print(state.line())
     total = 2 * len(args.dims) * len(OVERFLOWS) * len(args.bits)
-    with tqdm(total=total, desc="widths", unit="head", leave=False) as progress:
+    began = time.perf_counter()
+    with Progress("codesign widths", "widths", total, "head") as progress:
         points = sweep(args.seq, args.dims, args.bits, *args.array, args.seed, progress)
+    elapsed = time.perf_counter() - began
     with open(out / "widths.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(points)
     plot(points, args.dims, out / "widths.png")
+    print(f"{total} heads in {state.ratio(elapsed)}")
     print(f"seq {args.seq}, array {args.array[0]}x{args.array[1]} (Bc {args.array[1]}); narrowest accumulator "
           "width from which every wider one is bit-exact:")
     print(summary(points, args.dims, args.array[1]))

@@ -6,13 +6,14 @@ refused in one line, and the command writes its CSVs and plots with measured row
 from __future__ import annotations
 
 import csv
+import dataclasses
 import itertools
 import tomllib
 
 import numpy as np
 import pytest
 
-from codesign import energy
+from codesign import console, energy
 from codesign.__main__ import main as codesign_main
 from codesign.cycles import head_cycles
 from codesign.datapath import Datapath
@@ -155,7 +156,7 @@ def test_the_command_writes_points_front_and_plots_with_measured_rows(tmp_path, 
     for row in (_gpu_row(PROBLEM, 0.005), _gpu_row(PROBLEM, None), _gpu_row(PROBLEM, 0.001, seq=64)):
         rows.append(row)
     out = tmp_path / "out"
-    code = codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "2", "--causal",
+    code = codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "2", "--causal", "1",
                           "--space", str(_space_file(tmp_path)), "--results", str(results), "--out", str(out)])
     printed = capsys.readouterr().out
     assert code == 0
@@ -168,7 +169,8 @@ def test_the_command_writes_points_front_and_plots_with_measured_rows(tmp_path, 
     assert {r["front"] for r in front} == {"all nodes", "45 nm", "7 nm"}
     for name in ("energy_latency.png", "efficiency.png"):
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
-    assert "measured H200 flash float16: 20 µs, 5 mJ (measured (NVML))" in printed
+    assert ("measured H200 flash float16: 20 µs, 5 mJ (timing measured: CUDA events; energy measured (NVML))"
+            in printed)
     assert "left out 1 row(s): another problem" in printed and "1 row(s): gpu row without energy_j" in printed
 
 
@@ -261,8 +263,10 @@ def test_an_interrupted_run_leaves_an_earlier_run_untouched(tmp_path, capsys, mo
     def interrupted(*_args, **_kwargs):
         raise KeyboardInterrupt
     monkeypatch.setattr(explore_cli, "plot_efficiency", interrupted)  # the last file: the others are staged by then
-    assert codesign_main(args) == 1
-    assert "interrupted: nothing written to" in capsys.readouterr().err
+    assert codesign_main(args) == 130
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == f"kbench: interrupted; nothing written to {out} (files of an earlier run there are unchanged)"
+    assert not [line for line in err if line.startswith("kbench:")][:-1]  # guard's one line, nothing else
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
@@ -272,7 +276,7 @@ def test_a_second_explore_into_the_same_folder_is_refused(tmp_path, capsys):
     (out / ".explore.lock").write_text("123\n")
     code = codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "2",
                           "--space", str(_space_file(tmp_path)), "--out", str(out)])
-    assert code == 2 and "another explore is writing there" in capsys.readouterr().err
+    assert code == 1 and "another explore is writing there" in capsys.readouterr().err  # not a bad argument
 
 
 def test_measured_rows_without_a_positive_latency_and_energy_are_left_out_with_the_reason(tmp_path, capsys):
@@ -282,7 +286,7 @@ def test_measured_rows_without_a_positive_latency_and_energy_are_left_out_with_t
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "results.csv").write_text("")
-    code = codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "2", "--causal",
+    code = codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "2", "--causal", "1",
                           "--space", str(_space_file(tmp_path)), "--results", str(results), str(empty),
                           "--out", str(tmp_path / "out")])
     printed = capsys.readouterr().out
@@ -302,7 +306,8 @@ def test_the_synthesis_based_area_is_gates_times_the_nand2_area():
     # the array's overhead over its cells is measured on the largest array, so 64 cells × overhead × the 40-bit
     # cell is that array's own GE; then 8 score lanes at 40 bits, 4 EXP2 and 4 rescale lanes, 8 dividers
     score = gates["score"]["ge"][gates["score"]["acc_bits"].index(40)]
-    ge = (gates["array"]["ge"][shapes.index((8, 8, 40))] + 8 * score + 4 * (gates["exp2"]["ge"] + gates["rescale"]["ge"])
+    ge = (gates["array"]["ge"][shapes.index((8, 8, 40))] + 8 * score
+          + 4 * (gates["exp2"]["ge"] + gates["rescale"]["ge"])
           + 8 * gates["divider"]["ge"])
     # each library's NAND2 at 45 nm: its own area × area_from_45[45] / area_from_45[its node]
     factor = dict(zip(table["scaling"]["nodes_nm"], table["scaling"]["area_from_45"]))
@@ -363,7 +368,8 @@ def test_an_accumulator_outside_the_gate_calibration_is_refused():
 @pytest.mark.parametrize("entry, message", [
     ({"source": "nobody", "cell": "NAND2", "area_um2": 1.0}, "NAND2 entry .* names no source with a node"),
     ({"source": "assumption", "cell": "NAND2", "area_um2": 1.0}, "names no source with a node"),
-    ({"source": "nangate45", "cell": "NAND2_X1", "area_um2": -0.798}, "area_um2 = -0.798; allowed: a finite number > 0"),
+    ({"source": "nangate45", "cell": "NAND2_X1", "area_um2": -0.798},
+     "area_um2 = -0.798; allowed: a finite number > 0"),
 ])
 def test_a_bad_nand2_entry_is_refused_in_one_line(entry, message):
     data = tomllib.loads(TABLE.read_text())
@@ -378,3 +384,57 @@ def test_the_nand2_band_holds_each_library_at_its_own_node():
         node = table["sources"][entry["source"]]["node_nm"]
         band = TECH.nand2_area(node)
         assert float(band.low) <= entry["area_um2"] <= float(band.high)
+
+
+@pytest.mark.parametrize("value,seconds_text,joules_text", [
+    (44.4e-3, "44.4 ms", "44.4 mJ"), (22.8, "22.8 s", "22.8 J"), (3.01, "3.01 s", "3.01 J"),
+    (2.61e-4, "261 µs", "261 µJ"), (9.996e-4, "1 ms", "1 mJ"), (7.5e-9, "7.5 ns", "7.5 nJ"), (0.0, "0 ns", "0 nJ"),
+])
+def test_console_figures_pick_their_unit(value, seconds_text, joules_text):
+    assert console.seconds(value) == seconds_text and console.joules(value) == joules_text
+
+
+def test_a_band_is_printed_in_its_middles_unit():
+    assert console.joules(1.05e-3, (0.704e-3, 1.56e-3)) == "1.05 mJ (0.704..1.56)"
+
+
+def test_a_plot_title_names_targets_only_when_some_were_placed():
+    from codesign.explore_plots import title
+    from codesign.measured import MeasuredPoint
+
+    twin = MeasuredPoint("mcu", "STM32F407 (twin) q15", 0.8, 0.1, "modelled: board twin's cycle model",
+                         "datasheet", None)
+    gpu = MeasuredPoint("gpu", "H200 flash", 1e-5, 1e-3, "measured: CUDA events", "measured (NVML)", 814.0)
+    assert "targets" not in title("t", PROBLEM, [])
+    assert "beside modelled targets" in title("t", PROBLEM, [twin])
+    assert "beside measured and modelled targets" in title("t", PROBLEM, [gpu, twin])
+    assert twin.kind == "modelled" and gpu.kind == "measured"
+
+
+def test_the_twins_modelled_rows_are_called_modelled(tmp_path, capsys):
+    results = tmp_path / "run"
+    row = dataclasses.replace(_gpu_row(PROBLEM, 0.005), target="mcu", device="kbench twin of F4DISC", kernel="q15",
+                              dtype="q15", timing_source="modelled: board twin's cycle model",
+                              energy_source="datasheet: 40 mA x 3.3 V")
+    ResultsFile(results / "results.csv").append(row)
+    code = codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "2", "--causal", "1",
+                          "--space", str(_space_file(tmp_path)), "--results", str(results),
+                          "--out", str(tmp_path / "out")])
+    printed = capsys.readouterr().out
+    assert code == 0 and "modelled STM32F407 (twin) q15: 20 µs, 5 mJ (timing modelled: " in printed
+    assert "measured STM32F407" not in printed
+
+
+def test_both_masks_explore_into_their_own_folders(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "2", "--causal", "both",
+                          "--space", str(_space_file(tmp_path)), "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0
+    for name in ("full", "causal"):
+        assert (out / name / "front.csv").is_file() and (out / name / "points.csv").is_file()
+    assert "B 1 H 2 N 97 d 16: " in captured.out and "B 1 H 2 N 97 d 16 causal: " in captured.out
+    # progress in a log (capsys' stderr is no terminal): each stage named as it starts
+    for stage in ("codesign explore: cycle model: ", "codesign explore: energy, area and bits of ",
+                  "codesign explore: writing ", "codesign explore: plots"):
+        assert stage in captured.err

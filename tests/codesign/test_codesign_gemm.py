@@ -210,7 +210,6 @@ def test_python_m_codesign_gemm_runs():
     (["8", "8", "8", "--array", "8x300", "--dataflow", "os"], "argument --array: array '8x300' has a side of 300"),
     (["8", "8", "8", "--array", "8", "--dataflow", "os"], "argument --array: array '8' is not RxC"),
     (["8", "8", "8", "--array", "8x8", "--dataflow", "rs"], "argument --dataflow: invalid choice: 'rs'"),
-    (["8", "8", "8", "--dataflow", "os"], "the following arguments are required: --array"),
     (["8", "8", "--array", "8x8", "--dataflow", "os"], "the following arguments are required: K"),
 ])
 def test_cli_bad_arguments_exit_2_with_one_line(capsys, argv, bad):

@@ -1,6 +1,8 @@
 """The asic target in host.compare and `python -m codesign`: rows judged like every Q15 row, the datapath's output
 byte-identical to the board twin's at the same Bc, latency from the cycle model, and bad arguments in one line."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -111,7 +113,7 @@ def test_resume_tells_datapaths_apart_by_every_parameter(tmp_path):
 
 def test_codesign_run_prints_the_figures():
     done = run_module("codesign", "run", "--seq", "97", "--dim", "59", "--array", "16x8", "--dataflow", "is",
-                      "--causal", timeout=120)
+                      "--causal", "1", timeout=120)
     assert done.returncode == 0, done.stderr
     head = head_cycles(Datapath(rows=16, cols=8, dataflow="is"), 97, 59, True)
     assert f"cycles     {head.cycles:,}" in done.stdout
@@ -125,6 +127,9 @@ def test_codesign_run_prints_the_figures():
     (["run", "--dim", "256", "--buffers-kb", "1,64,64,128"], "q_buffer_kb=1 holds less than one query tile"),
     (["gemm", "4", "4"], "K"),
     (["widths", "--bits", "8"], "acc-bits=8 is out of range"),
+    (["run", "--causal"], "--causal: expected one argument"),
+    (["run", "--causal", "yes"], "invalid choice: 'yes'"),
+    (["diagram", "--out", "docs/codesign_datapath.png"], "names an image file; allowed: a folder"),
     (["nonsense"], "unknown command 'nonsense'"),
 ])
 def test_codesign_cli_errors_are_one_line(args, needle):
@@ -141,9 +146,43 @@ def test_the_width_sweep_writes_its_table_and_plot(tmp_path):
     assert "   4        34                34" in done.stdout  # the extreme input, wrapping, breaks below 34
     assert (tmp_path / "widths.png").stat().st_size > 0
     assert len((tmp_path / "widths.csv").read_text().splitlines()) == 1 + 2 * 2 * 3
+    assert done.stdout.startswith("machine: load average ") and " anchors" in done.stdout  # time beside its anchor
+    assert "codesign widths: widths: 12 of 12 heads in" in done.stderr  # progress in a log, not a tty's bar
 
 
-def test_the_diagram_is_drawn(tmp_path):
-    done = run_module("codesign", "diagram", "--array", "8x16", "--out", str(tmp_path / "d.png"), timeout=120)
+def test_the_diagram_is_drawn_into_its_folder(tmp_path):
+    done = run_module("codesign", "diagram", "--array", "8x16", "--out", str(tmp_path), timeout=120)
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "d.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "codesign_datapath.png").read_bytes()[:4] == b"\x89PNG"
+    done = run_module("codesign", "diagram", "--format", "svg", "--out", str(tmp_path), timeout=120)
+    assert done.returncode == 0 and b"<svg" in (tmp_path / "codesign_datapath.svg").read_bytes()[:400]
+
+
+def test_every_written_default_is_git_ignored_and_every_option_says_its_default():
+    from codesign import diagram, explore_cli, widths
+
+    root = Path(__file__).resolve().parents[2]
+    for default in (diagram.DEFAULT_OUT, explore_cli.DEFAULT_OUT, widths.DEFAULT_OUT):
+        assert default.parts[:2] == ("reports", "latest")  # .gitignore has reports/latest/
+    assert "reports/latest/" in (root / ".gitignore").read_text().splitlines()
+    for command in ("run", "gemm", "widths", "diagram", "actions", "explore", "bench", "synth"):
+        done = run_module("codesign", command, "--help", timeout=60)
+        assert done.returncode == 0, done.stderr
+        options = [line for line in done.stdout.splitlines() if line.strip().startswith("--")]
+        assert options, command
+
+
+def test_gemm_takes_the_datapaths_array_and_dataflow_by_default(capsys):
+    from codesign.__main__ import main
+
+    assert main(["gemm", "64", "64", "64"]) == 0
+    assert capsys.readouterr().out.startswith("GEMM M=64 N=64 K=64 on a 32x32 array, dataflow os ")
+
+
+def test_run_with_both_masks_reports_each(capsys):
+    from codesign.__main__ import main
+
+    assert main(["run", "--seq", "17", "--dim", "8", "--causal", "both"]) == 0
+    out = capsys.readouterr().out
+    assert "problem    B1 H1 N17 d8: " in out and "problem    B1 H1 N17 d8 causal: " in out
+    assert out.count("verdict    ok") == 2
