@@ -1,4 +1,4 @@
-"""`python -m mcu.deploy --port PORT`: put kbench's board code (and q15attn.mpy when built) on the board's /flash.
+"""`python -m mcu.deploy --serial PORT`: put kbench's board code (and q15attn.mpy when built) on the board's /flash.
 
 Through mpremote's SerialTransport: stop a frame server a previous host left running, enter the raw REPL, read
 `sys.implementation._mpy`, compile mcu/board/*.py with mpy-cross, and check every file's .mpy version (and, for
@@ -6,7 +6,8 @@ q15attn.mpy's machine code, sub-version and architecture) against the board befo
 names both sides and nothing is written. Files whose sha256 on the board already matches are left alone ("up to
 date"), so a second deploy copies nothing. A stale `.py` of the same module, which MicroPython would import before
 the `.mpy`, is removed. `--build` only writes the .mpy files under build/board/, for mpremote's own `cp`.
-Exit status 0 deployed or up to date, 1 refused or failed, 2 bad arguments.
+Exit status: 0 deployed or up to date (or built); 1 refused or failed (the board, the link, a .mpy mismatch);
+2 bad arguments only (one `kbench: error:` line naming the value); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from host.cli_common import Parser, guard, integer
-from host.errors import LinkError, TargetError, UnavailableError
+from host.errors import LinkError, SpecError, TargetError, UnavailableError
 from mcu.link import BREAK, FLUSH
 from mcu.mpy import BOARD_MODULES, MpyAbi, compile_board_module
 
@@ -53,7 +54,7 @@ def uploads(q15attn: Path | None) -> tuple[list[Upload], str]:
         files.append(Upload("q15attn.mpy", native.read_bytes(), str(native)))
         return files, ""
     if q15attn is not None:
-        raise UnavailableError(f"--q15attn {q15attn} does not exist")
+        raise SpecError(f"--q15attn {q15attn} does not exist; allowed: a built q15attn.mpy")
     return files, ("q15attn.mpy is not built (make -C mcu/native mpy MPY_DIR=<micropython checkout>); not copied: "
                    "the board needs q15attn in its firmware")
 
@@ -124,24 +125,30 @@ def module_status(transport) -> str:
     return transport.eval("_kb")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = Parser(prog="python -m mcu.deploy", description=__doc__.splitlines()[0])
-    parser.add_argument("--port", help="the board's serial port, or the twin's pty")
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m mcu.deploy", doc=__doc__)
+    parser.add_argument("--serial", metavar="PORT",
+                        help="the board's serial port, or the twin's pty (required unless --build)")
     parser.add_argument("--build", action="store_true",
                         help="only write the board modules' .mpy files under build/board/ (for an mpremote shortcut)")
-    parser.add_argument("--baud", type=integer("baud", 1200, 12_000_000), default=115200)
+    parser.add_argument("--baud", type=integer("baud", 1200, 12_000_000), default=115200,
+                        help="the serial line's baud rate (default 115200; USB CDC ignores it)")
     parser.add_argument("--q15attn", type=Path, default=None,
                         help="a built q15attn.mpy (default: mcu/native/build/armv7emsp/q15attn.mpy when it exists)")
+    return parser
 
+
+def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
+        parser = build_parser()
         args = parser.parse_args(argv)
         if args.build:
             for path in build():
                 print(f"built: {path.relative_to(BUILD_DIR.parent.parent)}")
             return 0
-        if not args.port:
-            parser.error("--port is required (or --build to only compile)")
-        deploy(args.port, args.baud, args.q15attn)
+        if not args.serial:
+            parser.error("--serial PORT is required (or --build to only compile)")
+        deploy(args.serial, args.baud, args.q15attn)
         return 0
 
     return guard(body)

@@ -1,7 +1,8 @@
-"""Protocol throughput and the link's share of a head: `python -m mcu.link_bench [--port PORT] [--seq 128] [--dim 32]
-[--windows 1,2,3,4,8] [--rounds 5] [--profile]`.
+"""Protocol throughput and the link's share of a head, on a board or on a twin this tool starts.
 
-Without --port it starts the board twin, deploys to it and measures over its pty. It prints, as Markdown:
+    python -m mcu.link_bench [--serial PORT] [--seq 128] [--dim 32] [--windows 1,2,3,4,8] [--rounds 5] [--profile]
+
+Without --serial it starts the board twin, deploys to it and measures over its pty. It prints, as Markdown:
 LOAD payload throughput (bytes of tensor data per second of wall time, frames and retries included) for each window
 of LOAD requests in flight, 1 being stop-and-wait, all in the same run and interleaved round by round (the two
 processes share the machine, and runs drift), with each window's ratio to stop-and-wait and where its time goes:
@@ -15,6 +16,9 @@ Outputs are checked, not assumed: the bytes READ back must be those LOAD wrote, 
 seeded problem's one head, quantised as every Q15 target gets it) must equal host/q15.py bit for bit and stay within
 the contract's error bound (host/verdict.check_q15). A mismatch ends the run with a TargetError that names what
 differed.
+
+Exit status: 0 measured and checked; 1 a check, the board, the link or the twin failed (one `kbench:` line);
+2 bad arguments only (one `kbench: error:` line naming the value); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -81,7 +85,8 @@ class Transfer:
 
 def setup_k(link, nbytes: int) -> None:
     """A SETUP whose K buffer holds `nbytes` (dim 32, one query row)."""
-    m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(nbytes // 64, 32, 0, 32, 20000, 20, 1, nbytes // 64)))
+    setup = m.SETUP.pack(nbytes // 64, 32, 0, 32, 20000, 20, 1, nbytes // 64)
+    m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, setup))
 
 
 def load_k(link, data: bytes, window: int, twin: CpuClock | None) -> Transfer:
@@ -195,10 +200,13 @@ def per_frame_us(seconds: float | None, frames: int) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     from mcu.link import LOAD_WINDOW, WINDOW_MAX
 
-    parser = Parser(prog="python -m mcu.link_bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--port", default=None, help="a deployed board (default: start the twin)")
-    parser.add_argument("--seq", type=integer("seq", 1, 4096), default=128)
-    parser.add_argument("--dim", type=integer("dim", 1, DIM_MAX), default=32)
+    parser = Parser(prog="python -m mcu.link_bench", doc=__doc__)
+    parser.add_argument("--serial", metavar="PORT", default=None,
+                        help="a deployed board's serial port (default: start the twin and deploy to it)")
+    parser.add_argument("--seq", type=integer("seq", 1, 4096), default=128,
+                        help="sequence length N of the timed head (default 128)")
+    parser.add_argument("--dim", type=integer("dim", 1, DIM_MAX), default=32,
+                        help="head dimension d of the timed head (default 32)")
     parser.add_argument("--windows", type=int_list("windows", 1, WINDOW_MAX), default=(1, 2, 3, 4, 8),
                         help="LOAD requests in flight to measure; 1 (stop-and-wait) and the link's default "
                              f"({LOAD_WINDOW}) are always included (default 1,2,3,4,8)")
@@ -216,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         windows = tuple(sorted({1, LOAD_WINDOW, *args.windows}))
         profile = ""
         with contextlib.ExitStack() as stack:
-            port, twin = args.port, None
+            port, twin = args.serial, None
             if port is None:
                 from mcu.deploy import deploy
 

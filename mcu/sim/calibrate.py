@@ -1,9 +1,14 @@
-"""Calibrate the twin's cycle model against a board: `python -m mcu.sim.calibrate [--port /dev/ttyACM0]`.
+"""Calibrate the twin's cycle model against a board: the same cases' DWT cycles on both, side by side.
+
+    python -m mcu.sim.calibrate [--serial /dev/ttyACM0] [--timeout 300]
 
 The same MicroPython program runs on the board (through mpremote) and on a twin this command starts: it builds
 deterministic Q15 inputs on the device, calls `q15attn.attention` for each case and prints the DWT cycles and a
 checksum of the output. The host checks every checksum against host/q15.py and prints, per case, board cycles /
-twin cycles. Without --port only the twin runs (its cycles and checksums are still checked).
+twin cycles. Without --serial only the twin runs (its cycles and checksums are still checked).
+
+Exit status: 0 the table printed (a case whose checksum differs says DIFFER in it); 1 a device, the link or the twin
+failed; 2 bad arguments only (one `kbench: error:` line naming the value); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -115,7 +120,8 @@ def start_twin(root: str) -> tuple[subprocess.Popen, str]:
 
 
 def report(twin: list[CaseResult], board: list[CaseResult] | None) -> str:
-    lines = ["| seq | dim | Bc | twin cycles | board cycles | board / twin | outputs |", "|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["| seq | dim | Bc | twin cycles | board cycles | board / twin | outputs |",
+             "|---:|---:|---:|---:|---:|---:|---|"]
     board_by_case = {(r.seq, r.dim, r.bc): r for r in board or []}
     for result in twin:
         case = (result.seq, result.dim, result.bc)
@@ -130,9 +136,12 @@ def report(twin: list[CaseResult], board: list[CaseResult] | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(prog="python -m mcu.sim.calibrate", description=__doc__.splitlines()[0])
-    parser.add_argument("--port", help="the board's serial port (omit to run the twin alone)")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds each device may take")
+    parser = Parser(prog="python -m mcu.sim.calibrate", doc=__doc__)
+    parser.add_argument("--serial", metavar="PORT",
+                        help="the board's serial port, with q15attn in its firmware or /flash (default: the twin "
+                             "alone)")
+    parser.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                        help="seconds each device may take for all the cases (default 300)")
 
     def body() -> int:
         args = parser.parse_args(argv)
@@ -146,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 twin.terminate()
                 twin.wait(timeout=30)
-        board_results = run_on(args.port, code, args.timeout) if args.port else None
+        board_results = run_on(args.serial, code, args.timeout) if args.serial else None
         print(report(twin_results, board_results))
         return 0
 
