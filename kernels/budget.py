@@ -1,6 +1,6 @@
 """`python -m kernels.budget`: the flash kernel's shared memory per block, and what it leaves for occupancy.
 
-The fp32 flash kernel (kernels/flash.cu) keeps, per block, in shared memory (in floats):
+The fp32 FFMA flash kernel (kernels/flash.cu; its record is kernels/variants.py FLASH) keeps, per block, in shared memory (in floats):
 
     Q tile Br·QP + K tile Bc·KP + V tile Bc·d + S tile Br·(Bc+4) + 3·Br (the per-row m, l and rescale
     factor; Q, K and S rows are padded by one float against bank conflicts)
@@ -26,88 +26,13 @@ from host.errors import UnavailableError
 from host.cli_common import Parser, guard, int_list, integer
 from host.checks import check_int
 from host.problem import LIMITS
+from kernels.variants import FLASH, FLOAT_BYTES, TILE_RANGE, flash_smem_bytes, row_strides
 
-FLOAT_BYTES = 4
-
-#: Tile sizes (Br, Bc) the functions accept; a block of this kernel holds at most a few hundred rows.
-TILE_RANGE = (1, 1024)
 #: Square tiles `largest_square_tile` tries by default, and the CLI's default Br×Bc grid.
 CANDIDATES = (8, 16, 32, 48, 64, 96, 128, 160, 192, 256)
 DEFAULT_GRID = (8, 16, 32, 48, 64, 96, 128)
-#: Threads per block assumed when the CLI counts resident blocks (4 warps).
-DEFAULT_THREADS = 128
-
-
-#: CUDA's limit on a grid's x extent, where the flash kernels put query tiles × (batch, head) pairs.
-MAX_GRID_X = 2**31 - 1
-
-
-def flash_grid(n: int, br: int, bh: int) -> int:
-    """Blocks of one flash launch: ⌈N / Br⌉ query tiles × batch·heads on the grid's x axis, in the order
-    kernels/tile_order.cuh reads (causal launches run their longest tiles first across all heads)."""
-    return -(-n // br) * bh
-
-
-def flash_smem_bytes(br: int, bc: int, dim: int) -> int:
-    """Shared memory of one flash block in bytes: 4·(Br·QP + Bc·KP + Bc·d + Br·(Bc+4) + 3·Br): fp32 Q, K, V
-    and S tiles (Q, K and S rows padded by one float), and m, l, scale per row."""
-    br = check_int("Br", br, *TILE_RANGE)
-    bc = check_int("Bc", bc, *TILE_RANGE)
-    dim = check_int("dim", dim, *LIMITS["dim"])
-    qp, kp = row_strides(dim)
-    return FLOAT_BYTES * (br * qp + bc * kp + bc * dim + br * (bc + 4) + 3 * br)
-
-
-#: The tensor-core flash kernel's launch per (head dimension, causal): (warps, Bc, m-tiles of 16 rows per warp), so
-#: Br = 16 · m-tiles · warps. The best of the H200 variant sweeps at N 4096 (reports/gpu-tc, docs/gpu.md): at d 128
-#: two m-tiles (Q re-read from shared memory; 48 bytes of spills) win without the mask and lose with it.
-TC_CONFIGS = {(64, False): (4, 64, 2), (64, True): (4, 64, 2), (128, False): (8, 64, 2), (128, True): (8, 128, 1)}
-#: Head dimensions the tensor-core kernel is built for.
-TC_DIMS = tuple(sorted({d for d, _ in TC_CONFIGS}))
-#: The Hopper kernel's launch (kernels/flash_wgmma.cu) per head dimension: (key block Bc, consumer warpgroups, K/V
-#: stages, schedule), so Br = 64 · consumers; schedule 0 runs each block's products and softmax in turn, 1 overlaps
-#: a block's softmax with the previous block's P·V, 2 adds turns between the warpgroups (docs/gpu.md). The best of
-#: the H200 variant sweeps at N 4096, causal or not (reports/gpu-wgmma).
-WGMMA_CONFIGS = {64: (128, 2, 3, 2), 128: (128, 2, 3, 2)}
-
-
-def flash_wgmma_smem_bytes(dim: int, bc: int, consumers: int, stages: int) -> int:
-    """Dynamic shared memory of one Hopper block in bytes: the 16-bit Q tile (64 · consumers rows) and `stages`
-    stages each of K and V, their mbarriers (8 bytes each: Q's, then full K, full V and empty per stage), and 1024
-    bytes to align the tiles to the swizzle's period."""
-    return 2 * dim * (64 * consumers + 2 * stages * bc) + 8 * (1 + 3 * stages) + 1024
-
-
-def flash_wgmma_threads(consumers: int) -> int:
-    """Threads of one Hopper block: the consumer warpgroups and the producer warpgroup (one thread of which issues
-    the copies; the rest hand their registers to the consumers)."""
-    return 128 * consumers + 128
-
-
-#: The fp32 tensor-core flash kernel's launch (kernels/flash_tf32.cu, 3xTF32) per (head dimension, causal): (warps,
-#: Bc, m-tiles of 16 rows per warp, Q's split fragments kept in registers), so Br = 16 · m-tiles · warps. The best
-#: of the H200 variant sweep at N 4096 (reports/gpu-tf32).
-TF32_CONFIGS = {(64, False): (4, 32, 2, False), (64, True): (4, 32, 1, True),
-                (128, False): (8, 64, 1, False), (128, True): (8, 64, 1, False)}
-#: Head dimensions the 3xTF32 kernel is built for.
-TF32_DIMS = tuple(sorted({d for d, _ in TF32_CONFIGS}))
-
-
-def flash_tf32_smem_bytes(br: int, bc: int, dim: int) -> int:
-    """Shared memory of one 3xTF32 flash block (kernels/flash_tf32.cu) in bytes: 4·(Br·(d+8) + 2·Bc·(d+8) +
-    2·Bc·(d+4)), the fp32 Q tile and two stages each of K (rows d + 8 floats apart) and V (d + 4)."""
-    return 4 * (br * (dim + 8) + 2 * bc * (dim + 8) + 2 * bc * (dim + 4))
-
-
-def flash_tc_smem_bytes(br: int, bc: int, dim: int) -> int:
-    """Shared memory of one tensor-core flash block (kernels/flash_tc.cu) in bytes: 2·(Br + 4·Bc)·d, the 16-bit Q
-    tile and two stages each of K and V."""
-    return 2 * (br + 4 * bc) * dim
-
-
-def row_strides(dim: int) -> tuple[int, int]:
-    """(QP, KP): the flash kernel's Q and K row strides in floats (float4 rows when d % 4 == 0)."""
-    return (dim, dim + 4) if dim % 4 == 0 else (dim + 1, dim + 1)
+#: Threads per block assumed when the CLI counts resident blocks: the FFMA flash kernel's 4 warps.
+DEFAULT_THREADS = FLASH.threads
 
 
 @dataclass(frozen=True)

@@ -14,19 +14,13 @@ from typing import Callable
 
 import numpy as np
 
-from host.errors import SpecError
 from host.problem import AttentionProblem
 from host.reference import DEVICE_SLAB_ELEMENTS, attention
 from host.target_api import Inputs
-from kernels.budget import (TC_CONFIGS, TF32_CONFIGS, WGMMA_CONFIGS, flash_grid, flash_smem_bytes,
-                            flash_tc_smem_bytes, flash_tf32_smem_bytes, flash_wgmma_smem_bytes, flash_wgmma_threads)
 from kernels.halves import HALF_DTYPES, NAN_BITS, from_bits, to_bits
+from kernels.variants import NAIVE, SMEM_DEFAULT_LIMIT, Launch, Variant, variant
 
 SOURCE_DIR = Path(__file__).resolve().parent
-FLASH_THREADS = 128
-FUSED_THREADS = 256
-NAIVE_TILE = 16
-SOFTMAX_THREADS = 256
 LOG2E = 1.4426950408889634
 #: Ceiling measurements: an 8192² float32 cuBLAS matmul (1.1 TFLOP) and a 1 GiB device-to-device copy.
 CEILING_MATMUL_N = 8192
@@ -72,89 +66,64 @@ def _module(name: str, expressions: tuple[str, ...] = (), extra: tuple[str, ...]
 
 
 class CudaLauncher:
-    """Device buffers for one problem and `launch()` for one kernel; `out` is poisoned with NaN before use.
-    The target has already checked the plan (memory, shared memory, tile) against this device's limits."""
+    """Device buffers for one problem and `launch()` for one kernel variant (kernels/variants.py); `out` is poisoned
+    with NaN before use. The target has already checked the plan (memory, shared memory, tile) against this device's
+    limits."""
 
     def __init__(self, kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int,
                  path: str = "mma.sync"):
+        self.kernel, self.problem = kernel, problem
+        self.variant = variant(kernel, problem.dtype, path)
+        self._buffers(problem, inputs)
+        values = self._arguments(problem, br, bc)
+        self.calls = [(self._function(launch), launch.grid, launch.block,
+                       tuple(values[name] for name in launch.args), launch.smem)
+                      for launch in self.variant.launches(problem, br, bc)]
+
+    def _buffers(self, problem: AttentionProblem, inputs: Inputs) -> None:
+        """Q, K, V and O on the device, (B·H, N, d): float32, or fp16/bf16 bit patterns; O NaN until written; the
+        naive kernel's S (B·H, N, N) beside them."""
         import cupy
 
-        self.kernel, self.problem = kernel, problem
         bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
-        causal = np.int32(problem.causal)
         if problem.dtype in HALF_DTYPES:  # 16-bit storage: Q, K, V, O hold fp16 or bf16 bit patterns
-            if kernel != "flash":
-                raise SpecError(f"kernel {kernel!r} computes in float32 only; {problem.dtype} runs on flash")
             self.q, self.k, self.v = (cupy.asarray(to_bits(x.reshape(bh, n, d), problem.dtype))
                                       for x in (inputs.q, inputs.k, inputs.v))
-            self.out = cupy.full((bh, n, d), NAN_BITS[problem.dtype], dtype=cupy.uint16)  # NaN until written
-            scale = np.float32(problem.scale * LOG2E)
-            if path == "wgmma":
-                self.calls = [self._wgmma_call(problem, br, bc, scale, causal)]
-                return
-            warps, _, m_tiles = TC_CONFIGS[d, problem.causal]
-            kind = {"float16": "__half", "bfloat16": "__nv_bfloat16"}[problem.dtype]
-            expression = f"flash_tc_fwd<{kind},{d},{warps},{bc},{m_tiles}>"
-            fn = _module("flash_tc.cu", (expression,)).get_function(expression)  # built for this device's arch
-            smem = flash_tc_smem_bytes(br, bc, d)
-            if smem > 48 * 1024:
-                fn.max_dynamic_shared_size_bytes = smem
-            self.calls = [(fn, (flash_grid(n, br, bh),), (32 * warps,),
-                           (self.q, self.k, self.v, self.out, np.int32(n), scale, causal), smem)]
+            self.out = cupy.full((bh, n, d), NAN_BITS[problem.dtype], dtype=cupy.uint16)
             return
         self.q, self.k, self.v = (cupy.asarray(x.reshape(bh, n, d)) for x in (inputs.q, inputs.k, inputs.v))
-        self.out = cupy.full((bh, n, d), np.nan, dtype=cupy.float32)  # (BH, N, d), NaN until written
-        if kernel == "naive":
+        self.out = cupy.full((bh, n, d), np.nan, dtype=cupy.float32)
+        if self.variant is NAIVE:
             self.s = cupy.empty((bh, n, n), dtype=cupy.float32)  # (BH, N, N): S, then P in place
-            module = _module("naive.cu")
-            scores, softmax, pv = (module.get_function(f"naive_{x}") for x in ("scores", "softmax", "pv"))
-            tiles = (n + NAIVE_TILE - 1) // NAIVE_TILE
-            sizes = (np.int32(n), np.int32(d))
-            self.calls = [
-                (scores, (tiles, tiles, bh), (NAIVE_TILE, NAIVE_TILE),
-                 (self.q, self.k, self.s, *sizes, np.float32(problem.scale), causal), 0),
-                (softmax, (n, bh), (SOFTMAX_THREADS,), (self.s, np.int32(n)), 0),
-                (pv, ((d + NAIVE_TILE - 1) // NAIVE_TILE, tiles, bh), (NAIVE_TILE, NAIVE_TILE),
-                 (self.s, self.v, self.out, *sizes), 0),
-            ]
-        elif kernel == "fused":
-            fn = _module("fused.cu").get_function("fused_row")
-            smem = 4 * (n + 32)
-            if smem > 48 * 1024:
-                fn.max_dynamic_shared_size_bytes = smem
-            self.calls = [(fn, (n, bh), (FUSED_THREADS,), (self.q, self.k, self.v, self.out, np.int32(n), np.int32(d),
-                                                           np.float32(problem.scale * LOG2E), causal), smem)]
-        elif kernel == "flash":
-            if path == "3xtf32":
-                warps, _, m_tiles, q_in_regs = TF32_CONFIGS[d, problem.causal]
-                expression = f"flash_tf32_fwd<{d},{warps},{bc},{m_tiles},{str(q_in_regs).lower()}>"
-                source = "flash_tf32.cu"
-                threads, smem = 32 * warps, flash_tf32_smem_bytes(br, bc, d)
-            else:
-                expression, source = f"flash_fwd<{br},{bc},{d}>", "flash.cu"
-                threads, smem = FLASH_THREADS, flash_smem_bytes(br, bc, d)
-            fn = _module(source, (expression,)).get_function(expression)
-            if smem > 48 * 1024:
-                fn.max_dynamic_shared_size_bytes = smem
-            self.calls = [(fn, (flash_grid(n, br, bh),), (threads,),
-                           (self.q, self.k, self.v, self.out, np.int32(n), np.float32(problem.scale * LOG2E), causal),
-                           smem)]
-        else:
-            raise SpecError(f"kernel {kernel!r} is unknown; allowed: naive, fused, flash")
 
-    def _wgmma_call(self, problem: AttentionProblem, br: int, bc: int, scale: np.float32, causal: np.int32):
-        """The Hopper kernel's launch: built for sm_90a, with the copy engine's maps of Q, K and V (kernels/hopper.py),
-        which the launcher keeps alive beside the buffers they point into."""
-        from kernels import hopper
+    def _arguments(self, problem: AttentionProblem, br: int, bc: int) -> dict[str, object]:
+        """The launch arguments by name (kernels/variants.py ARGS); the Hopper kernel's tensor maps are made here
+        and kept alive beside the buffers they point into."""
+        values = {"q": self.q, "k": self.k, "v": self.v, "out": self.out, "n": np.int32(problem.seq),
+                  "d": np.int32(problem.dim), "scale": np.float32(problem.scale),
+                  "scale_log2": np.float32(problem.scale * LOG2E), "causal": np.int32(problem.causal)}
+        if self.variant is NAIVE:
+            values["s"] = self.s
+        if self.variant.sm90a:
+            from kernels import hopper
 
-        bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
-        _, consumers, stages, schedule = WGMMA_CONFIGS[d]
-        smem = flash_wgmma_smem_bytes(d, bc, consumers, stages)
-        kind = {"float16": 0, "bfloat16": 1}[problem.dtype]
-        fn = hopper.kernel(f"flash_wgmma_fwd<{kind},{d},{bc},{consumers},{stages},{schedule}>", smem)
-        self.maps = (hopper.tensor_map(self.q, br), hopper.tensor_map(self.k, bc), hopper.tensor_map(self.v, bc))
-        return (fn, (flash_grid(n, br, bh),), (flash_wgmma_threads(consumers),),
-                (*self.maps, self.out, np.int32(n), scale, causal), smem)
+            self.maps = (hopper.tensor_map(self.q, br), hopper.tensor_map(self.k, bc), hopper.tensor_map(self.v, bc))
+            values.update(zip(("q_map", "k_map", "v_map"), self.maps))
+        return values
+
+    def _function(self, launch: Launch):
+        """The launch's compiled function: the Hopper kernel from kernels/hopper.py (sm_90a, its shared memory
+        allowed), the others from CuPy's RawModule for this device's arch, the opt-in shared memory raised where a
+        block needs more than the 48 KB default."""
+        if self.variant.sm90a:
+            from kernels import hopper
+
+            return hopper.kernel(launch.function, launch.smem)
+        expressions = (launch.function,) if self.variant.templated else ()
+        fn = _module(self.variant.source, expressions).get_function(launch.function)
+        if launch.smem > SMEM_DEFAULT_LIMIT:
+            fn.max_dynamic_shared_size_bytes = launch.smem
+        return fn
 
     def launch(self) -> None:
         for fn, grid, block, args, smem in self.calls:
@@ -243,6 +212,11 @@ class CudaDevice:
         import cupy
 
         p = inputs.problem
+    @staticmethod
+    def run_note(note: str, chosen: Variant) -> str:
+        """What ran for a flash row: the plan's note (the kernel and its arithmetic) as it is."""
+        return note
+
         elements = p.batch * p.heads * p.seq * p.dim
         # Q, K, V in float32 and float64, O in float64, one slab of scores and its exponentials' product with V
         need = 44 * elements + 16 * min(DEVICE_SLAB_ELEMENTS, p.batch * p.heads * p.seq * p.seq)

@@ -6,10 +6,10 @@ row fields run in the plain test suite on a machine without a GPU (`--gpu-device
 for a port. Its kernels follow the CUDA kernels' algorithms in float32: `naive` materialises S and P, `fused` does
 one query row's softmax at a time, `flash` walks Bc-key tiles with the online softmax for Br-query tiles, in base 2
 with log2(e) folded into the scale; for float16 and bfloat16 problems `flash` is the tensor-core kernel's arithmetic
-(16-bit inputs, P and O; float32 accumulation). Its limits are the H200's published ones (kernels/budget.py PROFILES["h200"])
-with `MEMORY_BYTES` of device memory; its times are the host's wall clock timing numpy (its rows' timing_source says
-so), and it measures no ceilings (no roofline point). Nothing here is a GPU measurement: every row says "fake" in its
-device.
+(16-bit inputs, P and O; float32 accumulation). Its limits are the H200's published ones (kernels/budget.py
+PROFILES["h200"]) with `MEMORY_BYTES` of device memory; its times are the host's wall clock timing numpy (its rows'
+timing_source says so), and it measures no ceilings (no roofline point). Nothing here is a GPU measurement: every
+row says "fake" in its device.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from typing import Callable
 
 import numpy as np
 
-from host.errors import SpecError
 from host.problem import AttentionProblem
 from host.target_api import Inputs
 from host.timing import time_calls
 from kernels.budget import PROFILES
 from kernels.halves import HALF_DTYPES, rounded
+from kernels.variants import Variant, variant
 
 LOG2E = 1.4426950408889634
 #: The fake's device memory: small, so that the naive kernel's N² scores run out of it at test sizes.
@@ -95,13 +95,13 @@ class FakeLauncher:
 
     def __init__(self, kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int,
                  path: str = "mma.sync"):
-        if kernel not in KERNEL_MATH:
-            raise SpecError(f"kernel {kernel!r} is unknown; allowed: {', '.join(KERNEL_MATH)}")
-        if problem.dtype in HALF_DTYPES and kernel != "flash":
-            raise SpecError(f"kernel {kernel!r} computes in float32 only; {problem.dtype} runs on flash")
-        # `path` picks no arithmetic here: both 16-bit tensor-core kernels compute the same steps (fp32 scores, P
-        # rounded to 16 bits, fp32 O), and the 3xTF32 and FFMA float32 kernels both to about fp32 accuracy; only
-        # their tiles differ, and the tile is what the fake's flash takes
+        # The variant a GPU would run (kernels/variants.py) and its launches, as kernels/cuda.py builds them: the
+        # same refusals (an unknown kernel, a 16-bit naive or fused, a tensor-core d not built). Its path picks no
+        # arithmetic here: both 16-bit tensor-core kernels compute the same steps (fp32 scores, P rounded to 16
+        # bits, fp32 O), and the 3xTF32 and FFMA float32 kernels both to about fp32 accuracy; only their tiles
+        # differ, and the tile is what the fake's flash takes
+        self.variant = variant(kernel, problem.dtype, path)
+        self.launches = self.variant.launches(problem, br, bc)
         self.kernel, self.problem, self.br, self.bc = kernel, problem, br, bc
         bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
         self.q, self.k, self.v = (np.ascontiguousarray(x.reshape(bh, n, d), dtype=np.float32)
@@ -166,6 +166,14 @@ class FakeDevice:
         return None
 
     @staticmethod
+    @staticmethod
+    def run_note(note: str, chosen: Variant) -> str:
+        """What ran for a flash row: numpy on the CPU in the tile of the variant a GPU would run. The plan's note
+        (`note`: tensor cores, 3xTF32, FFMA) describes a GPU, so it is not repeated here."""
+        arithmetic = "float32" if chosen.dtypes == ("float32",) else "16-bit inputs, P and O, float32 sums"
+        return (f"fake GPU: numpy on the CPU ({arithmetic}) in the tile of {chosen.name} (kernels/{chosen.source}, "
+                f"path {chosen.path}); no GPU ran")
+
     def golden(inputs: Inputs) -> None:
         """The fake has no device of its own to compute the golden on: the host computes it."""
         return None

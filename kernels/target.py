@@ -29,27 +29,24 @@ from host.results import Result
 from host.target_api import Inputs, RunOptions
 from host.timing import summarize
 from host.verdict import check_float
-from kernels.budget import (MAX_GRID_X, TC_CONFIGS, TC_DIMS, TF32_CONFIGS, TF32_DIMS, WGMMA_CONFIGS, flash_grid,
-                            flash_smem_bytes, flash_tc_smem_bytes, flash_tf32_smem_bytes, flash_wgmma_smem_bytes)
 from kernels.halves import HALF_DTYPES
 
 #: kernel name → the dtype it computes in (float32, the default dtype; `kernels(settings)` adds the 16-bit ones).
+from kernels.variants import (DEFAULT_TILES, FLASH, FLASH_TC, FLASH_TF32, FLASH_WGMMA, MAX_GRID_X, TC_DIMS,
+                              TF32_DIMS, TILE_CHOICES, check_tile, flash_grid, variant)
 KERNELS = {"naive": "float32", "fused": "float32", "flash": "float32"}
 #: --gpu-dtype names → problem dtypes.
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
-TILE_CHOICES = (8, 16, 32, 64, 128)
-FLASH_THREADS = 128
-
-#: Default flash tiles by head dimension, (Br, Bc): the H200 sweeps' best at N = 2048 and 4096 for d = 64 and at
-#: N = 4096 for d = 128 (docs/gpu.md); d = 256 from the shared-memory budget (two blocks per SM), not swept.
-DEFAULT_TILES = {64: (128, 64), 128: (64, 32), 256: (16, 32)}
+#: The FFMA flash kernel's threads per block (kernels/variants.py FLASH; its tiles are TILE_CHOICES, its default
+#: tile per d DEFAULT_TILES, both from there).
+FLASH_THREADS = FLASH.threads
 #: Below this many query tiles per SM, halve Br (down to 32) to fill the SMs: the sweep's best at N <= 1024.
 MIN_TILES_PER_SM = 1
 H200_SMS = 132
 DEVICES = ("cuda", "fake")
 #: The most (batch, head) pairs one launch takes: CUDA's limit on a grid's y and z extent, where naive and fused put
-#: them (flash puts tiles × pairs on x: budget.MAX_GRID_X).
+#: them (flash puts tiles × pairs on x: variants.MAX_GRID_X).
 MAX_GRID_BH = 65535
 #: --gpu-tc-path: which tensor-core kernel runs the 16-bit rows. auto: wgmma on sm_90, mma.sync elsewhere.
 TC_PATHS = ("auto", "wgmma", "mma")
@@ -77,7 +74,7 @@ class Settings:
             raise SpecError(f"--gpu-fp32-path {self.fp32_path!r} is unknown; allowed: {', '.join(FP32_PATHS)}")
         if self.tile is not None and self.fp32_path == "3xtf32":
             raise SpecError("--gpu-tile sets the FFMA flash kernel's tile; --gpu-fp32-path 3xtf32 runs with its "
-                            "fixed tile per d (kernels/budget.py TF32_CONFIGS): drop one of the two")
+                            "fixed tile per d (kernels/variants.py TF32_CONFIGS): drop one of the two")
         for dtype in self.dtypes:
             if dtype not in DTYPES.values():
                 raise SpecError(f"dtype {dtype!r} is unknown; allowed: {', '.join(DTYPES.values())}")
@@ -104,7 +101,7 @@ def add_options(group: argparse._ArgumentGroup) -> None:
                             "harness without a GPU (its rows are no GPU measurement)")
     group.add_argument("--gpu-tile", type=parse_tile, default=None, metavar="BRxBC",
                        help=f"flash tile, Br and Bc from {','.join(map(str, TILE_CHOICES))} (default: by d, "
-                            "see kernels/target.py DEFAULT_TILES); float32 FFMA kernel only (implies "
+                            "see kernels/variants.py DEFAULT_TILES); float32 FFMA kernel only (implies "
                             "--gpu-fp32-path simt)")
     group.add_argument("--gpu-dtype", "--dtype", type=parse_dtypes, default=("float32",), metavar="LIST",
                        help="precisions, comma-separated: fp32 (naive, fused, flash), fp16 and bf16 (flash on "
@@ -130,7 +127,7 @@ def parse_dtypes(text: str) -> tuple[str, ...]:
 def settings(args: argparse.Namespace) -> Settings:
     if args.gpu_tile is not None and "float32" not in args.gpu_dtype:
         raise SpecError("--gpu-tile sets the float32 flash kernel's tile; --gpu-dtype has no fp32 (the tensor-core "
-                        "kernel's tile is fixed per d and mask: kernels/budget.py TC_CONFIGS)")
+                        "kernel's tile is fixed per d and mask: kernels/variants.py TC_CONFIGS)")
     return Settings(device=args.gpu_device, tile=args.gpu_tile, dtypes=args.gpu_dtype, tc_path=args.gpu_tc_path,
                     fp32_path=args.gpu_fp32_path)
 
@@ -224,8 +221,8 @@ def fp32_plan(problem: AttentionProblem, capability: int, settings: Settings) ->
         raise TargetError(f"--gpu-fp32-path 3xtf32: {why}", status="skipped")
     if why:
         return Plan(0, 0, "simt", f"fp32 FFMA ({why})")
-    warps, bc, m_tiles, _ = TF32_CONFIGS[problem.dim, problem.causal]
-    return Plan(16 * m_tiles * warps, bc, "3xtf32",
+    config = FLASH_TF32.config(problem)
+    return Plan(config.br, config.bc, FLASH_TF32.path,
                 "fp32 on tensor cores: 3xTF32 (mma.sync m16n8k8, each operand split into two TF32 halves, three "
                 "products), as torch's EFFICIENT kernel")
 
@@ -243,19 +240,13 @@ def tc_plan(problem: AttentionProblem, capability: int, forced: str = "auto") ->
         raise TargetError(f"--gpu-tc-path wgmma: wgmma and the sm_90a target exist on sm_90 (Hopper) only; this "
                           f"device is sm_{capability}", status="skipped")
     if capability == 90 and forced != "mma":
-        bc, consumers, _, _ = WGMMA_CONFIGS[problem.dim]
-        return Plan(64 * consumers, bc, "wgmma",
-                    f"tensor cores: wgmma (sm_90a), TMA tiles, a producer and {consumers} consumer warpgroups, "
+        wgmma = FLASH_WGMMA.config(problem)
+        return Plan(wgmma.br, wgmma.bc, FLASH_WGMMA.path,
+                    f"tensor cores: wgmma (sm_90a), TMA tiles, a producer and {wgmma.consumers} consumer warpgroups, "
                     "fp32 accumulation")
-    warps, bc, m_tiles = TC_CONFIGS[problem.dim, problem.causal]
+    config = FLASH_TC.config(problem)
     why = "forced by --gpu-tc-path" if capability == 90 else f"no wgmma on sm_{capability}"
-    return Plan(16 * m_tiles * warps, bc, "mma.sync", f"tensor cores: mma.sync m16n8k16, fp32 accumulation ({why})")
-
-
-def check_tile(br: int, bc: int) -> None:
-    for name, value in (("Br", br), ("Bc", bc)):
-        if value not in TILE_CHOICES:
-            raise SpecError(f"{name}={value} is not supported; allowed: {', '.join(map(str, TILE_CHOICES))}")
+    return Plan(config.br, config.bc, FLASH_TC.path, f"tensor cores: mma.sync m16n8k16, fp32 accumulation ({why})")
 
 
 def model_bytes(kernel: str, problem: AttentionProblem) -> int:
@@ -305,26 +296,14 @@ def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc
     elif kernel == "fused" and problem.seq > fused_cap(dev):
         raise SpecError(f"fused keeps a row's N scores in shared memory: N={problem.seq} exceeds this device's cap "
                         f"of {fused_cap(dev)} (opt-in shared memory per block / 4 bytes − 32)")
-    elif kernel == "flash" and problem.dtype in HALF_DTYPES:
-        if path == "wgmma":
-            _, consumers, stages, _ = WGMMA_CONFIGS[problem.dim]
-            smem = flash_wgmma_smem_bytes(problem.dim, bc, consumers, stages)
-        else:
-            smem = flash_tc_smem_bytes(br, bc, problem.dim)
-        if smem > dev.smem_optin():
-            raise SpecError(f"tensor-core flash ({path}) Br={br}, Bc={bc}, d={problem.dim} needs {smem} B of shared "
-                            f"memory per block; this device allows {dev.smem_optin()} B")
-    elif kernel == "flash" and path == "3xtf32":
-        smem = flash_tf32_smem_bytes(br, bc, problem.dim)
-        if smem > dev.smem_optin():
-            raise SpecError(f"3xTF32 flash Br={br}, Bc={bc}, d={problem.dim} needs {smem} B of shared memory per "
-                            f"block; this device allows {dev.smem_optin()} B")
     elif kernel == "flash":
-        check_tile(br, bc)
-        smem = flash_smem_bytes(br, bc, problem.dim)
+        chosen = variant(kernel, problem.dtype, path)
+        if chosen is FLASH:
+            check_tile(br, bc)
+        smem = chosen.smem(problem, br, bc)
         if smem > dev.smem_optin():
-            raise SpecError(f"flash Br={br}, Bc={bc}, d={problem.dim} needs {smem} B of shared memory per block; "
-                            f"this device allows {dev.smem_optin()} B")
+            raise SpecError(f"{chosen.label} Br={br}, Bc={bc}, d={problem.dim} needs {smem} B of shared memory per "
+                            f"block; this device allows {dev.smem_optin()} B")
     return dev.launcher(kernel, problem, inputs, br, bc, path)
 
 
@@ -367,6 +346,12 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
         gflops=problem.flops() / seconds / 1e9 if seconds > 0 else None, model_bytes=model_bytes(kernel, problem),
         gbps=model_bytes(kernel, problem) / seconds / 1e9 if seconds > 0 else None,
         peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source=peak_source if peak_gflops else "",
+def flash_note(kernel: str, problem: AttentionProblem, plan: Plan, dev) -> str:
+    """A flash row's note on what ran, in the device's words (the fake says numpy ran, not tensor cores); '' for
+    the other kernels."""
+    return dev.run_note(plan.note, variant(kernel, problem.dtype, plan.path)) if kernel == "flash" else ""
+
+
         energy_j=energy.joules_per_call if energy else None, energy_source=energy.source if energy else "",
-        verdict=verdict, message="; ".join(filter(None, [plan.note if kernel == "flash" else "",
+        verdict=verdict, message="; ".join(filter(None, [flash_note(kernel, problem, plan, dev),
                                                          energy.reason if energy else ""])))]

@@ -3,7 +3,8 @@ synthesise the datapath's RTL units with Yosys (codesign/rtl/synth.py) and print
 MAC cell at 24-, 32-, 40- and 48-bit accumulators, the EXP2 unit, the divider, the score and rescale units, and the
 systolic array at 4×4 and at --array, with the array's GE per cell beside the MAC cell's (the scaling check) and
 the seconds each synthesis took. --write-calibration synthesises what the explorer's synthesis-based area needs and
-writes it as TOML (default codesign/rtl_gates.toml; codesign/technology.py reads it).
+writes it as TOML (default codesign/rtl_gates.toml; codesign/technology.py reads it). The machine's load average and
+a numpy matmul anchor, measured before the first synthesis, are printed beside the seconds (codesign/console.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from codesign.console import machine as machine_state
 from codesign.datapath import ACC_BITS_MAX, ACC_BITS_MIN, OUTPUT_ACC_BITS, Datapath, array_shape
 from codesign.rtl import available
 from codesign.rtl.synth import ABC_GATES, DEFAULT_TIMEOUT_S, WEIGHTS, Synthesis, synthesize, yosys_missing
@@ -225,8 +227,8 @@ def calibration_text(results: dict[Job, Synthesis | TargetError], command: str,
         "# NAND2 gate equivalents (GE) of the datapath's RTL units (codesign/rtl/), synthesised with Yosys by",
         "# codesign/rtl/synth.py: generic synthesis, flip-flops made plain D flip-flops, logic mapped by ABC to",
         f"# {ABC_GATES} and NOT, cells weighted by NanGate FreePDK45 areas over NAND2_X1 (synth.py WEIGHTS).",
-        "# codesign/technology.py (GateCalibration) reads it for the explorer's synthesis-based area. Written by a tool:",
-        "# regenerate it with the command below rather than editing it.",
+        "# codesign/technology.py (GateCalibration) reads it for the explorer's synthesis-based area. Written by a",
+        "# tool: regenerate it with the command below rather than editing it.",
         f"command = {json.dumps(command)}",  # a JSON string is a TOML basic string, whatever the path holds
         *(f"{key} = {json.dumps(value)}" for key, value in env.items()),
         "",
@@ -284,7 +286,7 @@ def check_writable(path: Path) -> None:
         staged.unlink(missing_ok=True)
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> Parser:
     parser = Parser(prog="python -m codesign synth", description=__doc__)
     parser.add_argument("--array", type=array_shape, default=(8, 8),
                         help=f"the larger array to synthesise, RxC (default 8x8; at most {MAX_ARRAY_CELLS} cells)")
@@ -295,8 +297,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--timeout", type=real("timeout", 1, 86_400), default=DEFAULT_TIMEOUT_S,
                         help=f"seconds one synthesis may take (default {DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--write-calibration", type=calibration_path, nargs="?", const=CALIBRATION, metavar="PATH",
-                        help=f"synthesise the explorer's calibration set and write it (default {CALIBRATION.name})")
-    args = parser.parse_args(argv)
+                        help="synthesise the explorer's calibration set and write it (default: not written; "
+                             "PATH left out: codesign/rtl_gates.toml)")
+    return parser
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """SpecError in one line for what the parser cannot see (unknown units, too large an array, an unwritable
+    calibration); UnavailableError when Amaranth or yosys is missing. All before the long work."""
     unknown = [kind for kind in args.units if kind not in UNIT_KINDS]
     if unknown:
         raise SpecError(f"--units {unknown[0]!r} is unknown; allowed: {', '.join(UNIT_KINDS)}")
@@ -314,10 +322,32 @@ def main(argv: list[str]) -> int:
     for reason in (available()[1], yosys_missing()):
         if reason:
             raise UnavailableError(reason)
+
+
+def write_calibration(path: Path, results: dict[Job, Synthesis | TargetError], argv: list[str],
+                      env: dict[str, str]) -> None:
+    """The calibration file at `path`, staged and renamed so a reader never sees half of it."""
+    command = shlex.join(["python", "-m", "codesign", "synth", *argv])  # to run again as it stands
+    text = calibration_text(results, command, env)
+    staged = staged_path(path)
+    try:
+        staged.write_text(text)
+        os.replace(staged, path)
+    except OSError as exc:
+        raise SpecError(f"--write-calibration {path}: cannot write it ({exc.strerror or exc})") from None
+    finally:
+        staged.unlink(missing_ok=True)
+    print(f"wrote {path}")
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    check_arguments(args)
     if args.write_calibration is not None:
         jobs = calibration_jobs(args.array, args.acc_bits)
     else:
         jobs = table_jobs(tuple(args.units), args.array, args.acc_bits)
+    state = machine_state()
     with _term_as_interrupt():
         results = run_jobs(jobs, args.timeout)
     stopped = "" if len(results) == len(jobs) else (
@@ -330,9 +360,10 @@ def main(argv: list[str]) -> int:
     env = environment()
     print(f"NAND2 gate equivalents from {env['yosys']} (generic synthesis, ABC to {ABC_GATES} and NOT); weights: "
           + ", ".join(f"{cell.strip('$_')} {weight:.3g}" for cell, weight in WEIGHTS.items()))
+    print(state.line())
     print(format_table(results))
     total = sum(done.seconds for done in results.values() if isinstance(done, Synthesis))
-    print(f"{len(results)} units, {total:.1f} s of synthesis on {env['machine']}")
+    print(f"{len(results)} units, {state.ratio(total)} of synthesis on {env['machine']}")
     if stopped:
         print(stopped, file=sys.stderr)
         return 130
@@ -340,16 +371,5 @@ def main(argv: list[str]) -> int:
     if failed and args.write_calibration is None:
         raise TargetError(f"{len(failed)} of {len(jobs)} units failed (the table has the others); {failed[0]}")
     if args.write_calibration is not None:
-        command = shlex.join(["python", "-m", "codesign", "synth", *argv])  # to run again as it stands
-        path = args.write_calibration
-        text = calibration_text(results, command, env)
-        staged = staged_path(path)
-        try:
-            staged.write_text(text)
-            os.replace(staged, path)  # a reader never sees half a calibration
-        except OSError as exc:
-            raise SpecError(f"--write-calibration {path}: cannot write it ({exc.strerror or exc})") from None
-        finally:
-            staged.unlink(missing_ok=True)
-        print(f"wrote {path}")
+        write_calibration(args.write_calibration, results, argv, env)
     return 0

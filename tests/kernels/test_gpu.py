@@ -13,6 +13,7 @@ from host.errors import SpecError, TargetError
 from host.problem import AttentionProblem
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import target
+from kernels.variants import FLASH
 
 FLASH_INSTANCES = [(128, 64, 64), (64, 64, 64), (32, 64, 64), (64, 32, 128), (32, 32, 128), (16, 32, 256), (8, 8, 59), (16, 64, 16), (128, 8, 1)]
 
@@ -25,8 +26,9 @@ def test_every_kernel_compiles_with_nvcc(source, arch, tmp_path):
     unit = tmp_path / f"unit_{source}"
     text = f'#include "{ROOT / "kernels" / source}"\n'
     if source == "flash.cu":  # a template: instantiate the tiles and head dimensions we use, d = 59 included
-        text += "".join(f"template __global__ void flash_fwd<{br},{bc},{d}>(const float*, const float*, "
-                        f"const float*, float*, int, float, int);\n" for br, bc, d in FLASH_INSTANCES)
+        text += "".join(f"template __global__ void {FLASH.expressions(AttentionProblem(seq=1, dim=d), br, bc)[0]}("
+                        "const float*, const float*, const float*, float*, int, float, int);\n"
+                        for br, bc, d in FLASH_INSTANCES)
     unit.write_text(text)
     done = subprocess.run(["nvcc", f"-arch={arch}", "-std=c++17", "-Werror", "all-warnings", f"-I{ROOT / 'kernels'}",
                            "-c", "-o", str(tmp_path / "unit.o"), str(unit)], capture_output=True, text=True,

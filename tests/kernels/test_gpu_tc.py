@@ -17,7 +17,7 @@ from host.problem import AttentionProblem
 from host.reference import errors
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import target
-from kernels.budget import TC_CONFIGS, WGMMA_CONFIGS
+from kernels.variants import FLASH_TC, FLASH_WGMMA, TC_CONFIGS, TC_TYPES, WGMMA_CONFIGS
 from kernels.fake import FakeDevice
 from kernels.halves import from_bits, rounded, to_bits
 
@@ -30,18 +30,21 @@ def test_the_tensor_core_kernel_compiles_for_sm90(tmp_path):
         pytest.skip("nvcc is not installed")
     unit = tmp_path / "unit_flash_tc.cu"
     text = f'#include "{ROOT / "kernels" / "flash_tc.cu"}"\n'
-    launches = sorted({(d, *config) for (d, _), config in TC_CONFIGS.items()})  # each distinct instance once
-    for kind in ("__half", "__nv_bfloat16"):
-        for d, warps, bc, m_tiles in launches:
-            text += (f"template __global__ void flash_tc_fwd<{kind},{d},{warps},{bc},{m_tiles}>(const {kind}*, "
-                     f"const {kind}*, const {kind}*, {kind}*, int, float, int);\n")
+    # the launcher's own name expressions (kernels/variants.py), each distinct instance once
+    launches = sorted({(dtype, FLASH_TC.expressions(AttentionProblem(seq=1, dim=d, causal=causal, dtype=dtype),
+                                                    config.br, config.bc)[0])
+                       for (d, causal), config in TC_CONFIGS.items() for dtype in HALF})
+    for dtype, expression in launches:
+        kind = TC_TYPES[dtype]
+        text += (f"template __global__ void {expression}(const {kind}*, const {kind}*, const {kind}*, {kind}*, int, "
+                 "float, int);\n")
     unit.write_text(text)
     done = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-Werror", "all-warnings", "-Xptxas", "-v", "-c",
                            "-o", str(tmp_path / "unit.o"), str(unit)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     spills = [int(line.split("bytes spill stores")[0].split(",")[-1]) for line in done.stderr.splitlines()
               if "bytes spill stores" in line]
-    assert len(spills) == 2 * len(launches)
+    assert len(spills) == len(launches) == 6  # 3 distinct launches of TC_CONFIGS × 2 types
     # registers hold each instance's state: at most the 48 bytes the d 128 two-m-tile launch spills (docs/gpu.md)
     assert max(spills) <= 48, done.stderr
 
@@ -51,10 +54,11 @@ def test_the_wgmma_kernel_compiles_for_sm90a_without_spills(tmp_path):
         pytest.skip("nvcc is not installed")
     unit = tmp_path / "unit_flash_wgmma.cu"
     text = f'#include "{ROOT / "kernels" / "flash_wgmma.cu"}"\n'
-    for kind in (0, 1):
-        for d, (bc, consumers, stages, schedule) in WGMMA_CONFIGS.items():
-            text += (f"template __global__ void flash_wgmma_fwd<{kind},{d},{bc},{consumers},{stages},{schedule}>("
-                     "const void*, const void*, const void*, unsigned short*, int, float, int);\n")
+    for dtype in HALF:  # the launcher's own name expressions (kernels/variants.py)
+        for d, config in WGMMA_CONFIGS.items():
+            [expression] = FLASH_WGMMA.expressions(AttentionProblem(seq=1, dim=d, dtype=dtype), config.br, config.bc)
+            text += (f"template __global__ void {expression}(const void*, const void*, const void*, unsigned short*, "
+                     "int, float, int);\n")
     unit.write_text(text)
     done = subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-Werror", "all-warnings",
                            "-Xptxas", "-v", "-c", "-o", str(tmp_path / "unit.o"), str(unit)],
@@ -118,7 +122,11 @@ def test_16bit_rows_are_judged_in_their_dtype(device, dtype, tc_path, seq, dim, 
     plan = target.tc_plan(problem, target.backend(target.Settings(device)).capability(), tc_path)
     assert row.dtype == dtype and row.kernel == "flash" and (row.br, row.bc) == (plan.br, plan.bc)
     assert row.model_bytes == problem.min_bytes() == 2 * 4 * 2 * seq * dim  # 2 bytes per element
-    assert f"tensor cores: {plan.path}" in row.message
+    if device == "fake":  # numpy ran, in the tile of the kernel a GPU would run: no tensor core
+        assert f"numpy on the CPU (16-bit inputs, P and O, float32 sums) in the tile of" in row.message
+        assert f"path {plan.path}" in row.message and "tensor cores" not in row.message
+    else:
+        assert f"tensor cores: {plan.path}" in row.message
     assert row.rel_l2 > 1e-5  # 16-bit storage shows: not the float32 path
 
 

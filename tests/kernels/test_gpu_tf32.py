@@ -18,7 +18,7 @@ from host.problem import AttentionProblem
 from host.reference import errors
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import target
-from kernels.budget import TF32_CONFIGS
+from kernels.variants import FLASH_TF32, TF32_CONFIGS
 from kernels.fake import FakeDevice
 
 
@@ -28,10 +28,13 @@ def test_the_3xtf32_kernel_compiles_without_spills(tmp_path, arch):
         pytest.skip("nvcc is not installed")
     unit = tmp_path / "unit_flash_tf32.cu"
     text = f'#include "{ROOT / "kernels" / "flash_tf32.cu"}"\n'
-    launches = sorted({(d, *config) for (d, _), config in TF32_CONFIGS.items()})  # each distinct instance once
-    for d, warps, bc, m_tiles, q_in_regs in launches:
-        text += (f"template __global__ void flash_tf32_fwd<{d},{warps},{bc},{m_tiles},{str(q_in_regs).lower()}>("
-                 "const float*, const float*, const float*, float*, int, float, int);\n")
+    # the launcher's own name expressions (kernels/variants.py), each distinct instance once
+    launches = sorted({FLASH_TF32.expressions(AttentionProblem(seq=1, dim=d, causal=causal), config.br, config.bc)[0]
+                       for (d, causal), config in TF32_CONFIGS.items()})
+    assert len(launches) == 3  # (64, 4, 32, 2, false), (64, 4, 32, 1, true), (128, 8, 64, 1, false)
+    for expression in launches:
+        text += (f"template __global__ void {expression}(const float*, const float*, const float*, float*, int, "
+                 "float, int);\n")
     unit.write_text(text)
     done = subprocess.run(["nvcc", f"-arch={arch}", "-std=c++17", "-Werror", "all-warnings", "-Xptxas", "-v", "-c",
                            "-o", str(tmp_path / "unit.o"), str(unit)], capture_output=True, text=True, timeout=600)
@@ -79,11 +82,14 @@ def test_a_forced_3xtf32_row_is_skipped_with_its_reason(capability, dim, match, 
     assert info.value.status == "skipped"
 
 
-@pytest.mark.parametrize("dim,tile,word", [(64, None, "3xTF32"), (59, None, "FFMA"), (64, (32, 16), "FFMA")])
-def test_fake_fp32_rows_name_their_arithmetic(dim, tile, word):
+@pytest.mark.parametrize("dim,tile,stands_in_for", [(64, None, "flash_tf32 (kernels/flash_tf32.cu, path 3xtf32)"),
+                                                    (59, None, "flash (kernels/flash.cu, path simt)"),
+                                                    (64, (32, 16), "flash (kernels/flash.cu, path simt)")])
+def test_fake_fp32_rows_say_numpy_ran_in_the_tile_of_the_gpus_kernel(dim, tile, stands_in_for):
     problem = fresh(37, dim, True)
     [row] = target.run(problem, Inputs(problem), options("fake", tile=tile))
-    assert row.status == "ok" and word in row.message, row.message
+    assert row.status == "ok" and f"numpy on the CPU (float32) in the tile of {stands_in_for}" in row.message
+    assert "tensor cores" not in row.message and "FFMA" not in row.message, row.message
     if tile:
         assert (row.br, row.bc) == tile
     [naive] = target.run(problem, Inputs(problem), options("fake", kernel="naive"))

@@ -1,0 +1,345 @@
+"""One record per GPU kernel variant: its source, the functions it launches (name expressions of template
+instantiations), threads per block, dynamic shared memory, grid and tile configurations.
+
+The planner (kernels/target.py), the CuPy launcher (kernels/cuda.py), the numpy fake (kernels/fake.py) and the budget
+tool (kernels/budget.py) all read these records, so a variant's facts are written once:
+
+| variant       | kernel | path (Plan.path) | source        | dtypes            | tile                                 |
+|---------------|--------|------------------|---------------|-------------------|--------------------------------------|
+| `naive`       | naive  | any              | naive.cu      | float32           | none: 16×16 thread tiles             |
+| `fused`       | fused  | any              | fused.cu      | float32           | none: one block per query row        |
+| `flash`       | flash  | simt             | flash.cu      | float32           | (Br, Bc) from TILE_CHOICES           |
+| `flash_tf32`  | flash  | 3xtf32           | flash_tf32.cu | float32           | TF32_CONFIGS per (d, causal)         |
+| `flash_tc`    | flash  | mma.sync         | flash_tc.cu   | float16, bfloat16 | TC_CONFIGS per (d, causal)           |
+| `flash_wgmma` | flash  | wgmma            | flash_wgmma.cu| float16, bfloat16 | WGMMA_CONFIGS per d                  |
+
+A variant's `launches(problem, br, bc)` gives each kernel launch of one call: the function, its grid and block,
+its dynamic shared memory in bytes and its arguments by name (ARGS says what each name is; kernels/cuda.py binds
+them to buffers). Nothing here imports CuPy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from host.checks import check_int
+from host.errors import SpecError
+from host.problem import LIMITS, AttentionProblem
+from kernels.halves import HALF_DTYPES
+
+FLOAT_BYTES = 4
+#: Tile sizes (Br, Bc) the shared-memory formulas accept; a block of these kernels holds at most a few hundred rows.
+TILE_RANGE = (1, 1024)
+#: CUDA's limit on a grid's x extent, where the flash kernels put query tiles × (batch, head) pairs.
+MAX_GRID_X = 2**31 - 1
+#: Dynamic shared memory a kernel gets without raising its max_dynamic_shared_size_bytes attribute.
+SMEM_DEFAULT_LIMIT = 48 * 1024
+
+#: What each launch argument name stands for (kernels/cuda.py binds them).
+ARGS = {
+    "q": "Q, (B·H, N, d) in the problem's storage (float32, or 16-bit bit patterns)",
+    "k": "K, (B·H, N, d)",
+    "v": "V, (B·H, N, d)",
+    "out": "O, (B·H, N, d), poisoned with NaN before the first launch",
+    "s": "the naive kernel's scores S, then P in place: (B·H, N, N) float32",
+    "n": "N as int32",
+    "d": "d as int32",
+    "scale": "1/√d as float32",
+    "scale_log2": "log2(e)/√d as float32 (the kernels' exponentials are base 2)",
+    "causal": "1 for the causal mask, else 0, as int32",
+    "q_map": "the copy engine's map of Q, boxes of Br rows (kernels/hopper.py)",
+    "k_map": "the copy engine's map of K, boxes of Bc rows",
+    "v_map": "the copy engine's map of V, boxes of Bc rows",
+}
+
+
+def flash_grid(n: int, br: int, bh: int) -> int:
+    """Blocks of one flash launch: ⌈N / Br⌉ query tiles × batch·heads on the grid's x axis, in the order
+    kernels/tile_order.cuh reads (causal launches run their longest tiles first across all heads)."""
+    return -(-n // br) * bh
+
+
+def row_strides(dim: int) -> tuple[int, int]:
+    """(QP, KP): the FFMA flash kernel's Q and K row strides in floats (float4 rows when d % 4 == 0)."""
+    return (dim, dim + 4) if dim % 4 == 0 else (dim + 1, dim + 1)
+
+
+def flash_smem_bytes(br: int, bc: int, dim: int) -> int:
+    """Shared memory of one FFMA flash block (kernels/flash.cu) in bytes: 4·(Br·QP + Bc·KP + Bc·d + Br·(Bc+4) +
+    3·Br): fp32 Q, K, V and S tiles (Q, K and S rows padded), and m, l, scale per row."""
+    br = check_int("Br", br, *TILE_RANGE)
+    bc = check_int("Bc", bc, *TILE_RANGE)
+    dim = check_int("dim", dim, *LIMITS["dim"])
+    qp, kp = row_strides(dim)
+    return FLOAT_BYTES * (br * qp + bc * kp + bc * dim + br * (bc + 4) + 3 * br)
+
+
+def flash_tf32_smem_bytes(br: int, bc: int, dim: int) -> int:
+    """Shared memory of one 3xTF32 flash block (kernels/flash_tf32.cu) in bytes: 4·(Br·(d+8) + 2·Bc·(d+8) +
+    2·Bc·(d+4)), the fp32 Q tile and two stages each of K (rows d + 8 floats apart) and V (d + 4)."""
+    return 4 * (br * (dim + 8) + 2 * bc * (dim + 8) + 2 * bc * (dim + 4))
+
+
+def flash_tc_smem_bytes(br: int, bc: int, dim: int) -> int:
+    """Shared memory of one tensor-core flash block (kernels/flash_tc.cu) in bytes: 2·(Br + 4·Bc)·d, the 16-bit Q
+    tile and two stages each of K and V."""
+    return 2 * (br + 4 * bc) * dim
+
+
+def flash_wgmma_smem_bytes(dim: int, bc: int, consumers: int, stages: int) -> int:
+    """Dynamic shared memory of one Hopper block in bytes: the 16-bit Q tile (64 · consumers rows) and `stages`
+    stages each of K and V, their mbarriers (8 bytes each: Q's, then full K, full V and empty per stage), and 1024
+    bytes to align the tiles to the swizzle's period."""
+    return 2 * dim * (64 * consumers + 2 * stages * bc) + 8 * (1 + 3 * stages) + 1024
+
+
+def flash_wgmma_threads(consumers: int) -> int:
+    """Threads of one Hopper block: the consumer warpgroups and the producer warpgroup (one thread of which issues
+    the copies; the rest hand their registers to the consumers)."""
+    return 128 * consumers + 128
+
+
+# ---------------------------------------------------------------------------------------------------------- configs
+
+class TcConfig(NamedTuple):
+    """A launch of kernels/flash_tc.cu: `warps` warps of 16 · m_tiles query rows each, Bc keys per block."""
+
+    warps: int
+    bc: int
+    m_tiles: int
+
+    @property
+    def br(self) -> int:
+        return 16 * self.m_tiles * self.warps
+
+
+class Tf32Config(NamedTuple):
+    """A launch of kernels/flash_tf32.cu: as TcConfig, and whether Q's split fragments stay in registers."""
+
+    warps: int
+    bc: int
+    m_tiles: int
+    q_in_regs: bool
+
+    @property
+    def br(self) -> int:
+        return 16 * self.m_tiles * self.warps
+
+
+class WgmmaConfig(NamedTuple):
+    """A launch of kernels/flash_wgmma.cu: key block Bc, consumer warpgroups of 64 query rows each, K/V stages, and
+    the schedule (0: each block's products and softmax in turn; 1: a block's softmax overlaps the previous block's
+    P·V; 2: also turns between the warpgroups; docs/gpu.md)."""
+
+    bc: int
+    consumers: int
+    stages: int
+    schedule: int
+
+    @property
+    def br(self) -> int:
+        return 64 * self.consumers
+
+
+#: The tensor-core flash kernel's launch per (head dimension, causal). The best of the H200 variant sweeps at N 4096
+#: (reports/gpu-tc, docs/gpu.md): at d 128 two m-tiles (Q re-read from shared memory; 48 bytes of spills) win
+#: without the mask and lose with it.
+TC_CONFIGS = {(64, False): TcConfig(4, 64, 2), (64, True): TcConfig(4, 64, 2),
+              (128, False): TcConfig(8, 64, 2), (128, True): TcConfig(8, 128, 1)}
+#: The 3xTF32 flash kernel's launch per (head dimension, causal): the best of the H200 variant sweep at N 4096
+#: (reports/gpu-tf32).
+TF32_CONFIGS = {(64, False): Tf32Config(4, 32, 2, False), (64, True): Tf32Config(4, 32, 1, True),
+                (128, False): Tf32Config(8, 64, 1, False), (128, True): Tf32Config(8, 64, 1, False)}
+#: The Hopper kernel's launch per head dimension, causal or not: the best of the H200 variant sweeps at N 4096
+#: (reports/gpu-wgmma).
+WGMMA_CONFIGS = {64: WgmmaConfig(128, 2, 3, 2), 128: WgmmaConfig(128, 2, 3, 2)}
+#: Head dimensions each tensor-core kernel is built for.
+TC_DIMS = tuple(sorted({d for d, _ in TC_CONFIGS}))
+TF32_DIMS = tuple(sorted({d for d, _ in TF32_CONFIGS}))
+#: The FFMA flash kernel's tile sizes, for Br and Bc alike.
+TILE_CHOICES = (8, 16, 32, 64, 128)
+#: Default FFMA flash tiles by head dimension, (Br, Bc): the H200 sweeps' best at N = 2048 and 4096 for d = 64 and at
+#: N = 4096 for d = 128 (docs/gpu.md); d = 256 from the shared-memory budget (two blocks per SM), not swept.
+DEFAULT_TILES = {64: (128, 64), 128: (64, 32), 256: (16, 32)}
+
+#: The C++ type of each 16-bit dtype in kernels/flash_tc.cu, and its number in kernels/flash_wgmma.cu.
+TC_TYPES = {"float16": "__half", "bfloat16": "__nv_bfloat16"}
+WGMMA_TYPES = {"float16": 0, "bfloat16": 1}
+
+
+def check_tile(br: int, bc: int) -> None:
+    """SpecError unless Br and Bc are both FFMA flash tile sizes (TILE_CHOICES)."""
+    for name, value in (("Br", br), ("Bc", bc)):
+        if value not in TILE_CHOICES:
+            raise SpecError(f"{name}={value} is not supported; allowed: {', '.join(map(str, TILE_CHOICES))}")
+
+
+# ---------------------------------------------------------------------------------------------------------- records
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch of a call: the function (a name expression where the source is a template), its grid and
+    block, dynamic shared memory in bytes, and its arguments by name (ARGS)."""
+
+    function: str
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    smem: int
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A kernel variant: which row kernel it serves, the plan path that picks it, its source under kernels/, the
+    dtypes it computes in and, for messages, its label (what a refused launch names) and what runs (in words).
+
+    `templated`: its functions are template instantiations, compiled with their name expressions; `sm90a`: built by
+    kernels/hopper.py for the architecture-specific sm_90a target with tensor maps, not by CuPy's RawModule."""
+
+    name: str
+    kernel: str
+    path: str
+    source: str
+    dtypes: tuple[str, ...]
+    label: str
+    templated: bool = True
+    sm90a: bool = False
+
+    def launches(self, problem: AttentionProblem, br: int, bc: int) -> tuple[Launch, ...]:
+        raise NotImplementedError
+
+    def smem(self, problem: AttentionProblem, br: int, bc: int) -> int:
+        """Dynamic shared memory of one block of the call's largest launch, in bytes."""
+        return max(launch.smem for launch in self.launches(problem, br, bc))
+
+    def expressions(self, problem: AttentionProblem, br: int, bc: int) -> tuple[str, ...]:
+        """The name expressions this call compiles (none for a variant of plain extern "C" kernels)."""
+        return tuple(launch.function for launch in self.launches(problem, br, bc)) if self.templated else ()
+
+
+@dataclass(frozen=True)
+class Naive(Variant):
+    """S = Q·Kᵀ in 16×16 thread tiles, a row softmax of 256 threads per row, then P·V in 16×16 thread tiles."""
+
+    tile: int = 16
+    softmax_threads: int = 256
+
+    def launches(self, problem: AttentionProblem, br: int, bc: int) -> tuple[Launch, ...]:
+        bh, n, d, t = problem.batch * problem.heads, problem.seq, problem.dim, self.tile
+        tiles = -(-n // t)
+        return (Launch("naive_scores", (tiles, tiles, bh), (t, t), 0, ("q", "k", "s", "n", "d", "scale", "causal")),
+                Launch("naive_softmax", (n, bh), (self.softmax_threads,), 0, ("s", "n")),
+                Launch("naive_pv", (-(-d // t), tiles, bh), (t, t), 0, ("s", "v", "out", "n", "d")))
+
+
+@dataclass(frozen=True)
+class Fused(Variant):
+    """One block of 256 threads per query row, its N scores (and 32 floats of reduction scratch) in shared memory."""
+
+    threads: int = 256
+
+    def launches(self, problem: AttentionProblem, br: int, bc: int) -> tuple[Launch, ...]:
+        n = problem.seq
+        return (Launch("fused_row", (n, problem.batch * problem.heads), (self.threads,), FLOAT_BYTES * (n + 32),
+                       ("q", "k", "v", "out", "n", "d", "scale_log2", "causal")),)
+
+
+FLASH_ARGS = ("q", "k", "v", "out", "n", "scale_log2", "causal")
+
+
+@dataclass(frozen=True)
+class Flash(Variant):
+    """The FFMA flash kernel: a Br × Bc tile of any TILE_CHOICES, 128 threads, flash_smem_bytes."""
+
+    threads: int = 128
+
+    def launches(self, problem: AttentionProblem, br: int, bc: int) -> tuple[Launch, ...]:
+        d = problem.dim
+        return (Launch(f"flash_fwd<{br},{bc},{d}>", (flash_grid(problem.seq, br, problem.batch * problem.heads),),
+                       (self.threads,), flash_smem_bytes(br, bc, d), FLASH_ARGS),)
+
+
+@dataclass(frozen=True)
+class FlashTf32(Variant):
+    """The 3xTF32 flash kernel: its launch per (d, causal) from TF32_CONFIGS, 32 threads per warp."""
+
+    configs: tuple[tuple[tuple[int, bool], Tf32Config], ...] = tuple(TF32_CONFIGS.items())
+
+    def config(self, problem: AttentionProblem) -> Tf32Config:
+        return _config(self, dict(self.configs), (problem.dim, problem.causal))
+
+    def launches(self, problem: AttentionProblem, br: int, bc: int) -> tuple[Launch, ...]:
+        c, d = self.config(problem), problem.dim
+        return (Launch(f"flash_tf32_fwd<{d},{c.warps},{bc},{c.m_tiles},{str(c.q_in_regs).lower()}>",
+                       (flash_grid(problem.seq, br, problem.batch * problem.heads),), (32 * c.warps,),
+                       flash_tf32_smem_bytes(br, bc, d), FLASH_ARGS),)
+
+
+@dataclass(frozen=True)
+class FlashTc(Variant):
+    """The mma.sync tensor-core flash kernel: its launch per (d, causal) from TC_CONFIGS, 32 threads per warp."""
+
+    configs: tuple[tuple[tuple[int, bool], TcConfig], ...] = tuple(TC_CONFIGS.items())
+
+    def config(self, problem: AttentionProblem) -> TcConfig:
+        return _config(self, dict(self.configs), (problem.dim, problem.causal))
+
+    def launches(self, problem: AttentionProblem, br: int, bc: int) -> tuple[Launch, ...]:
+        c, d = self.config(problem), problem.dim
+        return (Launch(f"flash_tc_fwd<{TC_TYPES[problem.dtype]},{d},{c.warps},{bc},{c.m_tiles}>",
+                       (flash_grid(problem.seq, br, problem.batch * problem.heads),), (32 * c.warps,),
+                       flash_tc_smem_bytes(br, bc, d), FLASH_ARGS),)
+
+
+@dataclass(frozen=True)
+class FlashWgmma(Variant):
+    """The Hopper kernel: its launch per d from WGMMA_CONFIGS, a producer and `consumers` consumer warpgroups,
+    Q, K and V read through the copy engine's tensor maps."""
+
+    configs: tuple[tuple[int, WgmmaConfig], ...] = tuple(WGMMA_CONFIGS.items())
+
+    def config(self, problem: AttentionProblem) -> WgmmaConfig:
+        return _config(self, dict(self.configs), problem.dim)
+
+    def launches(self, problem: AttentionProblem, br: int, bc: int) -> tuple[Launch, ...]:
+        c, d = self.config(problem), problem.dim
+        return (Launch(f"flash_wgmma_fwd<{WGMMA_TYPES[problem.dtype]},{d},{bc},{c.consumers},{c.stages},{c.schedule}>",
+                       (flash_grid(problem.seq, br, problem.batch * problem.heads),),
+                       (flash_wgmma_threads(c.consumers),), flash_wgmma_smem_bytes(d, bc, c.consumers, c.stages),
+                       ("q_map", "k_map", "v_map", "out", "n", "scale_log2", "causal")),)
+
+
+def _config(of: Variant, configs: dict, key: int | tuple[int, bool]):
+    """The launch configuration under `key` (d, or (d, causal)); SpecError naming the dimensions built."""
+    if key not in configs:
+        dims = sorted({k[0] if isinstance(k, tuple) else k for k in configs})
+        dim = key[0] if isinstance(key, tuple) else key
+        raise SpecError(f"kernels/{of.source} is built for d {', '.join(map(str, dims))}; d={dim}")
+    return configs[key]
+
+
+NAIVE = Naive("naive", "naive", "", "naive.cu", ("float32",), "naive", templated=False)
+FUSED = Fused("fused", "fused", "", "fused.cu", ("float32",), "fused", templated=False)
+FLASH = Flash("flash", "flash", "simt", "flash.cu", ("float32",), "flash")
+FLASH_TF32 = FlashTf32("flash_tf32", "flash", "3xtf32", "flash_tf32.cu", ("float32",), "3xTF32 flash")
+FLASH_TC = FlashTc("flash_tc", "flash", "mma.sync", "flash_tc.cu", HALF_DTYPES, "tensor-core flash (mma.sync)")
+FLASH_WGMMA = FlashWgmma("flash_wgmma", "flash", "wgmma", "flash_wgmma.cu", HALF_DTYPES,
+                         "tensor-core flash (wgmma)", sm90a=True)
+#: Every variant by name.
+VARIANTS: dict[str, Variant] = {v.name: v for v in (NAIVE, FUSED, FLASH, FLASH_TF32, FLASH_TC, FLASH_WGMMA)}
+
+
+def variant(kernel: str, dtype: str, path: str) -> Variant:
+    """The variant that runs `kernel` for a problem of `dtype` on plan path `path`: naive and fused whatever the
+    path; flash in 16 bits wgmma on path "wgmma", else mma.sync; flash in float32 3xTF32 on path "3xtf32", else
+    FFMA. SpecError for an unknown kernel or a 16-bit naive or fused."""
+    if kernel not in ("naive", "fused", "flash"):
+        raise SpecError(f"kernel {kernel!r} is unknown; allowed: naive, fused, flash")
+    if dtype in HALF_DTYPES and kernel != "flash":
+        raise SpecError(f"kernel {kernel!r} computes in float32 only; {dtype} runs on flash")
+    if kernel != "flash":
+        return VARIANTS[kernel]
+    if dtype in HALF_DTYPES:
+        return FLASH_WGMMA if path == "wgmma" else FLASH_TC
+    return FLASH_TF32 if path == "3xtf32" else FLASH
