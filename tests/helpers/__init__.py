@@ -9,13 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def gpu_missing() -> str:
     """Why there is no usable GPU here ("" when there is one)."""
     try:
-        import cupy  # noqa: F401  (tests may import it; the packages under test import it only under kernels/)
+        import cupy  # tests may import it; the packages under test import it only under kernels/
 
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # noqa: BLE001 - any failure means no GPU for the tests

@@ -1,8 +1,6 @@
 """The hardware markers: registered, and a test carrying one is skipped with the missing capability's reason."""
 
-import os
-import subprocess
-import sys
+import tomllib
 
 from helpers import ROOT, board_missing, gpu_missing
 
@@ -19,20 +17,20 @@ def test_needs_board():
 '''
 
 
-def test_markers_skip_with_the_reason(tmp_path):
-    probe = ROOT / "tests" / f"test_zz_marker_probe_{os.getpid()}.py"
-    probe.write_text(PROBE)
-    try:
-        done = subprocess.run([sys.executable, "-m", "pytest", "-rs", "-p", "no:cacheprovider", "--strict-markers",
-                               str(probe)], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "KBENCH_SERIAL": ""})
-    finally:
-        probe.unlink()
-    assert "PytestUnknownMarkWarning" not in done.stdout
+def test_markers_skip_with_the_reason(pytester, monkeypatch):
+    """The project's marker registrations (pyproject.toml) and its conftest, run by pytester on a probe in a
+    folder of its own."""
+    markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
+    pytester.makeini("[pytest]\nmarkers =\n" + "".join(f"    {marker}\n" for marker in markers))
+    pytester.makeconftest((ROOT / "tests" / "conftest.py").read_text())
+    pytester.makepyfile(test_probe=PROBE)
+    monkeypatch.setenv("KBENCH_SERIAL", "")
+    stdout = pytester.runpytest("-rs", "-p", "no:cacheprovider", "--strict-markers").stdout.str()
+    assert "PytestUnknownMarkWarning" not in stdout
     gpu_reason = gpu_missing()
     if gpu_reason:
-        assert "SKIPPED" in done.stdout and "no usable CUDA GPU" in done.stdout, done.stdout
-    assert "KBENCH_SERIAL" in done.stdout, "the board test is skipped, saying how to enable it"
+        assert "SKIPPED" in stdout and "no usable CUDA GPU" in stdout, stdout
+    assert "KBENCH_SERIAL" in stdout, "the board test is skipped, saying how to enable it"
 
 
 def test_board_reason_names_the_missing_port(monkeypatch):

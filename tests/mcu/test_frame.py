@@ -9,8 +9,10 @@ import subprocess
 import sys
 
 import pytest
-from cobs import cobs
 
+pytest.importorskip("cobs", reason="cobs is not installed (pip install -e '.[mcu]')")
+
+from cobs import cobs
 from helpers import ROOT, WASM_PACKAGE
 from mcu import frame as host
 from mcu.board import kbench_framing as board

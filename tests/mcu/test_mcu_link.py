@@ -17,7 +17,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,52 +24,30 @@ import pytest
 pytest.importorskip("mpremote", reason="mpremote is not installed (pip install -e '.[mcu]')")
 pytest.importorskip("unicorn", reason="unicorn is not installed (pip install -e '.[mcu]')")
 
-import numpy as np  # noqa: E402 - after the skips: the modules below need mpremote, and the twin unicorn
+import numpy as np
 
-from host import q15  # noqa: E402
-from host.errors import LinkError  # noqa: E402
-from mcu import messages as m  # noqa: E402
-from mcu.deploy import deploy  # noqa: E402
-from mcu.frame import encode  # noqa: E402
-from mcu.link import BREAK, FLUSH, LOAD_WINDOW, PAD, BoardLink, SessionLost  # noqa: E402
-from mcu.planner import largest_seq, plan  # noqa: E402
-from mcu.target import Session, run_head  # noqa: E402
-from helpers import ROOT, run_module  # noqa: E402
-
-
-class Twin:
-    """`python -m mcu.sim` as a child process, as a host would start it."""
-
-    def __init__(self, root: Path, *args: str):
-        self.process = subprocess.Popen([sys.executable, "-m", "mcu.sim", "--root", str(root), "--exit-on-stdin-eof",
-                                         *args], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL)
-        self.port = self.process.stdout.readline().decode().strip()
-        assert self.port.startswith("/dev/"), "the twin did not print its pty"
-
-    def stop(self) -> None:
-        self.process.stdin.close()
-        self.process.wait(timeout=20)
-
-
-@pytest.fixture
-def twin(tmp_path):
-    started = Twin(tmp_path)
-    yield started
-    started.stop()
+from helpers import run_module
+from helpers.twin import TwinWithOptions
+from host import q15
+from host.errors import LinkError
+from mcu import messages as m
+from mcu.deploy import deploy
+from mcu.frame import encode
+from mcu.link import BREAK, FLUSH, LOAD_WINDOW, PAD, BoardLink, SessionLost
+from mcu.planner import largest_seq, plan
+from mcu.target import Session, run_head
+from mcu.twin_process import start_twin
 
 
 @pytest.fixture(params=["twin", pytest.param("board", marks=pytest.mark.board)])
-def port(request, tmp_path):
-    """A deployed board: the twin, or the real one named by KBENCH_SERIAL."""
+def port(request):
+    """A deployed board: the session's twin, or the real one named by KBENCH_SERIAL (each shared, as a board is)."""
     if request.param == "board":
         deploy(os.environ["KBENCH_SERIAL"], 115200, say=lambda line: None)
-        yield os.environ["KBENCH_SERIAL"]
-        return
-    started = Twin(tmp_path)
-    deploy(started.port, 115200, say=lambda line: None)
-    yield started.port
-    started.stop()
+        return os.environ["KBENCH_SERIAL"]
+    twin = request.getfixturevalue("twin")
+    deploy(twin.port, 115200, say=lambda line: None)  # copies once; "up to date" after that
+    return twin.port
 
 
 def mpremote(port: str, *args: str) -> str:
@@ -81,46 +58,43 @@ def mpremote(port: str, *args: str) -> str:
 
 # -- deploy -------------------------------------------------------------------------------------------------------
 
-def test_deploy_copies_then_is_up_to_date(twin):
-    first = deploy(twin.port, 115200, say=lambda line: None)
+def test_deploy_copies_then_is_up_to_date(fresh_twin):
+    first = deploy(fresh_twin.port, 115200, say=lambda line: None)
     assert [line.split(":")[0] for line in first][:2] == ["copied", "copied"]
-    listing = mpremote(twin.port, "ls")
+    listing = mpremote(fresh_twin.port, "ls")
     assert "kbench_framing.mpy" in listing and "kbench_server.mpy" in listing
-    second = run_module("mcu.deploy", "--serial", twin.port, timeout=120)
+    second = run_module("mcu.deploy", "--serial", fresh_twin.port, timeout=120)
     assert second.returncode == 0, second.stderr
     said = second.stdout.splitlines()
     assert sum(line.startswith("up to date:") for line in said) == len(first)
     assert not any(line.startswith("copied:") for line in said)
 
 
-def test_deploy_replaces_a_changed_file_and_removes_a_shadowing_py(twin):
-    deploy(twin.port, 115200, say=lambda line: None)
-    (Path(twin.process.args[4]) / "kbench_server.mpy").write_bytes(b"M\x06\x00\x1fstale")
-    (Path(twin.process.args[4]) / "kbench_server.py").write_text("raise ImportError('old source')\n")
-    lines = deploy(twin.port, 115200, say=lambda line: None)
+def test_deploy_replaces_a_changed_file_and_removes_a_shadowing_py(fresh_twin):
+    deploy(fresh_twin.port, 115200, say=lambda line: None)
+    (fresh_twin.root / "kbench_server.mpy").write_bytes(b"M\x06\x00\x1fstale")
+    (fresh_twin.root / "kbench_server.py").write_text("raise ImportError('old source')\n")
+    lines = deploy(fresh_twin.port, 115200, say=lambda line: None)
     assert any(line.startswith("copied: /flash/kbench_server.mpy") for line in lines)
     assert any(line.startswith("removed: /flash/kbench_server.py") for line in lines)
 
 
-def test_deploy_refuses_a_board_of_another_mpy_version(tmp_path):
-    other = Twin(tmp_path, "--mpy-abi", str(7942 - 1))  # .mpy version 5
-    try:
+def test_deploy_refuses_a_board_of_another_mpy_version():
+    with TwinWithOptions("--mpy-abi", str(7942 - 1)) as other:  # .mpy version 5
         done = run_module("mcu.deploy", "--serial", other.port, timeout=120)
         assert done.returncode == 1
         assert "the board reads .mpy v5" in done.stderr and "the file is .mpy version 6" in done.stderr
         assert "nothing copied" in done.stderr and len(done.stderr.strip().splitlines()) == 1
         assert "kbench_server" not in mpremote(other.port, "ls")
-    finally:
-        other.stop()
 
 
-def test_twin_refuses_a_foreign_mpy_as_micropython_does(twin):
-    root = Path(twin.process.args[4])
+def test_twin_refuses_a_foreign_mpy_as_micropython_does(fresh_twin):
+    root = fresh_twin.root
     (root / "other.mpy").write_bytes(b"M\x05\x00\x1f" + bytes(20))
     (root / "mine.mpy").write_bytes(b"M\x06\x00\x1f" + bytes(20))
-    out = run_module("mpremote", "connect", twin.port, "exec", "import other", timeout=60)
+    out = run_module("mpremote", "connect", fresh_twin.port, "exec", "import other", timeout=60)
     assert "ValueError: incompatible .mpy file" in out.stdout + out.stderr
-    out = run_module("mpremote", "connect", twin.port, "exec", "import mine", timeout=60)
+    out = run_module("mpremote", "connect", fresh_twin.port, "exec", "import mine", timeout=60)
     assert "cannot run" in out.stdout + out.stderr
 
 
@@ -197,12 +171,11 @@ def read_k(link, nbytes: int, step: int = 128) -> bytes:
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_windowed_loads_over_a_noisy_line_arrive_whole(tmp_path, seed):
+def test_windowed_loads_over_a_noisy_line_arrive_whole(seed):
     """drop=0.0009,flip=0.0009 per byte and delayed replies: 64 LOADs of 128 bytes, windowed, then READ back.
     Retries are raised to 8 for the test's 130 requests (at 5, one run in about 35 would lose a request six
     times in a row: that is the line, not the window, which tests/test_mcu_link_window.py checks frame by frame)."""
-    twin = Twin(tmp_path, "--faults", f"drop=0.0009,flip=0.0009,delay=0.02,seed={seed}")
-    try:
+    with start_twin(f"drop=0.0009,flip=0.0009,delay=0.02,seed={seed}") as twin:
         deploy(twin.port, 115200, say=lambda line: None)
         with BoardLink(twin.port, retries=8) as link:
             step, data = 128, bytes(np.random.default_rng(seed).integers(0, 256, 8192, dtype=np.uint8))
@@ -211,8 +184,6 @@ def test_windowed_loads_over_a_noisy_line_arrive_whole(tmp_path, seed):
             assert all(m.check_status(m.Kind.LOAD, r) == b"" for r in link.requests(m.Kind.LOAD, payloads))
             assert read_k(link, len(data)) == data
             assert link.stats.retries >= 1  # the faults did hit
-    finally:
-        twin.stop()
 
 
 def test_a_new_host_takes_over_from_one_that_died(port):
@@ -234,10 +205,10 @@ def test_a_server_that_stops_is_noticed_at_once_and_restarted(port):
         assert m.Hello.parse(link.request(m.Kind.HELLO)).protocol == m.PROTOCOL
 
 
-def test_a_board_without_the_server_says_how_to_deploy(twin):
+def test_a_board_without_the_server_says_how_to_deploy(fresh_twin):
     with pytest.raises(LinkError, match="could not start kbench_server: ImportError: no module named "
                                         "'kbench_server' .*python -m mcu.deploy"):
-        BoardLink(twin.port).open()
+        BoardLink(fresh_twin.port).open()
 
 
 # -- host.compare's MCU rows -----------------------------------------------------------------------------------

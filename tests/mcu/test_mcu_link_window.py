@@ -11,20 +11,19 @@ the twin, with a noisy line and resets, are in tests/test_mcu_link.py and tests/
 from __future__ import annotations
 
 import io
-import sys
 
 import pytest
 
+pytest.importorskip("cobs", reason="cobs is not installed (pip install -e '.[mcu]')")  # mcu.frame's COBS
+
+from helpers.board import CopyKernel, FakeClock, FakeGc, board_module
 from mcu import frame as host
 from mcu import link as link_module
 from mcu import messages as m
 from mcu.link import FLUSH, BoardLink, SessionLost, ServerMissing
-from test_mcu_offline import FakeClock
-from test_protocol import BOARD_DIR, CopyKernel, FakeGc
 
-sys.path.insert(0, str(BOARD_DIR))
-import kbench_framing as board_framing  # noqa: E402
-import kbench_server as board  # noqa: E402
+board_framing = board_module("kbench_framing")  # the board's modules by their names on the board
+board = board_module("kbench_server")
 
 READ_SLICE_S = link_module.READ_SLICE_S  # what an empty read of the real port waits
 

@@ -11,6 +11,7 @@ from mcu.messages import state_bytes
 from mcu.planner import CALL_COST_BYTES, SLACK, TWIN_HEAP_FREE, DoesNotFit, largest_seq, plan
 from mcu.sim.faults import FaultSpec, FaultyLine
 from helpers import run_module
+from helpers.board import FakeClock
 
 
 # -- the planner --------------------------------------------------------------------------------------------------
@@ -104,19 +105,6 @@ def test_faulty_line_injects_only_while_a_server_holds_the_line():
 
 
 # -- the link's waits, on a fake line and a fake clock ----------------------------------------------------------
-
-class FakeClock:
-    """time.monotonic and time.sleep for mcu.link: time moves only when the fake port waits or the link sleeps."""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
 
 class StallingPort:
     """A port that answers every write with the first half of a frame and then stays silent; each empty read

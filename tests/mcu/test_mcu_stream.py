@@ -21,16 +21,16 @@ import pytest
 pytest.importorskip("mpremote", reason="mpremote is not installed (pip install -e '.[mcu]')")
 pytest.importorskip("unicorn", reason="unicorn is not installed (pip install -e '.[mcu]')")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
+from helpers import run_module
 from host import q15
-from host.sweep import cli as compare  # noqa: E402
-from host.results import ResultsFile  # noqa: E402
-from mcu import planner, target  # noqa: E402
-from mcu.deploy import deploy  # noqa: E402
-from mcu.link import BoardLink  # noqa: E402
-from helpers import run_module  # noqa: E402
-from test_mcu_link import Twin  # noqa: E402
+from host.sweep import cli as compare
+from host.results import ResultsFile
+from mcu import planner, target
+from mcu.deploy import deploy
+from mcu.link import BoardLink
+from mcu.twin_process import start_twin
 
 #: The heap the noisy tests let the planner see: room for 32 keys of K and V^T at dim 8 (1 KB) and 16 query rows
 #: (Q, O and state: 16 · (32 + 80) B) beside the server's reserve and the planner's slack.
@@ -52,11 +52,10 @@ def rows(out: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def test_streamed_heads_repeat_bit_exact_with_the_same_cycles(tmp_path, small_heap):
+def test_streamed_heads_repeat_bit_exact_with_the_same_cycles(small_heap):
     """Awkward shapes streamed through a live twin, two repeats each (the keys go twice: the state cannot be
     rewound); the twin's cycle model is deterministic, so both repeats take the same cycles."""
-    twin = Twin(tmp_path)
-    try:
+    with start_twin() as twin:
         deploy(twin.port, 115200, say=lambda line: None)
         with BoardLink(twin.port) as link:
             session = target.Session(link, twin.port, "test")
@@ -68,8 +67,6 @@ def test_streamed_heads_repeat_bit_exact_with_the_same_cycles(tmp_path, small_he
                 assert head.keys < seq, "the small heap makes the head stream"
                 assert np.array_equal(head.out, q15.attention_q15(q, k, v, params)), (seq, dim, causal)
                 assert head.cycles[0] == head.cycles[1] > 0
-    finally:
-        twin.stop()
 
 
 def test_streamed_rows_of_a_sweep_are_ok_and_say_so(tmp_path):

@@ -10,64 +10,20 @@ import random
 import shutil
 import struct
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+pytest.importorskip("cobs", reason="cobs is not installed (pip install -e '.[mcu]')")  # mcu.frame's COBS
+
+from helpers import ROOT, WASM_PACKAGE
+from helpers.board import BOARD_DIR, CopyKernel, FakeGc, board_module
 from mcu import q15_c
 from mcu import frame as host
 from mcu import messages as m
 from mcu.link import BREAK, FLUSH, PAD
-from helpers import ROOT, WASM_PACKAGE
 
-BOARD_DIR = ROOT / "mcu" / "board"
-sys.path.insert(0, str(BOARD_DIR))  # the board's modules import each other by their names on the board
-import kbench_server as board  # noqa: E402
-
-
-class FakeGc:
-    """gc as the board has it (CPython's has no mem_free)."""
-
-    def __init__(self, free: int = 90_000):
-        self.free = free
-
-    def collect(self) -> None:
-        pass
-
-    def mem_free(self) -> int:
-        return self.free
-
-    def mem_alloc(self) -> int:
-        return 102_400 - self.free
-
-
-class CopyKernel:
-    """A stand-in q15attn: o = q (so the data path is visible), cycles 1000 + row0; counts its calls."""
-
-    def __init__(self):
-        self.calls = 0
-
-    def version(self) -> int:
-        return 1
-
-    def attention(self, q, k, vt, o, seq, dim, causal, bc, mult, shift, row0=0):
-        self.calls += 1
-        if bc > 64:
-            raise ValueError(f"bc={bc} is out of range; allowed: 1..64")
-        memoryview(o)[:] = memoryview(q)
-        return 1000 + row0
-
-    def state_bytes(self, dim, rows):
-        return 32 + rows * 8 * (2 * ((dim + 1) // 2) + 2)
-
-    def stream(self, q, k, vt, o, state, seq, dim, causal, bc, mult, shift, row0, key0):
-        """o = the chunk's first keys (so the K path is visible; ValueError when they are fewer than o's bytes),
-        cycles 500 + key0 + len(state) (so the state's size is visible); as WASM_PROGRAM's stand-in."""
-        self.calls += 1
-        memoryview(o)[:] = memoryview(k)[:len(o)]
-        return 500 + key0 + len(state)
+board = board_module("kbench_server")  # by its name on the board, as the board's modules import each other
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ import subprocess
 import numpy as np
 import pytest
 
+from helpers.twin import needs_emulator
 from host import q15
 from mcu import q15_c
 from mcu.native_build import BUILD, NATIVE
 from host.problem import AttentionProblem
-from test_sim_emulator import needs_emulator  # the emulated core's skip reason, written once there
 
 
 #: (seq, dim, causal, bc): seq 1 (one row, no pair), odd seq (a last row alone), odd dim (the halfword step after the
@@ -58,13 +58,6 @@ def test_host_build_is_bit_exact_on_awkward_shapes(seq, dim, causal, bc):
             want = q15.attention_q15(q[row0:], k, v, params, row0)
             got = q15_c.attention_rows(params, q[row0:], k, v, row0)
             assert np.array_equal(want, got), f"{params} row0 {row0}: {first_difference(want, got)}"
-
-
-@pytest.fixture(scope="module")
-def emulator():
-    from mcu.sim.q15emu import Q15Emulator
-
-    return Q15Emulator()
 
 
 @needs_emulator

@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
+from helpers.twin import Wire
 from mcu.sim.sandbox import Sandbox
-from test_sim_repl import Wire
 
 WAIT_S = 5.0
 ROUTES = ("__func__", "__self__", "__globals__", "__closure__", "__wrapped__", "func")

@@ -3,34 +3,14 @@ bits; validation comes from the emulated kernel; requests that exceed the board'
 is deterministic and costs instructions by class."""
 
 import array
-import importlib.util
 import re
-import shutil
 
 import numpy as np
 import pytest
 
+from helpers.twin import needs_emulator
 from host import q15
 from mcu.sim.q15emu import instruction_cycles
-
-
-def emulator_missing() -> str:
-    """Why the emulated core cannot run here ("" when it can): the cross compiler and the twin's libraries."""
-    if shutil.which("arm-none-eabi-gcc") is None:
-        return "arm-none-eabi-gcc is not installed (scripts/setup.sh installs it)"
-    missing = [name for name in ("unicorn", "capstone", "elftools") if importlib.util.find_spec(name) is None]
-    return f"{', '.join(missing)} not installed (pip install -e '.[mcu]')" if missing else ""
-
-
-#: Only the tests that run the emulated core need it; the cycle model's table is tested everywhere.
-needs_emulator = pytest.mark.skipif(bool(emulator_missing()), reason=emulator_missing() or "-")
-
-
-@pytest.fixture(scope="module")
-def emulator():
-    from mcu.sim.q15emu import Q15Emulator
-
-    return Q15Emulator()
 
 
 def random_case(rng, seq, dim, causal, bc):

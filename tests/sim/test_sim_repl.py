@@ -18,82 +18,10 @@ import types
 import pytest
 
 from helpers import ROOT
-from mcu.sim.interpreter import Interpreter
+from helpers.twin import CLOCK_HZ, SOFT_RESET_REPLY, TwinWithOptions, client_env
 from mcu.sim.peripherals import DEMCR, DWT_CTRL, DWT_CYCCNT
-from mcu.sim.repl import RAW_BANNER, Repl
+from mcu.sim.repl import RAW_BANNER
 from mcu.sim.sandbox import Sandbox
-from mcu.sim.uart import Link
-
-CLOCK_HZ = 168_000_000
-SOFT_RESET_REPLY = b"OK\r\nMPY: soft reboot\r\n" + RAW_BANNER + b">"
-
-
-class Wire:
-    """The twin without a pty: the REPL serving a Link in a thread; the test sends bytes and expects bytes."""
-
-    def __init__(self, root):
-        self._out = bytearray()
-        self._cond = threading.Condition()
-        self.link = Link(self._collect)
-        self.board = Interpreter(root, self.link, CLOCK_HZ)
-        self._thread = threading.Thread(target=Repl(self.link, self.board).serve, daemon=True)
-        self._thread.start()
-
-    def _collect(self, data: bytes) -> None:
-        with self._cond:
-            self._out += data
-            self._cond.notify_all()
-
-    def send(self, data: bytes) -> None:
-        self.link.feed(data)
-
-    def expect(self, ending: bytes, timeout: float = 5.0) -> bytes:
-        """Everything received up to and including the first `ending` (consumed); fails with what did come."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while (at := self._out.find(ending)) < 0:
-                left = deadline - time.monotonic()
-                assert left > 0, f"waited {timeout} s for {ending!r}; received {bytes(self._out)!r}"
-                self._cond.wait(left)
-            got = bytes(self._out[:at + len(ending)])
-            del self._out[:at + len(ending)]
-            return got
-
-    def raw(self) -> None:
-        """Enter the raw REPL as mpremote does, soft reset included."""
-        self.send(b"\r\x03")
-        self.send(b"\r\x01")
-        self.expect(RAW_BANNER + b">")
-        self.send(b"\x04")
-        assert self.expect(b">").endswith(SOFT_RESET_REPLY)
-
-    def run(self, code: str, timeout: float = 5.0) -> tuple[bytes, bytes]:
-        """One raw-paste command at the `>` prompt: (stdout, stderr)."""
-        self.send(b"\x05A\x01")
-        assert self.expect(b"R\x01\x80\x00\x01") == b"R\x01\x80\x00\x01"
-        self.send(code.encode() + b"\x04")
-        self.expect(b"\x04", timeout)  # the end of data, acknowledged (flow-control 0x01s before it)
-        out = self.expect(b"\x04", timeout)[:-1]
-        err = self.expect(b"\x04>", timeout)[:-2]
-        return out, err
-
-    def close(self) -> None:
-        self.link.close()
-        self._thread.join(timeout=5)
-
-
-@pytest.fixture
-def wire(tmp_path):
-    w = Wire(tmp_path)
-    yield w
-    w.close()
-
-
-@pytest.fixture
-def raw(wire):
-    wire.raw()
-    return wire
-
 
 # -- the REPL protocol, byte by byte --------------------------------------------------------------------------------
 
@@ -325,46 +253,17 @@ def test_sandbox_confines_paths(tmp_path):
 
 # -- the real mpremote on the pty -----------------------------------------------------------------------------------
 
-def start_twin(root) -> tuple[subprocess.Popen, str]:
-    twin = subprocess.Popen([sys.executable, "-m", "mcu.sim", "--root", str(root)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
-    ready, _, _ = select.select([twin.stdout], [], [], 20)
-    if not ready:
-        twin.kill()
-        pytest.fail("the twin printed no pty path within 20 s")
-    path = twin.stdout.readline().decode().strip()
-    assert path.startswith("/dev/"), path
-    return twin, path
-
-
-def stop_twin(twin: subprocess.Popen) -> int:
-    if twin.poll() is None:
-        twin.send_signal(signal.SIGTERM)
-    try:
-        return twin.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        twin.kill()
-        twin.wait(timeout=10)
-        raise
-
-
 def mpremote(twin, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
     """`mpremote connect <pty> args...`, bounded by `timeout` seconds."""
     return subprocess.run([sys.executable, "-m", "mpremote", "connect", twin.path, *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout, env=twin.env)
 
 
-def client_env(tmp_path_factory) -> dict:
-    """The environment for mpremote: no user configuration (~/.config/mpremote/config.py) applies."""
-    return {**os.environ, "XDG_CONFIG_HOME": str(tmp_path_factory.mktemp("xdg"))}
-
-
 @pytest.fixture(scope="module")
-def twin(tmp_path_factory):
-    root = tmp_path_factory.mktemp("board")
-    process, path = start_twin(root)
-    yield types.SimpleNamespace(path=path, root=root, process=process, env=client_env(tmp_path_factory))
-    assert stop_twin(process) == 0, "SIGTERM ends the twin cleanly"
+def twin(twin, tmp_path_factory):
+    """The session's twin as these tests drive it: its pty, its root, and mpremote without the user's config."""
+    return types.SimpleNamespace(path=twin.port, root=twin.root, process=twin.process,
+                                 env=client_env(tmp_path_factory.mktemp("xdg")))
 
 
 def test_mpremote_exec_eval_run_soft_reset(twin, tmp_path):
@@ -462,10 +361,10 @@ def test_pyserial_drives_the_raw_repl(twin):
         assert port.read_until(b">>> ").endswith(b'Type "help()" for more information.\r\n>>> ')
 
 
-def test_killing_the_twin_mid_command_fails_mpremote(tmp_path, tmp_path_factory):
-    process, path = start_twin(tmp_path)
-    env = client_env(tmp_path_factory)
-    client = running_on_the_twin(path, env)
+def test_killing_the_twin_mid_command_fails_mpremote(fresh_twin, tmp_path_factory):
+    process = fresh_twin.process
+    env = client_env(tmp_path_factory.mktemp("xdg"))
+    client = running_on_the_twin(fresh_twin.port, env)
     try:
         process.kill()
         process.wait(timeout=10)
@@ -474,20 +373,14 @@ def test_killing_the_twin_mid_command_fails_mpremote(tmp_path, tmp_path_factory)
         if client.poll() is None:
             client.kill()
             client.wait(timeout=10)
-        if process.poll() is None:
-            process.kill()
     assert client.returncode not in (0, None)
 
 
-def test_ctrl_c_ends_the_twin_cleanly(tmp_path):
-    process, _ = start_twin(tmp_path)
-    try:
-        process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=10) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_ends_the_twin_cleanly(signal_number):
+    with TwinWithOptions(exit_on_stdin_eof=False) as twin:  # as a shell starts it: only the signal ends it
+        twin.process.send_signal(signal_number)
+        assert twin.process.wait(timeout=10) == 0
 
 
 def test_cli_rejects_a_missing_root(tmp_path):

@@ -2,7 +2,7 @@
 forget a session, allocations beyond the host's memory, bad calls of the native module; and the MicroPython
 semantics MicroPython's own test runner relies on (`.value` on exceptions, the detailed error messages).
 
-In-process tests drive the REPL over a Link (tests/test_sim_repl.py's Wire); the memory tests need the twin's own
+In-process tests drive the REPL over a Link (tests/helpers/twin.py's Wire); the memory tests need the twin's own
 process (`python -m mcu.sim`, whose address space is limited) and drive it with mpremote. Every wait is bounded.
 """
 
@@ -12,14 +12,13 @@ import subprocess
 import sys
 import threading
 import time
-import types
 
 import pytest
 
 from helpers import ROOT
+from helpers.twin import CLOCK_HZ, Wire
 from mcu.sim.repl import RAW_BANNER
 from mcu.sim.server import RESTARTS_MAX, PtyServer
-from test_sim_repl import CLOCK_HZ, Wire, raw, start_twin, stop_twin, wire  # noqa: F401 - raw, wire: fixtures
 
 UNPRINTABLE = "class B:\n    def __str__(self):\n        return 1 / 0\n"
 FALLBACK = b"ValueError: <exception str() failed>\r\n"
@@ -161,16 +160,8 @@ def test_ctrl_d_in_the_friendly_repl_restores_a_clean_namespace(wire):
 
 # -- 3. host memory: board code gets a MemoryError and the twin goes on --------------------------------------------
 
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory):
-    root = tmp_path_factory.mktemp("board")
-    process, path = start_twin(root)
-    yield types.SimpleNamespace(path=path, process=process)
-    assert stop_twin(process) == 0
-
-
 def mpremote_exec(twin, code: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mpremote", "connect", twin.path, "exec", code], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "mpremote", "connect", twin.port, "exec", code], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 

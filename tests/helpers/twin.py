@@ -1,0 +1,124 @@
+"""The board twin for tests: in-process (the REPL serving a Link: `Wire`), or as production starts it
+(mcu/twin_process.py: the `twin` fixtures of tests/conftest.py, `start_twin` for a twin with line faults), and why
+its emulated core cannot run here."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import select
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from helpers import ROOT
+from mcu.sim.interpreter import Interpreter
+from mcu.sim.repl import RAW_BANNER, Repl
+from mcu.sim.uart import Link
+from mcu.twin_process import START_S, TwinProcess
+
+CLOCK_HZ = 168_000_000
+SOFT_RESET_REPLY = b"OK\r\nMPY: soft reboot\r\n" + RAW_BANNER + b">"
+
+
+def emulator_missing() -> str:
+    """Why the emulated core cannot run here ("" when it can): the cross compiler and the twin's libraries."""
+    if shutil.which("arm-none-eabi-gcc") is None:
+        return "arm-none-eabi-gcc is not installed (scripts/setup.sh installs it)"
+    missing = [name for name in ("unicorn", "capstone", "elftools") if importlib.util.find_spec(name) is None]
+    return f"{', '.join(missing)} not installed (pip install -e '.[mcu]')" if missing else ""
+
+
+#: Only the tests that run the emulated core need it; the cycle model's table is tested everywhere.
+needs_emulator = pytest.mark.skipif(bool(emulator_missing()), reason=emulator_missing() or "-")
+
+
+def client_env(config_home) -> dict:
+    """The environment for an mpremote client: no user configuration (~/.config/mpremote/config.py) applies."""
+    return {**os.environ, "XDG_CONFIG_HOME": str(config_home)}
+
+
+class TwinWithOptions(TwinProcess):
+    """A TwinProcess given more of `python -m mcu.sim`'s options than production passes (TwinProcess takes only
+    --faults): the board of another .mpy version (--mpy-abi), or a twin as a shell starts it (no
+    --exit-on-stdin-eof: only a signal ends it). Watched and stopped as TwinProcess is."""
+
+    def __init__(self, *options: str, exit_on_stdin_eof: bool = True):
+        super().__init__()
+        self.options = (*(("--exit-on-stdin-eof",) if exit_on_stdin_eof else ()), *options)
+
+    def start(self) -> str:
+        self.process = subprocess.Popen([sys.executable, "-m", "mcu.sim", "--root", str(self.root), *self.options],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        cwd=ROOT)
+        ready, _, _ = select.select([self.process.stdout], [], [], START_S)
+        self.port = self.process.stdout.readline().decode().strip() if ready else ""
+        if not self.port.startswith("/dev/"):
+            self._end()
+            pytest.fail(f"the twin did not start within {START_S} s: {self.process.stderr.read().decode()[-400:]}")
+        return self.port
+
+    def __enter__(self) -> TwinWithOptions:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+
+class Wire:
+    """The twin without a pty: the REPL serving a Link in a thread; the test sends bytes and expects bytes."""
+
+    def __init__(self, root):
+        self._out = bytearray()
+        self._cond = threading.Condition()
+        self.link = Link(self._collect)
+        self.board = Interpreter(root, self.link, CLOCK_HZ)
+        self._thread = threading.Thread(target=Repl(self.link, self.board).serve, daemon=True)
+        self._thread.start()
+
+    def _collect(self, data: bytes) -> None:
+        with self._cond:
+            self._out += data
+            self._cond.notify_all()
+
+    def send(self, data: bytes) -> None:
+        self.link.feed(data)
+
+    def expect(self, ending: bytes, timeout: float = 5.0) -> bytes:
+        """Everything received up to and including the first `ending` (consumed); fails with what did come."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while (at := self._out.find(ending)) < 0:
+                left = deadline - time.monotonic()
+                assert left > 0, f"waited {timeout} s for {ending!r}; received {bytes(self._out)!r}"
+                self._cond.wait(left)
+            got = bytes(self._out[:at + len(ending)])
+            del self._out[:at + len(ending)]
+            return got
+
+    def raw(self) -> None:
+        """Enter the raw REPL as mpremote does, soft reset included."""
+        self.send(b"\r\x03")
+        self.send(b"\r\x01")
+        self.expect(RAW_BANNER + b">")
+        self.send(b"\x04")
+        assert self.expect(b">").endswith(SOFT_RESET_REPLY)
+
+    def run(self, code: str, timeout: float = 5.0) -> tuple[bytes, bytes]:
+        """One raw-paste command at the `>` prompt: (stdout, stderr)."""
+        self.send(b"\x05A\x01")
+        assert self.expect(b"R\x01\x80\x00\x01") == b"R\x01\x80\x00\x01"
+        self.send(code.encode() + b"\x04")
+        self.expect(b"\x04", timeout)  # the end of data, acknowledged (flow-control 0x01s before it)
+        out = self.expect(b"\x04", timeout)[:-1]
+        err = self.expect(b"\x04>", timeout)[:-2]
+        return out, err
+
+    def close(self) -> None:
+        self.link.close()
+        self._thread.join(timeout=5)
