@@ -205,6 +205,11 @@ class CudaDevice:
         return cupy.cuda.memory.OutOfMemoryError
 
     @staticmethod
+    def run_note(note: str, chosen: Variant) -> str:
+        """What ran for a flash row: the plan's note (the kernel and its arithmetic) as it is."""
+        return note
+
+    @staticmethod
     def golden(inputs: Inputs) -> np.ndarray | None:
         """The problem's float64 golden by host.reference.attention on this GPU (each slab a query block of every
         head); None when the device has not the memory for it, and the host computes it instead. A seq 4096,
@@ -212,11 +217,6 @@ class CudaDevice:
         import cupy
 
         p = inputs.problem
-    @staticmethod
-    def run_note(note: str, chosen: Variant) -> str:
-        """What ran for a flash row: the plan's note (the kernel and its arithmetic) as it is."""
-        return note
-
         elements = p.batch * p.heads * p.seq * p.dim
         # Q, K, V in float32 and float64, O in float64, one slab of scores and its exponentials' product with V
         need = 44 * elements + 16 * min(DEVICE_SLAB_ELEMENTS, p.batch * p.heads * p.seq * p.seq)

@@ -162,11 +162,6 @@ class FakeDevice:
         return MemoryError
 
     @staticmethod
-    def synchronize() -> None:
-        return None
-
-    @staticmethod
-    @staticmethod
     def run_note(note: str, chosen: Variant) -> str:
         """What ran for a flash row: numpy on the CPU in the tile of the variant a GPU would run. The plan's note
         (`note`: tensor cores, 3xTF32, FFMA) describes a GPU, so it is not repeated here."""
@@ -174,6 +169,11 @@ class FakeDevice:
         return (f"fake GPU: numpy on the CPU ({arithmetic}) in the tile of {chosen.name} (kernels/{chosen.source}, "
                 f"path {chosen.path}); no GPU ran")
 
+    @staticmethod
+    def synchronize() -> None:
+        return None
+
+    @staticmethod
     def golden(inputs: Inputs) -> None:
         """The fake has no device of its own to compute the golden on: the host computes it."""
         return None

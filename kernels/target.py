@@ -30,10 +30,10 @@ from host.target_api import Inputs, RunOptions
 from host.timing import summarize
 from host.verdict import check_float
 from kernels.halves import HALF_DTYPES
-
-#: kernel name → the dtype it computes in (float32, the default dtype; `kernels(settings)` adds the 16-bit ones).
 from kernels.variants import (DEFAULT_TILES, FLASH, FLASH_TC, FLASH_TF32, FLASH_WGMMA, MAX_GRID_X, TC_DIMS,
                               TF32_DIMS, TILE_CHOICES, check_tile, flash_grid, variant)
+
+#: kernel name → the dtype it computes in (float32, the default dtype; `kernels(settings)` adds the 16-bit ones).
 KERNELS = {"naive": "float32", "fused": "float32", "flash": "float32"}
 #: --gpu-dtype names → problem dtypes.
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
@@ -307,6 +307,12 @@ def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc
     return dev.launcher(kernel, problem, inputs, br, bc, path)
 
 
+def flash_note(kernel: str, problem: AttentionProblem, plan: Plan, dev) -> str:
+    """A flash row's note on what ran, in the device's words (the fake says numpy ran, not tensor cores); '' for
+    the other kernels."""
+    return dev.run_note(plan.note, variant(kernel, problem.dtype, plan.path)) if kernel == "flash" else ""
+
+
 def check_output(kernel: str, out: np.ndarray) -> None:
     """NaN left in O: an unwritten element (O is poisoned before the launch) or a NaN computed; TargetError."""
     if np.isnan(out).any():
@@ -346,12 +352,6 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
         gflops=problem.flops() / seconds / 1e9 if seconds > 0 else None, model_bytes=model_bytes(kernel, problem),
         gbps=model_bytes(kernel, problem) / seconds / 1e9 if seconds > 0 else None,
         peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source=peak_source if peak_gflops else "",
-def flash_note(kernel: str, problem: AttentionProblem, plan: Plan, dev) -> str:
-    """A flash row's note on what ran, in the device's words (the fake says numpy ran, not tensor cores); '' for
-    the other kernels."""
-    return dev.run_note(plan.note, variant(kernel, problem.dtype, plan.path)) if kernel == "flash" else ""
-
-
         energy_j=energy.joules_per_call if energy else None, energy_source=energy.source if energy else "",
         verdict=verdict, message="; ".join(filter(None, [flash_note(kernel, problem, plan, dev),
                                                          energy.reason if energy else ""])))]
