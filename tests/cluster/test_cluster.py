@@ -22,8 +22,8 @@ from helpers import ROOT, gpu_missing, run_module
 
 pytest.importorskip("distributed", reason="Dask distributed is not installed (pip install -e '.[cluster]')")
 
-from host.sweep.cluster_bench import Node  # noqa: E402
-from host.sweep.worker import DIE_AT_ROW_ENV, KbenchWorker, gpu_resource  # noqa: E402
+from host.sweep.cluster_bench import Node
+from host.sweep.worker import DIE_AT_ROW_ENV, KbenchWorker, gpu_resource
 
 
 class Cluster:

@@ -8,9 +8,9 @@ import pytest
 pytest.importorskip("mpremote", reason="mpremote is not installed (pip install -e '.[mcu]')")
 pytest.importorskip("unicorn", reason="unicorn is not installed (pip install -e '.[mcu]')")
 
-from host.sweep import cli as compare  # noqa: E402 - after the skips above
-from host.results import ResultsFile  # noqa: E402
-from mcu import target  # noqa: E402
+from host.sweep import cli as compare
+from host.results import ResultsFile
+from mcu import target
 
 
 @pytest.mark.parametrize("corrupt", [False, True])

@@ -12,14 +12,14 @@ import pytest
 
 pytest.importorskip("amaranth", reason="Amaranth HDL is not installed (pip install -e '.[rtl]')")
 
-from amaranth.back import verilog  # noqa: E402  (after the skip: amaranth is optional)
-from amaranth.sim import Simulator  # noqa: E402
+from amaranth.back import verilog
+from amaranth.sim import Simulator
 
-from codesign.bits import accumulate  # noqa: E402
-from codesign.gemm import gemm  # noqa: E402
-from codesign.rtl.array import SystolicArray  # noqa: E402
-from codesign.rtl.mac import MacCell  # noqa: E402
-from host.errors import SpecError  # noqa: E402
+from codesign.bits import accumulate
+from codesign.gemm import gemm
+from codesign.rtl.array import SystolicArray
+from codesign.rtl.mac import MacCell
+from host.errors import SpecError
 
 EXTREMES = np.array([-32768, 32767, -32767, 0, 1, -1], dtype=np.int16)
 

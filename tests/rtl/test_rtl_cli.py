@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("amaranth")
+pytest.importorskip("amaranth", reason="Amaranth HDL is not installed (pip install -e '.[rtl]')")
 
 import codesign.rtl.sim as sim
 from codesign.__main__ import main

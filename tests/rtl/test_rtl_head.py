@@ -14,15 +14,15 @@ import math
 import numpy as np
 import pytest
 
-pytest.importorskip("amaranth")
+pytest.importorskip("amaranth", reason="Amaranth HDL is not installed (pip install -e '.[rtl]')")
 
-from codesign.bits import exact_width, run_head  # noqa: E402
-from codesign.cycles import head_cycles  # noqa: E402
-from codesign.datapath import EXP_LATENCY, RESCALE_LATENCY, SCORE_LATENCY, Datapath  # noqa: E402
-from codesign.rtl.sim import simulate_head, simulate_heads  # noqa: E402
-from host.errors import SpecError  # noqa: E402
-from host.problem import AttentionProblem  # noqa: E402
-from host.q15 import Q15Params, StreamState, attention_q15, prepare, score_scale  # noqa: E402
+from codesign.bits import exact_width, run_head
+from codesign.cycles import head_cycles
+from codesign.datapath import EXP_LATENCY, RESCALE_LATENCY, SCORE_LATENCY, Datapath
+from codesign.rtl.sim import simulate_head, simulate_heads
+from host.errors import SpecError
+from host.problem import AttentionProblem
+from host.q15 import Q15Params, StreamState, attention_q15, prepare, score_scale
 
 CONFIGS = {
     "4x4-e4": Datapath(rows=4, cols=4, exp_lanes=4, dividers=8),

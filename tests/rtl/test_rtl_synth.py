@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("amaranth")
+pytest.importorskip("amaranth", reason="Amaranth HDL is not installed (pip install -e '.[rtl]')")
 
-from codesign.__main__ import main as codesign_main  # noqa: E402
-from codesign.rtl import synth  # noqa: E402
-from codesign.rtl import synth_cli  # noqa: E402
-from codesign.rtl.mac import MacCell  # noqa: E402
-from codesign.technology import GATES  # noqa: E402
-from helpers import have, run_module  # noqa: E402
-from host.errors import TargetError, UnavailableError  # noqa: E402
+from codesign.__main__ import main as codesign_main
+from codesign.rtl import synth
+from codesign.rtl import synth_cli
+from codesign.rtl.mac import MacCell
+from codesign.technology import GATES
+from helpers import have, run_module
+from host.errors import TargetError, UnavailableError
 
 needs_yosys = pytest.mark.skipif(not have("yosys"), reason=synth.MISSING_YOSYS)
 

@@ -7,18 +7,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("amaranth")
+pytest.importorskip("amaranth", reason="Amaranth HDL is not installed (pip install -e '.[rtl]')")
 
-from amaranth.sim import Simulator  # noqa: E402
+from amaranth.sim import Simulator
 
-from codesign.datapath import (ACC_BITS_MAX, ACC_BITS_MIN, EXP_LATENCY, OUTPUT_ACC_BITS,  # noqa: E402
+from codesign.datapath import (ACC_BITS_MAX, ACC_BITS_MIN, EXP_LATENCY, OUTPUT_ACC_BITS,
                                RESCALE_LATENCY, SCORE_LATENCY, Datapath)
-from codesign.rtl.divider import MIN_LATENCY, Divider  # noqa: E402
-from codesign.rtl.exp2 import Exp2Unit  # noqa: E402
-from codesign.rtl.rescale import RescaleUnit  # noqa: E402
-from codesign.rtl.score import ScoreUnit  # noqa: E402
-from host.errors import SpecError  # noqa: E402
-from host.q15 import (INT32_MAX, INT32_MIN, MULT_MAX, MULT_MIN, Q15_ONE_CAP, SHIFT_MAX, SHIFT_MIN,  # noqa: E402
+from codesign.rtl.divider import MIN_LATENCY, Divider
+from codesign.rtl.exp2 import Exp2Unit
+from codesign.rtl.rescale import RescaleUnit
+from codesign.rtl.score import ScoreUnit
+from host.errors import SpecError
+from host.q15 import (INT32_MAX, INT32_MIN, MULT_MAX, MULT_MIN, Q15_ONE_CAP, SHIFT_MAX, SHIFT_MIN,
                       divide_q15, exp2_q15, round_shift)
 
 SEED = 17
