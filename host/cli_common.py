@@ -18,10 +18,23 @@ import argparse
 import math
 import os
 import sys
+import textwrap
 from pathlib import Path
 from typing import Callable, Sequence
 
 from host.errors import KbenchError, SpecError
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help layout, wrapping only at spaces: a flag (`--exit-on-stdin-eof`) or a word (`host-built`) is
+    never split at its hyphen, so no help line looks cut off."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False)
 
 
 class Parser(argparse.ArgumentParser):
@@ -33,6 +46,7 @@ class Parser(argparse.ArgumentParser):
         if doc is not None:
             kwargs.setdefault("description", summary(doc))
             kwargs.setdefault("epilog", exit_statuses(doc))
+        kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]

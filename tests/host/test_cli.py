@@ -1,10 +1,18 @@
 """host/cli_common.py: argument types quote the bad value and the allowed range; guard maps errors to exit statuses."""
 
 import argparse
+import importlib
+import importlib.util
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from host.cli_common import guard, int_list, integer, name_list
+from helpers import ROOT
+from host.cli_common import Parser, guard, int_list, integer, name_list
 from host.errors import LinkError, ResultsError, SpecError
 
 
@@ -67,3 +75,146 @@ def test_ctrl_c_in_any_codesign_command_is_one_line(capsys, monkeypatch):
     assert main(["gemm", "1", "1", "1"]) == 130
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("kbench: ") and "interrupted" in err, err
+
+
+# -- every host and mcu entry point: one convention (issue 27) ------------------------------------------------------
+# (kernels/ and codesign/ check theirs in their own folders; host.cluster in tests/cluster)
+
+#: entry point → (module whose main(argv) it runs, extras it needs, a bad argument, what the error line must name)
+ENTRY_POINTS = {
+    "host.compare": ("host.sweep.cli", (), ["--seq", "0"], "seq=0"),
+    "host.report": ("host.report.render", (), ["/nonexistent/kbench-out"], "/nonexistent/kbench-out"),
+    "host.q15_error": ("host.q15_error", (), ["--causal", "2"], "'2'"),
+    "host.cpu.cachegrind": ("host.cpu.cachegrind", (), ["--batch", "0", "--heads", "1", "--seq", "1", "--dim", "1",
+                                                        "--causal", "0", "--seed", "0"], "batch=0"),
+    "mcu.deploy": ("mcu.deploy", ("cobs",), ["--serial", "/dev/null", "--baud", "7"], "baud=7"),
+    "mcu.link_bench": ("mcu.link_bench", ("cobs",), ["--windows", "1,0"], "windows=0"),
+    "mcu.planner": ("mcu.planner", (), ["--dim", "32,0"], "dim=0"),
+    "mcu.q15_bench": ("mcu.q15_bench", (), ["--repeats", "0"], "repeats=0"),
+    "mcu.sim": ("mcu.sim.__main__", (), ["--clock", "5"], "clock=5"),
+    "mcu.sim.bench": ("mcu.sim.bench", (), ["--causal", "maybe"], "'maybe'"),
+    "mcu.sim.calibrate": ("mcu.sim.calibrate", (), ["--timeout", "-1"], "-1"),
+    "scripts/coremark_twin.py": (str(ROOT / "scripts" / "coremark_twin.py"), (),
+                                 ["--coremark", "/nonexistent", "--iterations", "zero"], "'zero'"),
+}
+
+
+def tool(name: str):
+    """The module behind an entry point (a script loaded from its file), skipped where its extras are missing."""
+    module, extras, _, _ = ENTRY_POINTS[name]
+    for extra in extras:
+        pytest.importorskip(extra, reason=f"{name} needs {extra} (pip install -e '.[mcu]')")
+    if module.endswith(".py"):
+        name = Path(module).stem
+        if name not in sys.modules:  # a script's dataclasses look their module up there
+            spec = importlib.util.spec_from_file_location(name, module)
+            sys.modules[name] = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(sys.modules[name])
+        return sys.modules[name]
+    return importlib.import_module(module)
+
+
+@pytest.fixture
+def keep_signals():
+    """host.compare sets SIGINT and SIGTERM handlers for its sweep; put pytest's back."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+@pytest.mark.parametrize("name", ENTRY_POINTS)
+def test_a_bad_argument_exits_2_with_one_line_naming_the_value(name, capsys, keep_signals):
+    _, _, argv, named = ENTRY_POINTS[name]
+    assert tool(name).main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("kbench: error: ") and named in err, err
+
+
+def parser_of(name: str, monkeypatch) -> argparse.ArgumentParser:
+    """The parser the entry point's main builds, caught as it parses."""
+    class Caught(Exception):
+        pass
+
+    def catch(self, *args, **kwargs):
+        raise Caught(self)
+
+    monkeypatch.setattr(Parser, "parse_args", catch)
+    with pytest.raises(Caught) as caught:
+        tool(name).main(["--help"])
+    monkeypatch.undo()
+    return caught.value.args[0]
+
+
+@pytest.mark.parametrize("name", ENTRY_POINTS)
+def test_help_exits_0_whole_with_the_exit_statuses(name, capsys, monkeypatch, keep_signals):
+    module = tool(name)
+    with pytest.raises(SystemExit) as done:
+        module.main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    text = " ".join(out.split())
+    parser = parser_of(name, monkeypatch)
+    assert parser.description and " ".join(parser.description.split()) in text, "the description is cut"
+    assert parser.description.count("`") % 2 == 0, "the description ends inside a backtick"
+    assert "Exit status: 0 " in text and "2 bad arguments" in text and "130 interrupted" in text, out
+    assert not any(line.rstrip().endswith("-") and not line.rstrip().endswith(" -") for line in out.splitlines()), \
+        "a word or flag split at its hyphen"
+
+
+OWN_OPTIONS = [name for name in ENTRY_POINTS if name != "host.compare"]  # compare's target groups are the targets'
+
+
+@pytest.mark.parametrize("name", OWN_OPTIONS)
+def test_every_option_says_what_it_is_and_its_default(name, monkeypatch, keep_signals):
+    for action in parser_of(name, monkeypatch)._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        where = f"{name} {'/'.join(action.option_strings) or action.dest}"
+        assert action.help, f"{where} has no help"
+        if action.option_strings and not isinstance(action, argparse._StoreTrueAction):
+            assert "default" in action.help or "required" in action.help, f"{where} does not say its default"
+
+
+@pytest.mark.parametrize("name", ["host.q15_error", "mcu.sim.bench"])
+def test_causal_is_0_1_or_both(name, monkeypatch, keep_signals):
+    causal = next(a for a in parser_of(name, monkeypatch)._actions if "--causal" in a.option_strings)
+    assert tuple(causal.choices) == ("0", "1", "both")
+
+
+def test_causal_both_prints_a_table_per_mask(capsys):
+    from host import q15_error
+
+    assert q15_error.main(["--seq", "17", "--dim", "8", "--heads", "1", "--causal", "both"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("| seq | d=8 |") == 2 and "causal 0:" in out and "causal 1:" in out
+
+
+def test_report_reads_a_bad_results_file_as_a_failure_not_a_bad_argument(tmp_path, capsys):
+    from host.report.render import main
+
+    (tmp_path / "results.csv").write_text("not,a,results,file\n")
+    assert main([str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("kbench: ") and "error:" not in err
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_real_tool_is_one_line_and_130():
+    """host.q15_error on a large table, run as `python -m` would (runpy), its heavy imports done first so the signal
+    lands in its body."""
+    code = ("import runpy, sys; import host.cli_common, host.q15, host.reference; print('ready', flush=True); "
+            "sys.argv = ['host.q15_error', '--seq', '4096', '--dim', '128', '--heads', '16']; "
+            "runpy.run_module('host.q15_error', run_name='__main__', alter_sys=True)")
+    process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "ready"
+        time.sleep(1.0)  # into main(): a large table takes minutes
+        assert process.poll() is None, "the table finished before the interrupt"
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err
+    assert err == "kbench: interrupted\n" and out == ""
