@@ -233,7 +233,7 @@ class BoardLink:
             ended = self._server_ended()
             if ended:
                 raise ServerMissing(f"{self.port}: the board could not start kbench_server: {ended} "
-                                    f"(deploy it with: python -m mcu.deploy --port {self.port})")
+                                    f"(deploy it with: python -m mcu.deploy --serial {self.port})")
         return self._accept(self.request(Kind.HELLO, retries=HELLO_RETRIES))  # the announcement was lost
 
     def _accept(self, payload: bytes) -> Hello:
@@ -243,7 +243,7 @@ class BoardLink:
         if theirs != PROTOCOL:
             self._write(FLUSH + BREAK)
             raise ServerMissing(f"{self.port}: kbench_server speaks protocol {theirs}; this host speaks "
-                                f"{PROTOCOL} (redeploy: python -m mcu.deploy --port {self.port})")
+                                f"{PROTOCOL} (redeploy: python -m mcu.deploy --serial {self.port})")
         self.hello = Hello.parse(payload)
         return self.hello
 

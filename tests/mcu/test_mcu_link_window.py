@@ -226,7 +226,7 @@ def test_a_server_of_protocol_1_is_refused_before_its_hello_is_parsed(monkeypatc
     link = BoardLink("ttyACM0")
     link._transport = type("Transport", (), {"serial": port})()
     with pytest.raises(ServerMissing, match=rf"kbench_server speaks protocol 1; this host speaks {m.PROTOCOL} "
-                                            r"\(redeploy: python -m mcu.deploy --port ttyACM0\)"):
+                                            r"\(redeploy: python -m mcu.deploy --serial ttyACM0\)"):
         link._accept(old)
 
 
