@@ -23,6 +23,7 @@ Exit status: 0 measured and checked; 1 a check, the board, the link or the twin 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import cProfile
 import io
@@ -197,7 +198,7 @@ def per_frame_us(seconds: float | None, frames: int) -> str:
     return "n/a" if seconds is None else f"{seconds / frames * 1e6:.0f}"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> Parser:
     from mcu.link import LOAD_WINDOW, WINDOW_MAX
 
     parser = Parser(prog="python -m mcu.link_bench", doc=__doc__)
@@ -214,65 +215,93 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="transfers per window, interleaved with the other windows' (default 5)")
     parser.add_argument("--profile", action="store_true",
                         help=f"also profile the host (cProfile) over LOADs with {LOAD_WINDOW} in flight")
+    return parser
+
+
+def measure(args: argparse.Namespace, windows: tuple[int, ...]) -> dict:
+    """Every figure of one bench: on the board at --serial, or on a twin started (and deployed to) here."""
+    from mcu.link import LOAD_WINDOW, BoardLink
+    from mcu.twin_process import start_twin
+
+    with contextlib.ExitStack() as stack:
+        port, twin = args.serial, None
+        if port is None:
+            from mcu.deploy import deploy
+
+            started = stack.enter_context(start_twin())
+            port, twin = started.port, CpuClock(started.process.pid)
+            deploy(port, 115200, say=lambda line: None)
+        link = stack.enter_context(BoardLink(port))
+        hello = link.hello
+        room = (hello.heap_free - hello.reserve) // 2 - 4096  # K and V^T are allocated; K carries the data
+        nbytes = min(TRANSFER_BYTES, room // 64 * 64)
+        totals, rates, read_bps = window_sweep(link, nbytes, windows, args.rounds, twin)
+        profile = profile_load(link, nbytes, LOAD_WINDOW) if args.profile else ""
+        split = head_split(link, args.seq, args.dim)
+    return {"hello": hello, "nbytes": nbytes, "totals": totals, "rates": rates, "read_bps": read_bps,
+            "profile": profile, "split": split}
+
+
+def print_windows(figures: dict, windows: tuple[int, ...], rounds: int) -> None:
+    """The LOAD table: throughput and per-frame costs at each window."""
+    from mcu.link import LOAD_WINDOW
+
+    hello, nbytes, totals, rates = figures["hello"], figures["nbytes"], figures["totals"], figures["rates"]
+    print(f"board: {hello.machine}, {hello.clock_hz / 1e6:g} MHz, heap free {hello.heap_free} B, "
+          f"reserve {hello.reserve} B, {hello.max_data} B per frame, LOAD window {hello.window} "
+          f"(the host's default: {LOAD_WINDOW})")
+    print(f"\nLOAD of {nbytes} tensor bytes ({-(-nbytes // hello.max_data)} frames), {rounds} rounds per "
+          f"window, interleaved; throughput is the median round, the rest sums every round.")
+    print("\n| LOAD requests in flight | throughput | vs stop-and-wait | wall per frame | host CPU per frame | "
+          "twin CPU per frame | retries |\n|---|---|---|---|---|---|---|")
+    for window in windows:
+        done = totals[window]
+        shown = min(window, hello.window)
+        print(f"| {window}{'' if shown == window else f' (server allows {shown})'}"
+              f"{' (stop-and-wait)' if window == 1 else ''} | {rates[window] / 1e3:.0f} kB/s | "
+              f"{rates[window] / rates[1]:.2f}x | {per_frame_us(done.wall, done.frames)} µs | "
+              f"{per_frame_us(done.host_cpu, done.frames)} µs | {per_frame_us(done.twin_cpu, done.frames)}"
+              f"{' µs' if done.twin_cpu is not None else ''} | {done.retries} |")
+    best = max(windows, key=lambda w: rates[w])
+    print(f"\nwindowed / stop-and-wait LOAD throughput: {rates[LOAD_WINDOW] / rates[1]:.2f}x at the link's "
+          f"default window ({LOAD_WINDOW}); the best measured: {rates[best] / rates[1]:.2f}x at {best}")
+
+
+def print_head(figures: dict, seq: int, dim: int) -> None:
+    """READ throughput, one head's wall time split into compute and link, and the planner's largest heads."""
+    from mcu.link import LOAD_WINDOW
+    from mcu.planner import largest_seq
+
+    hello, split = figures["hello"], figures["split"]
+    link_s = split["wall"] - split["run"]
+    board_ms = split["cycles"] / hello.clock_hz * 1e3
+    print("\n| measure | value |\n|---|---|")
+    print(f"| READ throughput (tensor bytes/s, stop-and-wait) | {figures['read_bps'] / 1e3:.0f} kB/s |")
+    print(f"| head seq {seq} dim {dim}: wall | {split['wall'] * 1e3:.0f} ms |")
+    print(f"| ... waiting for RUN (compute) | {split['run'] * 1e3:.0f} ms ({split['run'] / split['wall']:.0%}) |")
+    print(f"| ... link (SETUP, LOAD, READ) | {link_s * 1e3:.0f} ms ({link_s / split['wall']:.0%}), "
+          f"{split['bytes']} bytes on the wire |")
+    print(f"| DWT cycles of the head | {split['cycles']} = {board_ms:.1f} ms at {hello.clock_hz / 1e6:g} MHz |")
+    print(f"| same bytes over a 115200-baud UART (10 bits/byte) | {split['bytes'] * 10 / 115200 * 1e3:.0f} ms |")
+    print("\n| dim | largest seq (planner, this heap) |\n|---|---|")
+    for d in (32, 64):
+        print(f"| {d} | {largest_seq(d, hello.heap_free, hello.reserve)} |")
+    if figures["profile"]:
+        print(f"\nhost profile (cProfile, own time) of LOADs with {LOAD_WINDOW} in flight:\n```\n"
+              f"{figures['profile'].strip()}\n```")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
 
     def body() -> int:
-        from mcu.link import BoardLink
-        from mcu.planner import largest_seq
-        from mcu.twin_process import start_twin
+        from mcu.link import LOAD_WINDOW
 
         args = parser.parse_args(argv)
         windows = tuple(sorted({1, LOAD_WINDOW, *args.windows}))
-        profile = ""
-        with contextlib.ExitStack() as stack:
-            port, twin = args.serial, None
-            if port is None:
-                from mcu.deploy import deploy
-
-                started = stack.enter_context(start_twin())
-                port, twin = started.port, CpuClock(started.process.pid)
-                deploy(port, 115200, say=lambda line: None)
-            link = stack.enter_context(BoardLink(port))
-            hello = link.hello
-            room = (hello.heap_free - hello.reserve) // 2 - 4096  # K and V^T are allocated; K carries the data
-            nbytes = min(TRANSFER_BYTES, room // 64 * 64)
-            totals, rates, read_bps = window_sweep(link, nbytes, windows, args.rounds, twin)
-            if args.profile:
-                profile = profile_load(link, nbytes, LOAD_WINDOW)
-            split = head_split(link, args.seq, args.dim)
-        link_s = split["wall"] - split["run"]
-        board_ms = split["cycles"] / hello.clock_hz * 1e3
-        print(f"board: {hello.machine}, {hello.clock_hz / 1e6:g} MHz, heap free {hello.heap_free} B, "
-              f"reserve {hello.reserve} B, {hello.max_data} B per frame, LOAD window {hello.window} "
-              f"(the host's default: {LOAD_WINDOW})")
-        print(f"\nLOAD of {nbytes} tensor bytes ({-(-nbytes // hello.max_data)} frames), {args.rounds} rounds per "
-              f"window, interleaved; throughput is the median round, the rest sums every round.")
-        print("\n| LOAD requests in flight | throughput | vs stop-and-wait | wall per frame | host CPU per frame | "
-              "twin CPU per frame | retries |\n|---|---|---|---|---|---|---|")
-        for window in windows:
-            done = totals[window]
-            shown = min(window, hello.window)
-            print(f"| {window}{'' if shown == window else f' (server allows {shown})'}"
-                  f"{' (stop-and-wait)' if window == 1 else ''} | {rates[window] / 1e3:.0f} kB/s | "
-                  f"{rates[window] / rates[1]:.2f}x | {per_frame_us(done.wall, done.frames)} µs | "
-                  f"{per_frame_us(done.host_cpu, done.frames)} µs | {per_frame_us(done.twin_cpu, done.frames)}"
-                  f"{' µs' if done.twin_cpu is not None else ''} | {done.retries} |")
-        best = max(windows, key=lambda w: rates[w])
-        print(f"\nwindowed / stop-and-wait LOAD throughput: {rates[LOAD_WINDOW] / rates[1]:.2f}x at the link's "
-              f"default window ({LOAD_WINDOW}); the best measured: {rates[best] / rates[1]:.2f}x at {best}")
-        print("\n| measure | value |\n|---|---|")
-        print(f"| READ throughput (tensor bytes/s, stop-and-wait) | {read_bps / 1e3:.0f} kB/s |")
-        print(f"| head seq {args.seq} dim {args.dim}: wall | {split['wall'] * 1e3:.0f} ms |")
-        print(f"| ... waiting for RUN (compute) | {split['run'] * 1e3:.0f} ms ({split['run'] / split['wall']:.0%}) |")
-        print(f"| ... link (SETUP, LOAD, READ) | {link_s * 1e3:.0f} ms ({link_s / split['wall']:.0%}), "
-              f"{split['bytes']} bytes on the wire |")
-        print(f"| DWT cycles of the head | {split['cycles']} = {board_ms:.1f} ms at {hello.clock_hz / 1e6:g} MHz |")
-        print(f"| same bytes over a 115200-baud UART (10 bits/byte) | {split['bytes'] * 10 / 115200 * 1e3:.0f} ms |")
-        print("\n| dim | largest seq (planner, this heap) |\n|---|---|")
-        for dim in (32, 64):
-            print(f"| {dim} | {largest_seq(dim, hello.heap_free, hello.reserve)} |")
-        if profile:
-            print(f"\nhost profile (cProfile, own time) of LOADs with {LOAD_WINDOW} in flight:\n```\n"
-                  f"{profile.strip()}\n```")
+        figures = measure(args, windows)
+        print_windows(figures, windows, args.rounds)
+        print_head(figures, args.seq, args.dim)
         return 0
 
     return guard(body)
