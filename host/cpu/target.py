@@ -1,7 +1,8 @@
 """The CPU target: the float32 numpy reference, timed on the wall clock, under hardware counters where the kernel
 allows them (or cachegrind's simulation when asked), diffed against the float64 golden. Where the machine exposes
 RAPL, the package counters read around the timed calls give the socket's energy per call (host/cpu/rapl.py); where not,
-the row's message says why.
+the row's message says why. A row whose median call took NOISY_RATIO times its fastest says so in its message too
+(its verdict stays what it is).
 
 Each run also carries the machine's own ceilings, measured once per process: numpy's float32 matmul rate and a
 large-copy bandwidth, so the report can place the reference on a roofline and as a fraction of what BLAS achieves.
@@ -22,7 +23,7 @@ from host.problem import AttentionProblem
 from host.reference import attention
 from host.results import Result
 from host.target_api import Inputs, RunOptions
-from host.timing import summarize, time_calls
+from host.timing import Timing, summarize, time_calls
 from host.verdict import check_float
 
 #: kernel name → the dtype it computes in.
@@ -33,6 +34,13 @@ TIMING_SOURCE = "measured: wall clock, perf_counter_ns"
 #: Size of the ceiling measurements: a 2048² float32 matmul (17 GFLOP) and a 64 MiB copy.
 MATMUL_N = 2048
 COPY_BYTES = 64 << 20
+
+
+#: A row whose median call took this many times its fastest is flagged noisy in its message (its verdict stays what
+#: it is): half its median call or more went to something else (another process on the cores, a frequency change).
+NOISY_RATIO = 2.0
+#: Between the notes of a row's message.
+NOTE_SEPARATOR = "; "
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,14 @@ def ceilings() -> tuple[float, float]:
     return 2.0 * MATMUL_N**3 / matmul_s / 1e9, 2.0 * COPY_BYTES / copy_s / 1e9
 
 
+def noise_note(timing: Timing) -> str:
+    """'noisy: p50 3.1x min (flagged from 2x)' when the median call took NOISY_RATIO times the fastest or more, else
+    ''."""
+    if not timing.min_ms > 0 or timing.p50_ms < NOISY_RATIO * timing.min_ms:
+        return ""
+    return f"noisy: p50 {timing.p50_ms / timing.min_ms:.1f}x min (flagged from {NOISY_RATIO:g}x)"
+
+
 def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[Result]:
     """Time the float32 reference on `problem`; one row with timing, verdict, counters (or why not), ceilings and
     energy (or why not).
@@ -115,6 +131,7 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
         **timing.as_fields(), gflops=problem.flops() / seconds / 1e9 if seconds > 0 else None,
         model_bytes=problem.min_bytes(), gbps=problem.min_bytes() / seconds / 1e9 if seconds > 0 else None,
         timing_source=TIMING_SOURCE, peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source="measured",
-        energy_j=energy.joules_per_call, energy_source=energy.source, message=energy.note(),
+        energy_j=energy.joules_per_call, energy_source=energy.source,
+        message=NOTE_SEPARATOR.join(note for note in (noise_note(timing), energy.note()) if note),
         verdict=verdict, **counters.as_fields())]
 

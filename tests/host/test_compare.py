@@ -81,7 +81,7 @@ def test_acceptance_cpu_sweep(tmp_path):
     for r in rows:
         assert r["status"] == "ok" and r["target"] == "cpu"
         assert float(r["rel_l2"]) > 0 and r["bit_exact"] == ""  # judged ok by the verdict: no verdict message
-        assert (r["energy_j"] and r["message"] == "") or r["message"].startswith("energy: none ("), "energy or why not"
+        assert bool(r["energy_j"]) != ("energy: none (" in r["message"]), "energy or why not"
         assert float(r["p50_ms"]) > 0 and float(r["p50_ci_low_ms"]) <= float(r["p50_ms"])
         assert r["timing_source"] == "measured: wall clock, perf_counter_ns"
         assert r["instructions"] or r["counters_reason"], "counters or the reason they are missing"
@@ -145,6 +145,57 @@ def test_failing_and_wrong_rows_are_recorded_and_the_sweep_goes_on(fake_targets,
     assert runs[-1]["unavailable"] == {"ghost": "no ghost board attached"}
 
 
+def test_the_console_table_keeps_its_columns_and_says_each_status_once(fake_targets, tmp_path, capsys):
+    """Rows without figures (an error, an oom) stay aligned: '-' fills each column's width; a status word is not
+    repeated by its message ('wrong: wrong (…)')."""
+    assert compare.main(["--targets", "fake", "--seq", "1,17,33,65", "--causal", "0", "--out", str(tmp_path)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.startswith("target/kernel"))
+    table = lines[lines.index(header) + 1:lines.index(header) + 5]
+    column = header.index("  status") + 2
+    assert [line[column:].split(":")[0] for line in table] == ["ok", "error", "oom", "wrong"]
+    assert all(line[column - 2:column] == "  " for line in table)
+    assert "wrong: float32 tolerance" in table[3] and "wrong: wrong" not in table[3]
+
+
+def test_a_sweep_into_a_log_shows_a_line_per_finished_row(fake_targets, tmp_path, capsys):
+    """stderr that is not a terminal gets no tqdm bar: each finished row says so at once, with the time so far."""
+    assert compare.main(["--targets", "fake", "--seq", "1,97", "--causal", "0", "--out", str(tmp_path)]) == 0
+    progress = [line for line in capsys.readouterr().err.splitlines() if line.startswith("kbench: ")]
+    assert [line.split(" (")[0] for line in progress] == ["kbench: 1/2 fake/fake B1 H4 N1 d64: ok",
+                                                          "kbench: 2/2 fake/fake B1 H4 N97 d64: ok"]
+    assert all(line.endswith(" s)") for line in progress)
+
+
+def test_a_note_every_cpu_row_carries_is_printed_once(tmp_path, capsys, monkeypatch):
+    """No RAPL: every CPU row's message says why (results.csv keeps it), the console says it once."""
+    from host.cpu import rapl
+
+    monkeypatch.setattr(rapl, "POWERCAP_ROOT", tmp_path / "no-powercap")
+    assert compare.main(["--targets", "cpu", "--seq", "1,2,3", "--dim", "1", "--heads", "1", "--causal", "0",
+                         "--iters", "2", "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("no RAPL") == 1 and "cpu/numpy, every row: energy: none (no RAPL: " in out
+    assert all("no RAPL" in row.message for row in ResultsFile(tmp_path / "o" / "results.csv").read())
+
+
+def test_a_cpu_row_whose_median_is_far_above_its_fastest_call_is_flagged_noisy(monkeypatch):
+    """p50 3x the minimum: 'noisy: …' in the row's message, from NOISY_RATIO (2x) up; the verdict stays ok."""
+    from host.cpu import target as cpu
+    from host.problem import AttentionProblem
+    from host.target_api import Inputs, RunContext, RunOptions
+    from host.timing import summarize
+
+    problem = AttentionProblem(batch=1, heads=1, seq=8, dim=4, causal=False)
+    options = RunOptions(context=RunContext("test", "rev", "host"), kernel="numpy", warmup=0, iters=5)
+    for samples, note in (([1.0, 3.0, 3.0, 3.1, 3.2], "noisy: p50 3.0x min (flagged from 2x)"),
+                          ([1.0, 1.9, 1.9, 1.9, 2.0], "")):
+        monkeypatch.setattr(cpu, "time_calls", lambda *args, samples=samples, **kwargs: samples)
+        [row] = cpu.run(problem, Inputs(problem), options)
+        assert row.status == "ok" and cpu.noise_note(summarize(samples)) == note
+        assert row.message.startswith(note) if note else not row.message.startswith("noisy")
+
+
 def test_only_wrong_rows_make_an_all_ok_sweep_fail(fake_targets, tmp_path):
     assert compare.main(["--targets", "fake", "--seq", "1,97", "--out", str(tmp_path / "a")]) == 0
     assert compare.main(["--targets", "fake", "--seq", "1,97", "--fake-scale", "1.001",
@@ -181,9 +232,13 @@ def test_resume_with_nothing_left_records_no_run(fake_targets, tmp_path, capsys)
     assert compare.main(args) == 0
     runs = (out / "runs.jsonl").read_text().splitlines()
     fake_targets.CALLS.clear()
+    capsys.readouterr()
     assert compare.main(args + ["--resume"]) == 0
     assert fake_targets.CALLS == [] and (out / "runs.jsonl").read_text().splitlines() == runs
-    assert "nothing left to measure" in capsys.readouterr().err
+    printed = capsys.readouterr()
+    assert "nothing left to measure" in printed.err
+    assert "target/kernel" not in printed.out, "no empty table"
+    assert "0 rows written (none), 4 of this sweep's rows already done before" in printed.out
     assert "from 1 run(s)" in (out / "results.md").read_text()
 
 
@@ -208,6 +263,7 @@ def test_interrupted_sweep_resumes_without_duplicates_or_losses(tmp_path, how):
         assert cut.returncode == -signal.SIGKILL
     else:
         assert cut.returncode == 130 and "--resume" in cut.stderr
+        assert "interrupted; 3 rows measured now and 0 from before are kept in" in cut.stderr
     done = subprocess.run(args + ["--resume"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     after = ResultsFile(out / "results.csv").read()
