@@ -6,15 +6,21 @@ before it is timed with the device's timer (CUDA events, L2 flushed between repe
 (outside the derived tolerance: figures kept), `skipped` (the block does not fit the device's opt-in shared memory,
 kernels/budget.py `fits`: not run), `oom` or `error` (one cell's failure is that cell's row; the sweep goes on).
 
-Outputs, under --out: results.csv (appended and flushed row by row, readable by `python -m host.report`), runs.jsonl
-(the command, the device and its limits) and sweep_heatmap.png (Br down, Bc across, TFLOP/s in each cell, the best
-cell outlined, cells that are not ok grey with an x). Last, a table per N: the best tile, and the budget's largest
-square tile for comparison.
+Each row is a progress line on stderr as it finishes ([k/total], elapsed seconds), in a log as on a terminal; Ctrl-C
+or SIGTERM ends the sweep in one line saying how many rows results.csv kept. The default grid suits the device:
+on a GPU the grid of docs/gpu.md; on the fake (numpy on the CPU, where N = 4096 at Br = 8 takes minutes per cell)
+a small grid that runs in seconds.
 
-Usage: ``python -m kernels.sweep [--br 8,16,32,64] [--bc 8,16,32,64] [--seq 64,128,512,1024,4096] [--dim 64]
-[--heads 16] [--batch 1] [--causal 0] [--iters 10] [--gpu-device cuda|fake] [--out reports/sweep]``.
+Outputs, under --out (default reports/latest/sweep, which git ignores): results.csv (appended and flushed row by
+row, readable by `python -m host.report`), runs.jsonl (the command, the device and its limits) and
+sweep_heatmap.png (Br down, Bc across, TFLOP/s in each cell, the best cell outlined, cells that are not ok grey with
+an x). Last, a table per N: the best tile, and the budget's largest square tile for comparison.
+
+Usage: ``python -m kernels.sweep [--br LIST] [--bc LIST] [--seq LIST] [--dim 64] [--heads 16] [--batch 1]
+[--causal 0] [--iters 10] [--gpu-device cuda|fake] [--out DIR]``.
 Exit status: 0 every cell ok or skipped; 1 a cell wrong or failed, or no cell measured at all; 2 bad arguments, an
-unusable --out, or no device to run on (one ``kbench: error: ...`` line on stderr).
+unusable --out, or no device to run on (one ``kbench: error: ...`` line on stderr); 130 interrupted (Ctrl-C or
+SIGTERM: one line with the rows kept).
 CuPy is imported only through kernels.cuda.
 """
 
@@ -24,7 +30,9 @@ import argparse
 import math
 import os
 import shlex
+import signal
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
@@ -45,7 +53,11 @@ RUNS_NAME = "runs.jsonl"
 HEATMAP_NAME = "sweep_heatmap.png"
 WARMUP = 3
 
-DEFAULTS = {"br": (8, 16, 32, 64), "bc": (8, 16, 32, 64), "seq": (64, 128, 512, 1024, 4096)}
+#: The default grid per device: on a GPU the sweep of docs/gpu.md; on the numpy fake a grid of seconds (its flash
+#: walks the tiles in Python: N = 4096 at Br = Bc = 8 is 512² tile steps per head, minutes per cell).
+DEFAULTS = {"cuda": {"br": (8, 16, 32, 64), "bc": (8, 16, 32, 64), "seq": (64, 128, 512, 1024, 4096)},
+            "fake": {"br": (16, 32, 64), "bc": (16, 32, 64), "seq": (64, 256)}}
+DEFAULT_OUT = Path("reports/latest/sweep")
 
 
 # ---------------------------------------------------------------------------------------------------------- measure
@@ -150,8 +162,9 @@ def heatmap(rows: Sequence[Result], path: Path, title: str = "") -> Path:
         ax.set_xlabel("Bc (keys per tile)")
         ax.set_ylabel("Br (queries per tile)")
         ax.set_title(f"N = {n}" + (f": best {top.br}×{top.bc}" if top else ": none ran"), fontsize=10)
-    if title:
-        fig.suptitle(title, fontsize=10)
+    if title:  # wrapped to the figure's width (about 0.55 em per character): a long device name is not clipped
+        width = fig.get_figwidth() * 72 / (10 * 0.55)
+        fig.suptitle(textwrap.fill(title, max(20, int(width))), fontsize=10)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     return path
@@ -203,26 +216,41 @@ def _tflops(row: Result | None, missing: str = "-") -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     tiles = target.TILE_CHOICES
-    parser = Parser(prog="python -m kernels.sweep", description=__doc__.splitlines()[0])
-    parser.add_argument("--br", type=int_list("Br", min(tiles), max(tiles), tiles), default=DEFAULTS["br"], metavar="LIST",
-                        help=f"query-tile rows, from {','.join(map(str, tiles))} (default 8,16,32,64)")
-    parser.add_argument("--bc", type=int_list("Bc", min(tiles), max(tiles), tiles), default=DEFAULTS["bc"], metavar="LIST",
-                        help=f"key-tile columns, from {','.join(map(str, tiles))} (default 8,16,32,64)")
-    parser.add_argument("--seq", type=int_list("seq", *LIMITS["seq"]), default=DEFAULTS["seq"], metavar="LIST",
-                        help="sequence lengths N (default 64,128,512,1024,4096)")
+    parser = Parser(prog="python -m kernels.sweep", doc=__doc__)
+    parser.add_argument("--br", type=int_list("Br", min(tiles), max(tiles), tiles), metavar="LIST",
+                        help=f"query-tile rows, from {','.join(map(str, tiles))} ({_default_help('br')})")
+    parser.add_argument("--bc", type=int_list("Bc", min(tiles), max(tiles), tiles), metavar="LIST",
+                        help=f"key-tile columns, from {','.join(map(str, tiles))} ({_default_help('bc')})")
+    parser.add_argument("--seq", type=int_list("seq", *LIMITS["seq"]), metavar="LIST",
+                        help=f"sequence lengths N ({_default_help('seq')})")
     parser.add_argument("--dim", type=integer("dim", *LIMITS["dim"]), default=64, help="head dimension d (default 64)")
     parser.add_argument("--heads", type=integer("heads", *LIMITS["heads"]), default=16, help="heads (default 16)")
     parser.add_argument("--batch", type=integer("batch", *LIMITS["batch"]), default=1, help="batch (default 1)")
     parser.add_argument("--causal", type=integer("causal", 0, 1), default=0, help="1 for the causal mask (default 0)")
-    parser.add_argument("--iters", type=integer("iters", 1, 100_000), default=10, help="timed launches per cell (default 10)")
+    parser.add_argument("--iters", type=integer("iters", 1, 100_000), default=10,
+                        help="timed launches per cell (default 10)")
     parser.add_argument("--gpu-device", choices=target.DEVICES, default="cuda",
                         help="cuda: the GPU (default); fake: kernels/fake.py, to try the sweep without a GPU")
-    parser.add_argument("--out", type=folder, default=Path("reports/sweep"), help="output folder (default reports/sweep)")
+    parser.add_argument("--out", type=folder, default=DEFAULT_OUT,
+                        help=f"output folder (default {DEFAULT_OUT}, inside a folder git ignores)")
     return parser
 
 
+def _default_help(name: str) -> str:
+    return "; ".join(f"default on {device}: {','.join(map(str, grid[name]))}" for device, grid in DEFAULTS.items())
+
+
+def with_device_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """The grid options left out take the device's defaults (DEFAULTS)."""
+    for name, value in DEFAULTS[args.gpu_device].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
+
+
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    """The sweep with parsed, device-checked arguments: files under args.out, the summary on stdout."""
+    """The sweep with parsed, device-checked arguments: files under args.out, a progress line per row on stderr, the
+    summary on stdout; an interrupt ends it in one line with the rows kept (130)."""
     problems = [AttentionProblem(batch=args.batch, heads=args.heads, seq=n, dim=args.dim, causal=bool(args.causal))
                 for n in args.seq]
     settings = target.Settings(device=args.gpu_device)
@@ -230,25 +258,56 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
                                                                                   "the fake device's h200 profile")
     context = RunContext.start()  # before the output folder changes
     out: Path = output_folder(args.out)
-    for name in (RESULTS_NAME, RUNS_NAME):  # a sweep starts afresh; the previous files are kept beside
+    device = start_files(out, context, argv, target.device(settings), limits, source)
+    print(f"device: {device}; limits: {source}", flush=True)
+    progress = Progress(ResultsFile(out / RESULTS_NAME), len(problems) * len(args.br) * len(args.bc))
+    try:
+        rows = sweep(problems, args.br, args.bc, limits, args.iters, context, settings, progress)
+    except KeyboardInterrupt:
+        print(f"kbench: interrupted; {progress.done} of {progress.total} rows kept in {out / RESULTS_NAME}",
+              file=sys.stderr)
+        return 130
+    return finish(rows, args, out, limits, device)
+
+
+def start_files(out: Path, context: RunContext, argv: Sequence[str], device: str, limits: budget.DeviceLimits,
+                source: str) -> str:
+    """A fresh results.csv and runs.jsonl (the previous ones kept beside as .prev), the run's record first."""
+    for name in (RESULTS_NAME, RUNS_NAME):
         if (out / name).exists():
             os.replace(out / name, out / f"{name}.prev")
-    device = target.device(settings)
     RunInfo(run_id=context.run_id, timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             command="python -m kernels.sweep " + shlex.join(argv), git_rev=context.git_rev, host=context.host,
             machine={"device": device, "limits": asdict(limits), "limits_source": source,
                      "warmup": WARMUP}).append_to(out / RUNS_NAME)
-    print(f"device: {device}; limits: {source}")
-    results = ResultsFile(out / RESULTS_NAME)
+    return device
 
-    def record(row: Result) -> None:
-        results.append(row)
-        timing = f"{row.p50_ms:.4g} ms, {row.gflops / 1e3:.3g} TFLOP/s, " if row.p50_ms is not None else ""
-        error = f"rel_l2 {row.rel_l2:.2e} " if row.rel_l2 is not None else ""
-        note = f": {row.message}" if row.message and row.status != "ok" else ""
-        print(f"N={row.seq} Br={row.br} Bc={row.bc}: {timing}{error}{row.status}{note}", file=sys.stderr)
 
-    rows = sweep(problems, args.br, args.bc, limits, args.iters, context, settings, record)
+class Progress:
+    """A sweep's sink: each row appended to results.csv as it finishes, then one line on stderr, flushed, so a log
+    shows the sweep as a terminal does."""
+
+    def __init__(self, results: ResultsFile, total: int):
+        self.results, self.total, self.done, self.start = results, total, 0, time.monotonic()
+
+    def __call__(self, row: Result) -> None:
+        self.results.append(row)
+        self.done += 1
+        elapsed = time.monotonic() - self.start
+        print(f"[{self.done}/{self.total}, {elapsed:.0f} s] {row_line(row)}", file=sys.stderr, flush=True)
+
+
+def row_line(row: Result) -> str:
+    """A row in one line: its cell, time, rate, error and status (with the message where it is not ok)."""
+    timing = f"{row.p50_ms:.4g} ms, {row.gflops / 1e3:.3g} TFLOP/s, " if row.p50_ms is not None and row.gflops else ""
+    error = f"rel_l2 {row.rel_l2:.2e} " if row.rel_l2 is not None else ""
+    note = f": {row.message}" if row.message and row.status != "ok" else ""
+    return f"N={row.seq} Br={row.br} Bc={row.bc}: {timing}{error}{row.status}{note}"
+
+
+def finish(rows: Sequence[Result], args: argparse.Namespace, out: Path, limits: budget.DeviceLimits,
+           device: str) -> int:
+    """The heatmap, the summary and the counts; the exit status of the rows."""
     d, h, b = args.dim, args.heads, args.batch
     heatmap(rows, out / HEATMAP_NAME, f"flash fp32 TFLOP/s, d={d}, H={h}, B={b}, causal={args.causal}; {device}")
     print(summary(rows, limits))
@@ -261,17 +320,26 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 1 if failed else 0
 
 
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM (a timeout, a job scheduler) ends the sweep as Ctrl-C does: finished rows kept, one line."""
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
 
     def body() -> int:
-        args = build_parser().parse_args(argv)
+        args = with_device_defaults(build_parser().parse_args(argv))
         ok, reason = target.available(target.Settings(device=args.gpu_device))
         if not ok:
             raise SpecError(f"nothing can be measured: {reason} (--gpu-device fake runs the sweep without a GPU)")
         return run(args, argv)
 
-    return guard(body)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return guard(body)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":
