@@ -9,11 +9,11 @@ B j cycles before cell (0, j); inside, a and the flags move one cell right per c
 At the end of that cycle every accumulator holds its final sum (cell (i, j) finished in c0 + T − 1 + i + j, and the
 next fold reaches it no earlier than done + i + j), so one capture strobe, `last` delayed R + C − 2 cycles and given to
 every cell's `last_in`, copies all the sums into the cells' shadow registers at once (the cells' own last chain is
-unused: a per-cell capture would overwrite cell (0, 0)'s result T cycles into the next fold, before its done). `done` is that strobe one cycle later: a
-pulse in c0 + T + R + C − 2, which is codesign/gemm.py's os fold_cycles after c0. From the done cycle until the next
-fold's done, `result[i][j]` holds C[i][j] of this fold, and the next fold's first vector may come in the done cycle
-itself (no earlier: cell (0, 0) clears its accumulator on it). Rows and columns the GEMM does not use may carry
-anything; they change no other cell's result.
+unused: a per-cell capture would overwrite cell (0, 0)'s result T cycles into the next fold, before its done).
+`done` is that strobe one cycle later: a pulse in c0 + T + R + C − 2, which is codesign/gemm.py's os fold_cycles
+after c0. From the done cycle until the next fold's done, `result[i][j]` holds C[i][j] of this fold, and the next
+fold's first vector may come in the done cycle itself (no earlier: cell (0, 0) clears its accumulator on it). Rows
+and columns the GEMM does not use may carry anything; they change no other cell's result.
 """
 
 from __future__ import annotations
@@ -24,22 +24,25 @@ from amaranth.lib.wiring import In, Out
 
 from codesign.datapath import ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX
 from codesign.rtl.mac import OPERAND_BITS, MacCell, check_overflow
-from host.errors import SpecError
 from host.checks import check_int
+
+
+def check_systolic_array(rows: int, cols: int, acc_bits: int = 40,
+                         overflow: str = "wrap") -> tuple[int, int, int, str]:
+    """(rows, cols, acc_bits, overflow) of a SystolicArray; SpecError quoting the first bad one."""
+    return (check_int("array rows", rows, 1, ARRAY_MAX), check_int("array cols", cols, 1, ARRAY_MAX),
+            check_int("acc_bits", acc_bits, ACC_BITS_MIN, ACC_BITS_MAX), check_overflow(overflow))
 
 
 class SystolicArray(wiring.Component):
     """rows × cols MacCells (1..256 each), dataflow os, acc_bits 16..64, overflow "wrap" or "saturate"."""
 
+    def __new__(cls, *args, **kwargs):
+        check_systolic_array(*args, **kwargs)  # before the array exists: a rejected one is no Elaboratable left unused
+        return super().__new__(cls, src_loc_at=1)
+
     def __init__(self, rows: int, cols: int, acc_bits: int = 40, overflow: str = "wrap") -> None:
-        try:
-            self.rows = check_int("array rows", rows, 1, ARRAY_MAX)
-            self.cols = check_int("array cols", cols, 1, ARRAY_MAX)
-            self.acc_bits = check_int("acc_bits", acc_bits, ACC_BITS_MIN, ACC_BITS_MAX)
-            self.overflow = check_overflow(overflow)
-        except SpecError:
-            self._MustUse__silence = True  # a rejected array is not an unused circuit: no UnusedElaboratable warning
-            raise
+        self.rows, self.cols, self.acc_bits, self.overflow = check_systolic_array(rows, cols, acc_bits, overflow)
         super().__init__({
             "a": In(signed(OPERAND_BITS)).array(self.rows),  # A[i][t], row i on a[i], not skewed
             "b": In(signed(OPERAND_BITS)).array(self.cols),  # B[t][j], column j on b[j], not skewed

@@ -52,21 +52,26 @@ MIN_LATENCY = FIRST_QUOTIENT_CYCLE + QUOTIENT_BITS + 1
 MAX_LATENCY = 256
 
 
+def check_divider(latency: int = MIN_LATENCY) -> int:
+    """The latency of a Divider; SpecError quoting it (below the minimum: naming the stages that need the cycles)."""
+    if isinstance(latency, int) and not isinstance(latency, bool) and latency < MIN_LATENCY:
+        raise SpecError(f"latency={latency} is below the divider's minimum {MIN_LATENCY} (normalise, "
+                        f"saturation check, {QUOTIENT_BITS} quotient bits, sign); allowed: "
+                        f"{MIN_LATENCY}..{MAX_LATENCY}")
+    return check_int("latency", latency, MIN_LATENCY, MAX_LATENCY)
+
+
 class Divider(wiring.Component):
     """out = divide_q15(acc, l) for acc signed(48) and l unsigned(32) ≥ 1, taken on `start` when not `busy`;
     `done` (and the result in `out`) `latency` cycles later, MIN_LATENCY..MAX_LATENCY. `out` holds until the next
     done; l = 0 (outside the contract) gives 32767 or −32768 by acc's sign."""
 
+    def __new__(cls, *args, **kwargs):
+        check_divider(*args, **kwargs)  # before the unit exists: a rejected one is no Elaboratable left unused
+        return super().__new__(cls, src_loc_at=1)
+
     def __init__(self, latency: int = MIN_LATENCY) -> None:
-        try:
-            if isinstance(latency, int) and not isinstance(latency, bool) and latency < MIN_LATENCY:
-                raise SpecError(f"latency={latency} is below the divider's minimum {MIN_LATENCY} (normalise, "
-                                f"saturation check, {QUOTIENT_BITS} quotient bits, sign); allowed: "
-                                f"{MIN_LATENCY}..{MAX_LATENCY}")
-            self.latency = check_int("latency", latency, MIN_LATENCY, MAX_LATENCY)
-        except SpecError:
-            self._MustUse__silence = True  # a rejected unit is not an unused circuit: no UnusedElaboratable warning
-            raise
+        self.latency = check_divider(latency)
         super().__init__({
             "acc": In(signed(ACC_BITS)),
             "l": In(unsigned(L_BITS)),
@@ -97,14 +102,13 @@ class Divider(wiring.Component):
         m.d.comb += half.eq((Const(1, 1) << s) >> 1)
 
         m.d.sync += self.done.eq(0)
-        with m.If(~self.busy):
-            with m.If(self.start):  # cycle c
-                m.d.sync += [
-                    divisor.eq((self.l + half) >> s),
-                    acc_n.eq((self.acc + half) >> s),
-                    cycle.eq(1),
-                    self.busy.eq(1),
-                ]
+        with m.If(~self.busy), m.If(self.start):  # cycle c
+            m.d.sync += [
+                divisor.eq((self.l + half) >> s),
+                acc_n.eq((self.acc + half) >> s),
+                cycle.eq(1),
+                self.busy.eq(1),
+            ]
         with m.Else():
             m.d.sync += cycle.eq(cycle + 1)
             with m.If(cycle == MAGNITUDE_CYCLE):

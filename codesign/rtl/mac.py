@@ -33,16 +33,20 @@ def check_overflow(overflow: object) -> str:
     return overflow
 
 
+def check_mac_cell(acc_bits: int = 40, overflow: str = "wrap") -> tuple[int, str]:
+    """(acc_bits, overflow) of a MacCell; SpecError quoting the first bad one."""
+    return check_int("acc_bits", acc_bits, ACC_BITS_MIN, ACC_BITS_MAX), check_overflow(overflow)
+
+
 class MacCell(wiring.Component):
     """One MAC cell: acc_bits 16..64, overflow "wrap" or "saturate" (codesign.datapath's ranges)."""
 
+    def __new__(cls, *args, **kwargs):
+        check_mac_cell(*args, **kwargs)  # before the cell exists: a rejected one is no Elaboratable left unused
+        return super().__new__(cls, src_loc_at=1)
+
     def __init__(self, acc_bits: int = 40, overflow: str = "wrap") -> None:
-        try:
-            self.acc_bits = check_int("acc_bits", acc_bits, ACC_BITS_MIN, ACC_BITS_MAX)
-            self.overflow = check_overflow(overflow)
-        except SpecError:
-            self._MustUse__silence = True  # a rejected cell is not an unused circuit: no UnusedElaboratable warning
-            raise
+        self.acc_bits, self.overflow = check_mac_cell(acc_bits, overflow)
         super().__init__({
             "a_in": In(signed(OPERAND_BITS)),
             "b_in": In(signed(OPERAND_BITS)),

@@ -29,6 +29,14 @@ ALPHA_SHIFT = Q15_ONE_CAP.bit_length()
 WIDTH_MIN, WIDTH_MAX = 1, OUTPUT_ACC_BITS
 
 
+def check_rescale_unit(width: int, signed: bool = True) -> tuple[int, bool]:
+    """(width, signed) of a RescaleUnit; SpecError quoting the first bad one."""
+    width = check_int("width", width, WIDTH_MIN, WIDTH_MAX)
+    if not isinstance(signed, bool):
+        raise SpecError(f"signed={signed!r} is not a bool; allowed: True, False")
+    return width, signed
+
+
 class RescaleUnit(wiring.Component):
     """y = round_shift(x · alpha, 15) for x of `width` bits (1..48), signed or unsigned; latency RESCALE_LATENCY,
     a new operand every cycle."""
@@ -36,15 +44,12 @@ class RescaleUnit(wiring.Component):
     #: the register stages above; tests/test_rtl_units.py checks them against codesign.datapath.RESCALE_LATENCY
     latency = RESCALE_LATENCY
 
+    def __new__(cls, *args, **kwargs):
+        check_rescale_unit(*args, **kwargs)  # before the unit exists: a rejected one is no Elaboratable left unused
+        return super().__new__(cls, src_loc_at=1)
+
     def __init__(self, width: int, signed: bool = True) -> None:
-        try:
-            self.width = check_int("width", width, WIDTH_MIN, WIDTH_MAX)
-            if not isinstance(signed, bool):
-                raise SpecError(f"signed={signed!r} is not a bool; allowed: True, False")
-        except SpecError:
-            self._MustUse__silence = True  # a rejected unit is not an unused circuit: no UnusedElaboratable warning
-            raise
-        self.signed = signed
+        self.width, self.signed = check_rescale_unit(width, signed)
         shape = Shape(self.width, signed)
         super().__init__({
             "x": In(shape),

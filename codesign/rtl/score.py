@@ -19,7 +19,6 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from codesign.datapath import ACC_BITS_MAX, ACC_BITS_MIN, SCORE_LATENCY
-from host.errors import SpecError
 from host.checks import check_int
 from host.q15 import INT32_MAX, INT32_MIN, MULT_MAX, SHIFT_MAX
 
@@ -29,6 +28,11 @@ SHIFT_BITS = SHIFT_MAX.bit_length()
 SCORE_BITS = 32
 
 
+def check_score_unit(acc_bits: int) -> int:
+    """acc_bits of a ScoreUnit; SpecError quoting it when it is outside codesign.datapath's range."""
+    return check_int("acc_bits", acc_bits, ACC_BITS_MIN, ACC_BITS_MAX)
+
+
 class ScoreUnit(wiring.Component):
     """z = clip(round_shift(acc · mult, shift), INT32) for a signed acc_bits-wide acc (16..64, codesign.datapath's
     range); latency SCORE_LATENCY, a new operand every cycle."""
@@ -36,12 +40,12 @@ class ScoreUnit(wiring.Component):
     #: the register stages above; tests/test_rtl_units.py checks them against codesign.datapath.SCORE_LATENCY
     latency = SCORE_LATENCY
 
+    def __new__(cls, *args, **kwargs):
+        check_score_unit(*args, **kwargs)  # before the unit exists: a rejected one is no Elaboratable left unused
+        return super().__new__(cls, src_loc_at=1)
+
     def __init__(self, acc_bits: int) -> None:
-        try:
-            self.acc_bits = check_int("acc_bits", acc_bits, ACC_BITS_MIN, ACC_BITS_MAX)
-        except SpecError:
-            self._MustUse__silence = True  # a rejected unit is not an unused circuit: no UnusedElaboratable warning
-            raise
+        self.acc_bits = check_score_unit(acc_bits)
         super().__init__({
             "acc": In(signed(self.acc_bits)),
             "mult": In(unsigned(MULT_BITS)),

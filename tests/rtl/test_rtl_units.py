@@ -254,3 +254,36 @@ def test_divider_matches_the_contract(latency):
 def test_divider_rejects_a_latency_below_its_minimum(latency):
     with pytest.raises(SpecError, match=f"minimum {MIN_LATENCY}"):
         Divider(latency)
+
+
+def _refusals() -> list:
+    """One bad construction of each RTL unit that checks its parameters."""
+    from codesign.rtl.array import SystolicArray
+    from codesign.rtl.head import HeadEngine
+    from codesign.rtl.mac import MacCell
+    from codesign.rtl.softmax import SoftmaxUnit
+
+    return [lambda: MacCell(15), lambda: SystolicArray(0, 4), lambda: ScoreUnit(65), lambda: RescaleUnit(0),
+            lambda: Divider(MIN_LATENCY - 1), lambda: SoftmaxUnit(2, 2, 0, 4),
+            lambda: HeadEngine(Datapath(rows=2, cols=2, div_latency=MIN_LATENCY - 1), 4, 2)]
+
+
+def test_a_refused_unit_leaves_no_unused_elaboratable_warning():
+    """Every unit checks its parameters before it exists (in __new__), so a refused one is no Elaboratable that
+    Amaranth would report as 'created but never used'; an unused accepted unit still is (the check sees warnings)."""
+    import gc
+    import warnings
+
+    from amaranth.hdl import Fragment, UnusedElaboratable
+
+    Fragment.get(Exp2Unit(), None)  # Amaranth reports unused Elaboratables only once something was elaborated
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnusedElaboratable)
+        for refusal in _refusals():
+            with pytest.raises(SpecError):
+                refusal()
+        gc.collect()
+        assert [str(w.message) for w in caught] == []
+        ScoreUnit(40)  # accepted and never used
+        gc.collect()
+        assert [w.category for w in caught] == [UnusedElaboratable]
