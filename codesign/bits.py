@@ -87,10 +87,7 @@ def _clamp(values: np.ndarray, bits: int, overflow: str) -> tuple[np.ndarray, in
     low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     if _peak(values) <= high:
         return values, 0
-    if overflow == "wrap":
-        fitted = ((values - low) & ((1 << bits) - 1)) + low
-    else:
-        fitted = np.clip(values, low, high)
+    fitted = ((values - low) & ((1 << bits) - 1)) + low if overflow == "wrap" else np.clip(values, low, high)
     return fitted, int(np.count_nonzero(fitted != values))
 
 

@@ -112,27 +112,55 @@ def buffer_shortfall(dp: Datapath, dim: int) -> str:
                                    ("k_buffer_kb", dp.k_buffer_kb, kv_block, f"one key block ({dp.cols}x{dim} words)"),
                                    ("v_buffer_kb", dp.v_buffer_kb, kv_block,
                                     f"one value block ({dp.cols}x{dim} words)"),
-                                   ("o_buffer_kb", dp.o_buffer_kb, o_tile, f"one tile's accumulators ({dp.rows} rows)")):
+                                   ("o_buffer_kb", dp.o_buffer_kb, o_tile,
+                                    f"one tile's accumulators ({dp.rows} rows)")):
         if size * 1024 < need:
             return f"{name}={size:g} holds less than {what} = {need} B at dim {dim}; allowed: >= {need / 1024:g}"
     return ""
 
 
-def head_cycles(dp: Datapath, seq: int, dim: int, causal: bool) -> HeadCycles:
-    """The cycle and traffic model of one head (seq × dim) on `dp`; SpecError when a buffer cannot hold one tile."""
-    check_int("seq", seq, 1, SEQ_MAX)
-    check_int("dim", dim, 1, DIM_MAX)
-    R, C, bw = dp.rows, dp.cols, dp.dram_bytes_per_cycle
-    q_tile, kv_block, o_tile = _tile_bytes(dp, dim)
+@dataclass(frozen=True)
+class _Buffers:
+    """How each buffer holds its operand: K and V resident for the whole head, K/V, Q and O double-buffered."""
+
+    resident: bool
+    kv_double: bool
+    q_double: bool
+    o_double: bool
+
+    @property
+    def names(self) -> dict[str, str]:
+        return {"q": "double" if self.q_double else "single",
+                "kv": "resident" if self.resident else ("double" if self.kv_double else "single"),
+                "o": "double" if self.o_double else "single"}
+
+
+def _buffers(dp: Datapath, seq: int, dim: int) -> _Buffers:
+    """The buffering each buffer's size allows; SpecError when one cannot hold a single tile or block."""
     shortfall = buffer_shortfall(dp, dim)
     if shortfall:
         raise SpecError(shortfall)
-    head_kv = seq * dim * WORD_BYTES
-    resident = min(dp.k_buffer_kb, dp.v_buffer_kb) * 1024 >= head_kv
-    kv_double = resident or min(dp.k_buffer_kb, dp.v_buffer_kb) * 1024 >= 2 * kv_block
-    q_double = dp.q_buffer_kb * 1024 >= 2 * q_tile
-    o_double = dp.o_buffer_kb * 1024 >= 2 * o_tile
+    q_tile, kv_block, o_tile = _tile_bytes(dp, dim)
+    kv_kb = min(dp.k_buffer_kb, dp.v_buffer_kb)
+    resident = kv_kb * 1024 >= seq * dim * WORD_BYTES
+    return _Buffers(resident=resident, kv_double=resident or kv_kb * 1024 >= 2 * kv_block,
+                    q_double=dp.q_buffer_kb * 1024 >= 2 * q_tile, o_double=dp.o_buffer_kb * 1024 >= 2 * o_tile)
 
+
+@dataclass(frozen=True)
+class _Tiles:
+    """The head's query tiles: each one's rows and visited blocks, and the steps it takes, grouped by kind."""
+
+    rows: np.ndarray  # (tiles,) rows of each tile
+    visited: np.ndarray  # (tiles,) key blocks each tile visits
+    first_keys: int  # keys of a tile's first block, min(C, seq)
+    kinds: list[tuple[int, int, bool, np.ndarray]]  # (rows, keys, first block, (tiles,) such steps of each tile)
+
+
+def _tiles(dp: Datapath, seq: int, causal: bool) -> _Tiles:
+    """The tiles and their steps. A tile's first step (block 0, no rescale) has min(C, seq) keys; its later steps
+    are full blocks and, where it reaches it, the short last block."""
+    R, C = dp.rows, dp.cols
     tiles = -(-seq // R)
     blocks = -(-seq // C)
     last_keys = seq - (blocks - 1) * C  # keys in the last block (C when seq is a multiple of C)
@@ -141,71 +169,111 @@ def head_cycles(dp: Datapath, seq: int, dim: int, causal: bool) -> HeadCycles:
     visited = -(-np.minimum(seq, t * R + tile_rows) // C) if causal else np.full(tiles, blocks)
     partial = (visited == blocks) & (last_keys < C)  # the tile visits the short last block
     full = visited - partial
+    first_keys = min(C, seq)
+    later_full = full - (1 if first_keys == C else 0)
+    later_short = partial.astype(np.int64) if blocks > 1 else np.zeros(tiles, dtype=np.int64)
+    kinds = []
+    for rows in sorted(set(tile_rows.tolist())):
+        height = tile_rows == rows
+        for keys, first, number in ((first_keys, True, np.ones(tiles, dtype=np.int64)), (C, False, later_full),
+                                    (last_keys, False, later_short)):
+            kinds.append((rows, keys, first, np.where(height, number, 0)))
+    return _Tiles(tile_rows, visited, first_keys, kinds)
 
+
+@dataclass(frozen=True)
+class _Compute:
+    """The array and the softmax unit over the head: per tile its compute cycles (Σ over its steps of the slower
+    of the two), both stages, the steps' traffic counts, and the first step's softmax (the pipeline fill)."""
+
+    per_tile: np.ndarray
+    array: Stage
+    softmax: Stage
+    counts: dict[str, int]
+    fill: int
+
+
+def _compute(dp: Datapath, dim: int, tiles: _Tiles) -> _Compute:
+    """The array and softmax stages: each kind of step once (_step), times how many of it each tile takes."""
     steps = {}  # (rows, keys, first) -> _Step, for the few kinds of step a head has
+
     def step(rows: int, keys: int, first: bool) -> _Step:
         key = (rows, keys, first)
         if key not in steps:
             steps[key] = _step(dp, rows, keys, dim, first)
         return steps[key]
 
-    # per tile: compute cycles (Σ over its steps of max(array, softmax)) and the steps' counts. A tile's first step
-    # (block 0, no rescale) has min(C, seq) keys; its later steps are full blocks and, where it reaches it, the short
-    # last block.
-    first_keys = min(C, seq)
-    later_full = full - (1 if first_keys == C else 0)
-    later_short = partial.astype(np.int64) if blocks > 1 else np.zeros(tiles, dtype=np.int64)
-    compute = np.zeros(tiles, dtype=np.int64)
+    per_tile = np.zeros(len(tiles.rows), dtype=np.int64)
     array_busy = softmax_busy = macs = ops = 0
     counts = dict.fromkeys(TRAFFIC_KEYS, 0)
-    for rows in sorted(set(tile_rows.tolist())):
-        height = tile_rows == rows
-        for keys, first, number in ((first_keys, True, np.ones(tiles, dtype=np.int64)), (C, False, later_full),
-                                    (last_keys, False, later_short)):
-            n = np.where(height, number, 0)
-            total = int(n.sum())
-            if total == 0:
-                continue
-            s = step(rows, keys, first)
-            compute += n * max(s.array, s.softmax)
-            array_busy += total * s.array
-            softmax_busy += total * s.softmax
-            macs += total * s.macs
-            ops += total * s.ops
-            for name, value in s.counts.items():
-                counts[name] += total * value
+    for rows, keys, first, n in tiles.kinds:
+        total = int(n.sum())
+        if total == 0:
+            continue
+        s = step(rows, keys, first)
+        per_tile += n * max(s.array, s.softmax)
+        array_busy += total * s.array
+        softmax_busy += total * s.softmax
+        macs += total * s.macs
+        ops += total * s.ops
+        for name, value in s.counts.items():
+            counts[name] += total * value
+    array = Stage(array_busy, macs, macs / (array_busy * dp.rows * dp.cols) if array_busy else 0.0)
+    softmax = Stage(softmax_busy, ops, ops / (softmax_busy * dp.exp_lanes) if softmax_busy else 0.0)
+    return _Compute(per_tile, array, softmax, counts, step(int(tiles.rows[0]), tiles.first_keys, True).softmax)
 
-    # DRAM, every byte charged once. Before anything computes (prologue): tile 0's Q and the first K, V block.
-    # During tile t: its other K, V blocks (each block once per head when resident), the next tile's Q and the
-    # previous tile's O; each overlaps the tile's compute when its buffer is double, else adds to it. After the
-    # last tile (epilogue): its O.
-    kv_keys = np.minimum(visited * C, seq)  # keys of the blocks the tile visits
-    q_bytes = tile_rows * dim * WORD_BYTES
+
+@dataclass(frozen=True)
+class _Dram:
+    """DRAM over the head: each tile's time (its compute, stretched by the transfers it cannot hide), the prologue
+    and epilogue cycles, and the K and V bytes each tile loads."""
+
+    tile_time: np.ndarray
+    prologue: int
+    epilogue: int
+    kv_bytes: np.ndarray
+
+
+def _dram(dp: Datapath, seq: int, dim: int, tiles: _Tiles, buffers: _Buffers, compute: np.ndarray) -> _Dram:
+    """DRAM, every byte charged once. Before anything computes (prologue): tile 0's Q and the first K, V block.
+    During tile t: its other K, V blocks (each block once per head when resident), the next tile's Q and the
+    previous tile's O; each overlaps the tile's compute when its buffer is double, else adds to it. After the last
+    tile (epilogue): its O."""
+    bw = dp.dram_bytes_per_cycle
+    kv_keys = np.minimum(tiles.visited * dp.cols, seq)  # keys of the blocks the tile visits
+    q_bytes = tiles.rows * dim * WORD_BYTES
     o_bytes = q_bytes  # the tile's output, d Q15 words per row
-    if resident:  # each block is loaded once, by the first tile that visits it, and stays
+    if buffers.resident:  # each block is loaded once, by the first tile that visits it, and stays
         kv_bytes = 2 * np.diff(kv_keys, prepend=0) * dim * WORD_BYTES
     else:
         kv_bytes = 2 * kv_keys * dim * WORD_BYTES
-    first_kv = 2 * first_keys * dim * WORD_BYTES
+    first_kv = 2 * tiles.first_keys * dim * WORD_BYTES
     kv_during = kv_bytes.copy()
     kv_during[0] -= first_kv
     q_next = np.append(q_bytes[1:], 0)
     o_previous = np.concatenate(([0], o_bytes[:-1]))
-    overlapped = (kv_during if kv_double else 0) + (q_next if q_double else 0) + (o_previous if o_double else 0)
-    exposed = (0 if kv_double else kv_during) + (0 if q_double else q_next) + (0 if o_double else o_previous)
+    overlapped = ((kv_during if buffers.kv_double else 0) + (q_next if buffers.q_double else 0)
+                  + (o_previous if buffers.o_double else 0))
+    exposed = ((0 if buffers.kv_double else kv_during) + (0 if buffers.q_double else q_next)
+               + (0 if buffers.o_double else o_previous))
     tile_time = np.maximum(compute, np.ceil(overlapped / bw)) + np.ceil(exposed / bw)
+    return _Dram(tile_time, math.ceil((int(q_bytes[0]) + first_kv) / bw), math.ceil(int(o_bytes[-1]) / bw), kv_bytes)
 
-    divide = -(-(tile_rows * dim) // dp.dividers) * dp.div_latency
-    if o_double:  # tile t's divisions run beside tile t+1's steps
-        divider_exposed = int(np.maximum(divide[:-1] - tile_time[1:], 0).sum()) + int(divide[-1])
-    else:
-        divider_exposed = int(divide.sum())
-    first_step = step(int(tile_rows[0]), first_keys, True)
-    prologue = math.ceil((int(q_bytes[0]) + first_kv) / bw)
-    epilogue = math.ceil(int(o_bytes[-1]) / bw)
-    stall = prologue + int((tile_time - compute).sum()) + epilogue
-    cycles = prologue + first_step.softmax + int(tile_time.sum()) + divider_exposed + epilogue
 
+def _divider(dp: Datapath, dim: int, tiles: _Tiles, o_double: bool, tile_time: np.ndarray) -> tuple[Stage, int]:
+    """The divider stage, and the cycles of it the head waits for: each tile's r·d divisions in waves of D, beside
+    the next tile's steps when the O buffer is double (only the excess and the last tile's exposed), else all."""
+    divide = -(-(tiles.rows * dim) // dp.dividers) * dp.div_latency
+    busy = int(divide.sum())
+    # double: tile t's divisions run beside tile t+1's steps
+    exposed = int(np.maximum(divide[:-1] - tile_time[1:], 0).sum()) + int(divide[-1]) if o_double else busy
+    divisions = int(tiles.rows.sum()) * dim  # seq · d
+    return Stage(busy, divisions, divisions * dp.div_latency / (busy * dp.dividers)), exposed
+
+
+def _traffic(seq: int, dim: int, steps: dict[str, int], kv_bytes: np.ndarray) -> dict[str, int]:
+    """Every traffic counter: the steps' on-chip counts, plus DRAM, the buffers' writes and the divisions."""
+    counts = dict(steps)
     divisions = seq * dim
     dram_kv = int(kv_bytes.sum()) // 2
     counts.update(dram_read_q_bytes=seq * dim * WORD_BYTES, dram_read_k_bytes=dram_kv, dram_read_v_bytes=dram_kv,
@@ -213,14 +281,23 @@ def head_cycles(dp: Datapath, seq: int, dim: int, causal: bool) -> HeadCycles:
                   sram_write_k=dram_kv // WORD_BYTES, sram_write_v=dram_kv // WORD_BYTES,
                   sram_read_o=divisions, divisions=divisions)
     counts["acc_reads"] += divisions
+    return counts
+
+
+def head_cycles(dp: Datapath, seq: int, dim: int, causal: bool) -> HeadCycles:
+    """The cycle and traffic model of one head (seq × dim) on `dp`; SpecError when a buffer cannot hold one tile.
+    The stages' closed forms (array and softmax unit per step, DRAM per tile, dividers per tile) summed: the
+    prologue, the first step's softmax (the fill), every tile's time, the dividers' exposed cycles, the epilogue."""
+    check_int("seq", seq, 1, SEQ_MAX)
+    check_int("dim", dim, 1, DIM_MAX)
+    buffers = _buffers(dp, seq, dim)
+    tiles = _tiles(dp, seq, causal)
+    compute = _compute(dp, dim, tiles)
+    dram = _dram(dp, seq, dim, tiles, buffers, compute.per_tile)
+    divider, divider_exposed = _divider(dp, dim, tiles, buffers.o_double, dram.tile_time)
+    stall = dram.prologue + int((dram.tile_time - compute.per_tile).sum()) + dram.epilogue
+    cycles = dram.prologue + compute.fill + int(dram.tile_time.sum()) + divider_exposed + dram.epilogue
     pairs = seq * (seq + 1) // 2 if causal else seq * seq
-    stages = {
-        "array": Stage(array_busy, macs, macs / (array_busy * R * C) if array_busy else 0.0),
-        "softmax": Stage(softmax_busy, ops, ops / (softmax_busy * dp.exp_lanes) if softmax_busy else 0.0),
-        "divider": Stage(int(divide.sum()), divisions,
-                         divisions * dp.div_latency / (int(divide.sum()) * dp.dividers)),
-    }
-    buffering = {"q": "double" if q_double else "single",
-                 "kv": "resident" if resident else ("double" if kv_double else "single"),
-                 "o": "double" if o_double else "single"}
-    return HeadCycles(dp, seq, dim, causal, cycles, stall, stages, counts, 2 * pairs * dim, buffering)
+    stages = {"array": compute.array, "softmax": compute.softmax, "divider": divider}
+    return HeadCycles(dp, seq, dim, causal, cycles, stall, stages, _traffic(seq, dim, compute.counts, dram.kv_bytes),
+                      2 * pairs * dim, buffers.names)

@@ -80,7 +80,8 @@ class Datapath:
         """The short name rows carry as their kernel: array, dataflow, accumulator (s = saturating), then a tag for
         each other parameter that differs from its default, so that two different datapaths never share a name
         (e.g. sa32x32-os-acc40, sa16x16-ws-acc36s-e8-bw4-500MHz)."""
-        name = f"sa{self.rows}x{self.cols}-{self.dataflow}-acc{self.acc_bits}{'s' if self.overflow == 'saturate' else ''}"
+        saturating = "s" if self.overflow == "saturate" else ""
+        name = f"sa{self.rows}x{self.cols}-{self.dataflow}-acc{self.acc_bits}{saturating}"
         changed = [f.name for f in fields(self) if getattr(self, f.name) != f.default]
         tags = []
         if "exp_lanes" in changed:

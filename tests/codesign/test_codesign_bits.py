@@ -123,10 +123,7 @@ def _per_mac(a: np.ndarray, b: np.ndarray, bits: int, overflow: str) -> np.ndarr
             total = 0
             for step in range(a.shape[1]):
                 total += int(a[i, step]) * int(b[step, j])
-                if overflow == "saturate":
-                    total = min(max(total, low), high)
-                else:
-                    total = (total - low) % (1 << bits) + low
+                total = min(max(total, low), high) if overflow == "saturate" else (total - low) % (1 << bits) + low
             out[i, j] = total
     return out
 
