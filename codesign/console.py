@@ -103,6 +103,7 @@ class Progress:
     def __init__(self, command: str, what: str, total: int, unit: str, every: float = 5.0, **bar_options):
         self.command, self.what, self.total, self.unit, self.every = command, what, total, unit, every
         self.done = 0
+        self.closed = False
         self.start = self.last = time.perf_counter()
         self.bar = None
         if sys.stderr.isatty():
@@ -116,16 +117,19 @@ class Progress:
             self.bar.update(count)
             return
         now = time.perf_counter()
-        if now - self.last >= self.every:
+        if self.done >= self.total:
+            self.close()  # the last item: its line now, not when the caller's block ends
+        elif now - self.last >= self.every:
             self.last = now
             say(self.command, f"{self.what}: {self.done:,} of {self.total:,} {self.unit}s, {now - self.start:.0f} s")
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-        else:
+        elif not self.closed:
             say(self.command, f"{self.what}: {self.done:,} of {self.total:,} {self.unit}s in "
                               f"{time.perf_counter() - self.start:.1f} s")
+        self.closed = True
 
     def __enter__(self) -> Progress:
         return self

@@ -207,7 +207,8 @@ def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Techno
     with _locked(out):
         with Progress(COMMAND, "cycle model", configs, "config") as progress:
             result = explore(problem, space, tech, progress, gates)
-        say(COMMAND, f"energy, area and bits of {len(result):,} points in {result.seconds:.1f} s; Pareto fronts")
+        say(COMMAND, f"{len(result):,} points evaluated (cycles, energy, area, bits) in {result.seconds:.1f} s; "
+                     "Pareto fronts and sensitivity")
         chosen = fronts(result)
         base = balanced(result.columns, chosen)
         spread = sensitivity(result, base) if base is not None else []

@@ -435,6 +435,7 @@ def test_both_masks_explore_into_their_own_folders(tmp_path, capsys):
         assert (out / name / "front.csv").is_file() and (out / name / "points.csv").is_file()
     assert "B 1 H 2 N 97 d 16: " in captured.out and "B 1 H 2 N 97 d 16 causal: " in captured.out
     # progress in a log (capsys' stderr is no terminal): each stage named as it starts
-    for stage in ("codesign explore: cycle model: ", "codesign explore: energy, area and bits of ",
+    points = space_size(check_space(SMALL, TECH))[1]
+    for stage in ("codesign explore: cycle model: ", f"codesign explore: {points:,} points evaluated ",
                   "codesign explore: writing ", "codesign explore: plots"):
         assert stage in captured.err
