@@ -22,12 +22,16 @@ PROCESS_NAMES = {
     "start_twin": "starts a twin",
     "TwinProcess": "starts a twin",
     "TwinWithOptions": "starts a twin",
+    "synthesize": "runs yosys (a synthesis)",
+    "run_yosys": "runs yosys (a synthesis)",
 }
 #: Command-line arguments that make an in-process sweep start processes of its own.
 PROCESS_ARGUMENTS = {
     "--sim": "sweeps on the twin (a twin process)",
     "--cluster": "sweeps on a Dask cluster (scheduler and worker processes)",
 }
+#: The fixtures below that start a twin, for a fixture that requests one by name (request.getfixturevalue).
+TWIN_FIXTURES = {"twin", "fresh_twin"}
 TESTS = str(ROOT / "tests")
 
 
@@ -51,6 +55,8 @@ def starts_a_process(code: types.CodeType, scope: dict, seen: set) -> str:
     for constant in constants(code.co_consts):
         if isinstance(constant, str) and constant in PROCESS_ARGUMENTS:
             return f"{code.co_name}: {PROCESS_ARGUMENTS[constant]}"
+        if isinstance(constant, str) and constant in TWIN_FIXTURES and "getfixturevalue" in code.co_names:
+            return f"{code.co_name}: requests the {constant} fixture (a twin)"
         if isinstance(constant, types.CodeType) and (why := starts_a_process(constant, scope, seen)):
             return why
     for name in code.co_names:
