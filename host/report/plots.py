@@ -3,9 +3,11 @@
 - latency_vs_seq.png: median latency against sequence length, one connected series per configuration (target,
   kernel, shape), the median's 95 % confidence interval as error bars, x ticks at the sequence lengths measured;
 - error.png: rel-L2 and max-abs error against the float64 golden at each sequence length, in the same series and
-  colours, wrong rows (outside tolerance) ringed in red, zero errors marked on the axis;
+  colours, wrong rows (outside tolerance) ringed in red, zero errors marked on the axis; series with the same errors
+  at every length (the asic target and the MCU compute the same Q15 bits) are one line, the legend naming both;
 - roofline.png: achieved GFLOP/s against FLOPs per modelled byte under each machine's roof: measured in the run
-  (CPU, GPU) or from a datasheet (the Cortex-M4's), drawn differently.
+  (CPU, GPU), from a datasheet (the Cortex-M4's) or from a model (the asic target's), each roof in the colour of the
+  rows under it and a line style of its own; the legend below the plot.
 
 Each plot function returns None when it drew, else the reason it did not (and results.md says it).
 Layer L3: it imports only host.results and host.report.common.
@@ -42,7 +44,12 @@ DPI = 120
 MARKERS = ("o", "s", "^", "D", "v", "P")  # a new marker each time the 10 colours repeat
 MAX_SEQ_TICKS = 12
 WRONG_RING = dict(marker="o", markersize=13, mfc="none", mec="red", mew=2, ls="")  # around the series' own marker
-DATASHEET_ROOF = dict(color="tab:brown", lw=2.0, ls=(0, (6, 2, 1, 2)))  # measured roofs are grey
+#: Each roof's line style, in roof order (dashed, dash-dot, dotted, dash-dot-dot); its colour is that of its rows.
+ROOF_LINES = ((0, (6, 2)), (0, (6, 2, 1, 2)), (0, (1, 1.5)), (0, (8, 2, 1, 2, 1, 2)))
+#: A roof shared by several target/kernels' rows (a GPU's naive, fused and flash) is drawn in grey.
+SHARED_ROOF_COLOR = "0.3"
+#: Legend lines longer than this are wrapped (the roofline's roofs name their device and source).
+LEGEND_WIDTH = 110
 
 
 def results_frame(results: Sequence[Result]) -> pd.DataFrame:
@@ -139,7 +146,7 @@ def plot_error(frame: pd.DataFrame, path: Path) -> str | None:
     """rel_l2 and max_abs against seq per configuration (the latency plot's series), log y; wrong rows ringed in red,
     zero errors marked at the bottom of the panel; the reason when nothing to draw."""
     measured = [s._replace(rows=s.rows[s.rows.rel_l2.notna() | s.rows.max_abs.notna()]) for s in series(frame)]
-    measured = [s for s in measured if not s.rows.empty]
+    measured = same_errors_merged([s for s in measured if not s.rows.empty])
     if not measured:
         return "no ok or wrong row has an error figure (rel_l2, max_abs)"
     fig = _figure(9, 7)
@@ -152,6 +159,31 @@ def plot_error(frame: pd.DataFrame, path: Path) -> str | None:
     _legend(axes[0], _error_legend(measured))
     _save(fig, path)
     return None
+
+
+def _error_figures(s: Series) -> tuple:
+    """What error.png draws of a series: (seq, rel_l2, max_abs, status) per row, NaN as None so that equal is equal."""
+    cells = s.rows[["seq", "rel_l2", "max_abs", "status"]].itertuples(index=False, name=None)
+    return tuple(tuple(None if isinstance(x, float) and math.isnan(x) else x for x in row) for row in cells)
+
+
+def same_errors_merged(measured: Sequence[Series]) -> list[Series]:
+    """The series, those whose error figures are equal at every sequence length drawn once (else the later line
+    hides under the earlier): labelled 'asic/sa32x32-os-acc40 non-causal = mcu/q15, same bits' ('same errors' unless
+    every row of them is bit-exact with the Q15 model), in the first one's place and style."""
+    groups: dict[tuple, list[Series]] = {}
+    for s in measured:
+        groups.setdefault(_error_figures(s), []).append(s)
+    merged = []
+    for group in groups.values():
+        first, others = group[0], group[1:]
+        if others:
+            rest = first.label.partition(" ")[2]
+            names = [s.label.partition(" ")[0] if s.label.partition(" ")[2] == rest else s.label for s in others]
+            same = "same bits" if all(s.rows.bit_exact.eq(True).all() for s in group) else "same errors"
+            first = first._replace(label=f"{first.label} = {' = '.join(names)}, {same}")
+        merged.append(first)
+    return merged
 
 
 def _error_panel(ax: Axes, measured: Sequence[Series], metric: str) -> None:
@@ -202,8 +234,8 @@ def roofline_data(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def plot_roofline(frame: pd.DataFrame, path: Path) -> str | None:
-    """Achieved GFLOP/s against FLOPs per modelled byte, under each machine's roof (measured: grey; datasheet:
-    coloured, dash-dot); the reason when nothing to draw."""
+    """Achieved GFLOP/s against FLOPs per modelled byte, under each machine's roof (each in the colour of its rows and
+    a line style of its own, `roof_styles`), the legend below; the reason when nothing to draw."""
     ok, roofs = roofline_data(frame)
     if ok.empty:
         return "no ok row carries its machine's peaks (peak_gflops and peak_gbps) with GFLOP/s and GB/s"
@@ -211,29 +243,39 @@ def plot_roofline(frame: pd.DataFrame, path: Path) -> str | None:
     ai = np.geomspace(min(ok.ai.min(), ridges.min()) / 4, max(ok.ai.max(), ridges.max()) * 4, 200)
     fig = _figure(10, 6)
     ax = fig.add_subplot()
-    for i, ((host, device, source), roof) in enumerate(roofs.iterrows()):
-        measured = is_measured_roof(source)
-        style = dict(color="0.3", lw=1.5, ls=["-", "--", ":"][i % 3]) if measured else DATASHEET_ROOF
+    groups = list(ok.groupby(["target", "kernel"], sort=True))
+    for (key, roof), style in zip(roofs.iterrows(), roof_styles(ok, roofs)):
+        host, device, source = key
         ax.plot(ai, np.minimum(roof.flops, ai * roof.bw), **style,
-                label=f"{device or host}: {_wrapped(roof_text(roof.flops, roof.bw, source), measured)}")
+                label=f"{device or host}: {roof_text(roof.flops, roof.bw, source)}")
         ridge = roof.flops / roof.bw
         ax.annotate(f"ridge {ridge:.3g} FLOP/B", (ridge, roof.flops), textcoords="offset points", xytext=(4, -12),
                     fontsize="small", color=style["color"])
-    for i, ((target, kernel), points) in enumerate(ok.groupby(["target", "kernel"], sort=True)):
+    for i, ((target, kernel), points) in enumerate(groups):
         ax.plot(points.ai, points.gflops, MARKERS[i // 10 % len(MARKERS)], markersize=5, color=f"C{i % 10}",
                 label=f"{target}/{kernel} ({len(points)} rows)")
     _log_axis(ax, "x")
     _log_axis(ax, "y")
     _finish(ax, "arithmetic intensity (FLOP per modelled byte)", "achieved GFLOP/s",
-            "Roofline: each machine's ceilings, measured in the run, from its datasheet or from its model")
+            "Roofline: each machine's ceilings, measured in the run, from its datasheet or from its model",
+            legend=False)
+    _legend(ax, below=True)
     _save(fig, path)
     return None
 
 
-def _wrapped(text: str, measured: bool) -> str:
-    """A datasheet roof's text with its source on a second legend line."""
-    head, _, detail = text.rpartition(" (")
-    return text if measured or not head else f"{head}\n({detail}"
+def roof_styles(points: pd.DataFrame, roofs: pd.DataFrame) -> list[dict]:
+    """Each roof's line (in `roofs` order): the colour of the target/kernel whose rows sit under it (as the points
+    are coloured; grey when several share it) and a line style of its own; thicker when not measured in the run."""
+    colours = {key: f"C{i % 10}" for i, (key, _) in enumerate(points.groupby(["target", "kernel"], sort=True))}
+    styles = []
+    for i, (host, device, source) in enumerate(roofs.index):
+        under = points[(points.host == host) & (points.device == device) & (points.roof == source)]
+        owners = set(zip(under.target, under.kernel))
+        colour = colours[owners.pop()] if len(owners) == 1 else SHARED_ROOF_COLOR
+        styles.append(dict(color=colour, lw=1.5 if is_measured_roof(source) else 2.0,
+                           ls=ROOF_LINES[i % len(ROOF_LINES)]))
+    return styles
 
 
 #: Each plot file, its title in results.md, and the function drawing it.
@@ -315,13 +357,18 @@ def _finish(ax: Axes, xlabel: str, ylabel: str, title: str = "", legend: bool = 
         _legend(ax)
 
 
-def _legend(ax: Axes, handles: list | None = None) -> None:
-    """The legend outside the axes, on the right: of the labelled artists, or of the handles given."""
-    kwargs = dict(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+def _legend(ax: Axes, handles: list | None = None, below: bool = False) -> None:
+    """The legend outside the axes, on the right (or below, where its lines are long): of the labelled artists, or
+    of the handles given; lines longer than LEGEND_WIDTH wrapped."""
+    import textwrap
     if handles is None:
-        ax.legend(**kwargs)
+        handles, labels = ax.get_legend_handles_labels()
     else:
-        ax.legend(handles=handles, **kwargs)
+        labels = [h.get_label() for h in handles]
+    labels = ["\n".join(textwrap.wrap(label, LEGEND_WIDTH, subsequent_indent="  ")) for label in labels]
+    where = dict(loc="upper center", bbox_to_anchor=(0.5, -0.11)) if below else dict(loc="upper left",
+                                                                                      bbox_to_anchor=(1.01, 1.0))
+    ax.legend(handles, labels, fontsize="small", **where)
 
 
 def _save(fig: Figure, path: Path) -> None:

@@ -18,7 +18,8 @@ import pytest
 
 from host.errors import ResultsError
 from host.report.render import render
-from host.report.plots import results_frame, roofline_data, seq_ticks, series, shared_text
+from host.report.plots import (DPI, results_frame, roof_styles, roofline_data, same_errors_merged, seq_ticks, series,
+                               shared_text)
 from host.results import ADDED_COLUMNS, Result, ResultsFile
 from host.run_log import RunInfo
 
@@ -453,6 +454,42 @@ def test_roofline_puts_every_targets_rows_under_their_own_roof():
     m4 = roofs.loc[("labpc", "STM32F407 (twin)", M4_ROOF)]
     assert (m4.flops, m4.bw) == (0.672, 0.672)
     assert roofs.loc[("gpubox", "NVIDIA H200", "measured")].flops == 60_000.0  # peak_source empty: measured
+
+
+ASIC_ROOF = "model: 32x32 MACs and 32 DRAM B/cycle at 1000 MHz"
+
+
+def asic_twins_of(rows: list[Result]) -> list[Result]:
+    """The asic target's rows for the MCU's problems: the same Q15 bits, so the same errors; its own model roof."""
+    return [r.replace(target="asic", kernel="sa32x32-os-acc40", device="ASIC model: 32x32 os array, 40-bit wrap "
+                      "accumulators, 16 exp lanes, 32 dividers, 1000 MHz, DRAM 32 B/cycle", peak_gflops=2048.0,
+                      peak_gbps=32.0, peak_source=ASIC_ROOF, gflops=r.gflops * 300) for r in rows]
+
+
+def test_series_with_the_same_errors_are_one_line_named_together():
+    """error.png drew the asic lines exactly under the MCU ones (6 legend entries, 4 lines): one line now, the
+    legend saying both, and whether the bits are the same (every row bit-exact with the model) or only the errors."""
+    rows = mcu_rows() + asic_twins_of(mcu_rows()) + cpu_rows()[:3]
+    merged = same_errors_merged(series(results_frame(rows)))
+    assert [s.label for s in merged] == ["asic/sa32x32-os-acc40 = mcu/q15, same bits", "cpu/reference"]
+    inexact = [r.replace(bit_exact=None) for r in asic_twins_of(mcu_rows())]
+    assert [s.label for s in same_errors_merged(series(results_frame(mcu_rows() + inexact)))] == [
+        "asic/sa32x32-os-acc40 = mcu/q15, same errors"]
+    apart = asic_twins_of(mcu_rows())[:2] + [asic_twins_of(mcu_rows())[2].replace(rel_l2=0.5)]
+    assert len(same_errors_merged(series(results_frame(mcu_rows() + apart)))) == 2
+
+
+def test_each_roof_has_its_own_style_and_the_legend_sits_below(tmp_path: Path):
+    """The ASIC's model roof and the MCU's datasheet roof shared one style: each roof takes its rows' colour and a
+    line style of its own. The legend (long device names) sat on the right, half the image's width: it is below, so
+    the image is about the figure's 10 inches wide."""
+    points, roofs = roofline_data(results_frame(gpu_rows() + mcu_rows() + asic_twins_of(mcu_rows())))
+    styles = roof_styles(points, roofs)
+    assert len(styles) == 3
+    assert len({style["color"] for style in styles}) == 3 and len({style["ls"] for style in styles}) == 3
+    render(write(tmp_path, gpu_rows() + mcu_rows() + asic_twins_of(mcu_rows()), [GPU_RUN, BENCH_RUN]))
+    height, width = matplotlib.image.imread(tmp_path / "roofline.png").shape[:2]
+    assert width < 11 * DPI and height > 6 * DPI
 
 
 def test_a_schema_1_results_csv_still_renders(tmp_path: Path):
