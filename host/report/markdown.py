@@ -1,6 +1,8 @@
 """results.md from result rows and run records: the runs, the targets a run could not use, one table per (target,
 kernel) with only the columns that apply to that group, the rows that were wrong, skipped or failed with their
-message, and the plots (or why each was not drawn).
+message, and the plots (or why each was not drawn). A note that every row of a table carries in its message (the
+CPU's missing RAPL, the MCU's datasheet energy) is said once under the table; a message does not repeat its row's
+status word; each column writes its figures in one number format.
 
 Figures that were not measured on hardware say so: cachegrind's counters are labelled "simulated"; the twin's
 temperature and VDDA, and timing from a cycle model (latency, cycles and the GFLOP/s they give: the twin's, the asic
