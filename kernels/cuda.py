@@ -71,9 +71,9 @@ class CudaLauncher:
     limits."""
 
     def __init__(self, kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int,
-                 path: str = "mma.sync"):
+                 path: str = "mma.sync", chosen: Variant | None = None):
         self.kernel, self.problem = kernel, problem
-        self.variant = variant(kernel, problem.dtype, path)
+        self.variant = chosen or variant(kernel, problem.dtype, path)  # `chosen`: another launch configuration
         self._buffers(problem, inputs)
         values = self._arguments(problem, br, bc)
         self.calls = [(self._function(launch), launch.grid, launch.block,

@@ -94,13 +94,13 @@ class FakeLauncher:
     """The launcher protocol on numpy arrays: `out` is NaN until a launch writes it."""
 
     def __init__(self, kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int,
-                 path: str = "mma.sync"):
+                 path: str = "mma.sync", chosen: Variant | None = None):
         # The variant a GPU would run (kernels/variants.py) and its launches, as kernels/cuda.py builds them: the
         # same refusals (an unknown kernel, a 16-bit naive or fused, a tensor-core d not built). Its path picks no
         # arithmetic here: both 16-bit tensor-core kernels compute the same steps (fp32 scores, P rounded to 16
         # bits, fp32 O), and the 3xTF32 and FFMA float32 kernels both to about fp32 accuracy; only their tiles
         # differ, and the tile is what the fake's flash takes
-        self.variant = variant(kernel, problem.dtype, path)
+        self.variant = chosen or variant(kernel, problem.dtype, path)
         self.launches = self.variant.launches(problem, br, bc)
         self.kernel, self.problem, self.br, self.bc = kernel, problem, br, bc
         bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim

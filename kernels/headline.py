@@ -13,23 +13,40 @@ Every kernel's output (torch's included) is judged against the float64 golden (h
 timed; a wrong one stops the run with its verdict. ``--gpu-device fake`` runs the same steps on kernels/fake.py (no
 GPU figures: it checks the tool).
 
-    python -m kernels.headline [--iters 20] [--gpu-device cuda|fake] [--seq-scale 1]
+``--variants tc|tf32|wgmma [--set all|quick|d128|stages] [--out DIR]`` runs, instead of the ratios, the development
+sweep of one kernel's launch configurations (what chose TC_CONFIGS, TF32_CONFIGS and WGMMA_CONFIGS in
+kernels/variants.py; it replaces scripts/gpu_{tc,tf32,wgmma}_bench.py): each launch, built from its variant record,
+is judged against the float64 golden at N 1, 17, 1000 and 4097 (3 heads), then timed at N 4096 (16 heads) beside
+torch (FLASH and cuDNN in 16 bits, EFFICIENT and the FFMA kernel in fp32, and mma.sync beside wgmma). Every launch
+is a row of the one results schema in OUT/results.csv (default reports/latest/variants); a table of the timed rows
+ends the run, TFLOP/s by host/problem.py's FLOP formula.
+
+    python -m kernels.headline [--iters 20] [--gpu-device cuda|fake] [--seq-scale 1] [--no-16bit]
+    python -m kernels.headline --variants wgmma --set quick --out reports/latest/variants
+
+Exit status: 0 done (every variant row ok or skipped); 1 a kernel wrong (the ratios stop at it), a variant row
+wrong or failed, or the device failed; 2 bad arguments or no device to run on; 130 interrupted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from host.cli_common import Parser, guard, integer
+from host.cli_common import Parser, folder, guard, integer, output_folder
 from host.errors import SpecError, TargetError
 from host.problem import AttentionProblem
-from host.target_api import Inputs
+from host.results import FAILED_STATUSES, Result, ResultsFile
+from host.target_api import Inputs, RunContext
+from host.timing import summarize
 from host.verdict import check_float
 from kernels import target
 from kernels.halves import HALF_DTYPES
+from kernels.variants import FLASH_TC, FLASH_TF32, FLASH_WGMMA, TcConfig, Tf32Config, Variant, WgmmaConfig
 
 WARMUP = 3
 
@@ -76,6 +93,16 @@ def torch_ms(problem: AttentionProblem, iters: int, settings: target.Settings,
     return ms, "torch " + torch.__version__
 
 
+def rate(problem: AttentionProblem, ms: float | None) -> str:
+    """TFLOP/s of `problem` in `ms` (host/problem.py's FLOP formula), '-' without a time."""
+    return "-" if not ms else f"{problem.flops() / (ms / 1e3) / 1e12:.1f}"
+
+
+def ratio(theirs: float | None, ours: float) -> str:
+    """Our speed over theirs, '-' without their time."""
+    return "-" if not theirs else f"{theirs / ours:.2f}"
+
+
 def half_precision(n: int, iters: int, settings: target.Settings) -> None:
     """The tensor-core kernel against torch FLASH (FlashAttention-2) and cuDNN, same dtype, same inputs; the
     mma.sync kernel beside it where the dispatched path is another."""
@@ -96,63 +123,207 @@ def half_precision(n: int, iters: int, settings: target.Settings) -> None:
                 flash, why_flash = torch_ms(p, iters, settings, "FLASH_ATTENTION")
                 cudnn, why_cudnn = torch_ms(p, iters, settings, "CUDNN_ATTENTION")
                 reasons.update(why for ms, why in ((flash, why_flash), (cudnn, why_cudnn)) if ms is None)
-                rate = lambda ms: "-" if ms is None else f"{p.flops() / (ms / 1e3) / 1e12:.1f}"  # noqa: E731
-                ratio = lambda ms: "-" if ms is None else f"{ms / ours:.2f}"  # noqa: E731
-                print(f"{dtype:<9} {dim:>4} {int(causal):>6} {ours:9.3f} {rate(ours):>8} {rate(flash):>8} "
-                      f"{rate(cudnn):>8} {rate(mma):>8} {ratio(flash):>8} {ratio(cudnn):>8}")
+                print(f"{dtype:<9} {dim:>4} {int(causal):>6} {ours:9.3f} {rate(p, ours):>8} {rate(p, flash):>8} "
+                      f"{rate(p, cudnn):>8} {rate(p, mma):>8} {ratio(flash, ours):>8} {ratio(cudnn, ours):>8}")
     for reason in sorted(reasons):
         print(f"  -: {reason}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = Parser(prog="python -m kernels.headline", description=__doc__.splitlines()[0])
+# ---------------------------------------------------------------------------------------------------------- variants
+
+#: --variants KERNEL --set NAME: the launch configurations a development sweep tries (what scripts/gpu_tc_bench.py,
+#: gpu_tf32_bench.py and gpu_wgmma_bench.py did), per head dimension; "all" is the sweep that chose the committed
+#: TC_CONFIGS, TF32_CONFIGS and WGMMA_CONFIGS (kernels/variants.py), "quick" one launch per d.
+VARIANT_SETS = {
+    "tc": {"all": {64: [TcConfig(4, 64, 2), TcConfig(8, 64, 2), TcConfig(4, 128, 1), TcConfig(4, 128, 2)],
+                   128: [TcConfig(8, 128, 1), TcConfig(4, 32, 2), TcConfig(8, 32, 2), TcConfig(4, 64, 2),
+                         TcConfig(8, 64, 2)]},
+           "quick": {64: [TcConfig(4, 64, 1)], 128: [TcConfig(4, 64, 1)]}},
+    "tf32": {"all": {64: [Tf32Config(4, 32, 2, False), Tf32Config(4, 32, 1, True), Tf32Config(4, 64, 1, True),
+                          Tf32Config(8, 64, 1, True)],
+                     128: [Tf32Config(8, 64, 1, False), Tf32Config(8, 32, 1, False), Tf32Config(4, 32, 1, False)]},
+             "quick": {64: [Tf32Config(4, 32, 2, False)], 128: [Tf32Config(8, 64, 1, False)]}},
+    "wgmma": {"all": {64: [WgmmaConfig(128, c, 2, s) for c in (2, 3) for s in (0, 1, 2)]
+                      + [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 3, 3, 2)],
+                      128: [WgmmaConfig(128, 2, 2, s) for s in (0, 1, 2)] + [WgmmaConfig(128, 2, 3, 2)]},
+              "quick": {64: [WgmmaConfig(128, 2, 3, 2)], 128: [WgmmaConfig(128, 2, 3, 2)]},
+              "stages": {64: [WgmmaConfig(128, 2, 3, s) for s in (0, 1, 2)] + [WgmmaConfig(128, 2, 4, 2)],
+                         128: [WgmmaConfig(128, 2, 3, s) for s in (0, 1, 2)]}},
+}
+VARIANT_SETS["tc"]["d128"] = {128: VARIANT_SETS["tc"]["all"][128]}
+RECORDS = {"tc": FLASH_TC, "tf32": FLASH_TF32, "wgmma": FLASH_WGMMA}
+#: The awkward lengths each launch is checked at (3 heads) before it is timed at N 4096 (16 heads).
+CHECK_SEQS = (1, 17, 1000, 4097)
+DEFAULT_OUT = Path("reports/latest/variants")
+
+
+def configured(record: Variant, config: tuple, dim: int) -> Variant:
+    """`record` launching `config` at head dimension `dim`, causal or not."""
+    keys = [dim] if record is FLASH_WGMMA else [(dim, False), (dim, True)]
+    return dataclasses.replace(record, configs=tuple((key, config) for key in keys))
+
+
+def variant_row(chosen: Variant, problem: AttentionProblem, iters: int, dev, context: RunContext,
+                timed: bool) -> Result:
+    """One launch of `chosen` judged against the float64 golden (host/verdict.py) and, when `timed`, timed with the
+    device's timer; a launch over the device's shared memory is skipped, one that fails to build or run an error."""
+    config = chosen.config(problem)
+    [launch_record] = chosen.launches(problem, config.br, config.bc)
+    fields = dict(br=config.br, bc=config.bc, warmup=WARMUP if timed else 0,
+                  message=f"{launch_record.function}: {launch_record.block[0]} threads, {launch_record.smem} B shared")
+    if launch_record.smem > dev.smem_optin():
+        return context.result(problem, "gpu", "flash", dev.describe(), status="skipped",
+                              **{**fields, "message": fields["message"] + f" > {dev.smem_optin()} B opt-in"})
+    try:
+        inputs = Inputs(problem)
+        launch = dev.launcher("flash", problem, inputs, config.br, config.bc, chosen.path, chosen=chosen)
+        launch.launch()
+        out = launch.output()
+        target.check_output("flash", out)
+        verdict = check_float(out, problem, inputs.golden_from(dev.golden))
+        if timed:
+            fields.update(summarize(dev.event_times(launch.launch, WARMUP, iters)).as_fields(),
+                          timing_source=dev.timing_source)
+    except Exception as exc:  # noqa: BLE001 - a launch that does not build or run is its row; the sweep goes on
+        return context.result(problem, "gpu", "flash", dev.describe(), status="error",
+                              **{**fields, "message": f"{fields['message']}: {type(exc).__name__}: {exc}"[:500]})
+    return context.result(problem, "gpu", "flash", dev.describe(), verdict=verdict, **fields)
+
+
+def anchors(kind: str, problem: AttentionProblem, iters: int, settings: target.Settings) -> dict[str, float | None]:
+    """Median ms of what a variant is timed beside: torch FLASH and cuDNN (16-bit), torch EFFICIENT and the FFMA
+    kernel (3xTF32), and the mma.sync kernel beside wgmma."""
+    if kind == "tf32":
+        found = {"EFFICIENT": torch_ms(problem, iters, settings)[0],
+                 "FFMA": kernel_ms("flash", problem, iters, dataclasses.replace(settings, fp32_path="simt"))}
+    else:
+        found = {name: torch_ms(problem, iters, settings, f"{name}_ATTENTION")[0] for name in ("FLASH", "CUDNN")}
+    if kind == "wgmma":
+        found["mma.sync"] = kernel_ms("flash", problem, iters, dataclasses.replace(settings, tc_path="mma"))
+    return found
+
+
+def variants_sweep(kind: str, chosen_set: str, iters: int, seq_scale: int, settings: target.Settings,
+                   out: Path) -> int:
+    """Every launch of VARIANT_SETS[kind][chosen_set], in each dtype of the kernel and both masks: checked at the
+    awkward CHECK_SEQS, then timed at N 4096 beside its anchors; rows into OUT/results.csv, a table on stdout."""
+    record, dev = RECORDS[kind], target.backend(settings)
+    if chosen_set not in VARIANT_SETS[kind]:
+        raise SpecError(f"--set {chosen_set!r} has no {kind} variants; allowed: {', '.join(VARIANT_SETS[kind])}")
+    results, context = ResultsFile(output_folder(out) / "results.csv"), RunContext.start()
+    n = 4096 // seq_scale
+    checks = sorted({max(1, seq // seq_scale) for seq in CHECK_SEQS})
+    table = []
+    for dtype in record.dtypes:
+        for dim, configs in VARIANT_SETS[kind][chosen_set].items():
+            for causal in (False, True):
+                timed = AttentionProblem(heads=16, seq=n, dim=dim, causal=causal, dtype=dtype)
+                beside = anchors(kind, timed, iters, settings)
+                for config in configs:
+                    chosen = configured(record, config, dim)
+                    for seq in checks:
+                        results.append(row := variant_row(chosen, timed.with_(heads=3, seq=seq), iters, dev,
+                                                          context, timed=False))
+                        print(f"  check {row.message.split(':')[0]} N={seq} causal={int(causal)}: {row.status}",
+                              file=sys.stderr, flush=True)
+                    results.append(row := variant_row(chosen, timed, iters, dev, context, timed=True))
+                    table.append((row, config, beside))
+    print_variants(table)
+    print(f"{results.path}")
+    return 1 if any(row.status in FAILED_STATUSES for row in results.read()) else 0
+
+
+def print_variants(table: list) -> None:
+    """The timed rows: the launch, ms and TFLOP/s (host/problem.py's FLOP formula), each anchor's TFLOP/s and our
+    speed over it."""
+    for row, config, beside in table:
+        problem = AttentionProblem(heads=row.heads, seq=row.seq, dim=row.dim, causal=row.causal, dtype=row.dtype)
+        ours = row.p50_ms
+        versus = "  ".join(f"{name} {rate(problem, ms)} (x{ratio(ms, ours)})" if ours and ms else f"{name} -"
+                           for name, ms in beside.items())
+        timing = f"{ours:8.3f} ms {rate(problem, ours):>6} TFLOP/s" if ours else f"{row.status:>24}"
+        print(f"{row.dtype:<9} d{row.dim:<4} causal={int(row.causal)} {tuple(config)!s:<20} {timing}  {versus}")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m kernels.headline", doc=__doc__)
     parser.add_argument("--iters", type=integer("iters", 1, 10_000), default=20, help="timed launches (default 20)")
     parser.add_argument("--gpu-device", choices=target.DEVICES, default="cuda",
                         help="cuda: the GPU (default); fake: kernels/fake.py, which checks the tool, not a GPU")
     parser.add_argument("--seq-scale", type=integer("seq-scale", 1, 64), default=1,
                         help="divide every N by this (default 1; the fake device's test uses 32)")
     parser.add_argument("--no-16bit", action="store_true", help="skip the float16 and bfloat16 comparison")
+    parser.add_argument("--variants", choices=RECORDS, default=None,
+                        help="instead of the ratios, sweep this kernel's launch variants (tc: mma.sync, tf32: "
+                             "3xTF32, wgmma): each checked at awkward N, then timed at N 4096 beside torch "
+                             "(default: the ratios)")
+    parser.add_argument("--set", dest="variant_set", default="all",
+                        help="with --variants: which launches, all (default), quick (one per d), d128 (tc), "
+                             "stages (wgmma)")
+    parser.add_argument("--out", type=folder, default=DEFAULT_OUT,
+                        help=f"with --variants: the folder of results.csv (default {DEFAULT_OUT})")
+    return parser
 
+
+def ratios(args, settings: target.Settings) -> int:
+    """The ratios of docs/performance.md."""
+    dev = target.backend(settings)
+    peak_gflops, copy_gbps = dev.ceilings()
+    ceilings = (f"copy {copy_gbps:.0f} GB/s; fp32 matmul {peak_gflops / 1e3:.1f} TFLOP/s" if peak_gflops
+                else "no ceilings measured")
+    print(f"device: {target.device(settings)}; {ceilings}")
+    n2, n4 = 2048 // args.seq_scale, 4096 // args.seq_scale
+    flash_over_naive(n2, args.iters, settings, copy_gbps)
+    for dim, causal in ((64, False), (64, True), (128, False), (128, True)):
+        fp32_against_torch(AttentionProblem(heads=16, seq=n4, dim=dim, causal=causal), args.iters, settings)
+    if not args.no_16bit:
+        half_precision(n4, args.iters, settings)
+    return 0
+
+
+def flash_over_naive(n: int, iters: int, settings: target.Settings, copy_gbps: float | None) -> None:
+    """flash against naive at N = n, d = 64, 16 heads, and naive's effective bandwidth over the copy's."""
+    dev = target.backend(settings)
+    p2 = AttentionProblem(heads=16, seq=n, dim=64)
+    path = target.launch_plan(p2, settings, dev).path
+    print(f"fp32 flash: {path} (the target's plan on this device){'; FFMA beside it' if path != 'simt' else ''}")
+    flash, naive = kernel_ms("flash", p2, iters, settings), kernel_ms("naive", p2, iters, settings)
+    print(f"N={n} d=64 H=16: flash {flash:.3f} ms, naive {naive:.3f} ms, flash speed-up {naive / flash:.2f}x")
+    naive_gbps = target.model_bytes("naive", p2) / (naive / 1e3) / 1e9
+    if copy_gbps:
+        print(f"naive effective {naive_gbps:.0f} GB/s = {naive_gbps / copy_gbps:.2f} of copy bandwidth")
+
+
+def fp32_against_torch(p4: AttentionProblem, iters: int, settings: target.Settings) -> None:
+    """fp32 flash (the dispatched path, and FFMA beside it where that is not the one) against torch EFFICIENT."""
+    dev = target.backend(settings)
+    ffma = None if target.launch_plan(p4, settings, dev).path == "simt" else dataclasses.replace(settings,
+                                                                                                fp32_path="simt")
+    flash4 = kernel_ms("flash", p4, iters, settings)
+    beside = ""
+    if ffma:
+        ffma4 = kernel_ms("flash", p4, iters, ffma)
+        beside = f", FFMA {ffma4:.3f} ms ({p4.flops() / (ffma4 / 1e3) / 1e12:.1f})"
+    efficient, note = torch_ms(p4, iters, settings)
+    tflops = p4.flops() / (flash4 / 1e3) / 1e12
+    head = f"N={p4.seq} d={p4.dim} causal={int(p4.causal)}: flash {flash4:.3f} ms ({tflops:.1f} TFLOP/s){beside}"
+    if efficient is None:
+        print(f"{head}; {note}")
+    else:
+        print(f"{head}, SDPA EFFICIENT {efficient:.3f} ms ({p4.flops() / (efficient / 1e3) / 1e12:.1f}); flash/torch "
+              f"speed {efficient / flash4:.2f} ({note})")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)
         settings = target.Settings(device=args.gpu_device)
         ok, reason = target.available(settings)
         if not ok:
             raise SpecError(f"nothing can be measured: {reason} (--gpu-device fake checks the tool without a GPU)")
-        dev = target.backend(settings)
-        peak_gflops, copy_gbps = dev.ceilings()
-        ceilings = (f"copy {copy_gbps:.0f} GB/s; fp32 matmul {peak_gflops / 1e3:.1f} TFLOP/s" if peak_gflops
-                    else "no ceilings measured")
-        print(f"device: {target.device(settings)}; {ceilings}")
-        n2, n4 = 2048 // args.seq_scale, 4096 // args.seq_scale
-        p2 = AttentionProblem(heads=16, seq=n2, dim=64)
-        path = target.launch_plan(p2, settings, dev).path
-        ffma = None if path == "simt" else target.Settings(device=settings.device, fp32_path="simt")
-        print(f"fp32 flash: {path} (the target's plan on this device){'; FFMA beside it' if ffma else ''}")
-        flash, naive = kernel_ms("flash", p2, args.iters, settings), kernel_ms("naive", p2, args.iters, settings)
-        print(f"N={n2} d=64 H=16: flash {flash:.3f} ms, naive {naive:.3f} ms, flash speed-up {naive / flash:.2f}x")
-        naive_gbps = target.model_bytes("naive", p2) / (naive / 1e3) / 1e9
-        if copy_gbps:
-            print(f"naive effective {naive_gbps:.0f} GB/s = {naive_gbps / copy_gbps:.2f} of copy bandwidth")
-        for dim, causal in ((64, False), (64, True), (128, False), (128, True)):
-            p4 = AttentionProblem(heads=16, seq=n4, dim=dim, causal=causal)
-            flash4 = kernel_ms("flash", p4, args.iters, settings)
-            beside = ""
-            if ffma:
-                ffma4 = kernel_ms("flash", p4, args.iters, ffma)
-                beside = f", FFMA {ffma4:.3f} ms ({p4.flops() / (ffma4 / 1e3) / 1e12:.1f})"
-            efficient, note = torch_ms(p4, args.iters, settings)
-            tflops = p4.flops() / (flash4 / 1e3) / 1e12
-            if efficient is None:
-                print(f"N={n4} d={dim} causal={int(causal)}: flash {flash4:.3f} ms ({tflops:.1f} TFLOP/s){beside}; "
-                      f"{note}")
-            else:
-                print(f"N={n4} d={dim} causal={int(causal)}: flash {flash4:.3f} ms ({tflops:.1f} TFLOP/s){beside}, "
-                      f"SDPA EFFICIENT {efficient:.3f} ms ({p4.flops() / (efficient / 1e3) / 1e12:.1f}); flash/torch "
-                      f"speed {efficient / flash4:.2f} ({note})")
-        if not args.no_16bit:
-            half_precision(n4, args.iters, settings)
-        return 0
+        if args.variants:
+            return variants_sweep(args.variants, args.variant_set, args.iters, args.seq_scale, settings, args.out)
+        return ratios(args, settings)
 
     return guard(body)
 

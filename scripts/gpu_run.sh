@@ -8,7 +8,7 @@ out=${OUT:-reports/gpu}
 mkdir -p "$out"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv | tee "$out/gpu_log.txt"
-timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu.py tests/test_budget.py 2>&1 | tail -15 \
+timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_gpu.py tests/kernels/test_budget.py 2>&1 | tail -15 \
     | tee "$out/pytest.txt" | tee -a "$out/gpu_log.txt"
 timeout 300 python3 -m host.compare --targets gpu,cpu --seq 512,1024,2048,4096 --heads 16 --dim 64 \
     --out "$out/compare" 2>&1 | tail -30 | tee -a "$out/gpu_log.txt"

@@ -9,7 +9,8 @@ out=${OUT:-reports/gpu-tc}
 mkdir -p "$out"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/tc_log.txt"
-timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_tc.py tests/test_gpu_energy.py tests/test_gpu.py 2>&1 | tail -8 | tee -a "$out/tc_log.txt"
+timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_gpu_tc.py tests/kernels/test_gpu_energy.py \
+    tests/kernels/test_gpu.py 2>&1 | tail -8 | tee -a "$out/tc_log.txt"
 timeout 200 python3 -m host.compare --targets gpu --gpu-dtype fp32,fp16,bf16 --kernels flash --seq 4096 --heads 16 \
     --dim 64,128 --causal both --out "$out/compare" 2>&1 | tail -12 | tee -a "$out/tc_log.txt"
 timeout 200 python3 -m kernels.headline 2>&1 | tee "$out/headline.txt" | tee -a "$out/tc_log.txt"

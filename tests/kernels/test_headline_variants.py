@@ -1,0 +1,28 @@
+"""kernels.headline --variants (the launch-variant sweep that replaced scripts/gpu_{tc,tf32,wgmma}_bench.py) on the
+fake device: every launch a row of the one results schema, checked at awkward N, then timed."""
+
+from host.results import ResultsFile
+from kernels import headline
+
+
+def test_the_variant_sweep_writes_one_row_per_launch(tmp_path, capsys):
+    out = tmp_path / "v"
+    assert headline.main(["--gpu-device", "fake", "--variants", "tf32", "--set", "quick", "--seq-scale", "32",
+                          "--iters", "1", "--out", str(out)]) == 0
+    rows = ResultsFile(out / "results.csv").read()
+    # quick: one launch per d (64, 128) × both masks × (3 checks: N 1, 17, 1000, 4097 over 32 are 1, 1, 31, 128;
+    # + 1 timed) = 16 rows, all float32 flash
+    assert len(rows) == 16 and {row.status for row in rows} == {"ok"} and {row.dtype for row in rows} == {"float32"}
+    timed = [row for row in rows if row.p50_ms is not None]
+    assert sorted({row.seq for row in rows}) == [1, 31, 128]  # N 1, 17, 1000, 4097 and 4096, each divided by 32
+    assert len(timed) == 4 and {row.seq for row in timed} == {128} and {row.heads for row in timed} == {16}
+    d64 = next(row for row in timed if row.dim == 64)
+    assert (d64.br, d64.bc) == (128, 32) and "flash_tf32_fwd<64,4,32,2,false>: 128 threads" in d64.message
+    table = capsys.readouterr().out
+    assert "EFFICIENT -" in table and "FFMA" in table  # no torch on the fake; the FFMA kernel is timed beside
+
+
+def test_a_set_the_kernel_has_not_is_a_bad_argument(tmp_path, capsys):
+    assert headline.main(["--gpu-device", "fake", "--variants", "tf32", "--set", "stages", "--out",
+                          str(tmp_path)]) == 2
+    assert "--set 'stages' has no tf32 variants; allowed: all, quick" in capsys.readouterr().err
