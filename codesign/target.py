@@ -3,8 +3,9 @@ datapath the --asic-… options describe (its short name, e.g. sa32x32-os-acc40)
 
 A row carries the datapath's output judged like every Q15 row (bit-exact with host/q15.py at Bc = the array's width,
 and within the contract's bound of the float64 golden), and its latency from the cycle model at the given clock,
-marked modelled: nothing here is measured on hardware. The roof is the model's own: R×C MACs (2 operations each)
-per cycle and the DRAM interface's bytes per cycle.
+marked modelled: nothing here is measured on hardware. Its GFLOP/s and GB/s (of the datapath's modelled DRAM bytes)
+are RunContext.result's, over that modelled latency. The roof is the model's own: R×C MACs (2 operations each) per
+cycle and the DRAM interface's bytes per cycle.
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ def settings(args: argparse.Namespace) -> Settings:
     return Settings(datapaths(args, prefix=PREFIX))
 
 
+#: A model needs no device of a cluster worker's own: any worker runs its rows (host/target_api.py ClusterNeeds).
+CLUSTER = None
+
+
 def kernels(settings: Settings) -> dict[str, str]:
     """{kernel name: dtype}: one kernel per datapath, named by its short name."""
     return {datapath.name: "q15" for datapath in settings.datapaths}
@@ -71,7 +76,7 @@ def device(settings: Settings | None = None, session: object = None) -> str:
     return "ASIC model (codesign)"
 
 
-def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[Result]:
+def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]) -> list[Result]:
     """Evaluate `problem` on the datapath named by options.kernel; one row with its verdict and modelled latency."""
     chosen = {datapath.name: datapath for datapath in (options.settings or Settings()).datapaths}
     if options.kernel not in chosen:
@@ -82,8 +87,7 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
         return [options.context.result(problem, target="asic", kernel=dp.name, device=dp.describe(), br=dp.rows,
                                        bc=dp.cols, status="skipped", message=f"skipped: {shortfall}")]
     result = evaluate(problem, inputs, dp)
-    seconds = result.latency_s
-    ms = seconds * 1e3
+    ms = result.latency_s * 1e3
     stages = result.head.stages
     note = (f"modelled: array {stages['array'].utilisation:.0%} busy-utilised, softmax "
             f"{stages['softmax'].utilisation:.0%}, overall {result.head.utilisation:.0%} of the array's MACs; "
@@ -92,9 +96,7 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
         note += f"; {result.overflows} accumulator results overflowed ({dp.acc_bits}-bit, {dp.overflow})"
     return [options.context.result(
         problem, target="asic", kernel=dp.name, device=dp.describe(), br=dp.rows, bc=dp.cols,
-        mean_ms=ms, p50_ms=ms, p99_ms=ms, min_ms=ms, iters=1, warmup=0,
-        gflops=problem.flops() / seconds / 1e9, model_bytes=result.dram_bytes,
-        gbps=result.dram_bytes / seconds / 1e9,
+        mean_ms=ms, p50_ms=ms, p99_ms=ms, min_ms=ms, iters=1, warmup=0, model_bytes=result.dram_bytes,
         peak_gflops=2 * dp.rows * dp.cols * dp.clock_hz / 1e9, peak_gbps=dp.dram_bytes_per_cycle * dp.clock_hz / 1e9,
         peak_source=f"model: {dp.rows}x{dp.cols} MACs and {dp.dram_bytes_per_cycle:g} DRAM B/cycle at "
                     f"{dp.clock_hz / 1e6:g} MHz",

@@ -168,8 +168,16 @@ class CudaDevice:
         import cupy
 
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
-        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-        return f"{name} ({props['multiProcessorCount']} SMs)"
+        return f"{CudaDevice.model()} ({props['multiProcessorCount']} SMs)"
+
+    @staticmethod
+    @functools.lru_cache(maxsize=None)
+    def model() -> str:
+        """The GPU's model name as CUDA gives it, e.g. 'NVIDIA H200'."""
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        return props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
 
     @staticmethod
     def capability() -> int:

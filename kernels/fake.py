@@ -136,7 +136,12 @@ class FakeDevice:
 
     @staticmethod
     def describe() -> str:
-        return f"fake GPU (numpy on the CPU, {LIMITS.name} limits, {MEMORY_BYTES >> 20} MiB)"
+        return f"{FakeDevice.model()} (numpy on the CPU, {LIMITS.name} limits, {MEMORY_BYTES >> 20} MiB)"
+
+    @staticmethod
+    def model() -> str:
+        """The model name, as CudaDevice.model gives a GPU's."""
+        return "fake GPU"
 
     #: The compute capability the fake reports: the H200's (sm_90), so the 16-bit rows take the wgmma plan.
     CAPABILITY = 90

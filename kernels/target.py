@@ -11,13 +11,15 @@ device's limits (the naive kernel's N² scores against free memory, before alloc
 row against shared memory; the flash tile against the opt-in shared memory), poisons O with NaN, launches once and
 judges the output (host/verdict.py) before timing, then times `warmup` + `iters` launches with the device's timer
 (CUDA events, L2 flushed between repeats), and measures the board's energy per call through NVML on the real device
-(kernels/energy.py). Each row carries where that timing comes from (the device's `timing_source`), GFLOP/s, the modelled HBM bytes of its kernel (`model_bytes`, formulas in docs/gpu.md) and the
-device's own ceilings measured once per process.
+(kernels/energy.py). Each row carries where that timing comes from (the device's `timing_source`), the modelled HBM
+bytes of its kernel (`model_bytes`, formulas in docs/gpu.md; RunContext.result derives GFLOP/s and GB/s from them and
+the p50) and the device's own ceilings measured once per process.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from dataclasses import dataclass
 
@@ -26,7 +28,7 @@ import numpy as np
 from host.errors import SpecError, TargetError
 from host.problem import AttentionProblem
 from host.results import Result
-from host.target_api import Inputs, RunOptions
+from host.target_api import ClusterNeeds, Inputs, RunOptions
 from host.timing import summarize
 from host.verdict import check_float
 from kernels.halves import HALF_DTYPES
@@ -95,10 +97,15 @@ def parse_tile(text: str) -> tuple[int, int]:
     return tile
 
 
-def add_options(group: argparse._ArgumentGroup) -> None:
+def add_device_options(group: argparse._ArgumentGroup) -> None:
+    """The option that chooses the device, shared by host.compare and a cluster worker (CLUSTER)."""
     group.add_argument("--gpu-device", choices=DEVICES, default="cuda",
                        help="cuda: the GPU through CuPy (default); fake: numpy standing in for it, to try the "
                             "harness without a GPU (its rows are no GPU measurement)")
+
+
+def add_options(group: argparse._ArgumentGroup) -> None:
+    add_device_options(group)
     group.add_argument("--gpu-tile", type=parse_tile, default=None, metavar="BRxBC",
                        help=f"flash tile, Br and Bc from {','.join(map(str, TILE_CHOICES))} (default: by d, "
                             "see kernels/variants.py DEFAULT_TILES); float32 FFMA kernel only (implies "
@@ -130,6 +137,38 @@ def settings(args: argparse.Namespace) -> Settings:
                         "kernel's tile is fixed per d and mask: kernels/variants.py TC_CONFIGS)")
     return Settings(device=args.gpu_device, tile=args.gpu_tile, dtypes=args.gpu_dtype, tc_path=args.gpu_tc_path,
                     fp32_path=args.gpu_fp32_path)
+
+
+def add_worker_options(group: argparse._ArgumentGroup) -> None:
+    """A cluster worker's GPU options: --gpu-device (as host.compare has it) and which CUDA GPU (--gpu INDEX)."""
+    add_device_options(group)
+    group.add_argument("--gpu", metavar="INDEX", dest="gpu_index",
+                       help="with --gpu-device cuda: the GPU's index (sets CUDA_VISIBLE_DEVICES; default: the one "
+                            "CUDA shows first)")
+
+
+def prepare_worker(args: argparse.Namespace) -> None:
+    """Before a worker opens anything: --gpu INDEX becomes CUDA_VISIBLE_DEVICES, so CUDA sees that GPU only."""
+    index = getattr(args, "gpu_index", None)
+    if index is None:
+        return
+    if not index.isascii() or not index.isdigit():
+        raise SpecError(f"--gpu {index!r} is not a GPU index; allowed: 0, 1, 2, ...")
+    if getattr(args, "gpu_device", None) != "cuda":
+        raise SpecError(f"--gpu {index} picks a CUDA GPU; give --gpu-device cuda too")
+    os.environ["CUDA_VISIBLE_DEVICES"] = index
+
+
+def model(settings: Settings, session: object = None) -> str:
+    """The device's model name, e.g. 'NVIDIA H200' ('fake GPU' for the fake): a cluster worker's resource names it."""
+    return backend(settings).model()
+
+
+#: A cluster worker owns a GPU (--gpu-device cuda [--gpu INDEX]) or the fake (--gpu-device fake); its rows ask for
+#: one GPU, or one of a model (host.compare --cluster-gpu MODEL).
+CLUSTER = ClusterNeeds(settings=Settings, options={"device": "--gpu-device"}, add_options=add_worker_options,
+                       usage="--gpu-device cuda|fake [--gpu INDEX]", resource="gpu", model=model,
+                       prepare=prepare_worker)
 
 
 def kernels(settings: Settings) -> list[tuple[str, str]]:
@@ -320,7 +359,7 @@ def check_output(kernel: str, out: np.ndarray) -> None:
         raise TargetError(f"{kernel} left O{first} unwritten (NaN poison) or produced NaN")
 
 
-def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[Result]:
+def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]) -> list[Result]:
     """Launch once, judge the output against the golden, then time: one row with timing, throughput, modelled
     bytes, ceilings and the verdict. options.settings (Settings): the device and a forced tile."""
     chosen = options.settings if isinstance(options.settings, Settings) else Settings()
@@ -342,15 +381,12 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
     except dev.out_of_memory() as exc:
         raise TargetError(f"out of device memory: {exc or type(exc).__name__}", status="oom") from exc
     timing = summarize(samples)
-    seconds = timing.p50_ms / 1e3
     peak_gflops, peak_gbps = dev.ceilings(problem.dtype)
     peak_source = ("measured" if problem.dtype == "float32" else
                    "measured: fp16 tensor-core matmul (cuBLAS) in this run; bf16 runs at the same rate")
     return [options.context.result(
         problem, target="gpu", kernel=kernel, device=dev.describe(), warmup=options.warmup, **tile,
-        **timing.as_fields(), timing_source=dev.timing_source,
-        gflops=problem.flops() / seconds / 1e9 if seconds > 0 else None, model_bytes=model_bytes(kernel, problem),
-        gbps=model_bytes(kernel, problem) / seconds / 1e9 if seconds > 0 else None,
+        **timing.as_fields(), timing_source=dev.timing_source, model_bytes=model_bytes(kernel, problem),
         peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source=peak_source if peak_gflops else "",
         energy_j=energy.joules_per_call if energy else None, energy_source=energy.source if energy else "",
         verdict=verdict, message="; ".join(filter(None, [flash_note(kernel, problem, plan, dev),

@@ -6,7 +6,8 @@ on its stdin, so it ends with the host), deploys the board code to it with mcu.d
 `serial` it connects to the board (deploy first with `python -m mcu.deploy --port PORT`). `run` quantises the
 problem per tensor with host/q15.py's `prepare` (as every Q15 target does), and for every head: SETUP with the planner's
 chunking, LOAD K and V^T, then per chunk of query rows LOAD Q, RUN (warm-up + timed repeats on the board) and READ
-O; a head whose K and V^T do not fit the board's heap is streamed, a key chunk at a time (mcu/head.py). A session lost mid-head (the board reset) is restarted and the head redone, so every row is measured once and
+O; a head whose K and V^T do not fit the board's heap is streamed, a key chunk at a time (mcu/head.py). A session
+lost mid-head (the board reset) is restarted and the head redone, so every row is measured once and
 whole. The row: latency = DWT cycles / clock (all heads and chunks of one repeat; measured by a board's counter,
 modelled by the twin's cycle model, as its timing_source says), the verdict (bit-exact with the model and within the
 contract's error bound: host/verdict.py), max_abs and rel_l2 of the dequantised output against the float64 golden,
@@ -27,11 +28,11 @@ from host import q15
 from host.errors import LinkError, SpecError, UnavailableError
 from host.problem import AttentionProblem
 from host.results import Result
-from host.target_api import Inputs, RunOptions
+from host.target_api import ClusterNeeds, Inputs, RunOptions
 from host.timing import summarize
 from host.verdict import check_q15
 from mcu import power
-from mcu.head import Session, run_head  # noqa: F401 - Session is re-exported for callers of open_session
+from mcu.head import Session, run_head  # Session is also re-exported for callers of open_session
 
 KERNELS = {"q15": "q15"}
 #: warm-up and timed repeats when the sweep does not set them: DWT cycles barely vary, and the twin's are exact.
@@ -58,6 +59,10 @@ class Settings:
     sim_faults: str = ""
 
     def __post_init__(self) -> None:
+        if self.sim_faults:
+            from mcu.sim.faults import FaultSpec
+
+            FaultSpec.parse(self.sim_faults, "--sim-faults")  # a bad spec is the user's error, reported before anything
         if self.serial and self.sim:
             raise SpecError("--serial and --sim both given; allowed: one of them")
         if self.sim_faults and not self.sim:
@@ -78,11 +83,14 @@ def add_options(group: argparse._ArgumentGroup) -> None:
 
 
 def settings(args: argparse.Namespace) -> Settings:
-    if args.sim_faults:
-        from mcu.sim.faults import FaultSpec
-
-        FaultSpec.parse(args.sim_faults, "--sim-faults")  # a bad spec is the user's error, reported before anything
     return Settings(serial=args.serial, baud=args.baud, sim=args.sim, sim_faults=args.sim_faults)
+
+
+#: A cluster worker owns a board (--serial PORT) or a twin (--sim), chosen by all of this target's options; its rows
+#: ask for one board.
+CLUSTER = ClusterNeeds(settings=Settings, options={"serial": "--serial", "baud": "--baud", "sim": "--sim",
+                                                   "sim_faults": "--sim-faults"},
+                       add_options=add_options, usage="--serial PORT | --sim", resource="stm32f407")
 
 
 def available(settings: Settings = Settings()) -> tuple[bool, str]:
@@ -136,7 +144,7 @@ def open_session(settings: Settings):
         yield Session(link, port, description, twin=twin)
 
 
-def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[Result]:
+def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]) -> list[Result]:
     """Measure `problem` on the board of options.session (a Session); one row with its verdict."""
     session: Session | None = options.session
     if session is None:
@@ -168,13 +176,10 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
     clock = session.link.hello.clock_hz
     timed = cycles[options.warmup:]
     timing = summarize((timed / clock * 1e3).tolist())
-    seconds = timing.p50_ms / 1e3
-    energy = power.energy(seconds, clock)
+    energy = power.energy(timing.p50_ms / 1e3, clock)
     return [options.context.result(
         problem, target="mcu", kernel=options.kernel, device=session.description, br=head.rows, bc=BC,
         warmup=options.warmup, **timing.as_fields(), timing_source=TWIN_TIMING if session.is_twin else BOARD_TIMING,
-        gflops=problem.flops() / seconds / 1e9 if seconds else None,
-        model_bytes=problem.min_bytes(), gbps=problem.min_bytes() / seconds / 1e9 if seconds else None,
         peak_gflops=M4_OPS_PER_CYCLE * clock / 1e9, peak_gbps=M4_SRAM_BYTES_PER_CYCLE * clock / 1e9,
         peak_source=f"datasheet: Cortex-M4 SMLALD 2 MAC/cycle, SRAM 4 B/cycle at {clock / 1e6:g} MHz",
         cycles=int(np.median(timed)), clock_hz=clock, temp_c=head.temp_c, vdda_v=head.vdda_v,

@@ -59,6 +59,10 @@ def settings(args: argparse.Namespace) -> Settings:
     return Settings(cache_sim=bool(args.cpu_cache_sim))
 
 
+#: Its rows need no device of a cluster worker's own: any worker runs them (host/target_api.py ClusterNeeds).
+CLUSTER = None
+
+
 def available(settings: Settings = Settings()) -> tuple[bool, str]:
     """The CPU target runs wherever numpy does."""
     return True, f"numpy {np.__version__} float32 reference on {device()}"
@@ -102,9 +106,9 @@ def noise_note(timing: Timing) -> str:
     return f"noisy: p50 {timing.p50_ms / timing.min_ms:.1f}x min (flagged from {NOISY_RATIO:g}x)"
 
 
-def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[Result]:
+def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]) -> list[Result]:
     """Time the float32 reference on `problem`; one row with timing, verdict, counters (or why not), ceilings and
-    energy (or why not).
+    energy (or why not); its GFLOP/s and GB/s (of the problem's minimum bytes) come from RunContext.result.
 
     options.settings (Settings): cache_sim simulates the caches with cachegrind when hardware counters are missing.
     """
@@ -125,12 +129,10 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions) -> list[
     timing = summarize(samples)
     verdict = check_float(out, problem, inputs.golden)
     peak_gflops, peak_gbps = ceilings()
-    seconds = timing.p50_ms / 1e3
     return [options.context.result(
         problem, target="cpu", kernel=options.kernel, device=device(), warmup=options.warmup,
-        **timing.as_fields(), gflops=problem.flops() / seconds / 1e9 if seconds > 0 else None,
-        model_bytes=problem.min_bytes(), gbps=problem.min_bytes() / seconds / 1e9 if seconds > 0 else None,
-        timing_source=TIMING_SOURCE, peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source="measured",
+        **timing.as_fields(), timing_source=TIMING_SOURCE, peak_gflops=peak_gflops, peak_gbps=peak_gbps,
+        peak_source="measured",
         energy_j=energy.joules_per_call, energy_source=energy.source,
         message=NOTE_SEPARATOR.join(note for note in (noise_note(timing), energy.note()) if note),
         verdict=verdict, **counters.as_fields())]

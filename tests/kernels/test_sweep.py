@@ -1,4 +1,5 @@
-"""kernels.sweep (tile sweep CLI, results rows, heatmap) and kernels.nsight with scripts/run_nsight.sh (ncu CSV fold), no GPU."""
+"""kernels.sweep (tile sweep CLI, results rows, heatmap) and kernels.nsight with scripts/run_nsight.sh (ncu CSV
+fold), no GPU."""
 
 from __future__ import annotations
 
@@ -104,15 +105,17 @@ CONTEXT = RunContext("run", "rev", "host")
 
 
 def _row(n: int, br: int, bc: int, tflops: float | None, status: str = "ok", message: str = "") -> Result:
-    """A sweep row as target.run writes it: TFLOP/s as gflops, ok rows through a passing verdict."""
+    """A sweep row as target.run writes it: TFLOP/s as gflops (derived by the row from its p50), ok rows through a
+    passing verdict."""
     problem = AttentionProblem(heads=2, seq=n, dim=64)
     fields = dict(br=br, bc=bc)
     if tflops is not None:
-        fields.update(p50_ms=1.0, min_ms=1.0, gflops=tflops * 1e3, timing_source="measured: CUDA events")
+        p50_ms = problem.flops() / (tflops * 1e12) * 1e3  # the latency at which the row's rate is `tflops`
+        fields.update(p50_ms=p50_ms, min_ms=p50_ms, timing_source="measured: CUDA events")
     if status == "ok":
         gold = np.zeros(problem.shape)
-        return CONTEXT.result(problem, "gpu", "flash", "dev", verdict=check_float(gold.astype(np.float32), problem, gold),
-                              **fields)
+        verdict = check_float(gold.astype(np.float32), problem, gold)
+        return CONTEXT.result(problem, "gpu", "flash", "dev", verdict=verdict, **fields)
     return CONTEXT.result(problem, "gpu", "flash", "dev", status=status, message=message, **fields)
 
 
