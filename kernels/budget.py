@@ -1,6 +1,7 @@
 """`python -m kernels.budget`: the flash kernel's shared memory per block, and what it leaves for occupancy.
 
-The fp32 FFMA flash kernel (kernels/flash.cu; its record is kernels/variants.py FLASH) keeps, per block, in shared memory (in floats):
+The fp32 FFMA flash kernel (kernels/flash.cu; its record is kernels/variants.py FLASH) keeps, per block, in shared
+memory (in floats):
 
     Q tile Br·QP + K tile Bc·KP + V tile Bc·d + S tile Br·(Bc+4) + 3·Br (the per-row m, l and rescale
     factor; Q, K and S rows are padded by one float against bank conflicts)
@@ -72,9 +73,9 @@ class DeviceLimits:
 # sources, not a query of a T4.
 # Allocation granularity and blocks per SM: cuda_occupancy.h (cudaOccSMemAllocationGranularity: 256 B for compute
 # capability 7.x, 128 B from 8.0 on; cudaOccMaxBlocksPerMultiprocessor: 16 for 7.5, 32 for 8.0 and 9.0). Our H200's
-# driver agrees (cuOccupancyMaxActiveBlocksPerMultiprocessor, asked through CuPy): 4 blocks, not 5, for 45,576 B of dynamic
-# shared memory (45,576 + 1,024 = 46,600 → 46,720 in 128 B units; 5 × 46,720 = 233,600 > 233,472), and 32 blocks,
-# not 64, of 32 threads.
+# driver agrees (cuOccupancyMaxActiveBlocksPerMultiprocessor, asked through CuPy): 4 blocks, not 5, for 45,576 B of
+# dynamic shared memory (45,576 + 1,024 = 46,600 → 46,720 in 128 B units; 5 × 46,720 = 233,600 > 233,472), and 32
+# blocks, not 64, of 32 threads.
 PROFILES: dict[str, DeviceLimits] = {
     "h200": DeviceLimits(name="NVIDIA H200", sms=132, smem_per_sm=233_472, smem_per_block_default=49_152,
                          smem_per_block_optin=232_448, reserved_smem_per_block=1_024, regs_per_sm=65_536,
@@ -249,7 +250,8 @@ def report(dim: int, limits: DeviceLimits, source: str, tiles: Sequence[int] = D
         f"{FLOAT_BYTES * (row_strides(dim)[1] + dim)}·Bc B at d = {dim}",
         "  S tile          4·Br·(Bc+4)       grows as Br·Bc, independent of d",
         "  m, l, rescale   4·3·Br            one float each per row",
-        f"  for Br = Bc = t: 12·t·d + 4·t² plus padding linear in t, so the S tile outgrows the Q, K, V tiles past t = 3·d "
+        f"  for Br = Bc = t: 12·t·d + 4·t² plus padding linear in t, so the S tile outgrows the Q, K, V tiles past "
+        f"t = 3·d "
         f"(= {3 * dim} at d = {dim})",
         "",
         f"KB per block (1 KB = 1,024 B), rows Br, columns Bc; * over the {_kb(limits.smem_per_block_default)} "
@@ -289,10 +291,12 @@ def _device_name(text: str) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m kernels.budget", description=__doc__.splitlines()[0])
-    parser.add_argument("--dim", type=integer("dim", *LIMITS["dim"]), required=True, help=f"head dimension d ({'..'.join(map(str, LIMITS['dim']))})")
+    parser = Parser(prog="python -m kernels.budget", doc=__doc__)
+    parser.add_argument("--dim", type=integer("dim", *LIMITS["dim"]), required=True,
+                        help=f"head dimension d ({'..'.join(map(str, LIMITS['dim']))}; required)")
     parser.add_argument("--device", type=_device_name,
-                        help=f"use a published profile instead of querying the GPU: {', '.join(PROFILES)}")
+                        help=f"use a published profile instead of querying the GPU: {', '.join(PROFILES)} "
+                             "(default: query the GPU, else h200)")
     parser.add_argument("--br-bc", type=int_list("Br/Bc", *TILE_RANGE), default=DEFAULT_GRID, metavar="LIST",
                         help=f"comma-separated tile sizes for Br and Bc (default {','.join(map(str, DEFAULT_GRID))})")
     return parser

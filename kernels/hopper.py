@@ -59,7 +59,8 @@ def module(expressions: tuple[str, ...]):
             nvrtc.compileProgram(program, options)
         except nvrtc.NVRTCError as exc:
             log = nvrtc.getProgramLog(program)
-            raise TargetError(f"NVRTC could not build kernels/flash_wgmma.cu for sm_90a: {exc}: {log.strip()[:2000]}")
+            raise TargetError(f"NVRTC could not build kernels/flash_wgmma.cu for sm_90a: {exc}: "
+                              f"{log.strip()[:2000]}") from None
         lowered = {expression: nvrtc.getLoweredName(program, expression) for expression in expressions}
         cubin = nvrtc.getCUBIN(program)
     finally:

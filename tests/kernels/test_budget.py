@@ -17,7 +17,8 @@ H200, A100, T4 = PROFILES["h200"], PROFILES["a100"], PROFILES["t4"]
 
 
 # Expected values: the unpadded sum 4·(Br·d + 2·Bc·d + Br·Bc + 3·Br) in each comment, plus the padding: K rows by 4
-# and S rows by 4 floats when d % 4 == 0, i.e. 16·(Br + Bc) B; otherwise Q and K rows by 1 and S rows by 4, 4·(5·Br + Bc).
+# and S rows by 4 floats when d % 4 == 0, i.e. 16·(Br + Bc) B; otherwise Q and K rows by 1 and S rows by 4,
+# 4·(5·Br + Bc).
 @pytest.mark.parametrize("br, bc, dim, expected", [
     (64, 64, 64, 68_352),      # 4·(64·64 + 2·64·64 + 64·64 + 3·64) = 4·(4096 + 8192 + 4096 + 192) = 4·16,576
     (96, 96, 64, 114_816),     # 4·(6144 + 12,288 + 9216 + 288) = 4·27,936
@@ -40,7 +41,7 @@ def test_flash_smem_bytes_rejects_bad_sizes_quoting_them(args, bad):
 
 
 def test_profiles_hold_the_published_and_measured_figures():
-    assert H200 == DeviceLimits("NVIDIA H200", 132, 233_472, 49_152, 232_448, 1_024, 65_536, 2_048)
+    assert DeviceLimits("NVIDIA H200", 132, 233_472, 49_152, 232_448, 1_024, 65_536, 2_048) == H200
     assert (H200.smem_alloc_granularity, H200.max_blocks_per_sm) == (128, 32)   # the defaults: sm_80+
     assert (T4.smem_alloc_granularity, T4.max_blocks_per_sm) == (256, 16)       # sm_75
     assert (A100.sms, A100.smem_per_sm, A100.smem_per_block_optin, A100.reserved_smem_per_block) == \

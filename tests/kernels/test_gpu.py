@@ -15,7 +15,8 @@ from host.target_api import Inputs, RunContext, RunOptions
 from kernels import target
 from kernels.variants import FLASH
 
-FLASH_INSTANCES = [(128, 64, 64), (64, 64, 64), (32, 64, 64), (64, 32, 128), (32, 32, 128), (16, 32, 256), (8, 8, 59), (16, 64, 16), (128, 8, 1)]
+FLASH_INSTANCES = [(128, 64, 64), (64, 64, 64), (32, 64, 64), (64, 32, 128), (32, 32, 128), (16, 32, 256), (8, 8, 59),
+                   (16, 64, 16), (128, 8, 1)]
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
