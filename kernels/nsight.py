@@ -15,6 +15,9 @@ scripts/run_nsight.sh drives it; three commands:
 ncu's raw CSV: a header row (ID, Process ID, ..., Kernel Name, ..., one column per metric), on most versions a units
 row (empty ID, a unit under each metric), then one row per profiled kernel. Values may carry thousands separators
 and, without ``--print-units base``, scaled units (Kbyte, Mbyte, ...): both are undone here.
+
+Exit status: 0 done; 1 no GPU for drive, or an export that cannot be read or folded; 2 bad arguments; 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -344,7 +347,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m kernels.nsight", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m kernels.nsight", doc=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for name, (_, add_arguments, summary) in COMMANDS.items():
         add_arguments(commands.add_parser(name, help=summary, description=summary))
