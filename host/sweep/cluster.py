@@ -22,10 +22,11 @@ from distributed import Client, Future, KilledWorker, wait
 from distributed import TimeoutError as DaskTimeoutError
 from distributed.client import FuturesCancelledError
 
-from host.sweep.worker import OWNED_FLAGS, TARGET_RESOURCES, gpu_resource, run_row
 from host.errors import LinkError, SpecError, UnavailableError
 from host.results import Result
 from host.sweep.jobs import Job
+from host.sweep.registry import cluster_needs
+from host.sweep.worker import model_resource, model_slug, run_row
 from host.target_api import RunContext
 
 #: Scheduler addresses a sweep accepts: a Dask comm scheme, a host and a port.
@@ -49,17 +50,21 @@ def check_address(address: str, option: str = "--cluster") -> str:
 
 
 def check_local_options(settings: dict[str, object]) -> None:
-    """Refuse the options that choose a local device (--serial, --sim, --gpu-device): a cluster's workers own theirs."""
-    for target, flags in OWNED_FLAGS.items():
+    """Refuse the options that choose a local device (each target's declared device options, ClusterNeeds.options):
+    a cluster's workers own theirs."""
+    needs = cluster_needs()
+    for target, declared in needs.items():
         given = settings.get(target)
         if given is None:
             continue
-        defaults = type(given)()
-        changed = [flag for name, flag in flags.items() if getattr(given, name) != getattr(defaults, name)]
+        defaults = declared.settings()
+        changed = [flag for name, flag in declared.options.items() if getattr(given, name) != getattr(defaults, name)]
         if changed:
-            raise SpecError(f"{', '.join(changed)} {'chooses' if len(changed) == 1 else 'choose'} a device of this machine; with --cluster each worker owns "
-                            f"its devices (python -m host.cluster worker --board PORT | --sim | --gpu): leave "
-                            f"{'it' if len(changed) == 1 else 'them'} out")
+            one = len(changed) == 1
+            usage = " | ".join(other.usage for other in needs.values())
+            raise SpecError(f"{', '.join(changed)} {'chooses' if one else 'choose'} a device of this machine; with "
+                            f"--cluster each worker owns its devices (python -m host.cluster worker {usage}): leave "
+                            f"{'it' if one else 'them'} out")
 
 
 @dataclass(frozen=True)
@@ -77,13 +82,16 @@ class WorkerInfo:
 class Cluster:
     """A connection to one Dask scheduler for one sweep (a context manager that closes it)."""
 
-    def __init__(self, address: str, wait_s: float, gpu_model: str | None = None):
+    def __init__(self, address: str, wait_s: float, model: str | None = None):
+        """`model` (--cluster-gpu): rows of a target whose devices have model names go to workers holding that
+        model only."""
         self.address = check_address(address)
         self.wait_s = wait_s
-        self.gpu = gpu_resource(gpu_model) if gpu_model else TARGET_RESOURCES["gpu"]
-        if gpu_model is not None and self.gpu == TARGET_RESOURCES["gpu"]:
-            raise SpecError(f"--cluster-gpu {gpu_model!r} names no GPU model; allowed: a model as workers print it, "
+        if model is not None and not model_slug(model):
+            raise SpecError(f"--cluster-gpu {model!r} names no GPU model; allowed: a model as workers print it, "
                             "e.g. 'NVIDIA H200'")
+        self.model = model
+        self.needs = cluster_needs()
         # The client logs its lost connections itself; the sweep says so once, in one line (LinkError below).
         logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
         try:
@@ -99,9 +107,12 @@ class Cluster:
         self.client.close()
 
     def resource(self, target: str) -> str | None:
-        """The resource one row of `target` needs: a board, a GPU (of the model --cluster-gpu names), or none."""
-        need = TARGET_RESOURCES.get(target)
-        return self.gpu if need == TARGET_RESOURCES["gpu"] else need
+        """The resource one row of `target` needs (its ClusterNeeds.resource; of the model --cluster-gpu names where
+        its devices have models), or none."""
+        needs = self.needs.get(target)
+        if needs is None:
+            return None
+        return model_resource(needs.resource, self.model) if self.model and needs.model else needs.resource
 
     def workers(self) -> list[WorkerInfo]:
         info = self.client.scheduler_info(n_workers=-1)["workers"]
@@ -124,13 +135,17 @@ class Cluster:
         workers = self.workers()
         missing = {}
         for target in targets:
-            need = self.resource(target)
+            need, needs = self.resource(target), self.needs.get(target)
             if not any(worker.holds(need) for worker in workers):
-                models = sorted({name for w in workers for name in w.resources if name.startswith("gpu-")})
-                held = f"; GPU models held: {', '.join(models) or 'none'}" if target == "gpu" else ""
+                held = ""
+                if needs is not None and needs.model is not None:
+                    prefix = needs.resource + "-"
+                    models = sorted({name for w in workers for name in w.resources if name.startswith(prefix)})
+                    held = f"; {needs.resource} models held: {', '.join(models) or 'none'}"
+                usage = needs.usage if needs is not None else ""
                 missing[target] = (f"no worker of {self.address} holds {need}{held} (workers: "
                                    f"{', '.join(sorted(w.name for w in workers))}; a worker with one starts with "
-                                   f"python -m host.cluster worker {'--gpu' if target == 'gpu' else '--board PORT'})")
+                                   f"python -m host.cluster worker {usage})")
         return missing
 
     def rows(self, jobs: list[Job], calls: dict[str, tuple[int, int]], settings: dict[str, object],

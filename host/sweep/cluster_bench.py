@@ -4,8 +4,9 @@ Starts a scheduler and one worker on this machine (python -m host.cluster), time
 worker of the same kind, times the same sweep again (a fresh OUT, so every row is measured again), and prints the
 wall times and their ratio. The workers own board twins (--sim) or GPUs (--gpu 0,1); the sweep's own options follow
 `--`. Besides wall times it prints the row throughput: rows per second from the first row arriving to the last (the
-sweep's start, connecting and the report come before and after it). Each worker's numpy gets half the host's cores (OMP_NUM_THREADS and friends) in both sweeps: its share when
-both run. Both sweeps' results stay under OUT (one/ and two/) beside bench.txt, the table printed last.
+sweep's start, connecting and the report come before and after it). Each worker's numpy gets half the host's cores
+(OMP_NUM_THREADS and friends) in both sweeps: its share when both run. Both sweeps' results stay under OUT (one/ and
+two/) beside bench.txt, the table printed last.
 
     python -m host.sweep.cluster_bench --sim --out reports/cluster/twins -- --targets mcu --seq 256 --dim 32 --heads 2
     python -m host.sweep.cluster_bench --gpu 0,1 --out reports/cluster/gpus -- --targets gpu --kernels flash --seq 4096
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             indices = args.gpu.split(",")
             if len(indices) != 2 or not all(index.isascii() and index.isdigit() for index in indices):
                 raise SpecError(f"--gpu {args.gpu!r} is not two GPU indices; allowed: I,J such as 0,1")
-            worker_args = [["--gpu", index] for index in indices]
+            worker_args = [["--gpu-device", "cuda", "--gpu", index] for index in indices]
         else:
             worker_args = [["--sim"], ["--sim"]]
         out = output_folder(args.out)

@@ -1,14 +1,16 @@
 """`python -m host.cluster`: the nodes of a kbench cluster (docs/cluster.md), each started with one command.
 
-    python -m host.cluster scheduler [--port 8786]                    the Dask scheduler the sweep connects to
-    python -m host.cluster worker --scheduler tcp://HOST:8786 --board /dev/ttyACM0   a worker owning a board
-    python -m host.cluster worker --scheduler tcp://HOST:8786 --gpu 1               a worker owning GPU 1
-    python -m host.cluster worker --scheduler tcp://HOST:8786 --sim                 a worker owning a board twin
-    python -m host.cluster worker --scheduler tcp://HOST:8786                       a worker for cpu and asic rows
+    python -m host.cluster scheduler [--port 8786]                          the Dask scheduler the sweep connects to
+    python -m host.cluster worker --scheduler tcp://HOST:8786 --serial /dev/ttyACM0   a worker owning a board
+    python -m host.cluster worker --scheduler tcp://HOST:8786 --gpu-device cuda --gpu 1   a worker owning GPU 1
+    python -m host.cluster worker --scheduler tcp://HOST:8786 --sim                   a worker owning a board twin
+    python -m host.cluster worker --scheduler tcp://HOST:8786                         a worker for rows of no device
 
-A worker checks its devices before it joins (the board answers HELLO and gets its code deployed, CuPy sees the GPU),
-then advertises them as Dask resources and measures one row at a time until it is stopped (Ctrl-C or SIGTERM, which
-close the board's link). A sweep then runs there with `python -m host.compare --cluster tcp://HOST:8786 ...`.
+The worker's device options are the targets' own (host/target_api.py ClusterNeeds: the same flags as host.compare's,
+with `--gpu INDEX` beside --gpu-device cuda). A worker checks its devices before it joins (the board answers HELLO and
+gets its code deployed, CuPy sees the GPU), then advertises them as Dask resources and measures one row at a time
+until it is stopped (Ctrl-C or SIGTERM, which close the board's link). A sweep then runs there with
+`python -m host.compare --cluster tcp://HOST:8786 ...`.
 Exit status: 0 stopped; 1 a device or the scheduler could not be reached; 2 bad arguments.
 """
 
@@ -22,10 +24,10 @@ import os
 import platform
 import signal
 import sys
-from pathlib import Path
 
 from host.cli_common import Parser, guard, integer, real
-from host.errors import SpecError, UnavailableError
+from host.errors import UnavailableError
+from host.sweep.registry import cluster_needs
 
 DEFAULT_PORT = 8786
 DEFAULT_SCHEDULER = f"tcp://127.0.0.1:{DEFAULT_PORT}"
@@ -34,34 +36,25 @@ DEFAULT_SCHEDULER = f"tcp://127.0.0.1:{DEFAULT_PORT}"
 CONNECT_S = 30.0
 
 
-def _settings_class(target: str) -> type:
-    """A target's typed Settings, found by name in the registry (host code imports no target directly)."""
-    from host.sweep.registry import TARGETS
-
-    return importlib.import_module(TARGETS[target]).Settings
-
-
 def _worker_parser(sub: argparse._SubParsersAction) -> None:
-    default_baud = _settings_class("mcu")().baud
     parser = sub.add_parser("worker", help="start a worker owning this machine's board, twin or GPU",
                             description="Start a Dask worker for kbench sweeps, owning the devices named here.")
     parser.add_argument("--scheduler", default=DEFAULT_SCHEDULER, metavar="ADDRESS",
                         help=f"the scheduler's address (default {DEFAULT_SCHEDULER})")
     parser.add_argument("--name", default=None, help="the worker's name in rows and logs (default: host and device)")
-    board = parser.add_mutually_exclusive_group()
-    board.add_argument("--board", metavar="PORT", default=None, help="a board on this serial port, e.g. /dev/ttyACM0")
-    board.add_argument("--sim", action="store_true", help="a board twin (python -m mcu.sim), started and deployed here")
-    parser.add_argument("--baud", type=integer("baud", 1200, 12_000_000), default=default_baud,
-                        help=f"the board's baud rate, ignored by USB CDC (default {default_baud})")
-    parser.add_argument("--sim-faults", metavar="SPEC", default="", help="line faults for the twin (docs/twin.md)")
-    gpu = parser.add_mutually_exclusive_group()
-    gpu.add_argument("--gpu", nargs="?", const="", default=None, metavar="INDEX",
-                     help="a CUDA GPU: its index (sets CUDA_VISIBLE_DEVICES), or none for the one CUDA shows first")
-    gpu.add_argument("--fake-gpu", action="store_true",
-                     help="the numpy fake GPU instead (for trying a cluster out on machines without one)")
+    devices = {}
+    for target, needs in cluster_needs().items():
+        group = parser.add_argument_group(f"{target} device, owned when one of these is given ({needs.usage}; its "
+                                          f"rows ask for {needs.resource})")
+        needs.add_options(group)
+        dests = {}
+        for action in group._group_actions:
+            action.default = argparse.SUPPRESS  # an option not given is absent: a device is owned when one is given
+            dests.update({flag: action.dest for flag in action.option_strings})
+        devices[target] = {field: dests[flag] for field, flag in needs.options.items()}
     parser.add_argument("--connect-timeout", type=real("connect-timeout", 1, 3600), default=CONNECT_S,
                         help=f"seconds to reach the scheduler before giving up (default {CONNECT_S:g})")
-    parser.set_defaults(handler=worker)
+    parser.set_defaults(handler=worker, devices=devices)
 
 
 def _scheduler_parser(sub: argparse._SubParsersAction) -> None:
@@ -74,51 +67,36 @@ def _scheduler_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def owned_devices(args: argparse.Namespace) -> dict[str, object]:
-    """The worker's devices as target settings: the board or twin (mcu), the GPU (gpu)."""
-    BoardSettings, GpuSettings = _settings_class("mcu"), _settings_class("gpu")
-    if args.sim_faults and not args.sim:
-        raise SpecError(f"--sim-faults {args.sim_faults!r} needs --sim (faults are injected by the twin)")
+    """The worker's devices as target settings: each target one of whose device options was given, its Settings
+    built from those (validated there: SpecError on a bad combination)."""
+    needs = cluster_needs()
     owned: dict[str, object] = {}
-    if args.board or args.sim:
-        if args.sim_faults:
-            from mcu.sim.faults import FaultSpec
-
-            FaultSpec.parse(args.sim_faults, "--sim-faults")
-        owned["mcu"] = BoardSettings(serial=args.board, baud=args.baud, sim=args.sim, sim_faults=args.sim_faults)
-    if args.gpu is not None or args.fake_gpu:
-        owned["gpu"] = GpuSettings(device="fake" if args.fake_gpu else "cuda")
+    for target, dests in args.devices.items():
+        given = {field: getattr(args, dest) for field, dest in dests.items() if hasattr(args, dest)}
+        if given:
+            owned[target] = needs[target].settings(**given)
     return owned
 
 
-def default_name(args: argparse.Namespace) -> str:
-    """host-device: 'lab3-ttyACM0', 'lab3-gpu1', 'lab3-twin-4242' (a pid where one host may run several of a kind:
-    the scheduler refuses a second worker of the same name)."""
-    parts = [platform.node() or "host"]
-    if args.board:
-        parts.append(Path(args.board).name)
-    if args.sim:
-        parts.append(f"twin-{os.getpid()}")
-    if args.gpu is not None or args.fake_gpu:
-        parts.append(f"gpu{args.gpu}" if args.gpu else f"{'fake' if args.fake_gpu else ''}gpu-{os.getpid()}")
-    if len(parts) == 1:
-        parts.append(f"cpu-{os.getpid()}")
-    return "-".join(parts)
+def default_name(owned: dict[str, object]) -> str:
+    """host, the targets whose devices it owns, this process's id: 'lab3-mcu-4242', 'lab3-gpu-4243', 'lab3-4244'
+    (the scheduler refuses a second worker of the same name)."""
+    return "-".join([platform.node() or "host", *owned, str(os.getpid())])
 
 
 def worker(args: argparse.Namespace) -> int:
     from host.sweep.cluster import check_address
 
     check_address(args.scheduler, "--scheduler")
-    if args.gpu:
-        if not args.gpu.isascii() or not args.gpu.isdigit():
-            raise SpecError(f"--gpu {args.gpu!r} is not a GPU index; allowed: 0, 1, 2, ...")
-        os.environ["CUDA_VISIBLE_DEVICES"] = args.gpu  # before anything initialises CUDA
+    for needs in cluster_needs().values():
+        if needs.prepare is not None:
+            needs.prepare(args)  # before anything initialises a device (a GPU index: CUDA_VISIBLE_DEVICES)
     owned = owned_devices(args)
-    name = args.name or default_name(args)
+    name = args.name or default_name(owned)
     from host.sweep.worker import KbenchWorker
 
     plugin = KbenchWorker(owned)
-    say(f"{name}: checking {', '.join(owned) or 'no devices (cpu and asic rows only)'}")
+    say(f"{name}: checking {', '.join(owned) or 'no devices (rows that need none only)'}")
     plugin.open()  # a device that does not answer stops the worker here, before it joins
     try:
         return asyncio.run(_serve_worker(args.scheduler, name, plugin, args.connect_timeout))
@@ -193,12 +171,17 @@ def say(line: str) -> None:
     print(f"kbench cluster: {line}", file=sys.stderr, flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> Parser:
     parser = Parser(prog="python -m host.cluster", description=__doc__.split("\n\n")[0])
     parser.add_argument("--verbose", action="store_true", help="Dask's own log lines too (default: warnings only)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{scheduler,worker}")
     _scheduler_parser(sub)
     _worker_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
 
     def body() -> int:
         args = parser.parse_args(sys.argv[1:] if argv is None else argv)

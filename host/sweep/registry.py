@@ -1,6 +1,7 @@
 """The targets host.compare can run: the registry by name, and what the sweep asks of each target module before
-measuring (its option group, its typed settings, whether it can run here, its session). host/target_api.py says what
-a target module exposes; adding a target is one line in `TARGETS`.
+measuring (its option group, its typed settings, whether it can run here, its session), and what a cluster worker
+needs from each (`cluster_needs`: its device options and resource). host/target_api.py says what a target module
+exposes (`TargetModule`, `ClusterNeeds`); adding a target is one line in `TARGETS`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from host.errors import LinkError, SpecError, UnavailableError
+from host.target_api import ClusterNeeds
 
 #: target name → the module that implements it (host/target_api.py says what such a module exposes). Registering a
 #: target here is the only edit a new one needs: its options, settings and session come from its module.
@@ -21,6 +23,8 @@ TARGETS = {
     "mcu": "mcu.target",
     "asic": "codesign.target",
 }
+
+
 @dataclass(frozen=True)
 class TargetEntry:
     """A registered target: its module (None when it cannot be imported, with the reason) and the option names
@@ -126,3 +130,23 @@ def check_kernels(requested: tuple[str, ...] | None, entries: dict[str, TargetEn
         scope = f"targets {', '.join(chosen)}" if targets else "the targets"
         raise SpecError(f"--kernels: {scope} run no kernel {unknown[0]!r} with these options (a dtype or datapath "
                         f"option may exclude it); allowed: {', '.join(known) or 'none'}")
+
+
+def target_module(name: str) -> ModuleType:
+    """A registered target's module, imported by name (cheap: heavy imports are inside its functions)."""
+    return importlib.import_module(TARGETS[name])
+
+
+def cluster_needs() -> dict[str, ClusterNeeds]:
+    """{target: what a cluster worker needs from it (its CLUSTER)}, for the registered targets whose rows need a
+    device of a worker's own; the others run on any worker. A target that cannot be imported here is left out (no
+    worker on this machine can own its device)."""
+    found = {}
+    for name in TARGETS:
+        try:
+            needs = target_module(name).CLUSTER
+        except ImportError:
+            continue
+        if needs is not None:
+            found[name] = needs
+    return found

@@ -2,10 +2,12 @@
 devices the worker owns (a board's link session, a GPU) for the worker's whole life, and `run_row`, the task that
 measures one row there with the sweep's options.
 
-A worker advertises what it owns as Dask resources: a board is `stm32f407=1`, a GPU is `gpu=1` plus one resource
-named after its model (`gpu-nvidia-h200=1`, see `gpu_resource`), so a sweep can ask for a GPU of a given name. Rows
-of a target that needs no device (cpu, asic) need no resource and run on any worker. `python -m host.cluster worker`
-builds the plugin from its options; the sweep's side is host/sweep/cluster.py.
+What a worker owns, and how it says so, comes from the targets' own declarations (host/target_api.py ClusterNeeds,
+found through the registry): the settings fields that choose each device, and the Dask resource its rows need, one
+unit each (a board is `stm32f407=1`). A target whose devices have a model name also gets one resource named after
+the model (`gpu-nvidia-h200=1`, see `model_resource`), so a sweep can ask for a device of a given model. Rows of a
+target without a declaration need no resource and run on any worker. `python -m host.cluster worker` builds the
+plugin from its options; the sweep's side is host/sweep/cluster.py.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import importlib
 import itertools
 import os
 import platform
@@ -24,48 +25,49 @@ import threading
 
 from distributed import WorkerPlugin, get_worker
 
-from host.sweep.registry import TARGETS
 from host.errors import UnavailableError
 from host.results import Result
 from host.sweep.jobs import Job, LastInputs, measure
+from host.sweep.registry import cluster_needs, target_module
 from host.target_api import RunContext, git_revision
 
 PLUGIN_NAME = "kbench"
 #: Test hook: a worker whose environment sets this to N kills itself (SIGKILL) as its Nth row starts, so fault tests
 #: lose a worker mid-row at a known point instead of racing a timer.
 DIE_AT_ROW_ENV = "KBENCH_WORKER_DIE_AT_ROW"
-BOARD_RESOURCE = "stm32f407"
-GPU_RESOURCE = "gpu"
-#: The resource a row of each target needs (one unit); a target not named here needs none and runs anywhere.
-TARGET_RESOURCES = {"mcu": BOARD_RESOURCE, "gpu": GPU_RESOURCE}
-#: The settings fields a worker decides for the device it owns (with the host.compare flag that sets each locally):
-#: which board or twin, which GPU backend. The sweep's other options (tiles, dtypes, kernels) apply on every worker.
-OWNED_FLAGS = {"mcu": {"serial": "--serial", "baud": "--baud", "sim": "--sim", "sim_faults": "--sim-faults"},
-               "gpu": {"device": "--gpu-device"}}
 
 
-def gpu_resource(model: str) -> str:
-    """The resource naming a GPU model: 'NVIDIA H200' → 'gpu-nvidia-h200' (lower case, runs of other characters
-    become one '-'). The same rule turns a sweep's --cluster-gpu into the resource it asks for."""
-    slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
-    return f"{GPU_RESOURCE}-{slug}" if slug else GPU_RESOURCE
+def model_slug(model: str) -> str:
+    """A model name as a resource suffix: 'NVIDIA H200' → 'nvidia-h200' (lower case, runs of other characters
+    become one '-'); '' when nothing of it is left."""
+    return re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
+
+
+def model_resource(resource: str, model: str) -> str:
+    """The resource naming a device model: ('gpu', 'NVIDIA H200') → 'gpu-nvidia-h200'; the resource itself when
+    the model leaves no name. The same rule turns a sweep's --cluster-gpu into the resource it asks for."""
+    slug = model_slug(model)
+    return f"{resource}-{slug}" if slug else resource
 
 
 class KbenchWorker(WorkerPlugin):
     """The devices one worker owns, opened when the worker starts (a board answers HELLO and has its code deployed
     once, by its target's open_session) and closed when it stops. `owned` maps a target name to its settings for the
-    device (mcu: the board's port or the twin; gpu: the CUDA device or the fake). Opening fails the worker's start,
-    so a worker whose device does not answer never joins the cluster."""
+    device (built from the target's device options; the target must declare CLUSTER). Opening fails the worker's
+    start, so a worker whose device does not answer never joins the cluster."""
 
     name = PLUGIN_NAME
 
     def __init__(self, owned: dict[str, object]):
-        unknown = [target for target in owned if target not in OWNED_FLAGS]
+        needs = cluster_needs()
+        unknown = [target for target in owned if target not in needs]
         if unknown:
-            raise ValueError(f"a worker owns devices of {', '.join(OWNED_FLAGS)}; got {unknown[0]!r}")
+            raise ValueError(f"a worker owns devices of {', '.join(needs)}; got {unknown[0]!r}")
         self.owned = dict(owned)
+        self.needs = {target: needs[target] for target in owned}
         self.sessions: dict[str, object] = {}
         self.devices: dict[str, str] = {}
+        self.models: dict[str, str] = {}
         self.opened = False
         self._stack = contextlib.ExitStack()
 
@@ -80,7 +82,7 @@ class KbenchWorker(WorkerPlugin):
         """Open every owned device; UnavailableError (with the reason) when one cannot run here."""
         try:
             for target, settings in self.owned.items():
-                module = importlib.import_module(TARGETS[target])
+                module = target_module(target)
                 ok, reason = module.available(settings)
                 if not ok:
                     raise UnavailableError(f"{target}: {reason}")
@@ -88,6 +90,9 @@ class KbenchWorker(WorkerPlugin):
                 session = self._stack.enter_context(opener(settings)) if opener else None
                 self.sessions[target] = session
                 self.devices[target] = module.device(settings, session)
+                model = self.needs[target].model
+                if model is not None:
+                    self.models[target] = model(settings, session)
             self.opened = True
         except BaseException:
             self.close()
@@ -99,12 +104,12 @@ class KbenchWorker(WorkerPlugin):
         self.opened = False
 
     def resources(self) -> dict[str, float]:
-        """The Dask resources this worker advertises for what it owns (after `open`: a GPU's model names one)."""
+        """The Dask resources this worker advertises for what it owns (after `open`: a device's model names one)."""
         found: dict[str, float] = {}
-        for target in self.owned:
-            found[TARGET_RESOURCES[target]] = 1
-            if target == "gpu" and self.devices.get(target):
-                found[gpu_resource(self.devices[target].split(" (")[0])] = 1
+        for target, needs in self.needs.items():
+            found[needs.resource] = 1
+            if target in self.models:
+                found[model_resource(needs.resource, self.models[target])] = 1
         return found
 
     def settings_for(self, target: str, sweep_settings: object) -> object:
@@ -114,7 +119,8 @@ class KbenchWorker(WorkerPlugin):
             return sweep_settings
         if sweep_settings is None:
             return owned
-        return dataclasses.replace(sweep_settings, **{name: getattr(owned, name) for name in OWNED_FLAGS[target]})
+        fields = self.needs[target].options
+        return dataclasses.replace(sweep_settings, **{name: getattr(owned, name) for name in fields})
 
 
 _row_lock = threading.Lock()
@@ -129,13 +135,13 @@ def run_row(job: Job, calls: tuple[int, int], sweep_settings: object, context: R
     if os.environ.get(DIE_AT_ROW_ENV) == str(next(_rows_started)):
         os.kill(os.getpid(), signal.SIGKILL)
     plugin: KbenchWorker | None = worker.plugins.get(PLUGIN_NAME)
-    module = importlib.import_module(TARGETS[job.target])
+    module = target_module(job.target)
     here = dataclasses.replace(context, host=platform.node(), git_rev=_revision())
     name = str(worker.name)
-    needs = TARGET_RESOURCES.get(job.target)
+    needs = cluster_needs().get(job.target)
     if needs and (plugin is None or job.target not in plugin.owned):
         row = here.result(job.problem, target=job.target, kernel=job.kernel, device="", status="error",
-                          message=f"worker {name} ({worker.address}) holds no {needs} for the kbench plugin "
+                          message=f"worker {name} ({worker.address}) holds no {needs.resource} for the kbench plugin "
                                   "(start workers with python -m host.cluster worker)")
         return [row.replace(worker=name)]
     settings = plugin.settings_for(job.target, sweep_settings) if plugin else sweep_settings

@@ -23,7 +23,8 @@ from helpers import ROOT, gpu_missing, run_module
 pytest.importorskip("distributed", reason="Dask distributed is not installed (pip install -e '.[cluster]')")
 
 from host.sweep.cluster_bench import Node
-from host.sweep.worker import DIE_AT_ROW_ENV, KbenchWorker, gpu_resource
+from host.sweep.nodes import build_parser, default_name, owned_devices
+from host.sweep.worker import DIE_AT_ROW_ENV, KbenchWorker, model_resource
 
 
 class Cluster:
@@ -157,7 +158,7 @@ def test_a_killed_sweep_resumes_on_the_cluster_and_ctrl_c_cancels_its_tasks(clus
 
 
 def test_gpu_rows_split_between_two_gpu_workers(cluster, tmp_path):
-    (_, gpu_a), (_, gpu_b) = cluster.worker("--fake-gpu"), cluster.worker("--fake-gpu")
+    (_, gpu_a), (_, gpu_b) = cluster.worker("--gpu-device", "fake"), cluster.worker("--gpu-device", "fake")
     out = tmp_path / "out"
     done = sweep(cluster, out, "--targets", "gpu", "--kernels", "naive,flash", "--seq", "17,64,97,128", "--dim", "32",
                  "--heads", "2")
@@ -169,6 +170,7 @@ def test_gpu_rows_split_between_two_gpu_workers(cluster, tmp_path):
     assert set(by_worker) == {gpu_a, gpu_b}, by_worker
     other = sweep(cluster, tmp_path / "h200", "--targets", "gpu", "--seq", "17", "--cluster-gpu", "NVIDIA H200")
     assert other.returncode == 2 and "gpu-nvidia-h200" in other.stderr
+    assert "gpu models held: gpu-fake-gpu" in other.stderr, "the models the workers hold are named"
 
 
 def test_a_lost_scheduler_ends_the_sweep_in_one_line_and_keeps_its_rows(cluster, tmp_path):
@@ -198,7 +200,7 @@ def test_gpu_rows_split_between_two_real_gpus(cluster, tmp_path):
 
     if cupy.cuda.runtime.getDeviceCount() < 2:
         pytest.skip("needs two CUDA GPUs")
-    (_, gpu_a), (_, gpu_b) = cluster.worker("--gpu", "0"), cluster.worker("--gpu", "1")
+    (_, gpu_a), (_, gpu_b) = (cluster.worker("--gpu-device", "cuda", "--gpu", index) for index in "01")
     out = tmp_path / "out"
     done = sweep(cluster, out, "--targets", "gpu", "--kernels", "flash", "--seq", "1024,2048", "--dim", "64",
                  "--heads", "8", "--batch", "1,2")
@@ -221,10 +223,15 @@ def test_cluster_arguments_are_checked_in_one_line(tmp_path):
         assert done.returncode == status and words in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     workers = [(("--gpu", "x"), 2, "not a GPU index"), (("--sim-faults", "drop=0.1"), 2, "needs --sim"),
+               (("--gpu", "1"), 2, "give --gpu-device cuda too"),
+               (("--gpu-device", "fake", "--gpu", "1"), 2, "give --gpu-device cuda too"),
+               (("--serial", "/dev/ttyACM0", "--sim"), 2, "--serial and --sim both given"),
+               (("--sim", "--sim-faults", "drop=2"), 2, "--sim-faults"),
+               (("--board", "/dev/ttyACM0"), 2, "--board"), (("--fake-gpu",), 2, "--fake-gpu"),
                (("--scheduler", "nowhere"), 2, "--scheduler 'nowhere' is not a scheduler address"),
                (("--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "2"), 1, "not reached within 2 s")]
     if gpu_missing():
-        workers.append((("--scheduler", "tcp://127.0.0.1:1", "--gpu"), 1, "gpu: "))
+        workers.append((("--scheduler", "tcp://127.0.0.1:1", "--gpu-device", "cuda"), 1, "gpu: "))
     for args, status, words in workers:
         done = run_module("host.cluster", "worker", *args, timeout=120)
         assert done.returncode == status and words in done.stderr, (args, done.stderr)
@@ -242,11 +249,14 @@ def test_a_local_sweep_never_imports_dask():
 
 
 def test_resources_name_gpu_models_and_workers_own_their_device_settings():
-    assert gpu_resource("NVIDIA H200") == "gpu-nvidia-h200"
-    assert gpu_resource("NVIDIA GeForce RTX 4090 (128 SMs)".split(" (")[0]) == "gpu-nvidia-geforce-rtx-4090"
-    assert gpu_resource("???") == "gpu"
+    assert model_resource("gpu", "NVIDIA H200") == "gpu-nvidia-h200"
+    assert model_resource("gpu", "NVIDIA GeForce RTX 4090") == "gpu-nvidia-geforce-rtx-4090"
+    assert model_resource("gpu", "???") == "gpu"
     from kernels.target import Settings as GpuSettings
+    from kernels.target import model
     from mcu.target import Settings as BoardSettings
+
+    assert model(GpuSettings(device="fake")) == "fake GPU", "the target names its model; no description is parsed"
 
     worker = KbenchWorker({"gpu": GpuSettings(device="fake"), "mcu": BoardSettings(sim=True)})
     sweep_gpu = GpuSettings(device="cuda", dtypes=("float16",), tile=(64, 32))
@@ -256,3 +266,39 @@ def test_resources_name_gpu_models_and_workers_own_their_device_settings():
     assert worker.resources() == {"gpu": 1, "stm32f407": 1}, "before open: no model resource yet"
     with pytest.raises(ValueError, match="'cpu'"):
         KbenchWorker({"cpu": None})
+
+
+def test_a_worker_owns_what_the_targets_device_options_name():
+    """The worker's flags are the targets' own (their CLUSTER declarations); a device is owned when one is given."""
+    from kernels.target import Settings as GpuSettings
+    from mcu.target import Settings as BoardSettings
+
+    parser = build_parser()
+
+    def owned(*argv: str) -> dict:
+        return owned_devices(parser.parse_args(["worker", *argv]))
+
+    assert owned() == {}
+    assert owned("--sim", "--sim-faults", "drop=0.1") == {"mcu": BoardSettings(sim=True, sim_faults="drop=0.1")}
+    assert owned("--serial", "/dev/ttyACM0", "--baud", "9600") == {"mcu": BoardSettings(serial="/dev/ttyACM0",
+                                                                                         baud=9600)}
+    assert owned("--gpu-device", "fake") == {"gpu": GpuSettings(device="fake")}
+    assert owned("--gpu-device", "cuda", "--gpu", "1") == {"gpu": GpuSettings(device="cuda")}
+    both = owned("--gpu-device", "fake", "--sim")
+    assert set(both) == {"gpu", "mcu"} and default_name(both).endswith(f"-gpu-mcu-{os.getpid()}")
+
+
+def test_no_sweep_module_names_a_target_a_field_or_a_resource():
+    """host/sweep's cluster code reads the targets' declarations: no target, field or resource is spelled there."""
+    import ast
+
+    named = {"cpu", "gpu", "mcu", "asic", "stm32f407", "serial", "sim", "sim_faults", "baud", "device", "--serial",
+             "--sim", "--sim-faults", "--baud", "--gpu-device", "--gpu", "cuda", "fake"}
+    for name in ("worker.py", "cluster.py", "nodes.py"):
+        tree = ast.parse((ROOT / "host" / "sweep" / name).read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        strings = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                   and isinstance(node.value, str) and id(node) not in docstrings}
+        assert not strings & named, (name, strings & named)
