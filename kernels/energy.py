@@ -41,6 +41,56 @@ def _handle(pynvml, device_id: int):
         return pynvml.nvmlDeviceGetHandleByIndex(device_id)
 
 
+class _PowerSampler:
+    """Board power read every SAMPLE_S in a thread, for boards without NVML's total-energy counter."""
+
+    def __init__(self, pynvml, handle):
+        self.samples: list[float] = []
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, args=(pynvml, handle), daemon=True)
+        self._thread.start()
+
+    def _sample(self, pynvml, handle) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append(pynvml.nvmlDeviceGetPowerUsage(handle) / 1e3)  # W
+            except pynvml.NVMLError as exc:  # no power reading either: say so, do not trace back
+                self.failures.append(str(exc))
+                return
+            time.sleep(SAMPLE_S)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _batch(call: Callable[[], object], synchronize: Callable[[], None], window_s: float) -> int:
+    """Calls per batch: about a quarter of the window, from one call's time."""
+    synchronize()
+    start = time.perf_counter()
+    call()
+    synchronize()
+    one = max(time.perf_counter() - start, 1e-6)
+    return max(1, min(10_000, int(window_s / one / 4)))
+
+
+def _window(call: Callable[[], object], synchronize: Callable[[], None], batch: int,
+            window_s: float) -> tuple[int, float]:
+    """Whole batches of back-to-back calls until the window is long enough (however the first call's time misled);
+    return (calls, seconds)."""
+    start = time.perf_counter()
+    calls = 0
+    while True:
+        for _ in range(batch):
+            call()
+        synchronize()
+        calls += batch
+        elapsed = time.perf_counter() - start
+        if elapsed >= window_s:
+            return calls, elapsed
+
+
 def measure(call: Callable[[], object], synchronize: Callable[[], None], device_id: int = 0,
             window_s: float = WINDOW_S) -> Energy:
     """Energy per call of `call` (asynchronous launches; `synchronize` waits for them), over a window of at least
@@ -53,65 +103,34 @@ def measure(call: Callable[[], object], synchronize: Callable[[], None], device_
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
         return Energy(None, reason=f"NVML unavailable: {exc}")
-    stop = threading.Event()
     sampler = None
     try:
         handle = _handle(pynvml, device_id)
-        synchronize()
-        start = time.perf_counter()
-        call()
-        synchronize()
-        one = max(time.perf_counter() - start, 1e-6)
-        batch = max(1, min(10_000, int(window_s / one / 4)))  # about a quarter of the window per batch
+        batch = _batch(call, synchronize, window_s)
         try:
             before = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)  # mJ since the driver loaded
-            counter = True
         except pynvml.NVMLError:
-            counter = False
-        samples: list[float] = []
-        failures: list[str] = []
-        if not counter:
-            def sample() -> None:
-                while not stop.is_set():
-                    try:
-                        samples.append(pynvml.nvmlDeviceGetPowerUsage(handle) / 1e3)  # W
-                    except pynvml.NVMLError as exc:  # no power reading either: say so, do not trace back
-                        failures.append(str(exc))
-                        return
-                    time.sleep(SAMPLE_S)
-
-            sampler = threading.Thread(target=sample, daemon=True)
-            sampler.start()
-        start = time.perf_counter()
-        calls = 0
-        while True:  # whole batches until the window is long enough, however the first call's time misled
-            for _ in range(batch):
-                call()
-            synchronize()
-            calls += batch
-            elapsed = time.perf_counter() - start
-            if elapsed >= window_s:
-                break
-        if counter:
+            before = None
+            sampler = _PowerSampler(pynvml, handle)
+        calls, elapsed = _window(call, synchronize, batch, window_s)
+        if sampler is None:
             joules = (pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) - before) / 1e3
             how = "NVML total-energy counter"
         else:
-            stop.set()
-            sampler.join()
-            if not samples:
+            sampler.stop()
+            if not sampler.samples:
                 return Energy(None, reason="NVML gave no power reading during the window"
-                                           + (f" ({failures[0]})" if failures else ""))
-            joules = sum(samples) / len(samples) * elapsed
-            how = f"NVML power readings ({len(samples)} samples) integrated"
+                                           + (f" ({sampler.failures[0]})" if sampler.failures else ""))
+            joules = sum(sampler.samples) / len(sampler.samples) * elapsed
+            how = f"NVML power readings ({len(sampler.samples)} samples) integrated"
         if joules <= 0:
             return Energy(None, reason=f"the {how} did not advance over {elapsed:.2f} s")
         return Energy(joules / calls, f"measured: {how} over {calls} back-to-back calls ({elapsed:.2f} s)")
     except Exception as exc:  # noqa: BLE001 - energy is an extra: its failure must not cost the row its figures
         return Energy(None, reason=f"energy not measured: {type(exc).__name__}: {exc}")
     finally:
-        stop.set()
         if sampler is not None:
-            sampler.join()
+            sampler.stop()
         try:
             pynvml.nvmlShutdown()
         except pynvml.NVMLError:
