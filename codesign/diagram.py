@@ -22,35 +22,42 @@ NAME = "codesign_datapath"
 DEFAULT_OUT = Path("reports/latest/diagram")
 
 
-def draw(dp: Datapath, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
+class _Canvas:
+    """The figure's axes with the diagram's two drawing verbs: a unit's box and a labelled arrow."""
 
-    fig, ax = plt.subplots(figsize=(13, 7.2))
-    ax.set_xlim(0, 130)
-    ax.set_ylim(-3, 72)
-    ax.axis("off")
+    def __init__(self, ax):
+        self.ax = ax
 
-    def box(x, y, w, h, title, lines=(), colour=UNIT):
-        ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.4", facecolor=colour, edgecolor="#333"))
-        ax.text(x + w / 2, y + h - 2.2, title, ha="center", va="top", fontsize=10, weight="bold")
+    def box(self, x, y, w, h, title, lines=(), colour=UNIT) -> None:
+        from matplotlib.patches import FancyBboxPatch
+
+        self.ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.4", facecolor=colour, edgecolor="#333"))
+        self.ax.text(x + w / 2, y + h - 2.2, title, ha="center", va="top", fontsize=10, weight="bold")
         for i, line in enumerate(lines):
-            ax.text(x + w / 2, y + h - 5.6 - 2.9 * i, line, ha="center", va="top", fontsize=8)
+            self.ax.text(x + w / 2, y + h - 5.6 - 2.9 * i, line, ha="center", va="top", fontsize=8)
 
-    def arrow(start, end, label="", offset=(0, 1.2), bend=0.0):
-        ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color="#444",
-                                     connectionstyle=f"arc3,rad={bend}", linewidth=1.2))
+    def arrow(self, start, end, label="", offset=(0, 1.2), bend=0.0) -> None:
+        from matplotlib.patches import FancyArrowPatch
+
+        self.ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color="#444",
+                                          connectionstyle=f"arc3,rad={bend}", linewidth=1.2))
         if label:
-            ax.text((start[0] + end[0]) / 2 + offset[0], (start[1] + end[1]) / 2 + offset[1], label, ha="center",
-                    fontsize=7.5, color="#222")
+            self.ax.text((start[0] + end[0]) / 2 + offset[0], (start[1] + end[1]) / 2 + offset[1], label,
+                         ha="center", fontsize=7.5, color="#222")
 
-    box(2, 28, 12, 16, "DRAM", [f"{dp.dram_bytes_per_cycle:g} B/cycle"], MEMORY)
-    box(22, 54, 14, 11, "Q buffer", [f"{dp.q_buffer_kb:g} KB", f"tiles of {dp.rows} rows"], MEMORY)
-    box(22, 38, 14, 11, "K buffer", [f"{dp.k_buffer_kb:g} KB", f"blocks of {dp.cols} keys"], MEMORY)
-    box(22, 22, 14, 11, "V buffer", [f"{dp.v_buffer_kb:g} KB", f"blocks of {dp.cols} keys"], MEMORY)
-    # the array, with a small grid of cells
+
+def _memories(canvas: _Canvas, dp: Datapath) -> None:
+    canvas.box(2, 28, 12, 16, "DRAM", [f"{dp.dram_bytes_per_cycle:g} B/cycle"], MEMORY)
+    canvas.box(22, 54, 14, 11, "Q buffer", [f"{dp.q_buffer_kb:g} KB", f"tiles of {dp.rows} rows"], MEMORY)
+    canvas.box(22, 38, 14, 11, "K buffer", [f"{dp.k_buffer_kb:g} KB", f"blocks of {dp.cols} keys"], MEMORY)
+    canvas.box(22, 22, 14, 11, "V buffer", [f"{dp.v_buffer_kb:g} KB", f"blocks of {dp.cols} keys"], MEMORY)
+
+
+def _array(canvas: _Canvas, dp: Datapath) -> None:
+    """The array, with a small grid of cells."""
+    from matplotlib.patches import FancyBboxPatch, Rectangle
+
+    ax = canvas.ax
     ax.add_patch(FancyBboxPatch((45, 26), 26, 36, boxstyle="round,pad=0.4", facecolor=ARRAY, edgecolor="#333"))
     ax.text(58, 60, f"systolic array {dp.rows}×{dp.cols}", ha="center", va="top", fontsize=10, weight="bold")
     ax.text(58, 56.8, f"{dp.dataflow} dataflow, Q15 × Q15 MACs", ha="center", va="top", fontsize=8)
@@ -60,15 +67,23 @@ def draw(dp: Datapath, path: Path) -> None:
         for j in range(cells):
             ax.add_patch(Rectangle((49.5 + j * 3.0, 30 + i * 3.2), 2.4, 2.5, facecolor="white", edgecolor="#5a5"))
     ax.text(58, 27.2, "QKᵀ per (tile, block), then P·V", ha="center", fontsize=7.5)
-    box(80, 50, 18, 13, "score unit", ["z = sat32(RSH(acc·M, r))", "Q15.16, base-2 units"])
-    box(80, 23, 18, 23, "softmax unit", [f"block max (tree of {dp.cols})", "EXP2: 64-entry table",
-                                         f"+ interpolation, {dp.exp_lanes} lanes", "running max m, sum l",
-                                         "α = EXP2(m_b − m)", "rescale l, A by α"])
-    box(80, 3, 18, 14, "O accumulators", [f"A: {OUTPUT_ACC_BITS}-bit × d per row",
-                                                f"O buffer {dp.o_buffer_kb:g} KB", "A = RSH(A·α, 15) + Σ p·v"],
-        MEMORY)
-    box(106, 3, 21, 14, "divider", [f"{dp.dividers} × iterative, {dp.div_latency} cycles",
-                                    "l normalised to 16 bits", "o = sat16(A' / l')"])
+
+
+def _units(canvas: _Canvas, dp: Datapath) -> None:
+    canvas.box(80, 50, 18, 13, "score unit", ["z = sat32(RSH(acc·M, r))", "Q15.16, base-2 units"])
+    canvas.box(80, 23, 18, 23, "softmax unit", [f"block max (tree of {dp.cols})", "EXP2: 64-entry table",
+                                                f"+ interpolation, {dp.exp_lanes} lanes", "running max m, sum l",
+                                                "α = EXP2(m_b − m)", "rescale l, A by α"])
+    canvas.box(80, 3, 18, 14, "O accumulators", [f"A: {OUTPUT_ACC_BITS}-bit × d per row",
+                                                 f"O buffer {dp.o_buffer_kb:g} KB", "A = RSH(A·α, 15) + Σ p·v"],
+               MEMORY)
+    canvas.box(106, 3, 21, 14, "divider", [f"{dp.dividers} × iterative, {dp.div_latency} cycles",
+                                           "l normalised to 16 bits", "o = sat16(A' / l')"])
+
+
+def _flows(canvas: _Canvas, dp: Datapath) -> None:
+    """The arrows: what moves between the units, with its width."""
+    arrow = canvas.arrow
     arrow((14, 40), (22, 59), "Q tiles (int16)", (-3, 1))
     arrow((14, 37), (22, 43), "K blocks", (0, 1))
     arrow((14, 32), (22, 27), "V blocks", (-1, -3))
@@ -81,9 +96,26 @@ def draw(dp: Datapath, path: Path) -> None:
     arrow((71, 28), (80, 12), f"Σ p·v ({dp.acc_bits} b)", (-7, -1))
     arrow((89, 23), (89, 17.5), "α, l", (3, -0.8))
     arrow((98, 10), (106, 10), "A, l", (0, 1.0))
-    ax.plot([116.5, 116.5, 8, 8], [3, -1.5, -1.5, 27], color="#444", linewidth=1.2)
+    canvas.ax.plot([116.5, 116.5, 8, 8], [3, -1.5, -1.5, 27], color="#444", linewidth=1.2)
     arrow((8, 25), (8, 27.6))
-    ax.text(60, -0.6, "O tiles (int16)", ha="center", fontsize=7.5, color="#222")
+    canvas.ax.text(60, -0.6, "O tiles (int16)", ha="center", fontsize=7.5, color="#222")
+
+
+def draw(dp: Datapath, path: Path) -> None:
+    """The block diagram of `dp`, written to `path` (its suffix picks the format)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(13, 7.2))
+    ax.set_xlim(0, 130)
+    ax.set_ylim(-3, 72)
+    ax.axis("off")
+    canvas = _Canvas(ax)
+    _memories(canvas, dp)
+    _array(canvas, dp)
+    _units(canvas, dp)
+    _flows(canvas, dp)
     ax.text(65, 69.5, f"{dp.name}: key blocks of Bc = {dp.cols} in increasing key order; query tiles of "
                       f"{dp.rows} rows; {dp.clock_hz / 1e6:g} MHz", ha="center", fontsize=9)
     fig.savefig(path, dpi=110, bbox_inches="tight")
