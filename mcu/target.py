@@ -3,7 +3,7 @@
 Its options (`add_options`): `--serial PORT [--baud N]`, or `--sim [--sim-faults SPEC]`.
 `open_session(settings)` connects for a whole sweep: with `sim` it starts `python -m mcu.sim` as a child (a pipe
 on its stdin, so it ends with the host), deploys the board code to it with mcu.deploy and connects to its pty; with
-`serial` it connects to the board (deploy first with `python -m mcu.deploy --port PORT`). `run` quantises the
+`serial` it connects to the board (deploy first with `python -m mcu.deploy --serial PORT`). `run` quantises the
 problem per tensor with host/q15.py's `prepare` (as every Q15 target does), and for every head: SETUP with the planner's
 chunking, LOAD K and V^T, then per chunk of query rows LOAD Q, RUN (warm-up + timed repeats on the board) and READ
 O; a head whose K and V^T do not fit the board's heap is streamed, a key chunk at a time (mcu/head.py). A session
@@ -73,7 +73,7 @@ def add_options(group: argparse._ArgumentGroup) -> None:
     from host.cli_common import integer
 
     group.add_argument("--serial", metavar="PORT", default=None,
-                       help="a board, e.g. /dev/ttyACM0 (deploy first: python -m mcu.deploy --port PORT)")
+                       help="a board, e.g. /dev/ttyACM0 (deploy first: python -m mcu.deploy --serial PORT)")
     group.add_argument("--baud", type=integer("baud", 1200, 12_000_000), default=DEFAULT_BAUD,
                        help=f"the board's baud rate, ignored by USB CDC (default {DEFAULT_BAUD})")
     group.add_argument("--sim", action="store_true",
