@@ -37,6 +37,16 @@ def emulator_missing() -> str:
 needs_emulator = pytest.mark.skipif(bool(emulator_missing()), reason=emulator_missing() or "-")
 
 
+def twin_missing() -> str:
+    """Why a twin cannot serve a sweep here ("" when it can): mpremote drives it, Unicorn runs its core."""
+    missing = [name for name in ("mpremote", "unicorn") if importlib.util.find_spec(name) is None]
+    return f"{', '.join(missing)} not installed (pip install -e '.[mcu]')" if missing else ""
+
+
+#: For the tests that sweep on the twin (`--sim`).
+needs_twin = pytest.mark.skipif(bool(twin_missing()), reason=twin_missing() or "-")
+
+
 def client_env(config_home) -> dict:
     """The environment for an mpremote client: no user configuration (~/.config/mpremote/config.py) applies."""
     return {**os.environ, "XDG_CONFIG_HOME": str(config_home)}

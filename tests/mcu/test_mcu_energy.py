@@ -2,19 +2,15 @@
 by ST's µA/MHz away from 168 MHz; and on the twin, end to end through host.compare, a row whose energy is its own
 latency times those constants, while a row that failed carries none."""
 
-import importlib.util
-
 import pytest
 
+from helpers.twin import needs_twin
 from host.sweep import cli as compare
 from host.errors import TargetError
 from host.results import ResultsFile
 from mcu import power, target
 
 MHZ = 1e6
-TWIN_MISSING = next((f"{name} is not installed (pip install -e '.[mcu]')" for name in ("mpremote", "unicorn")
-                     if importlib.util.find_spec(name) is None), "")
-needs_twin = pytest.mark.skipif(bool(TWIN_MISSING), reason=TWIN_MISSING)
 
 
 def test_the_datasheet_figures_agree_with_each_other():

@@ -3,7 +3,6 @@ once, a head resumes after a reset where it stopped, a line that resets faster t
 session's progress, a twin call over the emulation cap is refused before it is sent, and a host killed with SIGKILL
 leaves no twin root behind at the next start."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -11,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from helpers.twin import needs_twin
 from host import q15
 from host.sweep import cli as compare
 from host.errors import TargetError
@@ -18,8 +18,6 @@ from host.results import ResultsFile
 from mcu import cycles, head, target
 from mcu.twin_process import ROOT_PREFIX, remove_stale_roots
 
-MISSING = [name for name in ("mpremote", "unicorn") if importlib.util.find_spec(name) is None]
-needs_twin = pytest.mark.skipif(bool(MISSING), reason=f"{', '.join(MISSING)} not installed (pip install -e '.[mcu]')")
 
 
 def sweep(tmp_path, *extra):
