@@ -18,7 +18,7 @@ SRAM words moved (one word per operand element, whatever its width):
 
 `GemmCounts` holds these true counts. `GemmCounts.scalesim()` gives the figures SCALE-Sim v2 (scale-sim-v2 @22f88b17)
 prints for the same GEMM without stalls, its counting quirks added there and only there (tests/data/scalesim/README.md
-lists them; tests/test_codesign_gemm.py checks every row SCALE-Sim printed).
+lists them; tests/codesign/test_codesign_gemm.py checks every row SCALE-Sim printed).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ error and the largest error relative to max|golden| are of order
 
 where u_acc = 2⁻²⁴ is the unit roundoff of the float32 accumulators every kernel uses and u_store the unit roundoff
 of the precision Q, K, V and P are stored in (2⁻²⁴ for float32; its own term covers rounding the inputs). The
-tolerance is `SAFETY` times that. Measured (tests/test_verdict.py re-measures it): the float32 reference and the
+tolerance is `SAFETY` times that. Measured (tests/host/test_verdict.py re-measures it): the float32 reference and the
 tiled online softmax stay below 0.4× the bracket in rel-L2 and 0.8× in max-abs at N 17..4096, d 1..256, causal or
 not, and the H200's naive, fused and flash rows below 0.3× and 0.6× (reports/gpu-h200/compare); SAFETY = 8 leaves
 them a margin of 10 or more, while a wrong scale, mask or rescale misses it by orders of magnitude.

@@ -1,7 +1,7 @@
 """The messages the host and the board's frame server exchange inside frames (docs/protocol.md, "Messages").
 
 Request types, status codes and payload layouts here are the host's copy of the contract that
-mcu/board/kbench_server.py implements on the board; tests/test_protocol.py checks that both agree, value by value
+mcu/board/kbench_server.py implements on the board; tests/mcu/test_protocol.py checks that both agree, value by value
 and through shared vectors. Every reply carries its request's type | REPLY and starts with a status byte; a status
 other than OK is followed by a one-line UTF-8 message.
 """

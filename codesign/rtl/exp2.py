@@ -43,7 +43,7 @@ class Exp2Unit(wiring.Component):
     """p = exp2_q15(delta): delta unsigned(33) Q.16 in, p unsigned(16) 0..32767 out; latency EXP_LATENCY, a new
     delta every cycle."""
 
-    #: the register stages above; tests/test_rtl_units.py checks them against codesign.datapath.EXP_LATENCY
+    #: the register stages above; tests/rtl/test_rtl_units.py checks them against codesign.datapath.EXP_LATENCY
     latency = EXP_LATENCY
 
     def __init__(self) -> None:

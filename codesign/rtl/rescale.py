@@ -41,7 +41,7 @@ class RescaleUnit(wiring.Component):
     """y = round_shift(x · alpha, 15) for x of `width` bits (1..48), signed or unsigned; latency RESCALE_LATENCY,
     a new operand every cycle."""
 
-    #: the register stages above; tests/test_rtl_units.py checks them against codesign.datapath.RESCALE_LATENCY
+    #: the register stages above; tests/rtl/test_rtl_units.py checks them against codesign.datapath.RESCALE_LATENCY
     latency = RESCALE_LATENCY
 
     def __new__(cls, *args, **kwargs):

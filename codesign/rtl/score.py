@@ -37,7 +37,7 @@ class ScoreUnit(wiring.Component):
     """z = clip(round_shift(acc · mult, shift), INT32) for a signed acc_bits-wide acc (16..64, codesign.datapath's
     range); latency SCORE_LATENCY, a new operand every cycle."""
 
-    #: the register stages above; tests/test_rtl_units.py checks them against codesign.datapath.SCORE_LATENCY
+    #: the register stages above; tests/rtl/test_rtl_units.py checks them against codesign.datapath.SCORE_LATENCY
     latency = SCORE_LATENCY
 
     def __new__(cls, *args, **kwargs):

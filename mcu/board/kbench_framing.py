@@ -66,7 +66,7 @@ def crc16_words(data, crc=0xFFFF):
 
 # The fold's steps, largest first: (a, b, c) with x^a = x^b + x^c + 1 modulo P and 0 < b < c < FOLD_SPAN, each a
 # at most twice the next one less FOLD_SPAN (so one step leaves at most a bits), from the frame's longest
-# (8 * MAX_ENCODED bits) down to 3 * FOLD_SPAN bits. tests/test_frame.py checks each relation and finds them again.
+# (8 * MAX_ENCODED bits) down to 3 * FOLD_SPAN bits. tests/mcu/test_frame.py checks each relation and finds them again.
 _LADDER = ((524345, 26, 36), (262209, 26, 36), (131141, 26, 36), (65607, 26, 36), (32840, 26, 36), (16453, 13, 55),
            (8277, 9, 19), (4180, 37, 39), (2147, 9, 56), (1107, 2, 56), (587, 5, 10), (329, 13, 41), (206, 2, 54))
 _FOLD_LEFT = (_LADDER[-1][0] + 7) // 8  # bytes left for the table loop

@@ -1,8 +1,8 @@
 """The host's side of the board over a live link: deploy, the link, windowed LOADs, the MCU rows of host.compare,
 and recovery from a noisy line, a reset board and a killed host. Every link test runs against the twin and, with
 KBENCH_SERIAL set, the same tests run against a real board (marker `board`). The planner and the fault injector are
-tested without a link in tests/test_mcu_offline.py, the window's resends frame by frame in
-tests/test_mcu_link_window.py.
+tested without a link in tests/mcu/test_mcu_offline.py, the window's resends frame by frame in
+tests/mcu/test_mcu_link_window.py.
 
 Line faults: the noisy tests run at drop=0.0009, flip=0.0009 per byte (issue 15 raised them threefold from 0.0003
 when LOADs went windowed). At that rate a frame of n bytes gets through with probability 0.9982^n: 0.38 for the
@@ -174,7 +174,7 @@ def read_k(link, nbytes: int, step: int = 128) -> bytes:
 def test_windowed_loads_over_a_noisy_line_arrive_whole(seed):
     """drop=0.0009,flip=0.0009 per byte and delayed replies: 64 LOADs of 128 bytes, windowed, then READ back.
     Retries are raised to 8 for the test's 130 requests (at 5, one run in about 35 would lose a request six
-    times in a row: that is the line, not the window, which tests/test_mcu_link_window.py checks frame by frame)."""
+    times in a row: that is the line, not the window, which tests/mcu/test_mcu_link_window.py checks frame by frame)."""
     with start_twin(f"drop=0.0009,flip=0.0009,delay=0.02,seed={seed}") as twin:
         deploy(twin.port, 115200, say=lambda line: None)
         with BoardLink(twin.port, retries=8) as link:

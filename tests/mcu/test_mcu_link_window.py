@@ -6,7 +6,7 @@ server's cache (nothing written twice while the reply is kept); the data written
 allows fewer than the host asks for gets fewer; a reset under a window is SessionLost; and a server of another
 protocol is refused before its HELLO is parsed. Then the twin's side of a window, its serial line: answers held back
 while requests are queued go out together, and a board out of bytes pulls the line itself. The same exchanges over
-the twin, with a noisy line and resets, are in tests/test_mcu_link.py and tests/test_mcu_recovery.py."""
+the twin, with a noisy line and resets, are in tests/mcu/test_mcu_link.py and tests/mcu/test_mcu_recovery.py."""
 
 from __future__ import annotations
 

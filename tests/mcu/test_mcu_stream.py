@@ -6,7 +6,7 @@ resumed sweep.
 
 Heads stream naturally on the twin's 100 KB heap at seq 97, dim 256 (the largest resident seq there is 77); the
 noisy tests shrink the heap the planner sees instead (`small_heap`), so that a dim-8 head streams in frames of at
-most 512 bytes, which the noisy line lets through (tests/test_mcu_link.py says why 1 KB frames do not)."""
+most 512 bytes, which the noisy line lets through (tests/mcu/test_mcu_link.py says why 1 KB frames do not)."""
 
 from __future__ import annotations
 
