@@ -25,10 +25,11 @@ PROCESS_NAMES = {
     "synthesize": "runs yosys (a synthesis)",
     "run_yosys": "runs yosys (a synthesis)",
 }
-#: Command-line arguments that make an in-process sweep start processes of its own.
+#: Words in a test's code that start processes: arguments of an in-process sweep, a compiler a test runs.
 PROCESS_ARGUMENTS = {
     "--sim": "sweeps on the twin (a twin process)",
     "--cluster": "sweeps on a Dask cluster (scheduler and worker processes)",
+    "nvcc": "compiles CUDA with nvcc",
 }
 #: The fixtures below that start a twin, for a fixture that requests one by name (request.getfixturevalue).
 TWIN_FIXTURES = {"twin", "fresh_twin"}
