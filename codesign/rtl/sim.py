@@ -16,7 +16,8 @@ from typing import Callable
 import numpy as np
 
 from codesign.datapath import Datapath
-from codesign.rtl.head import STAGES, HeadEngine
+from codesign.rtl.head import HeadEngine
+from codesign.rtl.stage_counters import STAGES
 from host.errors import SpecError, TargetError
 from host.q15 import Q15Params
 

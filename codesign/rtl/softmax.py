@@ -24,6 +24,12 @@ Between blocks the array's P·V partials come in through `results` with `partial
 `partial_fold`): A[i][fold·C + j] += partial[i][j], wrapped or saturated to 48 bits as bits.run_head's _clamp.
 `p_column` is P's column `p_index` (the array's A operand for P·V); `acc` and `l` are read by the dividers, `acc`
 forwarding a partial added in the same cycle (so the dividers may start in the last fold's done cycle).
+
+Its pieces: the controller (softmax_control.py: the passes in order), the lane walker (lane_walker.py: where each
+lane is in its pass), per row a max tree (max_tree.py), and per lane a score, an EXP2 and a rescale lane
+(score_lane.py, exp_lane.py, rescale_lane.py: a unit, the tags beside its pipeline, where its result goes). This
+module holds the block's state (m, l, the block's p sums, growth and α per row; z, P and A), gives each lane what
+its position reads, and writes back what the lanes deliver.
 """
 
 from __future__ import annotations
@@ -31,20 +37,22 @@ from __future__ import annotations
 from amaranth.hdl import Array, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import ceil_log2
 
-from codesign.datapath import EXP_LATENCY, OUTPUT_ACC_BITS, RESCALE_LATENCY, SCORE_LATENCY
-from codesign.rtl.exp2 import DELTA_BITS, Exp2Unit
+from codesign.datapath import OUTPUT_ACC_BITS
+from codesign.rtl.exp_lane import ExpLane
+from codesign.rtl.lane_walker import LaneWalker
 from codesign.rtl.mac import OPERAND_BITS, check_overflow
-from codesign.rtl.rescale import ALPHA_BITS, RescaleUnit
-from codesign.rtl.score import MULT_BITS, SCORE_BITS, SHIFT_BITS, ScoreUnit
-from host.errors import SpecError
+from codesign.rtl.max_tree import MaxTree, tree_level
+from codesign.rtl.rescale import ALPHA_BITS
+from codesign.rtl.rescale_lane import L_BITS, RescaleLane
+from codesign.rtl.score import MULT_BITS, SCORE_BITS, SHIFT_BITS
+from codesign.rtl.score_lane import ScoreLane
+from codesign.rtl.softmax_control import SoftmaxControl
 from host.checks import check_int
 from host.q15 import DIM_MAX, INT32_MIN, MODEL_BC_MAX, SEQ_MAX
 
 #: Query and key positions (0..SEQ_MAX) for the causal mask.
 POSITION_BITS = SEQ_MAX.bit_length()
-L_BITS = 32  # the running sum l (< 2³⁰: Σ of at most 32768 probabilities below 2¹⁵)
 
 
 def balanced_sum(terms: list):
@@ -58,30 +66,51 @@ def balanced_sum(terms: list):
     return terms[0]
 
 
-def walk(row, col, step: int, width):
-    """The position `step` elements on from (row, col) in a row-major walk over rows of `width` elements (a lane of
-    E walkers, or of D dividers, moving together): (next row, next column). One compare and subtract, no division
-    of the position: col + step % width passes the row's end at most once when col < width."""
-    col_on = col + step % width
-    wrapped = col_on >= width
-    return row + step // width + wrapped, Mux(wrapped, col_on - width, col_on)
+def check_softmax_unit(rows: int, cols: int, lanes: int, dim_max: int, acc_bits: int = 40,
+                       overflow: str = "wrap") -> tuple[int, int, int, int, int, str]:
+    """(rows, cols, lanes, dim_max, acc_bits, overflow) of a SoftmaxUnit; SpecError quoting the first bad one."""
+    return (check_int("array rows", rows, 1, MODEL_BC_MAX), check_int("array cols", cols, 1, MODEL_BC_MAX),
+            check_int("exp_lanes", lanes, 1, 4096), check_int("dim_max", dim_max, 1, DIM_MAX),
+            check_int("acc_bits", acc_bits, 16, 64), check_overflow(overflow))
+
+
+class _BlockState:
+    """The softmax unit's registers: per row m, l, the block's p sum, its growth flag and α; the block's z and P
+    (R×C) and the output accumulators A (R×dim_max); each (and the array's sums, `results`) also as an Array, for a
+    lane's runtime position."""
+
+    def __init__(self, rows: int, cols: int, dim_max: int, results) -> None:
+        R, C = rows, cols
+        self.run_max = [Signal(signed(SCORE_BITS), init=INT32_MIN, name=f"m_{i}") for i in range(R)]
+        self.run_sum = [Signal(unsigned(L_BITS), name=f"l_{i}") for i in range(R)]
+        self.p_sum = [Signal(unsigned(L_BITS), name=f"p_sum_{i}") for i in range(R)]
+        self.grow = [Signal(name=f"grow_{i}") for i in range(R)]
+        self.alpha = [Signal(unsigned(ALPHA_BITS), name=f"alpha_{i}") for i in range(R)]
+        self.z = [[Signal(signed(SCORE_BITS), name=f"z_{i}_{j}") for j in range(C)] for i in range(R)]
+        self.p = [[Signal(unsigned(ALPHA_BITS), name=f"p_{i}_{j}") for j in range(C)] for i in range(R)]
+        self.acc = [[Signal(signed(OUTPUT_ACC_BITS), name=f"a_{i}_{c}") for c in range(dim_max)] for i in range(R)]
+        # per row, from the max trees: the block max, whether the row's max grows, the new max
+        self.block_max = [Signal(signed(SCORE_BITS), name=f"block_max_{i}") for i in range(R)]
+        self.grows = [Signal(name=f"grows_{i}") for i in range(R)]
+        self.max_new = [Signal(signed(SCORE_BITS), name=f"max_new_{i}") for i in range(R)]
+        self.arrays = {name: Array(getattr(self, name)) for name in
+                       ("run_max", "run_sum", "p_sum", "grow", "alpha", "block_max", "grows", "max_new")}
+        for name in ("z", "p", "acc"):
+            self.arrays[name] = Array(Array(row) for row in getattr(self, name))
+        self.arrays["results"] = Array(Array(row) for row in results)
 
 
 class SoftmaxUnit(wiring.Component):
     """The softmax unit of an R×C array with E lanes, for heads up to dim_max, fed by acc_bits-wide array sums."""
 
+    def __new__(cls, *args, **kwargs):
+        check_softmax_unit(*args, **kwargs)  # before the unit exists: a rejected one is no Elaboratable left unused
+        return super().__new__(cls, src_loc_at=1)
+
     def __init__(self, rows: int, cols: int, lanes: int, dim_max: int, acc_bits: int = 40,
                  overflow: str = "wrap") -> None:
-        try:
-            self.rows = check_int("array rows", rows, 1, MODEL_BC_MAX)
-            self.cols = check_int("array cols", cols, 1, MODEL_BC_MAX)
-            self.lanes = check_int("exp_lanes", lanes, 1, 4096)
-            self.dim_max = check_int("dim_max", dim_max, 1, DIM_MAX)
-            self.acc_bits = check_int("acc_bits", acc_bits, 16, 64)
-            self.overflow = check_overflow(overflow)
-        except SpecError:
-            self._MustUse__silence = True  # a rejected unit is not an unused circuit: no UnusedElaboratable warning
-            raise
+        (self.rows, self.cols, self.lanes, self.dim_max, self.acc_bits,
+         self.overflow) = check_softmax_unit(rows, cols, lanes, dim_max, acc_bits, overflow)
         self.folds_max = -(-self.dim_max // self.cols)
         super().__init__({
             "start": In(1),
@@ -108,227 +137,122 @@ class SoftmaxUnit(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        R, C, E = self.rows, self.cols, self.lanes
-        r, k, d = self.tile_rows, self.keys, self.dim
-
-        # per-row state, the block's buffers and the output accumulators
-        run_max = [Signal(signed(SCORE_BITS), init=INT32_MIN, name=f"m_{i}") for i in range(R)]
-        run_sum = [Signal(unsigned(L_BITS), name=f"l_{i}") for i in range(R)]
-        p_sum = [Signal(unsigned(L_BITS), name=f"p_sum_{i}") for i in range(R)]
-        grow = [Signal(name=f"grow_{i}") for i in range(R)]
-        alpha = [Signal(unsigned(ALPHA_BITS), name=f"alpha_{i}") for i in range(R)]
-        z_buf = [[Signal(signed(SCORE_BITS), name=f"z_{i}_{j}") for j in range(C)] for i in range(R)]
-        p_buf = [[Signal(unsigned(ALPHA_BITS), name=f"p_{i}_{j}") for j in range(C)] for i in range(R)]
-        acc = [[Signal(signed(OUTPUT_ACC_BITS), name=f"a_{i}_{c}") for c in range(self.dim_max)] for i in range(R)]
-        first = Signal()  # the current block is its tile's first
+        R, E = self.rows, self.lanes
+        state = _BlockState(R, self.cols, self.dim_max, self.results)
+        m.submodules.control = control = SoftmaxControl(self.cols, self.dim_max)
+        m.submodules.walker = walker = LaneWalker(E, R, max(self.cols, self.dim_max) + 1)
+        level = Signal(range(control.depth + 1))  # ⌈log₂ k⌉: the max trees' read level
+        m.d.comb += [level.eq(tree_level(self.keys, self.cols)),
+                     control.start.eq(self.start), control.first.eq(self.first), control.keys.eq(self.keys),
+                     control.dim.eq(self.dim), control.level.eq(level), control.last.eq(walker.last),
+                     self.busy.eq(control.busy), self.done.eq(control.done),
+                     walker.begin.eq(control.begin), walker.restart.eq(control.restart),
+                     walker.advance.eq(control.advance), walker.width.eq(control.width),
+                     walker.tile_rows.eq(self.tile_rows)]
         for i in range(R):
-            m.d.comb += [self.l[i].eq(run_sum[i]), self.p_column[i].eq(Mux(i < r, Array(p_buf[i])[self.p_index], 0))]
-        results = Array(Array(row) for row in self.results)
-
-        # the max tree: per row, level 0 is the row of the z buffer (keys ≥ k read as INT32_MIN), each level a register
-        depth = ceil_log2(C)
-        level_of_k = Signal(range(depth + 1))  # ⌈log₂ k⌉: the number of powers of two below k
-        m.d.comb += level_of_k.eq(sum((k > (1 << level)) for level in range(depth)))
-        tap = []
-        for i in range(R):
-            level = [Mux(j < k, z_buf[i][j], INT32_MIN) for j in range(C)] + [INT32_MIN] * ((1 << depth) - C)
-            taps = [level[0]]
-            for height in range(1, depth + 1):
-                nxt = [Signal(signed(SCORE_BITS), name=f"max_{i}_{height}_{j}") for j in range(len(level) // 2)]
-                m.d.sync += [reg.eq(Mux(level[2 * j] > level[2 * j + 1], level[2 * j], level[2 * j + 1]))
-                             for j, reg in enumerate(nxt)]
-                level = nxt
-                taps.append(level[0])
-            row_tap = Signal(signed(SCORE_BITS), name=f"block_max_{i}")
-            m.d.comb += row_tap.eq(Array(taps)[level_of_k])
-            tap.append(row_tap)
-
-        # per row: does the block hold a valid key for it, does its max grow, the new max
-        row_grows, row_max_new = [], []
-        for i in range(R):
-            has = ~self.causal | (self.key0 <= self.row0 + i)
-            grows = Signal(name=f"grows_{i}")
-            max_new = Signal(signed(SCORE_BITS), name=f"max_new_{i}")
-            m.d.comb += [grows.eq(has & (tap[i] > run_max[i])), max_new.eq(Mux(grows, tap[i], run_max[i]))]
-            row_grows.append(grows)
-            row_max_new.append(max_new)
-
-        # the lanes' positions (row, column) in the pass's row-major walk over rows of `width` elements: registers,
-        # except in the `start` cycle, where the max pass's walk begins at once
-        begin = Signal()  # `start` while idle: the first cycle of the max pass
-        lane_row_reg = [Signal(range(R + E + 2), name=f"lane_row_{u}") for u in range(E)]
-        lane_col_reg = [Signal(range(max(C, self.dim_max) + 2), name=f"lane_col_{u}") for u in range(E)]
-        lane_row = [Mux(begin, u // k, reg) for u, reg in enumerate(lane_row_reg)]
-        lane_col = [Mux(begin, u % k, reg) for u, reg in enumerate(lane_col_reg)]
-
-        def restart(width):
-            return [s.eq(u // width) for u, s in enumerate(lane_row_reg)] + \
-                [s.eq(u % width) for u, s in enumerate(lane_col_reg)]
-
-        def advance(width):
-            """Sync statements moving every lane E elements on, and whether the pass has issued its last element."""
-            statements = []
-            for u in range(E):
-                row_on, col_on = walk(lane_row[u], lane_col[u], E, width)
-                statements += [lane_col_reg[u].eq(col_on), lane_row_reg[u].eq(row_on)]
-            return statements, walk(lane_row[0], lane_col[0], E, width)[0] >= r
-
-        def keep_for(delay, signals, name):
-            """The signals `delay` cycles later (registers beside a unit's pipeline)."""
-            for stage in range(delay):
-                delayed = [Signal.like(s, name=f"{name}_{stage}_{n}") for n, s in enumerate(signals)]
-                m.d.sync += [late.eq(early) for late, early in zip(delayed, signals)]
-                signals = delayed
-            return signals
-
-        def key_valid(row, col):
-            return ~self.causal | (self.key0 + col <= self.row0 + row)
+            m.d.comb += [self.l[i].eq(state.run_sum[i]),
+                         self.p_column[i].eq(Mux(i < self.tile_rows, Array(state.p[i])[self.p_index], 0))]
+        self._max_trees(m, state, level)
 
         fault = Signal()
         m.d.comb += self.fault.eq(fault)
-        issuing = {name: Signal(name=f"issue_{name}") for name in ("max", "exp", "rescale")}
-        z_array, p_array = Array(Array(row) for row in z_buf), Array(Array(row) for row in p_buf)
-        acc_array = Array(Array(row) for row in acc)
-        grow_array, alpha_array, sum_array = Array(grow), Array(alpha), Array(run_sum)
-        psum_array = Array(p_sum)
-        tap_array, max_array = Array(tap), Array(run_max)
-        grows_array, max_new_array = Array(row_grows), Array(row_max_new)
         row_p_sums = [[] for _ in range(R)]
         for u in range(E):
-            row, col = lane_row[u], lane_col[u]
-            live = row < r
-            # max pass: the score unit, then the z buffer
-            score = ScoreUnit(self.acc_bits)
-            m.submodules[f"score_{u}"] = score
-            m.d.comb += [score.acc.eq(results[row][col]), score.mult.eq(self.mult), score.shift.eq(self.shift),
-                         score.valid_in.eq(issuing["max"] & live)]
-            s_valid, s_row, s_col = keep_for(SCORE_LATENCY, [issuing["max"] & live, row, col], f"score_tag_{u}")
-            with m.If(score.valid_out != s_valid):
+            mismatches = self._lane(m, u, control, walker, state, row_p_sums)
+            with m.If(mismatches):
                 m.d.sync += fault.eq(1)
-            with m.If(s_valid):
-                m.d.sync += z_array[s_row][s_col].eq(Mux(key_valid(s_row, s_col), score.z, INT32_MIN))
-            # exp pass: p of each key (col < k), α of the row (col == k)
-            exp = Exp2Unit()
-            m.submodules[f"exp2_{u}"] = exp
-            is_alpha = col == k
-            valid_key = key_valid(row, col)
-            keep = Mux(is_alpha, grows_array[row], valid_key)
-            delta_p = Mux(valid_key, max_new_array[row] - z_array[row][col], 0)
-            delta_alpha = Mux(grows_array[row], tap_array[row] - max_array[row], 0)
-            m.d.comb += [exp.delta.eq(Mux(is_alpha, delta_alpha, delta_p)[:DELTA_BITS]),
-                         exp.valid_in.eq(issuing["exp"] & live)]
-            e_valid, e_row, e_col, e_alpha, e_keep = keep_for(
-                EXP_LATENCY, [issuing["exp"] & live, row, col, is_alpha, keep], f"exp_tag_{u}")
-            with m.If(exp.valid_out != e_valid):
-                m.d.sync += fault.eq(1)
-            value = Mux(e_keep, exp.p, 0)
-            with m.If(e_valid & e_alpha):
-                m.d.sync += alpha_array[e_row].eq(value)
-            with m.If(e_valid & ~e_alpha):
-                m.d.sync += p_array[e_row][e_col].eq(value)
-            for i in range(R):
-                row_p_sums[i].append(Mux(e_valid & ~e_alpha & (e_row == i), value, 0))
-            # rescale pass: the row's accumulators (col < d), then its l (col == d)
-            rescale = RescaleUnit(OUTPUT_ACC_BITS, signed=True)
-            m.submodules[f"rescale_{u}"] = rescale
-            is_l = col == d
-            m.d.comb += [rescale.x.eq(Mux(is_l, sum_array[row], acc_array[row][col])),
-                         rescale.alpha.eq(alpha_array[row]), rescale.valid_in.eq(issuing["rescale"] & live)]
-            r_valid, r_row, r_col, r_l = keep_for(RESCALE_LATENCY, [issuing["rescale"] & live, row, col, is_l],
-                                                  f"rescale_tag_{u}")
-            with m.If(rescale.valid_out != r_valid):
-                m.d.sync += fault.eq(1)
-            grown = grow_array[r_row]
-            with m.If(r_valid & r_l):
-                m.d.sync += sum_array[r_row].eq(Mux(grown, rescale.y, sum_array[r_row]) + psum_array[r_row])
-            with m.If(r_valid & ~r_l & grown):
-                m.d.sync += acc_array[r_row][r_col].eq(rescale.y)
+        self._block_sums(m, control, state, row_p_sums)
+        self._partials(m, state)
+        self._begin_and_commit(m, control, state)
+        return m
 
-        # the block's p sums: into l directly in a tile's first block (l starts at 0), else kept for the rescale
-        for i in range(R):
+    def _key_valid(self, row, col):
+        """The causal mask: key key0 + col is visible to query row0 + row."""
+        return ~self.causal | (self.key0 + col <= self.row0 + row)
+
+    def _max_trees(self, m: Module, state: _BlockState, level: Signal) -> None:
+        """Per row: the block max from its tree over the z buffer, whether the row's max grows (the block holds a
+        valid key for it above m), and the new max."""
+        for i in range(self.rows):
+            m.submodules[f"max_tree_{i}"] = tree = MaxTree(self.cols)
+            m.d.comb += [*(tree.z[j].eq(state.z[i][j]) for j in range(self.cols)), tree.keys.eq(self.keys),
+                         tree.level.eq(level), state.block_max[i].eq(tree.max)]
+            has = ~self.causal | (self.key0 <= self.row0 + i)
+            m.d.comb += [state.grows[i].eq(has & (state.block_max[i] > state.run_max[i])),
+                         state.max_new[i].eq(Mux(state.grows[i], state.block_max[i], state.run_max[i]))]
+
+    def _lane(self, m: Module, u: int, control: SoftmaxControl, walker: LaneWalker, state: _BlockState,
+              row_p_sums: list) -> Signal:
+        """Lane u's score, EXP2 and rescale lanes: what their position reads, and where their results go (each p
+        also into its row's list of p sums). Returns the lane's mismatch flag."""
+        bounds = self.rows + self.lanes + 2, max(self.cols, self.dim_max) + 2  # the walker's positions
+        lanes = ScoreLane(self.acc_bits, *bounds), ExpLane(self.cols, *bounds), RescaleLane(self.dim_max, *bounds)
+        score, exp, rescale = lanes
+        for name, lane in zip(("score", "exp2", "rescale"), lanes):
+            m.submodules[f"{name}_{u}"] = lane
+        row, col, live, a = walker.row[u], walker.col[u], walker.live[u], state.arrays
+        m.d.comb += [
+            score.issue.eq(control.issue_max & live), score.row.eq(row), score.col.eq(col),
+            score.sum.eq(a["results"][row][col]), score.mult.eq(self.mult),
+            score.shift.eq(self.shift),
+            exp.issue.eq(control.issue_exp & live), exp.row.eq(row), exp.col.eq(col), exp.keys.eq(self.keys),
+            exp.valid_key.eq(self._key_valid(row, col)), exp.z.eq(a["z"][row][col]),
+            exp.max_new.eq(a["max_new"][row]), exp.grows.eq(a["grows"][row]),
+            exp.block_max.eq(a["block_max"][row]), exp.run_max.eq(a["run_max"][row]),
+            rescale.issue.eq(control.issue_rescale & live), rescale.row.eq(row), rescale.col.eq(col),
+            rescale.dim.eq(self.dim), rescale.acc.eq(a["acc"][row][col]), rescale.l.eq(a["run_sum"][row]),
+            rescale.alpha.eq(a["alpha"][row])]
+        with m.If(score.valid):
+            m.d.sync += a["z"][score.out_row][score.out_col].eq(
+                Mux(self._key_valid(score.out_row, score.out_col), score.z, INT32_MIN))
+        with m.If(exp.valid & exp.is_alpha):
+            m.d.sync += a["alpha"][exp.out_row].eq(exp.p)
+        with m.If(exp.valid & ~exp.is_alpha):
+            m.d.sync += a["p"][exp.out_row][exp.out_col].eq(exp.p)
+        for i in range(self.rows):
+            row_p_sums[i].append(Mux(exp.valid & ~exp.is_alpha & (exp.out_row == i), exp.p, 0))
+        grown = a["grow"][rescale.out_row]
+        with m.If(rescale.valid & rescale.is_l):
+            l_row = a["run_sum"][rescale.out_row]
+            m.d.sync += l_row.eq(Mux(grown, rescale.y, l_row) + a["p_sum"][rescale.out_row])
+        with m.If(rescale.valid & ~rescale.is_l & grown):
+            m.d.sync += a["acc"][rescale.out_row][rescale.out_col].eq(rescale.y)
+        return score.mismatch | exp.mismatch | rescale.mismatch
+
+    def _block_sums(self, m: Module, control: SoftmaxControl, state: _BlockState, row_p_sums: list) -> None:
+        """The block's p sums: into l directly in a tile's first block (l starts at 0), else kept for the rescale."""
+        for i in range(self.rows):
             block_sum = balanced_sum(row_p_sums[i])
-            with m.If(first):
-                m.d.sync += run_sum[i].eq(run_sum[i] + block_sum)
+            with m.If(control.block_first):
+                m.d.sync += state.run_sum[i].eq(state.run_sum[i] + block_sum)
             with m.Else():
-                m.d.sync += p_sum[i].eq(p_sum[i] + block_sum)
+                m.d.sync += state.p_sum[i].eq(state.p_sum[i] + block_sum)
 
-        # P·V partials into the output accumulators, wrapped or saturated to 48 bits; `acc` shows the sum at once
+    def _partials(self, m: Module, state: _BlockState) -> None:
+        """P·V partials into the output accumulators, wrapped or saturated to 48 bits; `acc` shows the sum at once."""
         low, high = -(1 << (OUTPUT_ACC_BITS - 1)), (1 << (OUTPUT_ACC_BITS - 1)) - 1
-        for i in range(R):
+        C = self.cols
+        for i in range(self.rows):
             for c in range(self.dim_max):
-                total = acc[i][c] + self.results[i][c % C]
+                total = state.acc[i][c] + self.results[i][c % C]
                 if self.overflow == "wrap":
                     fitted = total[:OUTPUT_ACC_BITS].as_signed()
                 else:
                     fitted = Mux(total > high, high, Mux(total < low, low, total))
-                adding = self.partial_add & (self.partial_fold == c // C) & (i < r) & (c < d)
-                m.d.comb += self.acc[i][c].eq(Mux(adding, fitted, acc[i][c]))
+                adding = self.partial_add & (self.partial_fold == c // C) & (i < self.tile_rows) & (c < self.dim)
+                m.d.comb += self.acc[i][c].eq(Mux(adding, fitted, state.acc[i][c]))
                 with m.If(adding):
-                    m.d.sync += acc[i][c].eq(fitted)
+                    m.d.sync += state.acc[i][c].eq(fitted)
 
-        drain = Signal(range(SCORE_LATENCY + depth + EXP_LATENCY + RESCALE_LATENCY + 1))
-        m.d.sync += self.done.eq(0)
-
-        def issue_scores():
-            """A cycle of the max pass: E scores issued (above), the lanes moved on, the drain once all are in."""
-            m.d.comb += [self.busy.eq(1), issuing["max"].eq(1)]
-            statements, last = advance(k)
-            m.d.sync += statements
-            with m.If(last):
-                m.d.sync += drain.eq(SCORE_LATENCY + level_of_k - 1)
-                m.next = "MAX_DRAIN"
-            with m.Else():
-                m.next = "MAX"
-
-        with m.FSM(name="softmax"):
-            with m.State("IDLE"):
-                m.d.comb += begin.eq(self.start)
-                with m.If(self.start):
-                    m.d.sync += first.eq(self.first)
-                    m.d.sync += [s.eq(0) for s in p_sum]
-                    with m.If(self.first):
-                        m.d.sync += [s.eq(INT32_MIN) for s in run_max] + [s.eq(0) for s in run_sum]
-                        m.d.sync += [a.eq(0) for row in acc for a in row]
-                    issue_scores()
-            with m.State("MAX"):
-                issue_scores()
-            with m.State("MAX_DRAIN"):
-                m.d.comb += self.busy.eq(1)
-                m.d.sync += drain.eq(drain - 1)
-                with m.If(drain == 0):
-                    m.d.sync += restart(k + 1)
-                    m.next = "EXP"
-            with m.State("EXP"):
-                m.d.comb += [self.busy.eq(1), issuing["exp"].eq(1)]
-                statements, last = advance(k + 1)
-                m.d.sync += statements
-                with m.If(last):
-                    m.d.sync += drain.eq(EXP_LATENCY - 1)
-                    m.next = "EXP_DRAIN"
-            with m.State("EXP_DRAIN"):
-                m.d.comb += self.busy.eq(1)
-                m.d.sync += drain.eq(drain - 1)
-                with m.If(drain == 0):
-                    for i in range(R):  # the rows' new max and growth, now that every p and α has been taken
-                        with m.If(i < r):
-                            m.d.sync += [grow[i].eq(row_grows[i]), run_max[i].eq(row_max_new[i])]
-                    with m.If(first):
-                        m.d.sync += self.done.eq(1)
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.d.sync += restart(d + 1)
-                        m.next = "RESCALE"
-            with m.State("RESCALE"):
-                m.d.comb += [self.busy.eq(1), issuing["rescale"].eq(1)]
-                statements, last = advance(d + 1)
-                m.d.sync += statements
-                with m.If(last):
-                    m.d.sync += drain.eq(RESCALE_LATENCY - 1)
-                    m.next = "RESCALE_DRAIN"
-            with m.State("RESCALE_DRAIN"):
-                m.d.comb += self.busy.eq(1)
-                m.d.sync += drain.eq(drain - 1)
-                with m.If(drain == 0):
-                    m.d.sync += self.done.eq(1)
-                    m.next = "IDLE"
-        return m
+    def _begin_and_commit(self, m: Module, control: SoftmaxControl, state: _BlockState) -> None:
+        """A block's start clears its p sums (a tile's first block also m, l and A); at the exp pass's end the
+        rows take their new max and growth, now that every p and α has been taken."""
+        with m.If(control.begin):
+            m.d.sync += [s.eq(0) for s in state.p_sum]
+            with m.If(self.first):
+                m.d.sync += [s.eq(INT32_MIN) for s in state.run_max] + [s.eq(0) for s in state.run_sum]
+                m.d.sync += [a.eq(0) for row in state.acc for a in row]
+        with m.If(control.commit):
+            for i in range(self.rows):
+                with m.If(i < self.tile_rows):
+                    m.d.sync += [state.grow[i].eq(state.grows[i]), state.run_max[i].eq(state.max_new[i])]
