@@ -61,13 +61,10 @@ def build_parser() -> tuple[Parser, dict[str, TargetEntry]]:
     parser.add_argument("--targets", type=name_list, default=None,
                         help=f"targets to run, from {', '.join(TARGETS)} (default: every available one)")
     parser.add_argument("--kernels", type=name_list, default=None, help="kernels to run (default: all)")
-    parser.add_argument("--warmup", type=integer("warmup", 0), default=None,
-                        help=f"untimed calls first (default: the target's own; {DEFAULT_REPEATS[0]} for cpu and gpu, "
-                             "0 for mcu)")
-    parser.add_argument("--iters", type=integer("iters", 1), default=None,
-                        help=f"timed calls per row (default: the target's own; {DEFAULT_REPEATS[1]} for cpu and gpu, "
-                             "1 for mcu, whose DWT cycles barely vary)")
-    parser.add_argument("--out", type=folder, default=Path("reports/latest"), help="output folder (default reports/latest)")
+    warmup = parser.add_argument("--warmup", type=integer("warmup", 0), default=None)
+    iters = parser.add_argument("--iters", type=integer("iters", 1), default=None)
+    parser.add_argument("--out", type=folder, default=Path("reports/latest"),
+                        help="output folder (default reports/latest)")
     parser.add_argument("--resume", action="store_true",
                         help="keep OUT/results.csv and run only the configurations it lacks (failed and wrong rows "
                              "again)")
@@ -80,7 +77,19 @@ def build_parser() -> tuple[Parser, dict[str, TargetEntry]]:
     cluster.add_argument("--cluster-wait", type=real("cluster-wait", 0, 86_400), default=60.0, metavar="S",
                          help="with --cluster: seconds a row waits for a worker with its device when none is left, "
                               "before it is written as an error (default 60)")
-    return parser, load_targets(parser)
+    entries = load_targets(parser)
+    warmup.help = f"untimed calls first (default: each target's own: {_repeats_text(entries, 0)})"
+    iters.help = f"timed calls per row (default: each target's own: {_repeats_text(entries, 1)})"
+    return parser, entries
+
+
+def _repeats_text(entries: dict[str, TargetEntry], index: int) -> str:
+    """'2 for cpu, gpu; 0 for mcu': each loaded target's default warm-up (index 0) or timed calls (index 1)."""
+    by_count: dict[int, list[str]] = {}
+    for name, entry in entries.items():
+        if entry.module is not None:
+            by_count.setdefault(getattr(entry.module, "REPEATS", DEFAULT_REPEATS)[index], []).append(name)
+    return "; ".join(f"{count} for {', '.join(names)}" for count, names in by_count.items())
 
 
 def prepare_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
@@ -137,7 +146,8 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
     settings = target_settings(args, entries)
     for warning in unused_options(args, parser, entries, args.targets):
         print(f"kbench: {warning}", file=sys.stderr)
-    if args.cluster is None and (args.cluster_gpu is not None or args.cluster_wait != parser.get_default("cluster_wait")):
+    cluster_options = args.cluster_gpu is not None or args.cluster_wait != parser.get_default("cluster_wait")
+    if args.cluster is None and cluster_options:
         raise SpecError("--cluster-gpu and --cluster-wait apply to a cluster sweep; give --cluster ADDRESS too")
     if args.cluster is not None:
         return _cluster_sweep(args, argv, entries, settings)
