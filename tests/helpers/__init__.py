@@ -1,5 +1,5 @@
-"""What the tests share (the project root, running a module, capability probes): imported by test modules and
-conftests alike; never import a test module or a conftest for these."""
+"""What the tests share (the project root, running a module, capability probes; the board's side in helpers.board,
+the twin's in helpers.twin): imported by test modules and conftests alike, which never import each other."""
 
 from __future__ import annotations
 
