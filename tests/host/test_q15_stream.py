@@ -53,7 +53,7 @@ def _streamed_c(q, k, v, params: Q15Params, row0: int, starts: list[int]) -> np.
     return out
 
 
-@pytest.mark.slow  # about 15 s of host/q15.py on the 2-core machine, 45 s when it is loaded
+@pytest.mark.slow  # 6 s of host/q15.py on the 2-core machine, 45 s at a load of 8
 def test_streamed_heads_equal_one_pass_on_random_and_extreme_cases():
     rng = np.random.default_rng(15)
     mid_chunk_causal = 0
