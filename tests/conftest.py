@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from helpers import ROOT, board_missing, gpu_missing
+from helpers import board_missing, gpu_missing
 from mcu.twin_process import start_twin
 
 pytest_plugins = ["pytester"]  # for the tests that run pytest on test files of their own (tests/host/test_markers.py)
@@ -33,7 +33,6 @@ PROCESS_ARGUMENTS = {
 }
 #: The fixtures below that start a twin, for a fixture that requests one by name (request.getfixturevalue).
 TWIN_FIXTURES = {"twin", "fresh_twin"}
-TESTS = str(ROOT / "tests")
 
 
 def constants(values: tuple):
@@ -45,8 +44,9 @@ def constants(values: tuple):
             yield value
 
 
-def starts_a_process(code: types.CodeType, scope: dict, seen: set) -> str:
-    """Why `code` starts a process, directly or through a function of the tests it calls ("" when it does not)."""
+def starts_a_process(code: types.CodeType, scope: dict, tests: tuple[str, ...], seen: set) -> str:
+    """Why `code` starts a process, directly or through a function of the tests (a file under one of the folders
+    `tests`) that it calls ("" when it does not)."""
     if code in seen:
         return ""
     seen.add(code)
@@ -58,15 +58,15 @@ def starts_a_process(code: types.CodeType, scope: dict, seen: set) -> str:
             return f"{code.co_name}: {PROCESS_ARGUMENTS[constant]}"
         if isinstance(constant, str) and constant in TWIN_FIXTURES and "getfixturevalue" in code.co_names:
             return f"{code.co_name}: requests the {constant} fixture (a twin)"
-        if isinstance(constant, types.CodeType) and (why := starts_a_process(constant, scope, seen)):
+        if isinstance(constant, types.CodeType) and (why := starts_a_process(constant, scope, tests, seen)):
             return why
     for name in code.co_names:
         value = scope.get(name)
         functions = vars(value).values() if isinstance(value, type) else (value,)
         for function in functions:
             function = inspect.unwrap(function) if callable(function) else function
-            if isinstance(function, types.FunctionType) and function.__code__.co_filename.startswith(TESTS) and \
-                    (why := starts_a_process(function.__code__, function.__globals__, seen)):
+            if isinstance(function, types.FunctionType) and function.__code__.co_filename.startswith(tests) and \
+                    (why := starts_a_process(function.__code__, function.__globals__, tests, seen)):
                 return why
     return ""
 
@@ -75,14 +75,16 @@ def slow_reason(item: pytest.Item) -> str:
     if not isinstance(item, pytest.Function):
         return ""
     seen: set = set()
+    # the tests' own code is what lies under testpaths; the code under test is not followed
+    tests = tuple(str(item.config.rootpath / path) for path in item.config.getini("testpaths") or ["."])
     function = inspect.unwrap(item.function)
-    why = starts_a_process(function.__code__, function.__globals__, seen)
+    why = starts_a_process(function.__code__, function.__globals__, tests, seen)
     # pytest keeps no public record of an item's fixture functions; _fixtureinfo is the one its own fixtures use
     for name, definitions in item._fixtureinfo.name2fixturedefs.items():
         for definition in definitions:
             fixture = inspect.unwrap(definition.func)
             if not why and isinstance(fixture, types.FunctionType):
-                why = starts_a_process(fixture.__code__, fixture.__globals__, seen)
+                why = starts_a_process(fixture.__code__, fixture.__globals__, tests, seen)
                 why = why and f"fixture {name}: {why}"
     return why
 
