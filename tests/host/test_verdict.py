@@ -24,8 +24,9 @@ def fake_flash(problem, q, k, v, br=64, bc=64):
 
 @pytest.mark.parametrize("seq,dim,causal", SHAPES)
 def test_correct_float32_computations_use_a_fraction_of_the_bracket(seq, dim, causal):
-    """The docstring's measurement, repeated: the float32 reference and the tiled online softmax stay within 0.4 (rel-L2)
-    and 0.8 (max-abs) of the rounding bracket u·(1 + √d + √N), so SAFETY = 8 leaves them a margin of 10 or more."""
+    """The docstring's measurement, repeated: the float32 reference and the tiled online softmax stay within 0.4
+    (rel-L2) and 0.8 (max-abs) of the rounding bracket u·(1 + √d + √N), so SAFETY = 8 leaves them a margin of 10 or
+    more."""
     problem = AttentionProblem(heads=2, seq=seq, dim=dim, causal=causal, seed=3)
     q, k, v = problem.inputs()
     gold = golden(problem)

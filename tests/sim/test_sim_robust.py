@@ -128,7 +128,8 @@ def test_a_failing_repl_thread_restarts_the_board_instead_of_ending_the_twin(tmp
 # -- 2. a soft reset forgets the session ------------------------------------------------------------------------------
 
 PATCHES = ("sys.stdout.write = lambda s: len(s)", "type(sys.stdout).write = lambda self, s: len(s)",
-           "type(sys.stdout.buffer).write = lambda self, b: len(b)", "import builtins; builtins.len = None", "math.pi = 3",
+           "type(sys.stdout.buffer).write = lambda self, b: len(b)", "import builtins; builtins.len = None",
+           "math.pi = 3",
            "type(sys.implementation).name = 'hacked'", "type(hashlib.sha256(b'')).digest = lambda self: b''",
            "sys.path.append('/elsewhere')", "__builtins__['print'] = None")
 #: each patch as board code may try it; those the board refuses (AttributeError) are refused on a board too
@@ -248,7 +249,8 @@ def test_exceptions_carry_value_and_errno(raw):
 def test_exec_eval_compile_run_as_board_code(raw):
     out, err = raw.run("exec(compile('if 1: 10 + 1\\n', 'f', 'single'))\nx = 5\nprint(eval('x + 1'))\n"
                        "exec('try:\\n    (lambda: 0)(0)\\nexcept TypeError as er:\\n    print(len(er.value))')\n"
-                       "import __main__\nprint(__main__.x)\nexec('print(x)', {'x': 2})\nexec('print(x)', None, {'x': 3})")
+                       "import __main__\nprint(__main__.x)\nexec('print(x)', {'x': 2})\n"
+                       "exec('print(x)', None, {'x': 3})")
     assert (out, err) == (b"11\r\n6\r\n56\r\n5\r\n2\r\n3\r\n", b"")
 
 
