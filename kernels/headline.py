@@ -11,7 +11,7 @@
 
 Every kernel's output (torch's included) is judged against the float64 golden (host/verdict.py) before it is
 timed; a wrong one stops the run with its verdict. ``--gpu-device fake`` runs the same steps on kernels/fake.py (no
-GPU figures: it checks the tool).
+GPU figures: it checks the tool), every N divided by 32 unless ``--seq-scale`` says otherwise.
 
 ``--variants tc|tf32|wgmma [--set all|quick|d128|stages] [--out DIR]`` runs, instead of the ratios, the development
 sweep of one kernel's launch configurations (what chose TC_CONFIGS, TF32_CONFIGS and WGMMA_CONFIGS in
@@ -21,7 +21,7 @@ torch (FLASH and cuDNN in 16 bits, EFFICIENT and the FFMA kernel in fp32, and mm
 is a row of the one results schema in OUT/results.csv (default reports/latest/variants); a table of the timed rows
 ends the run, TFLOP/s by host/problem.py's FLOP formula.
 
-    python -m kernels.headline [--iters 20] [--gpu-device cuda|fake] [--seq-scale 1] [--no-16bit]
+    python -m kernels.headline [--iters 20] [--gpu-device cuda|fake] [--seq-scale N] [--no-16bit]
     python -m kernels.headline --variants wgmma --set quick --out reports/latest/variants
 
 Exit status: 0 done (every variant row ok or skipped); 1 a kernel wrong (the ratios stop at it), a variant row
@@ -250,17 +250,18 @@ def build_parser() -> Parser:
     parser.add_argument("--iters", type=integer("iters", 1, 10_000), default=20, help="timed launches (default 20)")
     parser.add_argument("--gpu-device", choices=target.DEVICES, default="cuda",
                         help="cuda: the GPU (default); fake: kernels/fake.py, which checks the tool, not a GPU")
-    parser.add_argument("--seq-scale", type=integer("seq-scale", 1, 64), default=1,
-                        help="divide every N by this (default 1; the fake device's test uses 32)")
+    parser.add_argument("--seq-scale", type=integer("seq-scale", 1, 64), default=None,
+                        help="divide every N by this (default 1 on cuda; 32 on the fake device, whose numpy runs "
+                             "N 4096 for minutes)")
     parser.add_argument("--no-16bit", action="store_true", help="skip the float16 and bfloat16 comparison")
     parser.add_argument("--variants", choices=RECORDS, default=None,
                         help="instead of the ratios, sweep this kernel's launch variants (tc: mma.sync, tf32: "
                              "3xTF32, wgmma): each checked at awkward N, then timed at N 4096 beside torch "
                              "(default: the ratios)")
-    parser.add_argument("--set", dest="variant_set", default="all",
+    parser.add_argument("--set", dest="variant_set", default=None,
                         help="with --variants: which launches, all (default), quick (one per d), d128 (tc), "
                              "stages (wgmma)")
-    parser.add_argument("--out", type=folder, default=DEFAULT_OUT,
+    parser.add_argument("--out", type=folder, default=None,
                         help=f"with --variants: the folder of results.csv (default {DEFAULT_OUT})")
     return parser
 
@@ -317,6 +318,13 @@ def fp32_against_torch(p4: AttentionProblem, iters: int, settings: target.Settin
 def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         args = build_parser().parse_args(argv)
+        if not args.variants and (args.variant_set is not None or args.out is not None):
+            raise SpecError("--set and --out apply only with --variants; allowed: --variants tc|tf32|wgmma with them, "
+                            "or neither for the ratios")
+        args.variant_set = args.variant_set or "all"
+        args.out = args.out or DEFAULT_OUT
+        if args.seq_scale is None:
+            args.seq_scale = 32 if args.gpu_device == "fake" else 1
         settings = target.Settings(device=args.gpu_device)
         ok, reason = target.available(settings)
         if not ok:
