@@ -91,8 +91,7 @@ def serve(root: str | None, clock_hz: int, mpy_abi: int = MPY_ABI, faults: Fault
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGINT too where a shell ignored it
             signal.signal(signum, lambda number, frame: stop.set())
         if exit_on_stdin_eof:
-            threading.Thread(target=lambda: (sys.stdin.buffer.read(), stop.set()), name="twin-stdin",
-                             daemon=True).start()
+            threading.Thread(target=_set_at_stdin_eof, args=(stop,), name="twin-stdin", daemon=True).start()
         # the path last: whoever reads it may signal the twin at once, so the handlers must be in place
         print(server.path, flush=True)
         print(f"kbench twin on {server.path}: root {root}, clock {clock_hz} Hz", file=sys.stderr, flush=True)
@@ -100,6 +99,18 @@ def serve(root: str | None, clock_hz: int, mpy_abi: int = MPY_ABI, faults: Fault
         if failure is not None:
             raise TargetError(f"the twin's REPL stopped: {type(failure).__name__}: {failure}")
     return 0
+
+
+def _set_at_stdin_eof(stop: threading.Event) -> None:
+    """Set `stop` when stdin ends. Reads the descriptor itself, not sys.stdin's buffer: a daemon thread blocked in a
+    buffered read holds the buffer's lock, and the interpreter aborts when it finalises stdin at exit after a signal
+    ("Fatal Python error: _enter_buffered_busy")."""
+    try:
+        while os.read(0, 4096):
+            pass
+    except OSError:
+        pass
+    stop.set()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

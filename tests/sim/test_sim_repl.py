@@ -377,8 +377,11 @@ def test_killing_the_twin_mid_command_fails_mpremote(fresh_twin, tmp_path_factor
 
 
 @pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_ctrl_c_or_sigterm_ends_the_twin_cleanly(signal_number):
-    with TwinWithOptions(exit_on_stdin_eof=False) as twin:  # as a shell starts it: only the signal ends it
+@pytest.mark.parametrize("exit_on_stdin_eof", [False, True], ids=["as-a-shell-starts-it", "as-a-host-starts-it"])
+def test_ctrl_c_or_sigterm_ends_the_twin_cleanly(signal_number, exit_on_stdin_eof):
+    """A shell starts the twin without --exit-on-stdin-eof, a host (mcu/twin_process.py) with it; a signal ends both
+    with status 0 (with the flag, a thread blocked reading stdin once made the interpreter abort at exit: -6)."""
+    with TwinWithOptions(exit_on_stdin_eof=exit_on_stdin_eof) as twin:
         twin.process.send_signal(signal_number)
         assert twin.process.wait(timeout=10) == 0
 
