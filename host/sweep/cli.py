@@ -182,7 +182,13 @@ def _check_any(targets: dict[str, ModuleType], unavailable: dict[str, str]) -> N
 def _cluster_sweep(args: argparse.Namespace, argv: list[str], entries: dict[str, TargetEntry],
                    settings: dict[str, object]) -> int:
     """The sweep on a Dask cluster's workers (host/sweep/cluster.py): targets chosen by what the workers hold."""
-    from host.sweep.cluster import Cluster, check_address, check_local_options
+    try:
+        from host.sweep.cluster import Cluster, check_address, check_local_options
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("distributed", "dask"):
+            raise
+        raise SpecError(f"--cluster {args.cluster}: Dask distributed is not installed here; allowed: --cluster with "
+                        "the cluster extra (pip install -e '.[cluster]', docs/cluster.md), or no --cluster") from None
 
     check_address(args.cluster)
     check_local_options(settings)

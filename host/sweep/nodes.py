@@ -185,7 +185,13 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-        importlib.import_module("distributed")  # configures its loggers, which are then quietened to warnings
+        try:
+            importlib.import_module("distributed")  # configures its loggers, which are then quietened to warnings
+        except ModuleNotFoundError as exc:
+            if exc.name not in ("distributed", "dask"):
+                raise
+            raise UnavailableError("Dask distributed is not installed here: pip install -e '.[cluster]' on every "
+                                   "node (docs/cluster.md)") from None
 
         logging.getLogger("distributed").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
         return args.handler(args)
