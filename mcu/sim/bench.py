@@ -104,7 +104,12 @@ def main(argv: list[str] | None = None) -> int:
                 raise SpecError(f"--keys {keys}: allowed: below --seq {args.seq} and a multiple of every --bc "
                                 f"({','.join(map(str, args.bc))})")
         masks = (False, True) if args.causal == "both" else (args.causal == "1",)
-        print("\n\n".join(bench(args.seq, args.dim, args.bc, causal, args.keys) for causal in masks))
+        try:
+            tables = [bench(args.seq, args.dim, args.bc, causal, args.keys) for causal in masks]
+        except MemoryError as exc:  # the emulated SRAM's, raised by q15emu before the call runs
+            raise SpecError(f"--seq {args.seq} --dim {args.dim}: the head does not fit the twin's emulated SRAM "
+                            f"({exc}); allowed: a smaller --seq or --dim (Q, K, V^T and O take 8·seq·dim B)") from None
+        print("\n\n".join(tables))
         return 0
 
     return guard(body)
