@@ -101,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     kind = parser.add_mutually_exclusive_group(required=True)
     kind.add_argument("--sim", action="store_true", help="workers owning a board twin each")
     kind.add_argument("--gpu", metavar="I,J", help="two workers owning these GPUs, e.g. 0,1")
-    parser.add_argument("--out", type=folder, default=Path("reports/cluster/bench"), help="output folder")
+    parser.add_argument("--out", type=folder, default=Path("reports/latest/cluster-bench"),
+                        help="output folder: the logs and each sweep's results (default reports/latest/cluster-bench, "
+                             "git-ignored)")
     parser.add_argument("sweep", nargs=argparse.REMAINDER, help="host.compare options, after --")
 
     def body() -> int:
