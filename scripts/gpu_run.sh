@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # On a GPU machine (the lent H200): the gpu tests, the acceptance sweep of host.compare, a short tile sweep and the
 # headline ratios. Uses the machine's python3 (CuPy, torch, numpy, scipy, pandas, matplotlib, tqdm, pytest are
-# there); results go under ${OUT:-reports/gpu}, each step's console output in gpu_log.txt.
+# there); results go under ${OUT:-reports/latest/gpu}, each step's console output in gpu_log.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-reports/gpu}
+out=${OUT:-reports/latest/gpu}
 mkdir -p "$out"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv | tee "$out/gpu_log.txt"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # On the lent H200: the tensor-core kernels' and the energy meter's gpu tests, a sweep of flash in every dtype (rows
 # with NVML energy), the headline (16-bit against torch FLASH and cuDNN), and one Nsight Compute profile of the d 64
-# fp16 kernel the target dispatches to (stall reasons, occupancy). Output under ${OUT:-reports/gpu-tc}. NVML's Python bindings (nvidia-ml-py) are
+# fp16 kernel the target dispatches to (stall reasons, occupancy). Output under ${OUT:-reports/latest/gpu-tc}. NVML's Python bindings (nvidia-ml-py) are
 # not on the lent machine's image: carry the wheel (.whl, see the device notes) and put it on PYTHONPATH first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-reports/gpu-tc}
+out=${OUT:-reports/latest/gpu-tc}
 mkdir -p "$out"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/tc_log.txt"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # On the lent H200: the GPU tests (the 3xTF32 fp32 kernel, the tensor-core kernels, the fp32 kernels, the energy
 # meter), the launch-variant sweep of kernels/flash_tf32.cu (kernels.headline --variants tf32), fp32 flash rows through host.compare (with NVML energy)
-# and the headline (every ratio of docs/performance.md from one run). Output under ${OUT:-reports/gpu-tf32}.
+# and the headline (every ratio of docs/performance.md from one run). Output under ${OUT:-reports/latest/gpu-tf32}.
 # NVML's Python bindings (nvidia-ml-py) are not on the lent machine's image: carry the wheel (.whl, see the device
 # notes) and put it on PYTHONPATH first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-reports/gpu-tf32}
+out=${OUT:-reports/latest/gpu-tf32}
 mkdir -p "$out"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/log.txt"

@@ -1,15 +1,21 @@
 """`python -m host.sweep.cluster_bench`: how much a second worker buys a cluster sweep, measured in one run.
 
 Starts a scheduler and one worker on this machine (python -m host.cluster), times a sweep on it, starts a second
-worker of the same kind, times the same sweep again (a fresh OUT, so every row is measured again), and prints the
-wall times and their ratio. The workers own board twins (--sim) or GPUs (--gpu 0,1); the sweep's own options follow
+worker, times the same sweep again (a fresh OUT, so every row is measured again), and prints the wall times and
+their ratio. `--worker` gives each worker's own options, as `python -m host.cluster worker` takes them (the targets'
+device options: a twin each, `--sim`, or a GPU each, `--gpu-device cuda --gpu I`); the sweep's own options follow
 `--`. Besides wall times it prints the row throughput: rows per second from the first row arriving to the last (the
 sweep's start, connecting and the report come before and after it). Each worker's numpy gets half the host's cores
 (OMP_NUM_THREADS and friends) in both sweeps: its share when both run. Both sweeps' results stay under OUT (one/ and
 two/) beside bench.txt, the table printed last.
 
-    python -m host.sweep.cluster_bench --sim --out reports/cluster/twins -- --targets mcu --seq 256 --dim 32 --heads 2
-    python -m host.sweep.cluster_bench --gpu 0,1 --out reports/cluster/gpus -- --targets gpu --kernels flash --seq 4096
+    python -m host.sweep.cluster_bench --worker=--sim --worker=--sim --out OUT -- --targets mcu --seq 256 --dim 32
+    python -m host.sweep.cluster_bench --worker="--gpu-device cuda --gpu 0" --worker="--gpu-device cuda --gpu 1" \
+        --out OUT -- --targets gpu --kernels flash --seq 4096
+
+(`--worker=OPTIONS` with `=`: the options start with a dash.)
+
+Exit status: 0 both sweeps ran; 1 a node or a sweep failed; 2 bad arguments; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import argparse
 import csv
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -97,10 +104,10 @@ def _rows_in(path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(prog="python -m host.sweep.cluster_bench", description=__doc__.split("\n\n")[0])
-    kind = parser.add_mutually_exclusive_group(required=True)
-    kind.add_argument("--sim", action="store_true", help="workers owning a board twin each")
-    kind.add_argument("--gpu", metavar="I,J", help="two workers owning these GPUs, e.g. 0,1")
+    parser = Parser(prog="python -m host.sweep.cluster_bench", doc=__doc__)
+    parser.add_argument("--worker", dest="workers", action="append", metavar="OPTIONS", default=[],
+                        help="one worker's options for python -m host.cluster worker (its devices), given twice: the "
+                             "first worker's, then the second's, e.g. --worker --sim --worker --sim (required)")
     parser.add_argument("--out", type=folder, default=Path("reports/latest/cluster-bench"),
                         help="output folder: the logs and each sweep's results (default reports/latest/cluster-bench, "
                              "git-ignored)")
@@ -109,13 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         args = parser.parse_args(sys.argv[1:] if argv is None else argv)
         sweep_args = [arg for arg in args.sweep if arg != "--"]
-        if args.gpu is not None:
-            indices = args.gpu.split(",")
-            if len(indices) != 2 or not all(index.isascii() and index.isdigit() for index in indices):
-                raise SpecError(f"--gpu {args.gpu!r} is not two GPU indices; allowed: I,J such as 0,1")
-            worker_args = [["--gpu-device", "cuda", "--gpu", index] for index in indices]
-        else:
-            worker_args = [["--sim"], ["--sim"]]
+        if len(args.workers) != 2:
+            raise SpecError(f"--worker given {len(args.workers)} times; allowed: twice (the first worker's options, "
+                            "then the second's, e.g. --worker=--sim --worker=--sim)")
+        try:
+            worker_args = [shlex.split(options) for options in args.workers]
+        except ValueError as exc:
+            raise SpecError(f"--worker {args.workers!r}: {exc}") from None
         out = output_folder(args.out)
         # Each worker gets half the host's cores for its numpy work (the rows' float64 golden): the share it has
         # when both run, given to it in both sweeps, so the second worker adds a device and not idle cores.
