@@ -208,7 +208,7 @@ def _upgrade(row: dict[str, str], where: str) -> dict[str, str]:
     known = {str(version) for version in range(1, SCHEMA_VERSION + 1)}
     if text not in known:
         raise ResultsError(f"{where}: a row of schema version {text!r}; this kbench reads versions 1.."
-                           f"{SCHEMA_VERSION}: move the file aside or choose another --out")
+                           f"{SCHEMA_VERSION}: not a results file this kbench can read")
     row = dict(row)
     for version in range(int(text) + 1, SCHEMA_VERSION + 1):
         for name, value in ADDED_COLUMNS.get(version, {}).items():
@@ -230,7 +230,7 @@ def _decode(data: bytes, path: Path) -> str:
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         raise ResultsError(f"{path}:{line}: byte 0x{data[exc.start]:02x} is not UTF-8 text: not a kbench results "
-                           "file; move it aside or choose another --out") from None
+                           "file") from None
 
 
 def _format(value: object) -> str:
@@ -281,7 +281,7 @@ class ResultsFile:
         body, _, tail = text.rpartition("\n")
         if not body and not _is_header(tail):
             raise ResultsError(f"{self.path}:1: no complete line, and not a results header "
-                               f"({tail[:60]!r}): move the file aside or choose another --out")
+                               f"({tail[:60]!r}): not a kbench results file")
         if not body:
             return []  # a header alone, its newline never written
         rows = self._parse(body + "\n")
@@ -299,8 +299,8 @@ class ResultsFile:
         if header is None:
             return []
         if not _is_header(",".join(header)):
-            raise ResultsError(f"{self.path}:1: not a kbench results header (it starts {','.join(header[:4])!r}): "
-                               "move the file aside or choose another --out")
+            raise ResultsError(f"{self.path}:1: not a kbench results header (it starts {','.join(header[:4])!r}), so "
+                               "not a kbench results file")
         rows = []
         for cells in reader:
             line = reader.line_num + first_line - 1

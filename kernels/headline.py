@@ -25,7 +25,8 @@ ends the run, TFLOP/s by host/problem.py's FLOP formula.
     python -m kernels.headline --variants wgmma --set quick --out reports/latest/variants
 
 Exit status: 0 done (every variant row ok or skipped); 1 a kernel wrong (the ratios stop at it), a variant row
-wrong or failed, or the device failed; 2 bad arguments or no device to run on; 130 interrupted.
+wrong or failed, the device failed, or no device to run on (no GPU: one line with the reason); 2 bad arguments
+only; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Sequence
 import numpy as np
 
 from host.cli_common import Parser, folder, guard, integer, output_folder
-from host.errors import SpecError, TargetError
+from host.errors import SpecError, TargetError, UnavailableError
 from host.problem import AttentionProblem
 from host.results import FAILED_STATUSES, Result, ResultsFile
 from host.target_api import Inputs, RunContext
@@ -328,7 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = target.Settings(device=args.gpu_device)
         ok, reason = target.available(settings)
         if not ok:
-            raise SpecError(f"nothing can be measured: {reason} (--gpu-device fake checks the tool without a GPU)")
+            raise UnavailableError(f"nothing can be measured: {reason} (--gpu-device fake checks the tool without a "
+                                   "GPU)")
         if args.variants:
             return variants_sweep(args.variants, args.variant_set, args.iters, args.seq_scale, settings, args.out)
         return ratios(args, settings)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
-from host.errors import KbenchError, ResultsError, SpecError
+from host.errors import ResultsError, SpecError, UnavailableError
 from host.cli_common import Parser, guard, integer
 from host.problem import LIMITS, AttentionProblem
 from host.results import ResultsFile
@@ -219,7 +219,7 @@ def cmd_drive(args: argparse.Namespace) -> int:
     """One warm-up call, then the call ncu selects."""
     ok, reason = target.available()
     if not ok:
-        raise KbenchError(f"nsight drive needs a GPU: {reason}")
+        raise UnavailableError(f"nsight drive needs a GPU: {reason}")
     from host.target_api import Inputs
 
     problem = _problem(args, args.seq)

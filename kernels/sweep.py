@@ -18,9 +18,9 @@ an x). Last, a table per N: the best tile, and the budget's largest square tile 
 
 Usage: ``python -m kernels.sweep [--br LIST] [--bc LIST] [--seq LIST] [--dim 64] [--heads 16] [--batch 1]
 [--causal 0] [--iters 10] [--gpu-device cuda|fake] [--out DIR]``.
-Exit status: 0 every cell ok or skipped; 1 a cell wrong or failed, or no cell measured at all; 2 bad arguments, an
-unusable --out, or no device to run on (one ``kbench: error: ...`` line on stderr); 130 interrupted (Ctrl-C or
-SIGTERM: one line with the rows kept).
+Exit status: 0 every cell ok or skipped; 1 a cell wrong or failed, no cell measured at all, or no device to run on
+(no GPU: one ``kbench: ...`` line with the reason); 2 bad arguments only, an unusable --out included (one
+``kbench: error: ...`` line on stderr); 130 interrupted (Ctrl-C or SIGTERM: one line with the rows kept).
 CuPy is imported only through kernels.cuda.
 """
 
@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from host.cli_common import Parser, folder, guard, int_list, integer, output_folder
-from host.errors import KbenchError, ResultsError, SpecError
+from host.errors import KbenchError, ResultsError, UnavailableError
 from host.problem import LIMITS, AttentionProblem
 from host.results import FAILED_STATUSES, Result, ResultsFile
 from host.run_log import RunInfo
@@ -332,7 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = with_device_defaults(build_parser().parse_args(argv))
         ok, reason = target.available(target.Settings(device=args.gpu_device))
         if not ok:
-            raise SpecError(f"nothing can be measured: {reason} (--gpu-device fake runs the sweep without a GPU)")
+            raise UnavailableError(f"nothing can be measured: {reason} (--gpu-device fake runs the sweep without a "
+                                   "GPU)")
         return run(args, argv)
 
     previous = signal.signal(signal.SIGTERM, _terminate)

@@ -6,7 +6,7 @@ the plots (host/report/plots.py: latency, error, roofline) and writes results.md
 (host/report/markdown.py). A plot without data is not drawn; results.md says why.
 ``python -m host.report OUT_DIR`` does the same from a shell.
 Exit status: 0 rendered; 1 a results file that cannot be read as results, or a report that cannot be written;
-2 bad arguments only (OUT_DIR missing, not a folder, or without results.csv); 130 interrupted (Ctrl-C).
+2 bad arguments only (OUT_DIR empty, missing, not a folder, or without results.csv); 130 interrupted (Ctrl-C).
 
 This is layer L3: it imports only host.results, host.errors, host.cli_common and its own modules, never a target.
 """
@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 from typing import Sequence
 
-from host.cli_common import Parser, guard
+from host.cli_common import Parser, folder, guard
 from host.errors import ResultsError, SpecError
 from host.report.common import RESULTS_CSV, RESULTS_MD, RUNS_JSONL
 from host.report.markdown import Drawn, markdown
@@ -34,7 +34,10 @@ def read_results(out_dir: Path) -> list[Result]:
     csv_path = out_dir / RESULTS_CSV
     if not csv_path.exists():
         raise ResultsError(f"{csv_path} does not exist: run `python -m host.compare --out {out_dir}` first")
-    results = ResultsFile(csv_path).read()
+    try:
+        results = ResultsFile(csv_path).read()
+    except ResultsError as exc:  # results.csv is there but is not results: what to do about it, for this tool
+        raise ResultsError(f"{exc}; move it aside, or render a folder holding kbench results") from None
     if not results:
         raise ResultsError(f"{csv_path} has no result rows")
     return results
@@ -58,7 +61,7 @@ def render(out_dir: Path) -> list[Path]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="python -m host.report", doc=__doc__)
-    parser.add_argument("out_dir", type=Path, metavar="OUT_DIR",
+    parser.add_argument("out_dir", type=folder, metavar="OUT_DIR",
                         help="folder holding results.csv (and runs.jsonl); results.md and the plots are written there")
     return parser
 

@@ -7,9 +7,10 @@ duplicating or losing a row. At the end OUT/results.md and its plots are rendere
 
 Each target declares its own options (host/target_api.py); `--help` lists them in one group per target.
 Exit status: 0 all rows ok (some may be skipped or oom); 1 some row wrong (outside its tolerance, or not
-bit-exact) or failed (recorded in its row), no row measured at all, or a results file that failed during the sweep;
-2 bad arguments only: a bad value, an unusable --out (with --resume, one whose results cannot be read), or no
-target able to run; 130 interrupted (Ctrl-C or SIGTERM: one line; finished rows are kept).
+bit-exact) or failed (recorded in its row), no row measured at all, no selected target able to run here (no GPU, no
+board, a port that does not exist: one line with each reason), or a results file that failed during the sweep;
+2 bad arguments only: a bad value (an unknown target name included) or an unusable --out (with --resume, one whose
+results cannot be read); 130 interrupted (Ctrl-C or SIGTERM: one line; finished rows are kept).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Callable
 
 import numpy as np
 
-from host.errors import KbenchError, ResultsError, SpecError
+from host.errors import KbenchError, ResultsError, SpecError, UnavailableError
 from host.cli_common import Parser, folder, guard, int_list, integer, name_list, output_folder, real
 from host.problem import LIMITS
 from host.results import FAILED_STATUSES, STATUSES, Result, ResultsFile
@@ -138,7 +139,7 @@ def check_out(out: Path, resume: bool) -> None:
             ResultsFile(out / "results.csv").read()
             read_runs(out / "runs.jsonl")
         except ResultsError as exc:  # the folder named by --out cannot be resumed: a bad argument (exit 2)
-            raise SpecError(f"--out {out} --resume: {exc}") from None
+            raise SpecError(f"--out {out} --resume: {exc}; move it aside or choose another --out") from None
 
 
 def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser,
@@ -174,8 +175,10 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
 
 
 def _check_any(targets: dict[str, ModuleType], unavailable: dict[str, str]) -> None:
+    """No selected target can run here (no GPU, no board, a port that does not exist, no worker holding one): the
+    machine cannot run what was asked, so UnavailableError (exit 1), not a bad argument."""
     if not targets:
-        raise SpecError("nothing can be measured: " + "; ".join(f"target {name} unavailable: {reason}"
+        raise UnavailableError("nothing can be measured: " + "; ".join(f"target {name} unavailable: {reason}"
                                                                  for name, reason in unavailable.items()))
 
 
@@ -187,8 +190,8 @@ def _cluster_sweep(args: argparse.Namespace, argv: list[str], entries: dict[str,
     except ModuleNotFoundError as exc:
         if exc.name not in ("distributed", "dask"):
             raise
-        raise SpecError(f"--cluster {args.cluster}: Dask distributed is not installed here; allowed: --cluster with "
-                        "the cluster extra (pip install -e '.[cluster]', docs/cluster.md), or no --cluster") from None
+        raise UnavailableError(f"--cluster {args.cluster}: Dask distributed is not installed here: pip install -e "
+                               "'.[cluster]' (docs/cluster.md), or leave --cluster out") from None
 
     check_address(args.cluster)
     check_local_options(settings)

@@ -167,6 +167,15 @@ def test_a_sweep_into_a_log_shows_a_line_per_finished_row(fake_targets, tmp_path
     assert all(line.endswith(" s)") for line in progress)
 
 
+def test_progress_tells_a_kernels_dtypes_apart(tmp_path, capsys):
+    """One kernel in two dtypes is two rows: each progress line names a dtype other than the default float32."""
+    assert compare.main(["--targets", "gpu", "--gpu-device", "fake", "--gpu-dtype", "fp32,fp16", "--kernels", "flash",
+                         "--seq", "64", "--dim", "64", "--heads", "1", "--causal", "0", "--out", str(tmp_path)]) == 0
+    progress = [line for line in capsys.readouterr().err.splitlines() if line.startswith("kbench: ")]
+    assert [line.split(": ok")[0] for line in progress] == ["kbench: 1/2 gpu/flash B1 H1 N64 d64",
+                                                            "kbench: 2/2 gpu/flash float16 B1 H1 N64 d64"]
+
+
 def test_a_note_every_cpu_row_carries_is_printed_once(tmp_path, capsys, monkeypatch):
     """No RAPL: every CPU row's message says why (results.csv keeps it), the console says it once."""
     from host.cpu import rapl
@@ -284,11 +293,34 @@ def test_an_unusable_out_is_refused_before_any_target_starts(fake_targets, tmp_p
     assert fake_targets.CALLS == [] and blocker.read_text() == "not a folder"
 
 
-def test_nothing_measurable_exits_2_saying_why(fake_targets, tmp_path, capsys):
-    assert compare.main(["--targets", "ghost", "--out", str(tmp_path / "o")]) == 2
+def test_nothing_measurable_exits_1_saying_why(fake_targets, tmp_path, capsys):
+    """No selected target can run on this machine: not a bad argument (2) but the machine (1), in one line."""
+    assert compare.main(["--targets", "ghost", "--out", str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == "kbench: error: nothing can be measured: target ghost unavailable: no ghost board attached"
+    assert err[-1] == "kbench: nothing can be measured: target ghost unavailable: no ghost board attached"
     assert not (tmp_path / "o" / "results.csv").exists()
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--targets", "gpu", "--gpu-device", "cuda"], "target gpu unavailable: "),
+    (["--targets", "mcu"], "target mcu unavailable: "),  # no --serial, no --sim (or no mcu extras)
+    (["--targets", "mcu", "--serial", "/dev/nonexistent"], "target mcu unavailable: "),
+])
+def test_no_device_for_the_selected_target_exits_1(argv, needle, tmp_path, capsys, monkeypatch):
+    from kernels import target as gpu_target
+    monkeypatch.setattr(gpu_target, "available", lambda settings=None: (False, "no CUDA device (test)"))
+    assert compare.main([*argv, "--seq", "1", "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("kbench: nothing can be measured: ") and needle in err[-1], err
+
+
+def test_cluster_without_dask_exits_1_naming_the_extra(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # importing it raises ModuleNotFoundError
+    monkeypatch.delitem(sys.modules, "host.sweep.cluster", raising=False)
+    assert compare.main(["--targets", "cpu", "--cluster", "tcp://127.0.0.1:8786", "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kbench: --cluster tcp://127.0.0.1:8786: Dask distributed is not "
+                                               "installed here") and "[cluster]" in err[0], err
 
 
 def test_a_resume_over_a_file_that_is_not_results_changes_nothing(fake_targets, tmp_path, capsys):
@@ -297,7 +329,8 @@ def test_a_resume_over_a_file_that_is_not_results_changes_nothing(fake_targets, 
     garbage = bytes(range(256)) * 3
     (out / "results.csv").write_bytes(garbage)
     assert compare.main(["--targets", "fake", "--seq", "1", "--resume", "--out", str(out)]) == 2
-    assert "results.csv:2: byte 0x80 is not UTF-8 text" in capsys.readouterr().err  # 0x0a ends line 1
+    err = capsys.readouterr().err  # 0x0a ends line 1
+    assert "results.csv:2: byte 0x80 is not UTF-8 text" in err and "choose another --out" in err
     assert (out / "results.csv").read_bytes() == garbage and fake_targets.CALLS == []
 
 

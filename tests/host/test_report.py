@@ -537,3 +537,25 @@ def test_cli_renders(merged: Path):
     done = _cli(str(merged))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].endswith("results.md")
+
+
+def test_cli_refuses_an_empty_out_dir_naming_it(capsys):
+    from host.report.render import main
+    assert main([""]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("kbench: error: ") and "'' is empty" in err, err
+
+
+@pytest.mark.parametrize("content,needle", [
+    (b"garbage,x,y\n", ":1: not a kbench results header"),
+    (b"garbage without a newline", ":1: no complete line"),
+    (b"\x89PNG\r\n\x1a\n\x00\xff", ":1: byte 0x89 is not UTF-8 text"),
+])
+def test_cli_a_results_file_that_is_not_results_exits_1_with_a_hint_for_this_tool(tmp_path, capsys, content, needle):
+    from host.report.render import main
+    (tmp_path / "results.csv").write_bytes(content)
+    assert main([str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"kbench: {tmp_path / 'results.csv'}") and needle in err, err
+    assert "move it aside, or render a folder holding kbench results" in err and "--out" not in err
+    assert (tmp_path / "results.csv").read_bytes() == content

@@ -185,9 +185,12 @@ def test_a_header_alone_without_its_newline_takes_rows_after_it(tmp_path):
 def test_a_file_that_is_not_results_is_refused_with_file_and_line(tmp_path, content, needle):
     path = tmp_path / "results.csv"
     path.write_bytes(content)
-    with pytest.raises(ResultsError, match=re.escape(needle)):
+    with pytest.raises(ResultsError, match=re.escape(needle)) as raised:
         ResultsFile(path).read()
     assert path.read_bytes() == content, "nothing overwritten"
+    message = str(raised.value)
+    assert str(path) in message and "not a kbench results" in message
+    assert "--out" not in message, "every tool reads results files; only one with --out may suggest another"
 
 
 def test_a_garbage_line_and_a_bad_cell_are_named_by_line(tmp_path):

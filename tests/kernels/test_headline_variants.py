@@ -1,6 +1,8 @@
 """kernels.headline --variants (the launch-variant sweep that replaced scripts/gpu_{tc,tf32,wgmma}_bench.py) on the
 fake device: every launch a row of the one results schema, checked at awkward N, then timed."""
 
+import pytest
+
 from host.results import ResultsFile
 from kernels import headline
 
@@ -26,3 +28,12 @@ def test_a_set_the_kernel_has_not_is_a_bad_argument(tmp_path, capsys):
     assert headline.main(["--gpu-device", "fake", "--variants", "tf32", "--set", "stages", "--out",
                           str(tmp_path)]) == 2
     assert "--set 'stages' has no tf32 variants; allowed: all, quick" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [[], ["--variants", "tf32"]])
+def test_no_gpu_is_the_machine_not_a_bad_argument(argv, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(headline.target, "available", lambda settings=None: (False, "no CUDA device (test)"))
+    extra = ["--out", str(tmp_path)] if argv else []
+    assert headline.main(["--gpu-device", "cuda", *argv, *extra]) == 1
+    assert capsys.readouterr().err == ("kbench: nothing can be measured: no CUDA device (test) (--gpu-device fake "
+                                       "checks the tool without a GPU)\n")
