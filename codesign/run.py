@@ -78,13 +78,14 @@ def rtl_plan(problem: AttentionProblem, dp: Datapath) -> str:
 def rtl_check(result: Evaluation) -> tuple[list[str], bool]:
     """Every head of the evaluation through the RTL: report lines, and whether outputs and stage cycles agree."""
     dp, head, quantized = result.datapath, result.head, result.quantized
-    from codesign.rtl.sim import simulate_heads
+    from codesign.rtl.sim import DONE_TICKS, simulate_heads
 
     began = time.perf_counter()
     b_h = [(b, h) for b in range(result.problem.batch) for h in range(result.problem.heads)]
-    expected = sum(stage.busy_cycles for stage in head.stages.values()) * len(b_h)
-    with Progress("codesign run", "RTL", expected, "cycle", unit_scale=True) as bar:
-        # the estimate printed first can be far off: the rate says how far
+    # the simulated cycles as the RTL counts them: each head's stages one after another, and the cycle of its done
+    simulated = (sum(stage.busy_cycles for stage in head.stages.values()) + DONE_TICKS) * len(b_h)
+    with Progress("codesign run", "RTL", simulated, "cycle", unit_scale=True) as bar:
+        # the time estimate printed first can be far off: the rate says how far
         rtl_heads = simulate_heads([(*quantized.head(b, h), quantized.params) for b, h in b_h], dp,
                                    progress=bar.update)
     seconds = time.perf_counter() - began

@@ -156,7 +156,7 @@ def main(argv: list[str]) -> int:
     print(state.line())
     total = 2 * len(args.dims) * len(OVERFLOWS) * len(args.bits)
     began = time.perf_counter()
-    with Progress("codesign widths", "widths", total, "head") as progress:
+    with Progress("codesign widths", None, total, "head") as progress:
         points = sweep(args.seq, args.dims, args.bits, *args.array, args.seed, progress)
     elapsed = time.perf_counter() - began
     with open(out / "widths.csv", "w", newline="", encoding="utf-8") as handle:

@@ -19,6 +19,7 @@ import math
 import os
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -148,6 +149,17 @@ def output_folder(out: Path, option: str = "--out") -> Path:
     if not os.access(out, os.W_OK | os.X_OK):
         raise SpecError(f"{option} {out}: cannot write in it (permission denied)")
     return out
+
+
+class Stages:
+    """Progress of a long command that shows in a log as well as on a terminal: `stage(text)` prints
+    `kbench: TOOL TEXT (T s)` on stderr, flushed at once, T the seconds since the Stages began."""
+
+    def __init__(self, tool: str):
+        self.tool, self.start = tool, time.perf_counter()
+
+    def __call__(self, text: str) -> None:
+        print(f"kbench: {self.tool} {text} ({time.perf_counter() - self.start:.1f} s)", file=sys.stderr, flush=True)
 
 
 def guard(body: Callable[[], int], interrupted: str = "") -> int:

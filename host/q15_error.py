@@ -4,6 +4,8 @@
 
 prints a Markdown table of relative-L2 / max-abs error per (seq, dim) for N(0,1) inputs (seed 1); with
 `--causal both`, one table per mask, each under its name.
+On stderr, one line per (seq, dim) as it is measured, flushed at once, so a run into a log is never silent:
+`kbench: q15_error 3/5 seq 256 d 64 (4.1 s)` (the time since the run began; `causal` added with --causal 1 or both).
 Exit status: 0 printed; 2 bad arguments only (one `kbench: error:` line naming the value); 130 interrupted (Ctrl-C).
 """
 
@@ -11,15 +13,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import Callable, Sequence
 
-from host.cli_common import Parser, guard, int_list, integer
+from host.cli_common import Parser, Stages, guard, int_list, integer
 from host.problem import LIMITS, AttentionProblem
 from host.q15 import BC_MAX, DIM_MAX, SEQ_MAX, run_problem
 from host.reference import errors, golden
 
 
-def error_table(seqs: Sequence[int], dims: Sequence[int], bc: int, causal: bool, heads: int) -> str:
+def error_table(seqs: Sequence[int], dims: Sequence[int], bc: int, causal: bool, heads: int,
+                progress: Callable[[AttentionProblem], object] | None = None) -> str:
+    """The Markdown table; `progress(problem)` after each (seq, dim) is measured."""
     lines = ["| seq | " + " | ".join(f"d={d}" for d in dims) + " |", "|---|" + "---|" * len(dims)]
     for seq in seqs:
         cells = []
@@ -28,6 +32,8 @@ def error_table(seqs: Sequence[int], dims: Sequence[int], bc: int, causal: bool,
             _, out = run_problem(problem, bc=bc)
             metrics = errors(out, golden(problem))
             cells.append(f"{metrics.rel_l2:.1e} / {metrics.max_abs:.1e}")
+            if progress is not None:
+                progress(problem)
         lines.append(f"| {seq} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -49,7 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         args = build_parser().parse_args(argv)
         masks = (False, True) if args.causal == "both" else (args.causal == "1",)
-        tables = {causal: error_table(args.seq, args.dim, args.bc, causal, args.heads) for causal in masks}
+        stage, total, done = Stages("q15_error"), len(masks) * len(args.seq) * len(args.dim), []
+
+        def progress(problem: AttentionProblem) -> None:
+            done.append(problem)
+            stage(f"{len(done)}/{total} seq {problem.seq} d {problem.dim}{' causal' if problem.causal else ''}")
+
+        tables = {causal: error_table(args.seq, args.dim, args.bc, causal, args.heads, progress) for causal in masks}
         if len(tables) == 1:
             print(tables[masks[0]])
         else:

@@ -17,6 +17,9 @@ seeded problem's one head, quantised as every Q15 target gets it) must equal hos
 the contract's error bound (host/verdict.check_q15). A mismatch ends the run with a TargetError that names what
 differed.
 
+On stderr, a line per step (starting the twin, deploying, each window's round, the head), flushed at once, with the
+time since the run began: `kbench: link_bench round 2/5: window 4 measured, 812 kB/s (6.3 s)`.
+
 Exit status: 0 measured and checked; 1 a check, the board, the link or the twin failed (one `kbench:` line);
 2 bad arguments only (one `kbench: error:` line naming the value); 130 interrupted (Ctrl-C).
 """
@@ -33,11 +36,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from host.cli_common import Parser, guard, int_list, integer
+from host.cli_common import Parser, Stages, guard, int_list, integer
 from host.errors import TargetError
 from host.problem import AttentionProblem
 from host.q15 import DIM_MAX, error_bound, prepare
@@ -116,11 +119,12 @@ def read_k(link, nbytes: int) -> tuple[bytes, float]:
     return bytes(back), time.perf_counter() - start
 
 
-def window_sweep(link, nbytes: int, windows: Sequence[int], rounds: int,
-                 twin: CpuClock | None) -> tuple[dict[int, Transfer], dict[int, float], float]:
+def window_sweep(link, nbytes: int, windows: Sequence[int], rounds: int, twin: CpuClock | None,
+                 stage: Callable[[str], object] = lambda text: None) -> tuple[dict[int, Transfer], dict[int, float],
+                                                                           float]:
     """Per window: the summed transfers, the median throughput over `rounds` (bytes/s); and READ's bytes/s.
     Each round loads fresh random bytes once per window, in an order rotated from round to round, and reads them
-    back (the READ must return what the LOAD wrote)."""
+    back (the READ must return what the LOAD wrote); `stage(text)` after each window's round."""
     setup_k(link, nbytes)
     rng = np.random.default_rng(0)
     totals = {w: Transfer() for w in windows}
@@ -136,6 +140,7 @@ def window_sweep(link, nbytes: int, windows: Sequence[int], rounds: int,
             back, seconds = read_k(link, nbytes)
             check_round_trip(data, back)
             read_rates.append(nbytes / seconds)
+            stage(f"round {r + 1}/{rounds}: window {window} measured, {done.nbytes / done.wall / 1e3:.0f} kB/s")
     return totals, {w: statistics.median(rates[w]) for w in windows}, statistics.median(read_rates)
 
 
@@ -218,8 +223,10 @@ def _parser() -> Parser:
     return parser
 
 
-def measure(args: argparse.Namespace, windows: tuple[int, ...]) -> dict:
-    """Every figure of one bench: on the board at --serial, or on a twin started (and deployed to) here."""
+def measure(args: argparse.Namespace, windows: tuple[int, ...],
+            stage: Callable[[str], object] = lambda text: None) -> dict:
+    """Every figure of one bench: on the board at --serial, or on a twin started (and deployed to) here;
+    `stage(text)` as each step begins or a window's round ends."""
     from mcu.link import LOAD_WINDOW, BoardLink
     from mcu.twin_process import start_twin
 
@@ -228,16 +235,24 @@ def measure(args: argparse.Namespace, windows: tuple[int, ...]) -> dict:
         if port is None:
             from mcu.deploy import deploy
 
+            stage("starting the twin")
             started = stack.enter_context(start_twin())
             port, twin = started.port, CpuClock(started.process.pid)
+            stage(f"deploying to the twin at {port}")
             deploy(port, 115200, say=lambda line: None)
+        stage(f"connecting to {port}")
         link = stack.enter_context(BoardLink(port))
         hello = link.hello
         room = (hello.heap_free - hello.reserve) // 2 - 4096  # K and V^T are allocated; K carries the data
         nbytes = min(TRANSFER_BYTES, room // 64 * 64)
-        totals, rates, read_bps = window_sweep(link, nbytes, windows, args.rounds, twin)
+        stage(f"LOAD of {nbytes} bytes: {args.rounds} round(s) of windows {', '.join(map(str, windows))}")
+        totals, rates, read_bps = window_sweep(link, nbytes, windows, args.rounds, twin, stage)
+        if args.profile:
+            stage(f"profiling LOADs with {LOAD_WINDOW} in flight")
         profile = profile_load(link, nbytes, LOAD_WINDOW) if args.profile else ""
+        stage(f"the head: seq {args.seq} dim {args.dim}")
         split = head_split(link, args.seq, args.dim)
+        stage("the head measured and checked")
     return {"hello": hello, "nbytes": nbytes, "totals": totals, "rates": rates, "read_bps": read_bps,
             "profile": profile, "split": split}
 
@@ -299,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         args = parser.parse_args(argv)
         windows = tuple(sorted({1, LOAD_WINDOW, *args.windows}))
-        figures = measure(args, windows)
+        figures = measure(args, windows, Stages("link_bench"))
         print_windows(figures, windows, args.rounds)
         print_head(figures, args.seq, args.dim)
         return 0

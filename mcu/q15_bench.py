@@ -6,6 +6,8 @@ the float32 reference on the same head in the same run (the anchor: ratios, not 
 Prints a Markdown table (docs/performance.md keeps one with the machine it ran on). Before timing a key block, it
 checks that the C kernel's output equals the model's bit for bit, and both are within the contract's error bound of
 the float64 golden (host/verdict.check_q15); a mismatch ends the run with a one-line TargetError naming the element.
+On stderr, a line as each step begins (`kbench: q15_bench Bc 16 (2/3): timing the C kernel (4.1 s)`, the time since
+the run began), flushed at once, so a run into a log is never silent.
 Exit status: 0 timed and checked; 1 the C kernel differs from the model or misses the bound (or cannot be built);
 2 bad arguments only (one `kbench: error:` line naming the value); 130 interrupted (Ctrl-C).
 """
@@ -16,12 +18,12 @@ import argparse
 import sys
 import time
 from functools import partial
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from mcu import q15_c
-from host.cli_common import Parser, guard, int_list, integer
+from host.cli_common import Parser, Stages, guard, int_list, integer
 from host.errors import TargetError
 from host.problem import AttentionProblem
 from host.q15 import BC_MAX, DIM_MAX, SEQ_MAX, attention_q15, error_bound, prepare
@@ -52,18 +54,25 @@ def check_kernel(problem: AttentionProblem, bc: int) -> None:
                           status=verdict.status)
 
 
-def bench(seq: int, dim: int, bcs: Sequence[int], repeats: int) -> str:
+def bench(seq: int, dim: int, bcs: Sequence[int], repeats: int,
+          stage: Callable[[str], object] = lambda text: None) -> str:
+    """The table; `stage(text)` as each step begins (the anchor, and per Bc: the check, the model, the kernel)."""
     problem = AttentionProblem(seq=seq, dim=dim)  # one head, not causal
     q, k, v = problem.inputs()
+    stage(f"seq {seq} dim {dim}: timing the float32 reference (the anchor)")
     anchor = median_ms(lambda: attention(q, k, v, False, np.float32, threads=1), repeats)
     lines = [f"float32 reference, one thread (anchor): {anchor:.2f} ms", "",
              "| Bc | numpy model ms | × anchor | C kernel (host, -O2) ms | × anchor |", "|---:|---:|---:|---:|---:|"]
-    for bc in bcs:
+    for number, bc in enumerate(bcs, 1):
+        where = f"Bc {bc} ({number}/{len(bcs)})"
+        stage(f"{where}: checking the C kernel against the model and the golden")
         check_kernel(problem, bc)
         quantized = prepare(problem, q, k, v, bc)
         params = quantized.params
         qh, kh, vh = quantized.head(0, 0)  # (N, d) int16
+        stage(f"{where}: timing the numpy model")
         model = median_ms(partial(attention_q15, qh, kh, vh, params), repeats)
+        stage(f"{where}: timing the C kernel")
         kernel = median_ms(partial(q15_c.attention_rows, params, qh, kh, vh), repeats)
         lines.append(f"| {bc} | {model:.2f} | {model / anchor:.1f} | {kernel:.2f} | {kernel / anchor:.1f} |")
     return "\n".join(lines)
@@ -85,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         args = build_parser().parse_args(argv)
-        table = bench(args.seq, args.dim, args.bc, args.repeats)
+        table = bench(args.seq, args.dim, args.bc, args.repeats, Stages("q15_bench"))
         print(f"seq {args.seq}, dim {args.dim}, one head, not causal; C kernel bit-exact with the model at every Bc")
         print(table)
         return 0

@@ -25,6 +25,9 @@ from host.q15 import Q15Params
 HANG_MARGIN = 1000
 #: Simulated cycles between two calls of simulate_heads' `progress`.
 PROGRESS_CYCLES = 1000
+#: Cycles a head takes in simulation beyond its `cycles` (the sum of the stages' busy cycles): the one in which the
+#: bench sees the engine's done. simulate_heads' progress counts them: a head's total is cycles + DONE_TICKS.
+DONE_TICKS = 1
 #: Host cost of one simulated cycle, µs: BASE + per array cell + per output accumulator (R·d) + per EXP2 lane + per
 #: divider, fitted to runs of 2×2 to 8×8 arrays, E 1..16, D 1..64, d 3..64 on the development VM (within about ±30 %,
 #: docs/performance.md); building the simulator adds BUILD_S plus BUILD_S_PER_LANE per lane.
@@ -93,7 +96,8 @@ def simulate_heads(heads: list[Head], datapath: Datapath,
                    progress: Callable[[int], object] | None = None) -> list[RtlHead]:
     """Each head (q, k, v: (seq, dim) int16, params with bc = datapath.cols) through one simulated head engine;
     `progress(cycles)` is called with the cycles simulated since its last call, every PROGRESS_CYCLES and at each
-    head's end. SpecError for bad heads (before anything is built); TargetError when the RTL hangs or faults."""
+    head's end (a head's calls add up to its cycles + DONE_TICKS). SpecError for bad heads (before anything is
+    built); TargetError when the RTL hangs or faults."""
     if not heads:
         return []
     for head in heads:

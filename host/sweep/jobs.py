@@ -40,8 +40,12 @@ class Job:
         return tuple(values[name] for name in CONFIG_FIELDS)
 
     def label(self) -> str:
+        """The row as progress names it: 'gpu/flash float16 B1 H1 N64 d64 causal'; the dtype is named where it is not
+        the problem's default float32 (a target may run one kernel in several dtypes, each its own row)."""
         p = self.problem
-        return f"{self.target}/{self.kernel} B{p.batch} H{p.heads} N{p.seq} d{p.dim}{' causal' if p.causal else ''}"
+        dtype = "" if p.dtype == AttentionProblem.dtype else f" {p.dtype}"
+        return (f"{self.target}/{self.kernel}{dtype} B{p.batch} H{p.heads} N{p.seq} d{p.dim}"
+                f"{' causal' if p.causal else ''}")
 
 
 def plan(args: argparse.Namespace, targets: dict[str, ModuleType], settings: dict[str, object]) -> list[Job]:

@@ -398,6 +398,20 @@ def test_a_band_is_printed_in_its_middles_unit():
     assert console.joules(1.05e-3, (0.704e-3, 1.56e-3)) == "1.05 mJ (0.704..1.56)"
 
 
+def test_progress_in_a_log_has_one_prefix_and_never_overshoots_its_total(capsys):
+    """capsys' stderr is no terminal: lines, not a bar. No `what` gives one prefix; a count that ends elsewhere than
+    the total says the total was an estimate instead of '4,565 of 4,564'."""
+    with console.Progress("codesign widths", None, 2, "head") as progress:
+        progress.update(2)
+    with console.Progress("codesign run", "RTL", 10, "cycle") as progress:
+        progress.update(4)
+    with console.Progress("codesign run", "RTL", 10, "cycle") as progress:
+        progress.update(11)
+    lines = [line.rsplit(" in ", 1)[0] for line in capsys.readouterr().err.splitlines()]
+    assert lines == ["codesign widths: 2 of 2 heads", "codesign run: RTL: 4 cycles (the total of 10 was an estimate)",
+                     "codesign run: RTL: 11 cycles (the total of 10 was an estimate)"]
+
+
 def test_a_plot_title_names_targets_only_when_some_were_placed():
     from codesign.explore_plots import title
     from codesign.measured import MeasuredPoint

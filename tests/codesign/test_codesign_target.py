@@ -147,7 +147,7 @@ def test_the_width_sweep_writes_its_table_and_plot(tmp_path):
     assert (tmp_path / "widths.png").stat().st_size > 0
     assert len((tmp_path / "widths.csv").read_text().splitlines()) == 1 + 2 * 2 * 3
     assert done.stdout.startswith("machine: load average ") and " anchors" in done.stdout  # time beside its anchor
-    assert "codesign widths: widths: 12 of 12 heads in" in done.stderr  # progress in a log, not a tty's bar
+    assert "codesign widths: 12 of 12 heads in" in done.stderr  # progress in a log, not a tty's bar
 
 
 def test_the_diagram_is_drawn_into_its_folder(tmp_path):

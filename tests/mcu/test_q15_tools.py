@@ -27,6 +27,31 @@ def test_q15_error_prints_the_table_of_run_problem():
                                         f"| 17 | {metrics.rel_l2:.1e} / {metrics.max_abs:.1e} |"]
 
 
+def test_q15_error_says_each_shape_on_stderr_as_it_is_measured(capsys):
+    from host import q15_error
+
+    assert q15_error.main(["--seq", "8,17", "--dim", "4", "--heads", "1", "--causal", "both"]) == 0
+    said = capsys.readouterr()
+    assert said.out.count("| seq | d=4 |") == 2  # stdout stays the tables
+    lines = said.err.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [
+        "kbench: q15_error 1/4 seq 8 d 4", "kbench: q15_error 2/4 seq 17 d 4",
+        "kbench: q15_error 3/4 seq 8 d 4 causal", "kbench: q15_error 4/4 seq 17 d 4 causal"]
+    assert all(re.search(r" \(\d+\.\d s\)$", line) for line in lines)
+
+
+def test_q15_bench_says_each_step_on_stderr(capsys):
+    assert q15_bench.main(["--seq", "17", "--dim", "8", "--bc", "1,5", "--repeats", "1"]) == 0
+    said = capsys.readouterr()
+    assert "| 5 |" in said.out and "kbench" not in said.out
+    steps = [line.rsplit(" (", 1)[0] for line in said.err.splitlines()]
+    assert steps[0] == "kbench: q15_bench seq 17 dim 8: timing the float32 reference (the anchor)"
+    assert steps[1:4] == ["kbench: q15_bench Bc 1 (1/2): checking the C kernel against the model and the golden",
+                          "kbench: q15_bench Bc 1 (1/2): timing the numpy model",
+                          "kbench: q15_bench Bc 1 (1/2): timing the C kernel"]
+    assert len(steps) == 7 and steps[-1] == "kbench: q15_bench Bc 5 (2/2): timing the C kernel"
+
+
 def test_q15_bench_prints_a_row_per_key_block():
     done = run_module("mcu.q15_bench", "--seq", "17", "--dim", "8", "--bc", "1,5", "--repeats", "1")
     assert done.returncode == 0, done.stderr
@@ -47,7 +72,7 @@ def test_q15_bench_refuses_to_time_a_kernel_that_differs_from_the_model(monkeypa
     assert q15_bench.main(["--seq", "17", "--dim", "8", "--bc", "5", "--repeats", "1"]) == 1
     said = capsys.readouterr()
     assert said.out == ""  # nothing timed, no table
-    [line] = said.err.splitlines()
+    [line] = [line for line in said.err.splitlines() if not line.startswith("kbench: q15_bench ")]  # no progress
     assert line.startswith("kbench: host C kernel, seq 17, dim 8, Bc 5: wrong (Q15 contract): not bit-exact")
     assert "1 of 136 elements differ: O(0, 0, 3, 2)" in line
 
@@ -73,6 +98,11 @@ def test_link_bench_on_the_twin():
                     "| head seq 17 dim 8: wall", "| ... waiting for RUN"):
         assert measure in done.stdout, measure
     assert re.search(r"\| 32 \| \d+ \|", done.stdout) and re.search(r"\| 64 \| \d+ \|", done.stdout)
+    steps = [line.rsplit(" (", 1)[0] for line in done.stderr.splitlines() if line.startswith("kbench: link_bench ")]
+    assert steps[0] == "kbench: link_bench starting the twin" and steps[-1].endswith("the head measured and checked")
+    rounds = [step for step in steps if re.match(r"kbench: link_bench round \d/5: window \d measured, \d+ kB/s$", step)]
+    assert len(rounds) == 5 * 5  # every window of every round (1, 2, 3, 4, 8: the default windows)
+    assert "kbench: link_bench the head: seq 17 dim 8" in steps
 
 
 def test_link_bench_refuses_a_head_that_differs_from_the_model(monkeypatch):

@@ -28,6 +28,8 @@ def test_every_head_through_the_rtl_agrees_with_the_model(capsys):
         [line] = [line for line in rtl_lines if line.split()[:1] == [name]]
         assert line.split()[1:] == [f"{stage.busy_cycles:,}"] * 2
     assert "the RTL will simulate 2 head(s)" in out.err
+    simulated = 2 * (sum(stage.busy_cycles for stage in expected.values()) + sim.DONE_TICKS)
+    assert f"codesign run: RTL: {simulated:,} of {simulated:,} cycles in " in out.err  # the count ends at its total
 
 
 def test_an_rtl_that_differs_fails_the_command(capsys, monkeypatch):
@@ -97,7 +99,7 @@ def test_progress_counts_every_simulated_cycle():
     calls = []
     done = sim.simulate_heads(heads, dp, progress=calls.append)
     # every head's cycles from its first QK vector to its last wave's done, and the done cycle itself
-    assert sum(calls) == sum(head.cycles + 1 for head in done)
+    assert sum(calls) == sum(head.cycles + sim.DONE_TICKS for head in done) and sim.DONE_TICKS == 1
     assert all(0 < call <= sim.PROGRESS_CYCLES for call in calls)
 
 
