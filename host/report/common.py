@@ -73,8 +73,11 @@ def column_format(figures: Iterable[float | int | None]) -> Callable[[float | in
 
 
 def fmt_sci(x: float | None) -> str:
-    """An error figure in %.2e; '' for None."""
-    return "" if x is None else f"{x:.2e}"
+    """An error figure with 3 significant digits in the short scientific form every table uses ('1.46e-4'); '' for
+    None, '0' for zero."""
+    if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))) or x == 0:
+        return fmt_num(x)
+    return _short_exp(f"{x:.2e}")
 
 
 def message_notes(message: str) -> list[str]:

@@ -76,8 +76,8 @@ def _has_counters(r: Result) -> bool:
 def _p50_with_ci(r: Result, num: Num) -> str:
     if r.p50_ms is None:
         return ""
-    if r.p50_ci_low_ms is None or r.p50_ci_high_ms is None:
-        return num(r.p50_ms)
+    if r.p50_ci_low_ms is None or r.p50_ci_high_ms is None or r.p50_ci_low_ms == r.p50_ci_high_ms:
+        return num(r.p50_ms)  # no interval, or one of a single (or unvarying) sample: it says nothing
     return f"{num(r.p50_ms)} [{num(r.p50_ci_low_ms)}, {num(r.p50_ci_high_ms)}]"
 
 

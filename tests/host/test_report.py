@@ -194,7 +194,7 @@ def test_cells_are_formatted(md: str):
     headers, rows = table(groups["mcu / q15"])
     first = dict(zip(headers, rows[0]))
     assert first["p50 ms [95% CI] (modelled)"] == "3.2 [3.104, 3.328]"
-    assert first["rel_l2"] == "2.50e-03" and first["max_abs"] == "6.00e-04"
+    assert first["rel_l2"] == "2.50e-3" and first["max_abs"] == "6.00e-4"  # the short exponent every column uses
     assert first["clock MHz"] == "168" and first["bit_exact"] == "yes"
     assert [dict(zip(headers, row))["cycles (modelled)"] for row in rows] == ["537.6k", "1.075M", "2.15M"]
     gpu_headers, gpu_rows_ = table(groups["gpu / flash"])
@@ -239,11 +239,24 @@ def test_wrong_and_failed_rows_are_listed_with_their_message(md: str):
         ("gpu", "flash", "oom", "out of memory: 96 GiB requested"), ("gpu", "fused", "wrong", WRONG)]
 
 
+def test_an_interval_of_one_sample_is_not_shown():
+    """A modelled row of one call has a 'confidence interval' equal to its median: the cell shows the median alone."""
+    from types import SimpleNamespace
+
+    from host.report.common import fmt_num
+    from host.report.markdown import _p50_with_ci
+
+    one = SimpleNamespace(p50_ms=0.8168, p50_ci_low_ms=0.8168, p50_ci_high_ms=0.8168)
+    many = SimpleNamespace(p50_ms=3.2, p50_ci_low_ms=3.104, p50_ci_high_ms=3.328)
+    assert _p50_with_ci(one, fmt_num) == "0.8168"
+    assert _p50_with_ci(many, fmt_num) == "3.2 [3.104, 3.328]"
+
+
 def test_a_wrong_row_keeps_its_figures_in_its_table(md: str):
     headers, rows = table(sections(md, "### ")["gpu / fused"])
     cells = dict(zip(headers, rows[0]))
     assert (cells["status"], cells["message"]) == ("wrong", WRONG)
-    assert cells["p50 ms [95% CI]"].startswith("0.003 [") and cells["rel_l2"] == "3.10e-02"
+    assert cells["p50 ms [95% CI]"].startswith("0.003 [") and cells["rel_l2"] == "3.10e-2"
     assert cells["GFLOP/s"] == "2000"
 
 
