@@ -53,7 +53,7 @@ MAX_GRID_BH = 65535
 #: --gpu-tc-path: which tensor-core kernel runs the 16-bit rows. auto: wgmma on sm_90, mma.sync elsewhere.
 TC_PATHS = ("auto", "wgmma", "mma")
 #: --gpu-fp32-path: how float32 flash computes. auto: 3xTF32 on the tensor cores where it is built (sm_80+, d 64 and
-#: 128, no forced tile), FFMA elsewhere; 3xtf32 (skipped rows where it is not built); simt (FFMA everywhere).
+#: 128, no forced tile), FFMA elsewhere; 3xtf32 (skipped flash rows where it is not built); simt (FFMA everywhere).
 FP32_PATHS = ("auto", "3xtf32", "simt")
 
 
@@ -118,8 +118,8 @@ def add_options(group: argparse._ArgumentGroup) -> None:
                             "sm_80), wgmma (skipped rows off Hopper), mma (mma.sync everywhere, for comparison)")
     group.add_argument("--gpu-fp32-path", choices=FP32_PATHS, default="auto",
                        help="float32 flash's arithmetic: auto (default: 3xTF32 on the tensor cores from sm_80 at d 64 "
-                            "and 128, as torch's EFFICIENT kernel; FFMA elsewhere), 3xtf32 (skipped rows where not "
-                            "built), simt (FFMA everywhere)")
+                            "and 128, as torch's EFFICIENT kernel; FFMA elsewhere), 3xtf32 (skipped flash rows "
+                            "where not built), simt (FFMA everywhere)")
 
 
 def parse_dtypes(text: str) -> tuple[str, ...]:
@@ -323,8 +323,8 @@ def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc
     if problem.batch * problem.heads > MAX_GRID_BH:  # one limit for all kernels, as naive and fused need
         raise SpecError(f"batch·heads = {problem.batch * problem.heads} exceeds the GPU kernels' grid; allowed: "
                         f"1..{MAX_GRID_BH} (CUDA's grid y and z limit)")
-    blocks = flash_grid(problem.seq, br, problem.batch * problem.heads)
-    if kernel == "flash" and blocks > MAX_GRID_X:
+    blocks = flash_grid(problem.seq, br, problem.batch * problem.heads) if kernel == "flash" else 0
+    if blocks > MAX_GRID_X:
         raise SpecError(f"flash Br={br} at N={problem.seq}, batch·heads={problem.batch * problem.heads} needs {blocks} "
                         f"blocks; allowed: 1..{MAX_GRID_X} (CUDA's grid x limit): take a larger Br")
     if kernel == "naive":  # refuse before any allocation: S alone can exceed the device
@@ -367,7 +367,8 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
     kernel = options.kernel
     if problem.dtype in HALF_DTYPES and kernel != "flash":
         raise SpecError(f"kernel {kernel!r} computes in float32 only; {problem.dtype} runs on flash (tensor cores)")
-    plan = launch_plan(problem, chosen, dev)
+    # the fp32 path and the tile are flash's alone: a forced --gpu-fp32-path skips no naive or fused row
+    plan = launch_plan(problem, chosen, dev) if kernel == "flash" else Plan(0, 0)
     tile = {"br": plan.br, "bc": plan.bc} if kernel == "flash" else {}
     try:
         launch = launcher(kernel, problem, inputs, plan.br, plan.bc, dev, plan.path)

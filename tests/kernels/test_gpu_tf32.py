@@ -82,6 +82,14 @@ def test_a_forced_3xtf32_row_is_skipped_with_its_reason(capability, dim, match, 
     assert info.value.status == "skipped"
 
 
+@pytest.mark.parametrize("kernel", ["naive", "fused"])
+def test_a_forced_3xtf32_skips_flash_alone(kernel):
+    # d 48 has no 3xTF32 kernel, so flash is skipped; naive and fused do not take the option and run
+    problem = fresh(64, 48, False, heads=1)
+    [row] = target.run(problem, Inputs(problem), options("fake", kernel=kernel, fp32_path="3xtf32"))
+    assert row.status == "ok", row.message
+
+
 @pytest.mark.parametrize("dim,tile,stands_in_for", [(64, None, "flash_tf32 (kernels/flash_tf32.cu, path 3xtf32)"),
                                                     (59, None, "flash (kernels/flash.cu, path simt)"),
                                                     (64, (32, 16), "flash (kernels/flash.cu, path simt)")])
