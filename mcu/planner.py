@@ -13,8 +13,11 @@ not even one query row and one key block fit.
     python -m mcu.planner [--heap-free BYTES] [--reserve BYTES] [--dim 32,64] [--seq 512,32768] [--bc 32]
 
 prints, per dim, the largest resident seq and the plan of each seq (default: the twin's 100 KB heap as its HELLO
-reports it). A head that does not fit is a row saying why, not a failure.
-Exit status: 0 printed; 2 bad arguments only (one `kbench: error:` line naming the value); 130 interrupted (Ctrl-C).
+reports it). A head that does not fit is a row saying why, and the whole table is printed; then one line counts the
+heads that do not fit, and the status is 1: each argument is valid on its own, and the answer for those heads is no.
+Exit status: 0 printed, every head fits; 1 printed, some head does not fit (one `kbench:` line after the table); 2
+bad arguments only (one `kbench: error:` line naming the value: also a --reserve that leaves no heap of --heap-free);
+130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from host.cli_common import Parser, guard, int_list, integer
-from host.errors import TargetError
+from host.errors import SpecError, TargetError
 from host.q15 import BC_MAX, DIM_MAX, SEQ_MAX
 from mcu.messages import state_bytes, tensor_bytes
 
@@ -144,6 +147,11 @@ def build_parser() -> Parser:
 def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         args = build_parser().parse_args(argv)
+        if budget(args.heap_free, args.reserve) < 1:
+            raise SpecError(f"--reserve {args.reserve} leaves no board heap of --heap-free {args.heap_free} "
+                            f"(the planner also keeps {SLACK} B of slack); allowed: --reserve below "
+                            f"{args.heap_free - SLACK}")
+        misfits = []
         print(f"heap free {args.heap_free} B, reserve {args.reserve} B, Bc {args.bc}")
         print("| dim | largest resident seq | seq | plan | link bytes per head |\n|---|---|---|---|---|")
         for dim in args.dim:
@@ -154,7 +162,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     text, traffic = chosen.describe(), f"{chosen.link_bytes():,}"
                 except DoesNotFit as exc:
                     text, traffic = f"does not fit: {exc}", "-"
+                    misfits.append(f"seq={seq} dim={dim}")
                 print(f"| {dim} | {resident or 'none'} | {seq} | {text} | {traffic} |")
+        if misfits:
+            heads = len(args.dim) * len(args.seq)
+            raise DoesNotFit(f"{len(misfits)} of {heads} heads do not fit the board's heap ({', '.join(misfits)}): "
+                             "see their rows")
         return 0
 
     return guard(body)

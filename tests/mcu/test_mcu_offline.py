@@ -78,6 +78,23 @@ def test_planner_cli_prints_the_largest_resident_seq_and_the_plans():
     assert f"| 64 | {largest_seq(64, 100000, 0)} | 32768 | " in done.stdout and "streamed: " in done.stdout
 
 
+def test_planner_cli_exits_1_after_the_table_when_a_head_does_not_fit():
+    done = run_module("mcu.planner", "--heap-free", "20000", "--dim", "32,256", "--seq", "512")
+    assert done.returncode == 1, done.stderr
+    assert "| 256 | 9 | 512 | does not fit: seq=512 dim=256 needs 35888 bytes" in done.stdout
+    assert "| 32 | 83 | 512 | 32 chunk(s)" in done.stdout  # the heads that fit are still printed
+    assert done.stderr.strip().splitlines() == ["kbench: 1 of 2 heads do not fit the board's heap (seq=512 "
+                                                "dim=256): see their rows"]
+
+
+def test_planner_cli_refuses_a_reserve_that_leaves_no_heap():
+    # 9000 free - 8192 reserve - 1024 slack < 1 byte: the arguments contradict each other, nothing is planned
+    done = run_module("mcu.planner", "--heap-free", "9000")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == ("kbench: error: --reserve 8192 leaves no board heap of --heap-free 9000 (the "
+                                   "planner also keeps 1024 B of slack); allowed: --reserve below 7976")
+
+
 # -- faults -------------------------------------------------------------------------------------------------------
 
 def test_fault_spec_parses_and_refuses_with_the_bad_value():
