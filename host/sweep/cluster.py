@@ -29,8 +29,11 @@ from host.sweep.registry import cluster_needs
 from host.sweep.worker import model_resource, model_slug, run_row
 from host.target_api import RunContext
 
-#: Scheduler addresses a sweep accepts: a Dask comm scheme, a host and a port.
-ADDRESS = re.compile(r"^(tcp|tls|ws|wss)://[^\s/:]+:[0-9]{1,5}$")
+#: Scheduler addresses a sweep accepts: a plain Dask comm scheme, a host (a name, IPv4, or IPv6 in brackets) and a
+#: port.
+ADDRESS = re.compile(r"^(tcp|ws)://([^\s/:\[\]]+|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}$")
+#: Dask's encrypted schemes: they need certificates (distributed.Security), which kbench takes no option for.
+SECURE = ("tls://", "wss://")
 #: How long connecting to the scheduler may take, in seconds.
 CONNECT_S = 10
 #: How long fetching a finished row from its worker may take, in seconds (a row is a few kB).
@@ -40,9 +43,15 @@ POLL_S = 0.5
 
 
 def check_address(address: str, option: str = "--cluster") -> str:
+    """The scheduler address, or SpecError in one line: a malformed one, an encrypted scheme (kbench gives Dask no
+    certificates), a port out of range."""
+    if address.lower().startswith(SECURE):
+        scheme = address.split(":", 1)[0].lower()
+        raise SpecError(f"{option} {address}: {scheme}:// needs TLS certificates, which kbench has no option for; "
+                        "allowed: tcp://HOST:PORT or ws://HOST:PORT (on a trusted network or a tunnel)")
     if not ADDRESS.match(address):
-        raise SpecError(f"{option} {address!r} is not a scheduler address; allowed: tcp://HOST:PORT (or tls://, "
-                        "ws://, wss://), e.g. tcp://10.0.0.5:8786")
+        raise SpecError(f"{option} {address!r} is not a scheduler address; allowed: tcp://HOST:PORT (or ws://; "
+                        "IPv6 in brackets), e.g. tcp://10.0.0.5:8786 or tcp://[::1]:8786")
     port = int(address.rsplit(":", 1)[1])
     if not 1 <= port <= 65535:
         raise SpecError(f"{option} {address}: port {port} is out of range; allowed: 1..65535")

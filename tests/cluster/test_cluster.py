@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from helpers import ROOT, gpu_missing, run_module
 
 pytest.importorskip("distributed", reason="Dask distributed is not installed (pip install -e '.[cluster]')")
 
+from host.errors import SpecError
+from host.sweep.cluster import check_address
 from host.sweep.cluster_bench import Node
 from host.sweep.nodes import build_parser, default_name, owned_devices
 from host.sweep.worker import DIE_AT_ROW_ENV, KbenchWorker, model_resource
@@ -210,8 +213,27 @@ def test_gpu_rows_split_between_two_real_gpus(cluster, tmp_path):
     assert set(Counter(r["worker"] for r in found)) == {gpu_a, gpu_b}
 
 
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:8786", "tcp://[::1]:8786", "ws://sched.lan:80",
+                                     "tcp://[fe80::1]:1"])
+def test_plain_scheduler_addresses_are_accepted_ipv6_in_brackets(address):
+    assert check_address(address) == address
+
+
+@pytest.mark.parametrize("address,words", [
+    ("tls://127.0.0.1:8786", "--cluster tls://127.0.0.1:8786: tls:// needs TLS certificates, which kbench has no "
+                             "option for; allowed: tcp://HOST:PORT or ws://HOST:PORT"),
+    ("WSS://h:1", "wss:// needs TLS certificates"),  # the scheme's case does not slip it through
+    ("tcp://::1:8786", "is not a scheduler address"), ("tcp://[::1:8786", "is not a scheduler address"),
+    ("tcp://[]:1", "is not a scheduler address")])
+def test_encrypted_and_malformed_scheduler_addresses_are_refused(address, words):
+    with pytest.raises(SpecError, match=re.escape(words)):
+        check_address(address)
+
+
 def test_cluster_arguments_are_checked_in_one_line(tmp_path):
     bad = [(("--cluster", "localhost"), 2, "tcp://HOST:PORT"),
+           (("--cluster", "tls://127.0.0.1:1"), 2, "tls:// needs TLS certificates"),
+           (("--cluster", "tcp://[::1]:1"), 1, "cannot reach the scheduler"),
            (("--cluster", "tcp://127.0.0.1:1"), 1, "cannot reach the scheduler"),
            (("--cluster", "tcp://127.0.0.1:1", "--sim", "--targets", "mcu"), 2, "--sim chooses a device"),
            (("--cluster", "tcp://127.0.0.1:99999"), 2, "port 99999 is out of range"),
@@ -229,6 +251,7 @@ def test_cluster_arguments_are_checked_in_one_line(tmp_path):
                (("--sim", "--sim-faults", "drop=2"), 2, "--sim-faults"),
                (("--board", "/dev/ttyACM0"), 2, "--board"), (("--fake-gpu",), 2, "--fake-gpu"),
                (("--scheduler", "nowhere"), 2, "--scheduler 'nowhere' is not a scheduler address"),
+               (("--scheduler", "wss://127.0.0.1:1"), 2, "--scheduler wss://127.0.0.1:1: wss:// needs TLS"),
                (("--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "2"), 1, "not reached within 2 s")]
     if gpu_missing():
         workers.append((("--scheduler", "tcp://127.0.0.1:1", "--gpu-device", "cuda"), 1, "gpu: "))
