@@ -317,7 +317,8 @@ class ResultsFile:
 
     def repair(self) -> None:
         """End the file on a whole row, so the next append starts on a fresh line: a last row whose newline was not
-        written gets it; a torn last row (a killed writer) is cut."""
+        written gets it; a torn last row (a killed writer) is cut. Crash-safe: the file is only ever truncated to the
+        end of its last whole line or appended to, never rewritten, so a kill during a repair loses no whole row."""
         if not self.path.exists():
             return
         data = self.path.read_bytes()
@@ -330,10 +331,9 @@ class ResultsFile:
         except ResultsError:
             whole = False
         if whole or (not body and _is_header(_decode(data, self.path))):  # a whole row, or a header alone
-            with self.path.open("ab") as out:
-                out.write(b"\n")
+            append_whole(self.path, b"\n")
         elif body:
-            self.path.write_bytes(body + b"\n")
+            cut_to(self.path, len(body) + 1)
 
     def _parse_bytes(self, data: bytes) -> list[Result]:
         return self._parse(_decode(data, self.path))
@@ -349,23 +349,33 @@ class ResultsFile:
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, self.path)
+        _sync_folder(self.path.parent)
 
     def append(self, result: Result) -> None:
-        """Append one row (and the header if the file is new) in one write, flushed to disk. A file written by an
-        older schema version is upgraded in place first, so its columns match."""
+        """Append one row (and the header if the file is new) in one write of whole bytes, flushed to disk. A file
+        written by an older schema version is upgraded first (atomically, `rewrite`), so its columns match; a file
+        with columns this schema does not know is refused (an upgrade would drop them). A full disk cuts the file back
+        to its last whole row and raises ResultsError (`append_whole`)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.repair()
-        if self._header() not in (None, list(FIELD_NAMES)):
+        header = self._header()
+        unknown = self.unknown_columns(header)
+        if unknown:
+            raise ResultsError(f"{self.path}: columns this kbench does not know ({', '.join(unknown)}) would be "
+                               "dropped by an append: move them to another file")
+        if header not in (None, list(FIELD_NAMES)):
             self.rewrite(self.read())
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=FIELD_NAMES, lineterminator="\n")
         if not self.path.exists() or self.path.stat().st_size == 0:
             writer.writeheader()
         writer.writerow(result.to_row())
-        with self.path.open("a", encoding="utf-8", newline="") as out:
-            out.write(buffer.getvalue())
-            out.flush()
-            os.fsync(out.fileno())
+        append_whole(self.path, buffer.getvalue().encode("utf-8"))
+
+    def unknown_columns(self, header: list[str] | None = None) -> list[str]:
+        """The columns of the file's header (or of `header`) that no schema version has: a user's own columns."""
+        header = self._header() if header is None else header
+        return [name for name in header or [] if name not in FIELD_NAMES]
 
     def _header(self) -> list[str] | None:
         """The file's column names; None when it is missing or empty."""
@@ -376,3 +386,63 @@ class ResultsFile:
 
     def __iter__(self) -> Iterator[Result]:
         return iter(self.read())
+
+
+def append_whole(path: Path, data: bytes) -> None:
+    """Append `data` (whole lines) to `path` and fsync it. Should a write fail (a full disk: ENOSPC, EDQUOT, EIO),
+    the file is cut back to the size it had, so it still ends on its last whole line, and ResultsError names the file
+    and the error."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:  # one write; a short one (a disk filling up) goes on from where it stopped
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass  # the reader ignores a torn last line, and the next append cuts it
+            raise ResultsError(f"{path}: cannot append to it: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def cut_to(path: Path, size: int) -> None:
+    """Truncate `path` to `size` bytes (the end of its last whole line) in place: a kill midway loses nothing else."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def keep_aside(path: Path) -> Path | None:
+    """Move `path` to the first free name of path.prev, path.prev.1, path.prev.2, ... (never over an earlier copy);
+    the new name, or None when there was no file."""
+    if not path.exists():
+        return None
+    aside = path.with_name(f"{path.name}.prev")
+    number = 0
+    while aside.exists():
+        number += 1
+        aside = path.with_name(f"{path.name}.prev.{number}")
+    os.rename(path, aside)
+    return aside
+
+
+def _sync_folder(folder: Path) -> None:
+    """fsync a folder, so a rename in it survives a power cut (a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from host.errors import ResultsError
+from host.results import append_whole, cut_to
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,31 @@ class RunInfo:
     unavailable: dict = field(default_factory=dict)  # target name → why this run could not use it
 
     def append_to(self, path: Path | str) -> None:
+        """Append this run as one line in one write, after ending the file on a whole line (`repair_log`)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(dataclasses.asdict(self), sort_keys=True) + "\n")
+        repair_log(path)
+        append_whole(path, (json.dumps(dataclasses.asdict(self), sort_keys=True) + "\n").encode("utf-8"))
+
+
+def repair_log(path: Path) -> None:
+    """End runs.jsonl on a whole line, so the next record starts on its own: a last line that is a whole JSON record
+    gets its newline; a torn one (a killed writer) is cut, in place (truncated, never rewritten)."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return
+    body, newline, tail = data.rpartition(b"\n")
+    try:
+        json.loads(tail.decode("utf-8"))
+        whole = True
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        whole = False
+    if whole:
+        append_whole(path, b"\n")
+    else:
+        cut_to(path, len(body) + len(newline))
 
 
 def read_runs(path: Path | str) -> list[RunInfo]:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import shlex
 import signal
 import sys
@@ -43,7 +42,7 @@ import numpy as np
 from host.cli_common import Parser, folder, guard, int_list, integer, output_folder
 from host.errors import KbenchError, ResultsError, UnavailableError
 from host.problem import LIMITS, AttentionProblem
-from host.results import FAILED_STATUSES, Result, ResultsFile
+from host.results import FAILED_STATUSES, Result, ResultsFile, keep_aside
 from host.run_log import RunInfo
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import budget, target
@@ -272,10 +271,10 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def start_files(out: Path, context: RunContext, argv: Sequence[str], device: str, limits: budget.DeviceLimits,
                 source: str) -> str:
-    """A fresh results.csv and runs.jsonl (the previous ones kept beside as .prev), the run's record first."""
+    """A fresh results.csv and runs.jsonl (the previous ones kept beside as .prev, .prev.1, ...: never over an
+    earlier copy), the run's record first."""
     for name in (RESULTS_NAME, RUNS_NAME):
-        if (out / name).exists():
-            os.replace(out / name, out / f"{name}.prev")
+        keep_aside(out / name)
     RunInfo(run_id=context.run_id, timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             command="python -m kernels.sweep " + shlex.join(argv), git_rev=context.git_rev, host=context.host,
             machine={"device": device, "limits": asdict(limits), "limits_source": source,

@@ -33,7 +33,7 @@ import numpy as np
 from host.errors import KbenchError, ResultsError, SpecError, UnavailableError
 from host.cli_common import Parser, folder, guard, int_list, integer, name_list, output_folder, real
 from host.problem import LIMITS
-from host.results import FAILED_STATUSES, STATUSES, Result, ResultsFile
+from host.results import FAILED_STATUSES, STATUSES, Result, ResultsFile, keep_aside
 from host.run_log import RunInfo, read_runs
 from host.target_api import RunContext
 from host.sweep.registry import (TARGETS, TargetEntry, check_kernels, load_targets, open_sessions, select_targets,
@@ -97,15 +97,15 @@ def prepare_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
                 devices: dict[str, str] | None = None) -> tuple[ResultsFile, set[tuple]]:
     """Open OUT/results.csv; with resume keep its finished rows (dropping the failed and wrong rows this sweep
     measures again, `planned` being its untiled keys; rows of other configurations stay as they are), else start
-    afresh, keeping the previous file as results.csv.prev. A finished row counts as done only where its target's
+    afresh, keeping the previous files aside as results.csv.prev (then .prev.1, .prev.2, ...: never over an earlier
+    copy). A finished row counts as done only where its target's
     device is the one `devices` names for it now (a sweep resumed on a real GPU measures again what a fake GPU or
     another machine measured; those rows stay in the file beside the new ones)."""
     out.mkdir(parents=True, exist_ok=True)
     results = ResultsFile(out / "results.csv")
     if not resume:
         for name in ("results.csv", "runs.jsonl"):
-            if (out / name).exists():
-                os.replace(out / name, out / f"{name}.prev")
+            keep_aside(out / name)
         return results, set()
     rows = results.read()  # first: a file that is not results is refused before anything changes it
     if results.torn_line:
@@ -135,11 +135,16 @@ def check_out(out: Path, resume: bool) -> None:
         if (out / name).exists() and not (out / name).is_file():
             raise SpecError(f"--out {out}: {out / name} is not a file; move it aside or choose another --out")
     if resume:
+        results = ResultsFile(out / "results.csv")
         try:
-            ResultsFile(out / "results.csv").read()
+            results.read()
             read_runs(out / "runs.jsonl")
         except ResultsError as exc:  # the folder named by --out cannot be resumed: a bad argument (exit 2)
             raise SpecError(f"--out {out} --resume: {exc}; move it aside or choose another --out") from None
+        unknown = results.unknown_columns()
+        if unknown:  # an append would drop them: refused before anything is measured
+            raise SpecError(f"--out {out} --resume: {results.path} has columns this kbench does not know "
+                            f"({', '.join(unknown)}), which a resume would drop; move them to another file")
 
 
 def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser,
@@ -249,7 +254,12 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
             with contextlib.closing(iter(rows_of(todo, context, lambda job: bar.set_description(job.label())))) as rows:
                 for done, (job, job_rows) in enumerate(rows, 1):
                     for row in job_rows:
-                        results.append(row)
+                        try:
+                            results.append(row)
+                        except ResultsError as exc:  # a full disk: the rows before it are on disk, whole
+                            raise ResultsError(f"{exc}; the row of {job.label()} ({row.status}) could not be written; "
+                                               f"{len(written)} rows measured now and {len(jobs) - len(todo)} from "
+                                               f"before are kept there") from None
                         written.append(row)
                         if stop_after is not None and len(written) == stop_after[0]:
                             os.kill(os.getpid(), stop_after[1])

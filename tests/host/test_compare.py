@@ -426,3 +426,56 @@ def test_resume_on_another_device_measures_again_and_keeps_the_old_rows(fake_tar
     assert [row.device for row in rows] == ["fake device", "another device"]
     assert compare.main(args + ["--resume"]) == 0  # now done on this device: nothing measured again
     assert len(ResultsFile(out / "results.csv").read()) == 2
+
+
+def test_a_full_disk_mid_sweep_keeps_the_rows_written_and_names_the_row_it_could_not_write(fake_targets, tmp_path,
+                                                                                             capsys, monkeypatch):
+    # Issue 28, item 7: an OSError traceback and a torn row. Now: one line, every earlier row whole on disk, exit 1.
+    import errno
+
+    from host import results as results_module
+
+    out = tmp_path / "o"
+    real_write = os.write
+
+    def fills_up(fd, data):  # the disk fills on the seq 97 row, after 10 of its bytes
+        if b",fake,fake,float32,1,4,97,64," in bytes(data):
+            real_write(fd, bytes(data[:10]))
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(results_module.os, "write", fills_up)
+    code = compare.main(["--targets", "fake", "--seq", "1,97", "--causal", "0", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert [r.seq for r in ResultsFile(out / "results.csv").read()] == [1]
+    assert (out / "results.csv").read_bytes().endswith(b"\n")
+    last = err.strip().splitlines()[-1]  # after the progress lines of a log
+    assert last.startswith(f"kbench: {out / 'results.csv'}: cannot append to it: {os.strerror(errno.ENOSPC)}"), err
+    assert "N97" in last and "1 rows measured now" in last and "Traceback" not in err
+
+
+def test_fresh_runs_keep_every_previous_file(fake_targets, tmp_path):
+    # Issue 28, item 5: the third run into one folder destroyed the first run's rows.
+    out = tmp_path / "o"
+    for seq in ("1", "17", "97"):
+        compare.main(["--targets", "fake", "--seq", seq, "--causal", "0", "--out", str(out)])
+    assert [r.seq for r in ResultsFile(out / "results.csv.prev").read()] == [1]
+    assert [r.seq for r in ResultsFile(out / "results.csv.prev.1").read()] == [17]
+    assert [r.seq for r in ResultsFile(out / "results.csv").read()] == [97]
+    assert (out / "runs.jsonl.prev").exists() and (out / "runs.jsonl.prev.1").exists()
+
+
+def test_resume_refuses_columns_the_schema_does_not_know_before_measuring(fake_targets, tmp_path, capsys):
+    # Issue 28, item 4: a user's own column was dropped silently by the resume's first append.
+    out = tmp_path / "o"
+    compare.main(["--targets", "fake", "--seq", "1", "--causal", "0", "--out", str(out)])
+    header, line = (out / "results.csv").read_text().splitlines()
+    (out / "results.csv").write_text(f"{header},note\n{line},mine\n")
+    fake_targets.CALLS.clear()
+    capsys.readouterr()
+    code = compare.main(["--targets", "fake", "--seq", "1,97", "--causal", "0", "--resume", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and fake_targets.CALLS == []
+    assert len(err) == 1 and "(note)" in err[0], err
+    assert (out / "results.csv").read_text() == f"{header},note\n{line},mine\n"

@@ -2,6 +2,7 @@
 a row's timing comes from (timing_source)."""
 
 import csv
+import dataclasses
 import re
 
 import pytest
@@ -204,3 +205,107 @@ def test_a_garbage_line_and_a_bad_cell_are_named_by_line(tmp_path):
     path.write_text("".join(lines[:3]).replace(",1.0,", ",fast,", 1) + lines[3])
     with pytest.raises(ResultsError, match=r"results.csv:2: cell \w+='fast' is not a float"):
         ResultsFile(path).read()
+
+
+def _two_rows_and_a_torn_one(path):
+    results = ResultsFile(path)
+    results.append(row(seq=1))
+    results.append(row(seq=97))
+    whole = path.read_bytes()
+    with path.open("ab") as out:
+        out.write(b"20261201T999999-dead,2026-12-01T19:2")
+    return results, whole
+
+
+def test_repair_cuts_a_torn_tail_in_place_so_a_kill_midway_loses_no_row(tmp_path, monkeypatch):
+    # Issue 28, item 1: repair used to rewrite the whole file with write_bytes, whose first step empties it; a kill
+    # there (simulated: write_bytes empties the file, then the process "dies") left a 0-byte results.csv.
+    path = tmp_path / "results.csv"
+    results, whole = _two_rows_and_a_torn_one(path)
+
+    class Killed(Exception):
+        pass
+
+    def killed(self, data):
+        self.open("wb").close()
+        raise Killed
+
+    monkeypatch.setattr(type(path), "write_bytes", killed)
+    try:
+        results.repair()
+    except Killed:
+        pass  # the process died here; what is on disk is what a kill leaves
+    assert path.read_bytes() == whole, "cut to the end of the last whole row, nothing else touched"
+    assert [r.seq for r in results.read()] == [1, 97]
+
+
+def test_a_full_disk_during_an_append_cuts_the_file_back_and_names_the_file(tmp_path, monkeypatch):
+    # Issue 28, item 7: a full disk left a torn row and an OSError traceback. Here the disk fills after 10 bytes of
+    # the row: the row must go whole or not at all, and the error is a ResultsError naming the file and ENOSPC's text.
+    import errno
+    import os
+
+    from host import results as results_module
+
+    path = tmp_path / "results.csv"
+    results = ResultsFile(path)
+    results.append(row(seq=1))
+    before = path.read_bytes()
+    real_write = os.write
+
+    def full(fd, data):
+        if len(data) > 10:
+            return real_write(fd, bytes(data[:10]))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(results_module.os, "write", full)
+    with pytest.raises(ResultsError, match=re.escape(f"{path}: cannot append to it: {os.strerror(errno.ENOSPC)}")):
+        results.append(row(seq=97))
+    monkeypatch.setattr(results_module.os, "write", real_write)
+    assert path.read_bytes() == before
+    results.append(row(seq=97))
+    assert [r.seq for r in results.read()] == [1, 97]
+
+
+def test_a_torn_last_line_of_runs_jsonl_does_not_swallow_the_next_record(tmp_path):
+    # Issue 28, item 6: the next record was appended to the torn line and both were skipped as one bad line.
+    path = tmp_path / "runs.jsonl"
+    first = RunInfo(run_id="r1", timestamp="t", command="c", git_rev="g", host="h")
+    first.append_to(path)
+    with path.open("a") as out:
+        out.write('{"run_id": "r2", "timest')
+    dataclasses.replace(first, run_id="r3").append_to(path)
+    assert [run.run_id for run in read_runs(path)] == ["r1", "r3"]
+    assert path.read_text().count("\n") == 2, "the torn line is cut, in place"
+
+
+def test_a_whole_last_record_of_runs_jsonl_without_its_newline_is_kept(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    path.write_text('{"run_id": "r1", "timestamp": "t", "command": "c", "git_rev": "g", "host": "h"}')
+    RunInfo(run_id="r2", timestamp="t", command="c", git_rev="g", host="h").append_to(path)
+    assert [run.run_id for run in read_runs(path)] == ["r1", "r2"]
+
+
+def test_keep_aside_never_overwrites_an_earlier_copy(tmp_path):
+    # Issue 28, item 5: results.csv.prev was overwritten by every fresh run.
+    from host.results import keep_aside
+
+    path = tmp_path / "results.csv"
+    assert keep_aside(path) is None
+    for text in ("first", "second", "third"):
+        path.write_text(text)
+        keep_aside(path)
+    assert not path.exists()
+    assert [(tmp_path / name).read_text() for name in ("results.csv.prev", "results.csv.prev.1",
+                                                        "results.csv.prev.2")] == ["first", "second", "third"]
+
+
+def test_an_append_refuses_a_file_with_columns_the_schema_does_not_know(tmp_path):
+    # Issue 28, item 4: an append after a user's own column was added used to rewrite the file without it.
+    path = tmp_path / "results.csv"
+    ResultsFile(path).append(row(seq=1))
+    header, line = path.read_text().splitlines()
+    path.write_text(f"{header},note\n{line},mine\n")
+    with pytest.raises(ResultsError, match="note"):
+        ResultsFile(path).append(row(seq=97))
+    assert path.read_text() == f"{header},note\n{line},mine\n"
