@@ -162,16 +162,39 @@ class Stages:
         print(f"kbench: {self.tool} {text} ({time.perf_counter() - self.start:.1f} s)", file=sys.stderr, flush=True)
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived (raised by the handler `terminate_on_sigterm` installs): like Ctrl-C, a BaseException, so every
+    `finally` between the signal and `guard` runs (locks released, temporary files removed)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def terminate_on_sigterm() -> None:
+    """Make SIGTERM raise Terminated in the main thread, so `guard` turns it into one line and exit 143 (128 + 15)
+    as it turns Ctrl-C into 130; off the main thread (where Python cannot install handlers) nothing changes."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_terminated)
+
+
 def guard(body: Callable[[], int], interrupted: str = "") -> int:
     """Run a tool's body and turn what it raised into one line on stderr and the exit status: SpecError (a bad
     argument) `kbench: error: …` and 2; any other KbenchError `kbench: …` and 1; Ctrl-C (KeyboardInterrupt)
-    `kbench: interrupted` (and `; interrupted`, saying what was kept) and 130. Anything else is a bug and keeps its
-    traceback."""
+    `kbench: interrupted` (and `; interrupted`, saying what was kept) and 130; SIGTERM, where the tool called
+    `terminate_on_sigterm`, `kbench: terminated (SIGTERM)` (and the same note) and 143. Anything else is a bug and
+    keeps its traceback."""
     try:
         return body()
     except KeyboardInterrupt:
         print("kbench: interrupted" + (f"; {interrupted}" if interrupted else ""), file=sys.stderr)
         return 130
+    except Terminated:
+        print("kbench: terminated (SIGTERM)" + (f"; {interrupted}" if interrupted else ""), file=sys.stderr)
+        return 143
     except SpecError as exc:
         print(f"kbench: error: {exc}", file=sys.stderr)
         return 2

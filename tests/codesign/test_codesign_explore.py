@@ -8,7 +8,13 @@ from __future__ import annotations
 import csv
 import dataclasses
 import itertools
+import os
+import socket
+import subprocess
+import sys
+import time
 import tomllib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -273,10 +279,52 @@ def test_an_interrupted_run_leaves_an_earlier_run_untouched(tmp_path, capsys, mo
 def test_a_second_explore_into_the_same_folder_is_refused(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
-    (out / ".explore.lock").write_text("123\n")
+    (out / ".explore.lock").write_text(f"{os.getpid()}\n")  # a running process: this test's own
     code = codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "2",
                           "--space", str(_space_file(tmp_path)), "--out", str(out)])
-    assert code == 1 and "another explore is writing there" in capsys.readouterr().err  # not a bad argument
+    err = capsys.readouterr().err  # not a bad argument: 1, naming who holds it
+    assert code == 1 and f"another explore is writing there (PID {os.getpid()}, {out / '.explore.lock'})" in err
+    assert (out / ".explore.lock").read_text() == f"{os.getpid()}\n"  # still the holder's
+
+
+def _free_pid() -> int:
+    """A PID no process holds now (counted down from the kernel's largest), as a killed explore's lock leaves."""
+    pid = int(Path("/proc/sys/kernel/pid_max").read_text()) - 1
+    while Path(f"/proc/{pid}").exists():
+        pid -= 1
+    return pid
+
+
+@pytest.mark.parametrize("content,age_s,why", [("{dead} HOST\n", 0, "PID {dead} is not running"),
+                                               ("{dead}\n", 0, "PID {dead} is not running"),  # the older format
+                                               ("", 60, "it holds no PID")])
+def test_a_stale_lock_of_a_killed_explore_is_taken_over_in_one_line(tmp_path, capsys, content, age_s, why):
+    dead = _free_pid()
+    out = tmp_path / "out"
+    out.mkdir()
+    lock = out / ".explore.lock"
+    lock.write_text(content.format(dead=dead).replace("HOST", socket.gethostname()))
+    os.utime(lock, (time.time() - age_s, time.time() - age_s))
+    code = codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "2",
+                          "--space", str(_space_file(tmp_path)), "--out", str(out)])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 0 and f"codesign explore: took over the stale lock {lock} ({why.format(dead=dead)})" in err
+    assert (out / "front.csv").exists() and not lock.exists() and not list(out.glob(".explore.lock*"))
+
+
+def test_sigterm_stops_an_explore_in_one_line_with_143_and_frees_its_lock(tmp_path):
+    out = tmp_path / "out"
+    run = subprocess.Popen([sys.executable, "-m", "codesign", "explore", "--seq", "97", "--dim", "16", "--heads", "2",
+                            "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (out / ".explore.lock").exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    run.terminate()  # SIGTERM, as a job scheduler or `kill` sends
+    err = run.communicate(timeout=60)[1]
+    assert run.returncode == 143, err
+    assert [line for line in err.splitlines() if line.startswith("kbench:")] == [
+        f"kbench: terminated (SIGTERM); nothing written to {out} (files of an earlier run there are unchanged)"]
+    assert "Traceback" not in err and not (out / ".explore.lock").exists() and not list(out.glob(".tmp-*"))
 
 
 def test_measured_rows_without_a_positive_latency_and_energy_are_left_out_with_the_reason(tmp_path, capsys):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT
-from host.cli_common import Parser, guard, int_list, integer, name_list
+from host.cli_common import Parser, guard, int_list, integer, name_list, terminate_on_sigterm
 from host.errors import LinkError, ResultsError, SpecError
 
 
@@ -218,3 +218,23 @@ def test_ctrl_c_in_a_real_tool_is_one_line_and_130():
         process.kill()
     assert process.returncode == 130, err
     assert err == "kbench: interrupted\n" and out == ""
+
+
+def test_guard_turns_sigterm_into_one_line_and_143_after_the_finally_clauses(capsys):
+    released = []
+
+    def body() -> int:
+        try:
+            signal.raise_signal(signal.SIGTERM)
+            return 0
+        finally:
+            released.append(True)  # a lock's or a temporary file's cleanup
+
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        terminate_on_sigterm()
+        assert guard(body, interrupted="nothing written") == 143
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert released == [True]
+    assert capsys.readouterr().err == "kbench: terminated (SIGTERM); nothing written\n"
