@@ -95,8 +95,10 @@ def _repeats_text(entries: dict[str, TargetEntry], index: int) -> str:
 
 def prepare_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
                 devices: dict[str, str] | None = None) -> tuple[ResultsFile, set[tuple]]:
-    """Open OUT/results.csv; with resume keep its finished rows (dropping the failed and wrong rows this sweep
-    measures again, `planned` being its untiled keys; rows of other configurations stay as they are), else start
+    """Open OUT/results.csv; with resume keep its finished rows and measure again the failed and wrong rows of this
+    sweep (`planned` being its untiled keys; rows of other configurations stay as they are): those stay in the file
+    until a newer row of their configuration is on disk (`drop_superseded`), so an interrupted resume loses none; else
+    start
     afresh, keeping the previous files aside as results.csv.prev (then .prev.1, .prev.2, ...: never over an earlier
     copy). A finished row counts as done only where its target's
     device is the one `devices` names for it now (a sweep resumed on a real GPU measures again what a fake GPU or
@@ -112,9 +114,7 @@ def prepare_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
         print(f"kbench: {results.path}:{results.torn_line}: a torn last row (a writer killed mid-row) is dropped and "
               "measured again", file=sys.stderr)
     results.repair()
-    kept = [row for row in rows if row.status not in FAILED_STATUSES or untiled_key(row) not in planned]
-    if len(kept) != len(rows):
-        results.rewrite(kept)
+    kept = drop_superseded(results, rows)
     devices = devices or {}
     finished = [row for row in kept if row.status not in FAILED_STATUSES]
     elsewhere = [row for row in finished if row.target in devices and row.device != devices[row.target]
@@ -124,6 +124,24 @@ def prepare_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
         print(f"kbench: {len(elsewhere)} finished rows in {results.path} were measured on another device "
               f"({'; '.join(where)}): kept, and measured again here", file=sys.stderr)
     return results, {untiled_key(row) for row in finished if row not in elsewhere}
+
+
+def drop_superseded(results: ResultsFile, rows: list[Result] | None = None) -> list[Result]:
+    """Drop each failed or wrong row of results.csv that a later row of its configuration (untiled) replaces: its
+    new measurement is on disk, so dropping it loses nothing. One atomic rewrite, only when there is one to drop;
+    the rows kept."""
+    rows = results.read() if rows is None else rows
+    later: set[tuple] = set()
+    kept = []
+    for row in reversed(rows):
+        key = untiled_key(row)
+        if row.status not in FAILED_STATUSES or key not in later:
+            kept.append(row)
+        later.add(key)
+    kept.reverse()
+    if len(kept) != len(rows):
+        results.rewrite(kept)
+    return kept
 
 
 def check_out(out: Path, resume: bool) -> None:
@@ -268,9 +286,13 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
                         print(progress_line(done, len(todo), job, job_rows, time.monotonic() - started),
                               file=sys.stderr, flush=True)
     except KeyboardInterrupt:  # the one line of an interrupted sweep, saying what it kept
+        if args.resume:
+            drop_superseded(results)
         print(f"kbench: interrupted; {len(written)} rows measured now and {len(jobs) - len(todo)} from before are "
               f"kept in {results.path}: rerun with --resume to complete the sweep", file=sys.stderr)
         return 130
+    if args.resume:
+        drop_superseded(results)
     summarize_run(args, written, unavailable, len(jobs) - len(todo))
     if written and all(row.status in ("oom", "skipped") for row in written):
         print(f"kbench: no row was measured ({len(written)} rows oom or skipped)", file=sys.stderr)

@@ -479,3 +479,22 @@ def test_resume_refuses_columns_the_schema_does_not_know_before_measuring(fake_t
     assert code == 2 and fake_targets.CALLS == []
     assert len(err) == 1 and "(note)" in err[0], err
     assert (out / "results.csv").read_text() == f"{header},note\n{line},mine\n"
+
+
+def test_an_interrupted_resume_keeps_the_failed_rows_it_has_not_measured_again(fake_targets, tmp_path, monkeypatch,
+                                                                               capsys):
+    # Issue 28, item 2: --resume deleted every failed and wrong row before measuring them again, so one stopped after
+    # its first row had lost the others. A failed row now goes only once its new measurement is on disk.
+    out = tmp_path / "o"
+    args = ["--targets", "fake", "--seq", "1,17,65", "--causal", "0", "--out", str(out)]
+    assert compare.main(args) == 1  # 1 ok, 17 error, 65 wrong
+    old = {r.seq: r for r in ResultsFile(out / "results.csv").read()}
+    monkeypatch.setenv(compare.STOP_AFTER_ROWS_ENV, "1")
+    monkeypatch.setenv(compare.STOP_SIGNAL_ENV, "INT")
+    assert compare.main(args + ["--resume"]) == 130
+    rows = ResultsFile(out / "results.csv").read()
+    assert [(r.seq, r.status) for r in rows] == [(1, "ok"), (65, "wrong"), (17, "error")]
+    assert rows[1] == old[65], "65 kept as it was; 17, measured again, comes last"
+    monkeypatch.delenv(compare.STOP_AFTER_ROWS_ENV)
+    assert compare.main(args + ["--resume"]) == 1
+    assert sorted(r.seq for r in ResultsFile(out / "results.csv").read()) == [1, 17, 65], "one row each"
