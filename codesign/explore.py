@@ -30,6 +30,7 @@ from codesign.cycles import TRAFFIC_KEYS, head_cycles
 from codesign.datapath import (ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, DATAFLOWS, OVERFLOWS, Datapath)
 from codesign.energy import area, head_energy, leakage_w
 from codesign.technology import Band, GateCalibration, Technology, default_gates
+from codesign.tomlfile import read_toml
 from host.errors import SpecError
 from host.problem import AttentionProblem
 
@@ -131,7 +132,7 @@ def load_space(path: Path | None, tech: Technology) -> dict:
     if path is None:
         return check_space({}, tech)
     try:
-        data = tomllib.loads(Path(path).read_text())
+        data = read_toml(Path(path))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SpecError(f"--space {path}: not a readable TOML file ({type(exc).__name__}: {exc})") from None
     return check_space(data, tech)

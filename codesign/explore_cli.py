@@ -266,6 +266,10 @@ def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Techno
     with _locked(out):
         with Progress(COMMAND, "cycle model", configs, "config") as progress:
             result = explore(problem, space, tech, progress, gates)
+        reasons = result.columns["skipped"]
+        if len(reasons) and (reasons != "").all():  # nothing to rank or plot: the space cannot run this problem
+            raise SpecError(f"--space: none of the {len(reasons):,} points can run {_describe(problem)} (the first: "
+                            f"{reasons[0]}); give larger buffers_kb or a smaller problem")
         say(COMMAND, f"{len(result):,} points evaluated (cycles, energy, area, bits) in {result.seconds:.1f} s; "
                      "Pareto fronts and sensitivity")
         chosen = fronts(result)

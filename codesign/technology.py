@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from codesign.tomlfile import read_toml
 from host.errors import SpecError
 
 TABLE = Path(__file__).resolve().parent / "technology.toml"
@@ -146,7 +147,7 @@ class Technology:
     def load(cls, path: Path | None = None) -> Technology:
         path = Path(path or TABLE)
         try:
-            data = tomllib.loads(path.read_text())
+            data = read_toml(path)
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise SpecError(f"{path}: not a readable technology table ({type(exc).__name__}: {exc})") from None
         return cls(data, str(path))
@@ -317,7 +318,7 @@ class GateCalibration:
         path = Path(path or GATES)
         origin = str(path)
         try:
-            data = tomllib.loads(path.read_text())
+            data = read_toml(path)
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise SpecError(f"{path}: not a readable gate calibration ({type(exc).__name__}: {exc}); "
                             "`python -m codesign synth --write-calibration` writes it") from None

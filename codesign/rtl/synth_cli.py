@@ -273,6 +273,13 @@ def staged_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
+def discard(staged: Path) -> None:
+    """Remove a staging file if there is one; a failure here (EROFS, EACCES: the same cause as the write's) is
+    dropped, so the write's own one-line error is the one reported."""
+    with contextlib.suppress(OSError):
+        staged.unlink(missing_ok=True)
+
+
 def check_writable(path: Path) -> None:
     """SpecError unless a file can be made beside `path` (made and removed now, before the long work: os.access
     says yes to root and to read-only file systems alike)."""
@@ -283,7 +290,7 @@ def check_writable(path: Path) -> None:
         raise SpecError(f"--write-calibration {path}: cannot write a file there ({exc.strerror or exc}); allowed: a "
                         "file path in an existing, writable folder") from None
     finally:
-        staged.unlink(missing_ok=True)
+        discard(staged)
 
 
 def build_parser() -> Parser:
@@ -336,7 +343,7 @@ def write_calibration(path: Path, results: dict[Job, Synthesis | TargetError], a
     except OSError as exc:
         raise SpecError(f"--write-calibration {path}: cannot write it ({exc.strerror or exc})") from None
     finally:
-        staged.unlink(missing_ok=True)
+        discard(staged)
     print(f"wrote {path}")
 
 

@@ -276,6 +276,40 @@ def test_an_interrupted_run_leaves_an_earlier_run_untouched(tmp_path, capsys, mo
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
+@pytest.mark.parametrize("text", ["x = " + "[" * 900 + "]" * 900, "x = " + "{a=" * 900 + "1" + "}" * 900])
+def test_a_space_nested_too_deep_is_refused_in_one_line(tmp_path, capsys, text):
+    space = tmp_path / "deep.toml"
+    space.write_text(text)
+    assert codesign_main(["explore", "--space", str(space), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"kbench: error: --space {space}: not a readable TOML file (TOMLDecodeError: nested too deep "
+                   "for the TOML parser (these tables are flat keys of lists))\n")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_space_that_is_no_regular_file_is_refused_without_reading_it(tmp_path, capsys, kind):
+    space = tmp_path / "space"
+    os.mkfifo(space) if kind == "fifo" else space.mkdir()  # a FIFO without a writer: a read would wait forever
+    assert codesign_main(["explore", "--space", str(space), "--out", str(tmp_path / "out")]) == 2
+    allowed = {"fifo": "a FIFO", "folder": "a folder"}[kind]
+    assert capsys.readouterr().err == (f"kbench: error: --space {space}: not a readable TOML file (OSError: "
+                                       f"{allowed}; allowed: a regular TOML file)\n")
+
+
+def test_a_space_where_no_point_can_run_is_refused_in_one_line_before_writing(tmp_path, capsys):
+    # 1 KB buffers hold less than one query tile at d 256 (8 rows × 256 words × 2 B = 4096 B): every point skips
+    out = tmp_path / "out"
+    space = _space_file(tmp_path, array=["8x8"], dataflow=["os"], exp_lanes=[4], buffers_kb=[[1, 1, 1, 1]],
+                        clock_mhz=[1000], dram_gbps=[256], node_nm=[45], acc_bits=[40], dram=["hbm2"])
+    code = codesign_main(["explore", "--seq", "1024", "--dim", "256", "--heads", "2", "--causal", "0",
+                          "--space", str(space), "--out", str(out)])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("kbench:")]
+    assert code == 2 and err == ["kbench: error: --space: none of the 1 points can run B 1 H 2 N 1024 d 256 (the "
+                                 "first: q_buffer_kb=1 holds less than one query tile (8x256 words) = 4096 B at dim "
+                                 "256; allowed: >= 4); give larger buffers_kb or a smaller problem"]
+    assert sorted(p.name for p in out.iterdir()) == []  # nothing written, the lock released
+
+
 def test_a_second_explore_into_the_same_folder_is_refused(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()

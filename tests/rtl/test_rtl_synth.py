@@ -5,6 +5,7 @@ failing Yosys is one line, and so is every bad argument. The full table (every u
 
 from __future__ import annotations
 
+import errno
 import json
 import tomllib
 from pathlib import Path
@@ -19,7 +20,7 @@ from codesign.rtl import synth_cli
 from codesign.rtl.mac import MacCell
 from codesign.technology import GATES
 from helpers import have, run_module
-from host.errors import TargetError, UnavailableError
+from host.errors import SpecError, TargetError, UnavailableError
 
 needs_yosys = pytest.mark.skipif(not have("yosys"), reason=synth.MISSING_YOSYS)
 
@@ -259,6 +260,21 @@ def test_write_calibration_into_a_read_only_file_system_is_refused_before_synthe
     err = capsys.readouterr().err
     assert err.startswith("kbench: error: --write-calibration /proc/gates.toml: cannot write a file there (")
     assert err.count("\n") == 1 and "synth [" not in err
+
+
+def test_a_read_only_file_system_reports_the_writes_error_not_the_cleanups(fake_yosys, tmp_path, monkeypatch, capsys):
+    # a read-only mount refuses the staging file's write and its removal alike (EROFS); the write's line is the one
+    def read_only(*_args, **_kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+    monkeypatch.setattr(Path, "write_text", read_only)
+    monkeypatch.setattr(Path, "unlink", read_only)
+    assert codesign_main(["synth", "--write-calibration", str(tmp_path / "gates.toml")]) == 2
+    assert capsys.readouterr().err == (f"kbench: error: --write-calibration {tmp_path / 'gates.toml'}: cannot write a "
+                                       "file there (Read-only file system); allowed: a file path in an existing, "
+                                       "writable folder\n")
+    results = {job: _fake_synthesis(job) for job in synth_cli.calibration_jobs((8, 8), 40)}
+    with pytest.raises(SpecError, match=r"gates.toml: cannot write it \(Read-only file system\)$"):
+        synth_cli.write_calibration(tmp_path / "gates.toml", results, [], {"yosys": "Yosys 0.23", "machine": "m"})
 
 
 def test_a_calibration_command_with_quotes_is_valid_toml(fake_yosys, monkeypatch):
