@@ -62,8 +62,8 @@ def build_parser() -> tuple[Parser, dict[str, TargetEntry]]:
     parser.add_argument("--targets", type=name_list, default=None,
                         help=f"targets to run, from {', '.join(TARGETS)} (default: every available one)")
     parser.add_argument("--kernels", type=name_list, default=None, help="kernels to run (default: all)")
-    warmup = parser.add_argument("--warmup", type=integer("warmup", 0), default=None)
-    iters = parser.add_argument("--iters", type=integer("iters", 1), default=None)
+    warmup = parser.add_argument("--warmup", type=integer("warmup", 0, 100_000), default=None)
+    iters = parser.add_argument("--iters", type=integer("iters", 1, 100_000), default=None)
     parser.add_argument("--out", type=folder, default=Path("reports/latest"),
                         help="output folder (default reports/latest)")
     parser.add_argument("--resume", action="store_true",

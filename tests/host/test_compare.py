@@ -498,3 +498,11 @@ def test_an_interrupted_resume_keeps_the_failed_rows_it_has_not_measured_again(f
     monkeypatch.delenv(compare.STOP_AFTER_ROWS_ENV)
     assert compare.main(args + ["--resume"]) == 1
     assert sorted(r.seq for r in ResultsFile(out / "results.csv").read()) == [1, 17, 65], "one row each"
+
+
+@pytest.mark.parametrize("flag,value", [("--iters", "1000000000000"), ("--warmup", "100001"), ("--iters", "0")])
+def test_repeats_beyond_their_range_are_one_line(flag, value, capsys):
+    """--iters 10^12 was accepted (and would run for ever): both repeat counts have kernels.sweep's cap."""
+    assert compare.main(["--targets", "cpu", flag, value, "--out", "unused"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("kbench: error: ") and value in err and "allowed" in err and err.count("\n") == 0
