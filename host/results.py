@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from host.errors import ResultsError
+from host.safe_files import append_whole, cut_to, sync_folder
 
 # Schema history (bump SCHEMA_VERSION on any change of field names, meaning or units; add a line here):
 #   1  2026-11-29  first schema: identity, problem, timing (+ median CI), throughput, accuracy, CPU counters,
@@ -349,7 +350,7 @@ class ResultsFile:
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, self.path)
-        _sync_folder(self.path.parent)
+        sync_folder(self.path.parent)
 
     def append(self, result: Result) -> None:
         """Append one row (and the header if the file is new) in one write of whole bytes, flushed to disk. A file
@@ -386,63 +387,3 @@ class ResultsFile:
 
     def __iter__(self) -> Iterator[Result]:
         return iter(self.read())
-
-
-def append_whole(path: Path, data: bytes) -> None:
-    """Append `data` (whole lines) to `path` and fsync it. Should a write fail (a full disk: ENOSPC, EDQUOT, EIO),
-    the file is cut back to the size it had, so it still ends on its last whole line, and ResultsError names the file
-    and the error."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-    try:
-        size = os.fstat(fd).st_size
-        try:
-            view = memoryview(data)
-            while view:  # one write; a short one (a disk filling up) goes on from where it stopped
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        except OSError as exc:
-            try:
-                os.ftruncate(fd, size)
-            except OSError:
-                pass  # the reader ignores a torn last line, and the next append cuts it
-            raise ResultsError(f"{path}: cannot append to it: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-
-
-def cut_to(path: Path, size: int) -> None:
-    """Truncate `path` to `size` bytes (the end of its last whole line) in place: a kill midway loses nothing else."""
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.ftruncate(fd, size)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def keep_aside(path: Path) -> Path | None:
-    """Move `path` to the first free name of path.prev, path.prev.1, path.prev.2, ... (never over an earlier copy);
-    the new name, or None when there was no file."""
-    if not path.exists():
-        return None
-    aside = path.with_name(f"{path.name}.prev")
-    number = 0
-    while aside.exists():
-        number += 1
-        aside = path.with_name(f"{path.name}.prev.{number}")
-    os.rename(path, aside)
-    return aside
-
-
-def _sync_folder(folder: Path) -> None:
-    """fsync a folder, so a rename in it survives a power cut (a no-op where folders cannot be opened)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from host.errors import ResultsError
-from host.results import append_whole, cut_to
+from host.safe_files import append_whole, cut_to
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,8 @@ import numpy as np
 from host.cli_common import Parser, folder, guard, int_list, integer, output_folder
 from host.errors import KbenchError, ResultsError, UnavailableError
 from host.problem import LIMITS, AttentionProblem
-from host.results import FAILED_STATUSES, Result, ResultsFile, keep_aside
+from host.results import FAILED_STATUSES, Result, ResultsFile
+from host.safe_files import keep_aside
 from host.run_log import RunInfo
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import budget, target

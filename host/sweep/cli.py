@@ -33,7 +33,8 @@ import numpy as np
 from host.errors import KbenchError, ResultsError, SpecError, UnavailableError
 from host.cli_common import Parser, folder, guard, int_list, integer, name_list, output_folder, real
 from host.problem import LIMITS
-from host.results import FAILED_STATUSES, STATUSES, Result, ResultsFile, keep_aside
+from host.results import FAILED_STATUSES, STATUSES, Result, ResultsFile
+from host.safe_files import keep_aside
 from host.run_log import RunInfo, read_runs
 from host.target_api import RunContext
 from host.sweep.registry import (TARGETS, TargetEntry, check_kernels, load_targets, open_sessions, select_targets,

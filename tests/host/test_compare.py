@@ -433,7 +433,7 @@ def test_a_full_disk_mid_sweep_keeps_the_rows_written_and_names_the_row_it_could
     # Issue 28, item 7: an OSError traceback and a torn row. Now: one line, every earlier row whole on disk, exit 1.
     import errno
 
-    from host import results as results_module
+    from host import safe_files
 
     out = tmp_path / "o"
     real_write = os.write
@@ -444,7 +444,7 @@ def test_a_full_disk_mid_sweep_keeps_the_rows_written_and_names_the_row_it_could
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real_write(fd, data)
 
-    monkeypatch.setattr(results_module.os, "write", fills_up)
+    monkeypatch.setattr(safe_files.os, "write", fills_up)
     code = compare.main(["--targets", "fake", "--seq", "1,97", "--causal", "0", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 1

@@ -245,7 +245,7 @@ def test_a_full_disk_during_an_append_cuts_the_file_back_and_names_the_file(tmp_
     import errno
     import os
 
-    from host import results as results_module
+    from host import safe_files
 
     path = tmp_path / "results.csv"
     results = ResultsFile(path)
@@ -258,10 +258,10 @@ def test_a_full_disk_during_an_append_cuts_the_file_back_and_names_the_file(tmp_
             return real_write(fd, bytes(data[:10]))
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(results_module.os, "write", full)
+    monkeypatch.setattr(safe_files.os, "write", full)
     with pytest.raises(ResultsError, match=re.escape(f"{path}: cannot append to it: {os.strerror(errno.ENOSPC)}")):
         results.append(row(seq=97))
-    monkeypatch.setattr(results_module.os, "write", real_write)
+    monkeypatch.setattr(safe_files.os, "write", real_write)
     assert path.read_bytes() == before
     results.append(row(seq=97))
     assert [r.seq for r in results.read()] == [1, 97]
@@ -288,7 +288,7 @@ def test_a_whole_last_record_of_runs_jsonl_without_its_newline_is_kept(tmp_path)
 
 def test_keep_aside_never_overwrites_an_earlier_copy(tmp_path):
     # Issue 28, item 5: results.csv.prev was overwritten by every fresh run.
-    from host.results import keep_aside
+    from host.safe_files import keep_aside
 
     path = tmp_path / "results.csv"
     assert keep_aside(path) is None

@@ -1,0 +1,70 @@
+"""Crash-safe writes of the result files (results.csv, runs.jsonl): appends of whole lines that a full disk cannot
+tear, in-place cuts of a torn tail, previous copies kept aside under a free name, and folder fsyncs after a rename.
+Below host/results.py and host/run_log.py, which both write through it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from host.errors import ResultsError
+
+
+def append_whole(path: Path, data: bytes) -> None:
+    """Append `data` (whole lines) to `path` and fsync it. Should a write fail (a full disk: ENOSPC, EDQUOT, EIO),
+    the file is cut back to the size it had, so it still ends on its last whole line, and ResultsError names the file
+    and the error."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:  # one write; a short one (a disk filling up) goes on from where it stopped
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass  # the reader ignores a torn last line, and the next append cuts it
+            raise ResultsError(f"{path}: cannot append to it: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def cut_to(path: Path, size: int) -> None:
+    """Truncate `path` to `size` bytes (the end of its last whole line) in place: a kill midway loses nothing else."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def keep_aside(path: Path) -> Path | None:
+    """Move `path` to the first free name of path.prev, path.prev.1, path.prev.2, ... (never over an earlier copy);
+    the new name, or None when there was no file."""
+    if not path.exists():
+        return None
+    aside = path.with_name(f"{path.name}.prev")
+    number = 0
+    while aside.exists():
+        number += 1
+        aside = path.with_name(f"{path.name}.prev.{number}")
+    os.rename(path, aside)
+    return aside
+
+
+def sync_folder(folder: Path) -> None:
+    """fsync a folder, so a rename in it survives a power cut (a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
