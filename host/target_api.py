@@ -95,6 +95,19 @@ def throughput(problem: AttentionProblem, fields: dict[str, object]) -> dict[str
             "gbps": model_bytes / seconds / 1e9}
 
 
+def cpu_model() -> str:
+    """This machine's CPU model name ('AMD EPYC 7B13'; the processor or machine type where /proc/cpuinfo names none)."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return model
+
+
 def host_memory_available() -> int | None:
     """MemAvailable of /proc/meminfo in bytes; None where the kernel does not say."""
     try:

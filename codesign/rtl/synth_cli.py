@@ -30,6 +30,7 @@ from codesign.rtl import available
 from codesign.rtl.synth import ABC_GATES, DEFAULT_TIMEOUT_S, WEIGHTS, Synthesis, synthesize, yosys_missing
 from host.cli_common import Parser, integer, name_list, real
 from host.errors import SpecError, TargetError, UnavailableError
+from host.target_api import cpu_model
 
 #: unit kind → (module, class): the units of codesign/rtl/ this command synthesises.
 UNIT_KINDS = {
@@ -189,15 +190,7 @@ def yosys_version() -> str:
 
 def machine() -> str:
     """Host name, CPU model and core count (the synthesis seconds depend on them)."""
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{platform.node()}, {model}, {os.cpu_count()} cores"
+    return f"{platform.node()}, {cpu_model()}, {os.cpu_count()} cores"
 
 
 def environment() -> dict[str, str]:

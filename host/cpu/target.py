@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import platform
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +21,7 @@ from host.cpu import perf, rapl
 from host.problem import AttentionProblem
 from host.reference import attention
 from host.results import Result
-from host.target_api import Inputs, RunOptions
+from host.target_api import Inputs, RunOptions, cpu_model
 from host.timing import Timing, summarize, time_calls
 from host.verdict import check_float
 
@@ -75,16 +74,7 @@ def device(settings: Settings | None = None, session: object = None) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _cpu_name() -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{model} ({os.cpu_count()} cores)"
+    return f"{cpu_model()} ({os.cpu_count()} cores)"
 
 
 @functools.lru_cache(maxsize=None)
