@@ -28,6 +28,8 @@ from host.run_log import RunInfo
 #: Rows of one table are sorted by these problem fields, then by tile.
 SORT_FIELDS = ("dtype", "batch", "heads", "dim", "causal", "seq", "br", "bc")
 COUNTER_FIELDS = ("llc_loads", "llc_misses", "instructions", "cpu_cycles", "ipc")
+#: How many of the runs.jsonl lines that are not runs the Runs section names, with why.
+SKIPPED_LISTED = 10
 
 #: How a cell writes a figure: one such function per column (host/report/common.py column_format).
 Num = Callable[[float | int | None], str]
@@ -280,9 +282,10 @@ def headline(results: Sequence[Result], runs: Sequence[RunInfo]) -> str:
     return text
 
 
-def runs_section(runs: Sequence[RunInfo], results: Sequence[Result]) -> list[str]:
+def runs_section(runs: Sequence[RunInfo], results: Sequence[Result], skipped: Sequence[str] = ()) -> list[str]:
     """Each run that gave rows (from runs.jsonl, or known only by its rows), then each run that gave none, marked
-    '0 rows', so the list agrees with the headline's count."""
+    '0 rows', so the list agrees with the headline's count; then the lines of runs.jsonl that are not runs
+    (host/run_log.py read_run_log), the first SKIPPED_LISTED of them with their reason."""
     counts = Counter(r.run_id for r in results)
     runs = distinct_runs(runs)
     lines = ["## Runs", ""]
@@ -299,6 +302,11 @@ def runs_section(runs: Sequence[RunInfo], results: Sequence[Result]) -> list[str
         first = next(r for r in results if r.run_id == run_id)
         lines.append(f"- **{run_id}** — {first.timestamp}, host {_code(first.host)}, git {_code(first.git_rev)}, "
                      f"{counts[run_id]} rows (no entry in {RUNS_JSONL}: command and machine unknown)")
+    if skipped:
+        lines += ["", f"{len(skipped)} line(s) of {RUNS_JSONL} are not runs and were skipped:"]
+        lines += [f"- {_md_cell(why)}" for why in skipped[:SKIPPED_LISTED]]
+        if len(skipped) > SKIPPED_LISTED:
+            lines.append(f"- and {len(skipped) - SKIPPED_LISTED} more")
     return lines + [""]
 
 
@@ -374,10 +382,11 @@ def plots_section(drawn: Sequence[Drawn]) -> list[str]:
     return lines
 
 
-def markdown(results: Sequence[Result], runs: Sequence[RunInfo], drawn: Sequence[Drawn]) -> str:
-    """The whole of results.md."""
+def markdown(results: Sequence[Result], runs: Sequence[RunInfo], drawn: Sequence[Drawn],
+             skipped_runs: Sequence[str] = ()) -> str:
+    """The whole of results.md; `skipped_runs` says which lines of runs.jsonl are not runs, and why."""
     lines = ["# kbench results", "", headline(results, runs), ""]
-    lines += runs_section(runs, results)
+    lines += runs_section(runs, results, skipped_runs)
     lines += unavailable_section(runs)
     lines += tables_section(results)
     lines += not_ok_section(results)

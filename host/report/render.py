@@ -3,7 +3,8 @@
 `render(out_dir)` reads results.csv (every target's rows, possibly merged from several runs on several machines:
 a GPU box, a lab bench) and runs.jsonl (one line per run: command, machine, the targets it could not use), draws
 the plots (host/report/plots.py: latency, error, roofline) and writes results.md beside them
-(host/report/markdown.py). A plot without data is not drawn; results.md says why.
+(host/report/markdown.py). A plot without data is not drawn; results.md says why. A runs.jsonl line that is not a
+run of the right field types is skipped, and results.md says which and why (host/run_log.py read_run_log).
 ``python -m host.report OUT_DIR`` does the same from a shell.
 Exit status: 0 rendered; 1 a results file that cannot be read as results, or a report that cannot be written;
 2 bad arguments only (OUT_DIR empty, missing, not a folder, or without results.csv); 130 interrupted (Ctrl-C).
@@ -23,7 +24,7 @@ from host.report.common import RESULTS_CSV, RESULTS_MD, RUNS_JSONL
 from host.report.markdown import Drawn, markdown
 from host.report.plots import PLOTS, results_frame
 from host.results import Result, ResultsFile
-from host.run_log import read_runs
+from host.run_log import read_run_log
 
 
 def read_results(out_dir: Path) -> list[Result]:
@@ -47,7 +48,7 @@ def render(out_dir: Path) -> list[Path]:
     """Write results.md and the plots into out_dir from its results.csv and runs.jsonl; return the written paths."""
     out_dir = Path(out_dir)
     results = read_results(out_dir)
-    runs = read_runs(out_dir / RUNS_JSONL)
+    log = read_run_log(out_dir / RUNS_JSONL)
     frame = results_frame(results)
     drawn = []
     for name, (title, plot) in PLOTS.items():
@@ -55,7 +56,7 @@ def render(out_dir: Path) -> list[Path]:
         if drawn[-1].why_not is not None:
             (out_dir / name).unlink(missing_ok=True)  # a stale plot from an earlier render would mislead
     md_path = out_dir / RESULTS_MD
-    md_path.write_text(markdown(results, runs, drawn), encoding="utf-8")
+    md_path.write_text(markdown(results, log.runs, drawn, log.skipped), encoding="utf-8")
     return [md_path] + [out_dir / plot.name for plot in drawn if plot.why_not is None]
 
 
