@@ -4,20 +4,19 @@
 per inference against latency, area as colour, the front drawn, the --results rows marked) and OUT/efficiency.png
 (throughput per mm² against energy efficiency, one colour per node). OUT defaults to reports/latest/explore
 (git-ignored). Progress goes to stderr stage by stage, in a log as on a terminal; the report prints the machine's
-load and a matmul anchor beside the time it took. One explore writes into a folder at a time (OUT/.explore.lock holds
-its PID and host); the lock of a run that no longer runs is taken over, saying so in one line.
-Exit status: 0 written; 1 a failure while working (a file, another explore holding OUT); 2 bad arguments (one
+load and a matmul anchor beside the time it took. One sweep writes into a folder at a time (OUT/.kbench.lock, shared
+with host.compare and kernels.sweep: host/out_lock.py, holds its PID, host and tool); the lock of a run that no
+longer runs is taken over, saying so in one line.
+Exit status: 0 written; 1 a failure while working (a file, another sweep holding OUT); 2 bad arguments (one
 `kbench: error:` line); 130 interrupted (Ctrl-C) and 143 terminated (SIGTERM), each one line, nothing of the
 interrupted run written and the lock released.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import functools
 import os
-import socket
 import time
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from codesign.options import add_causal_option, causal_masks
 from codesign.technology import GateCalibration, Technology
 from host.cli_common import Parser, folder, guard, integer, output_folder, terminate_on_sigterm
 from host.errors import KbenchError, SpecError
+from host.out_lock import sweep_lock
 from host.problem import LIMITS, AttentionProblem
 from host.q15 import DIM_MAX, SEQ_MAX
 
@@ -145,80 +145,6 @@ def _write_all(out: Path, result, chosen, spread, measured, problem) -> None:
             temporary.unlink(missing_ok=True)
 
 
-#: How old a lock without a readable PID must be before it counts as stale, in seconds: a run writes its PID right
-#: after making the file, so only a run killed in between leaves one.
-UNREADABLE_LOCK_S = 10
-
-
-def _holder(lock: Path) -> tuple[int | None, str]:
-    """The PID and host written in a lock file ("PID HOST"), None where the file holds no PID; ('', '') when gone."""
-    try:
-        words = lock.read_text(encoding="utf-8", errors="replace").split()
-    except FileNotFoundError:
-        return None, ""
-    pid = int(words[0]) if words and words[0].isdigit() else None
-    return pid, words[1] if len(words) > 1 else ""
-
-
-def _stale(lock: Path, pid: int | None, host: str) -> bool:
-    """Whether the lock's run has ended: its PID is not running on this host (a lock of another host, or of a PID
-    this user cannot signal, is live), or the file holds no PID and is older than UNREADABLE_LOCK_S."""
-    if pid is None:
-        try:
-            return time.time() - lock.stat().st_mtime > UNREADABLE_LOCK_S
-        except FileNotFoundError:
-            return True
-    if host and host != socket.gethostname():
-        return False
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the PID exists
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # a process of another user holds the PID
-        return False
-    return False
-
-
-@contextlib.contextmanager
-def _locked(out: Path):
-    """One explorer writing into `out` at a time: a lock file made exclusively, holding "PID HOST", removed at the
-    end. A lock whose run has ended (killed: its PID no longer runs) is taken over, saying so in one line; one held
-    by a running explore is not a bad argument (exit 1); a folder that cannot be written in is (exit 2)."""
-    lock = out / ".explore.lock"
-    for _ in range(3):  # a takeover raced by another explore tries again
-        try:
-            handle = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            break
-        except FileExistsError:
-            pid, host = _holder(lock)
-            if not _stale(lock, pid, host):
-                raise KbenchError(f"--out {out}: another explore is writing there (PID {pid}"
-                                  f"{f' on {host}' if host else ''}, {lock})") from None
-            aside = lock.with_name(f"{lock.name}.stale-{os.getpid()}")
-            try:
-                os.rename(lock, aside)  # atomic: of two explores taking over, one moves it
-            except FileNotFoundError:
-                continue
-            if _holder(aside) != (pid, host):  # a new run's lock moved in between: put it back
-                with contextlib.suppress(OSError):
-                    os.link(aside, lock)
-                aside.unlink(missing_ok=True)
-                continue
-            aside.unlink(missing_ok=True)
-            say(COMMAND, f"took over the stale lock {lock} (" + (f"PID {pid} is not running" if pid is not None
-                         else "it holds no PID") + ")")
-        except OSError as exc:
-            raise SpecError(f"--out {out}: cannot write in it ({exc.strerror or exc})") from None
-    else:
-        raise KbenchError(f"--out {out}: another explore keeps taking over {lock}; try again")
-    try:
-        os.write(handle, f"{os.getpid()} {socket.gethostname()}\n".encode())
-        os.close(handle)
-        yield
-    finally:
-        lock.unlink(missing_ok=True)
-
-
 def balanced(columns: dict[str, np.ndarray], chosen: list[tuple[str, np.ndarray]]) -> int | None:
     """The all-nodes front's point of least energy × latency: the base of the sensitivity table."""
     _, idx = chosen[0]
@@ -263,7 +189,7 @@ def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Techno
     configs, total = space_size(space)
     print(state.line())
     say(COMMAND, f"{total:,} operating points ({configs:,} cycle-model configurations) for {_describe(problem)}")
-    with _locked(out):
+    with sweep_lock(out, COMMAND):
         with Progress(COMMAND, "cycle model", configs, "config") as progress:
             result = explore(problem, space, tech, progress, gates)
         reasons = result.columns["skipped"]

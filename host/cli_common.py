@@ -6,7 +6,9 @@ The convention of every `python -m` entry point (docs/architecture.md): `--seria
 named, `--out DIR` where a tool writes a folder, `--causal {0,1,both}` where a tool takes the mask; `main()` runs its
 body through `guard`, so the exit status means the same everywhere: 0 done; 1 a KbenchError (the device, the link, a
 check or a file failed while working), 2 bad arguments only (SpecError: one `kbench: error:` line naming the
-value), 130 interrupted (Ctrl-C: one line, never a traceback). A tool whose own errors are bad arguments (an --out
+value), 130 interrupted (Ctrl-C: one line, never a traceback), 143 terminated (SIGTERM, in a tool that calls
+`terminate_on_sigterm`: one line). `guard` also makes Ctrl-C work in a tool a non-interactive shell started in the
+background (which ignores SIGINT there). A tool whose own errors are bad arguments (an --out
 that cannot be made, a results folder named on the command line that is missing) raises SpecError where it checks
 them; a file that turns out unreadable during the work is a failure (1). Each tool states its statuses in an
 "Exit status:" sentence of its docstring, which `Parser(doc=__doc__)` shows as the --help epilog.
@@ -181,20 +183,37 @@ def terminate_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, _raise_terminated)
 
 
+def answer_ctrl_c() -> None:
+    """Make SIGINT raise KeyboardInterrupt where it is ignored: a non-interactive shell starts `tool &` with SIGINT
+    set to SIG_IGN, so `kill -INT` (or Ctrl-C on the script) would do nothing. A handler a tool installed itself is
+    left alone; off the main thread (where Python cannot install handlers) nothing changes."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def stop_line(stop: KeyboardInterrupt | Terminated) -> tuple[str, int]:
+    """What stopped a tool, as its one line begins, and the exit status: Ctrl-C `interrupted` and 130 (128 + SIGINT),
+    SIGTERM `terminated (SIGTERM)` and 143 (128 + SIGTERM). For a tool that writes its own line (saying what it
+    kept) instead of guard's."""
+    return ("terminated (SIGTERM)", 143) if isinstance(stop, Terminated) else ("interrupted", 130)
+
+
 def guard(body: Callable[[], int], interrupted: str = "") -> int:
     """Run a tool's body and turn what it raised into one line on stderr and the exit status: SpecError (a bad
     argument) `kbench: error: …` and 2; any other KbenchError `kbench: …` and 1; Ctrl-C (KeyboardInterrupt)
-    `kbench: interrupted` (and `; interrupted`, saying what was kept) and 130; SIGTERM, where the tool called
-    `terminate_on_sigterm`, `kbench: terminated (SIGTERM)` (and the same note) and 143. Anything else is a bug and
-    keeps its traceback."""
+    `kbench: interrupted` (and `; interrupted`, saying what was kept) and 130, also where a shell started the tool
+    with SIGINT ignored (`answer_ctrl_c`); SIGTERM, where the tool called `terminate_on_sigterm`,
+    `kbench: terminated (SIGTERM)` (and the same note) and 143. Anything else is a bug and keeps its traceback."""
+    answer_ctrl_c()
     try:
         return body()
-    except KeyboardInterrupt:
-        print("kbench: interrupted" + (f"; {interrupted}" if interrupted else ""), file=sys.stderr)
-        return 130
-    except Terminated:
-        print("kbench: terminated (SIGTERM)" + (f"; {interrupted}" if interrupted else ""), file=sys.stderr)
-        return 143
+    except (KeyboardInterrupt, Terminated) as stop:
+        line, code = stop_line(stop)
+        print(f"kbench: {line}" + (f"; {interrupted}" if interrupted else ""), file=sys.stderr)
+        return code
     except SpecError as exc:
         print(f"kbench: error: {exc}", file=sys.stderr)
         return 2

@@ -9,6 +9,7 @@ import csv
 import dataclasses
 import itertools
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from codesign.explore import check_space, explore, fronts, pareto, sensitivity, 
 from codesign.technology import GATES, TABLE, GateCalibration, Technology
 from codesign.widths import predicted_width
 from host.errors import SpecError
+from host.out_lock import LOCK_NAME
 from host.problem import AttentionProblem
 from host.results import Result, ResultsFile
 
@@ -254,7 +256,7 @@ def test_a_space_without_an_exact_point_still_writes_everything_and_says_why(tmp
         assert list(csv.DictReader(handle)) == []
     assert not (out / "sensitivity.csv").exists()  # the stale one is gone, not claimed as written
     assert (out / "energy_latency.png").read_bytes()[:4] == b"\x89PNG"
-    assert not list(out.glob(".tmp-*")) and not (out / ".explore.lock").exists()
+    assert not list(out.glob(".tmp-*")) and not (out / LOCK_NAME).exists()
 
 
 def test_an_interrupted_run_leaves_an_earlier_run_untouched(tmp_path, capsys, monkeypatch):
@@ -313,12 +315,15 @@ def test_a_space_where_no_point_can_run_is_refused_in_one_line_before_writing(tm
 def test_a_second_explore_into_the_same_folder_is_refused(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
-    (out / ".explore.lock").write_text(f"{os.getpid()}\n")  # a running process: this test's own
+    lock = out / LOCK_NAME
+    lock.write_text(f"{os.getpid()} {socket.gethostname()} host.compare\n")  # a running process: this test's own
     code = codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "2",
                           "--space", str(_space_file(tmp_path)), "--out", str(out)])
-    err = capsys.readouterr().err  # not a bad argument: 1, naming who holds it
-    assert code == 1 and f"another explore is writing there (PID {os.getpid()}, {out / '.explore.lock'})" in err
-    assert (out / ".explore.lock").read_text() == f"{os.getpid()}\n"  # still the holder's
+    err = capsys.readouterr().err.splitlines()  # not a bad argument: 1, naming who holds it
+    assert code == 1 and err[-1] == (f"kbench: --out {out}: another sweep is writing there (host.compare, PID "
+                                     f"{os.getpid()} on {socket.gethostname()}, {lock})")
+    assert lock.read_text() == f"{os.getpid()} {socket.gethostname()} host.compare\n"  # still the holder's
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME]  # nothing written
 
 
 def _free_pid() -> int:
@@ -329,21 +334,23 @@ def _free_pid() -> int:
     return pid
 
 
-@pytest.mark.parametrize("content,age_s,why", [("{dead} HOST\n", 0, "PID {dead} is not running"),
-                                               ("{dead}\n", 0, "PID {dead} is not running"),  # the older format
+@pytest.mark.parametrize("content,age_s,why", [("{dead} HOST host.compare\n", 0,
+                                                "PID {dead} of host.compare is not running"),
+                                               ("{dead} HOST\n", 0, "PID {dead} is not running"),  # older formats
+                                               ("{dead}\n", 0, "PID {dead} is not running"),
                                                ("", 60, "it holds no PID")])
 def test_a_stale_lock_of_a_killed_explore_is_taken_over_in_one_line(tmp_path, capsys, content, age_s, why):
     dead = _free_pid()
     out = tmp_path / "out"
     out.mkdir()
-    lock = out / ".explore.lock"
+    lock = out / LOCK_NAME
     lock.write_text(content.format(dead=dead).replace("HOST", socket.gethostname()))
     os.utime(lock, (time.time() - age_s, time.time() - age_s))
     code = codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "2",
                           "--space", str(_space_file(tmp_path)), "--out", str(out)])
     err = capsys.readouterr().err.splitlines()
-    assert code == 0 and f"codesign explore: took over the stale lock {lock} ({why.format(dead=dead)})" in err
-    assert (out / "front.csv").exists() and not lock.exists() and not list(out.glob(".explore.lock*"))
+    assert code == 0 and f"kbench: codesign explore: took over the stale lock {lock} ({why.format(dead=dead)})" in err
+    assert (out / "front.csv").exists() and not lock.exists() and not list(out.glob(LOCK_NAME + "*"))
 
 
 def test_sigterm_stops_an_explore_in_one_line_with_143_and_frees_its_lock(tmp_path):
@@ -351,14 +358,32 @@ def test_sigterm_stops_an_explore_in_one_line_with_143_and_frees_its_lock(tmp_pa
     run = subprocess.Popen([sys.executable, "-m", "codesign", "explore", "--seq", "97", "--dim", "16", "--heads", "2",
                             "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while not (out / ".explore.lock").exists() and run.poll() is None and time.monotonic() < deadline:
+    while not (out / LOCK_NAME).exists() and run.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     run.terminate()  # SIGTERM, as a job scheduler or `kill` sends
     err = run.communicate(timeout=60)[1]
     assert run.returncode == 143, err
     assert [line for line in err.splitlines() if line.startswith("kbench:")] == [
         f"kbench: terminated (SIGTERM); nothing written to {out} (files of an earlier run there are unchanged)"]
-    assert "Traceback" not in err and not (out / ".explore.lock").exists() and not list(out.glob(".tmp-*"))
+    assert "Traceback" not in err and not (out / LOCK_NAME).exists() and not list(out.glob(".tmp-*"))
+
+
+def test_ctrl_c_stops_an_explore_started_in_the_background_by_a_shell(tmp_path):
+    """A non-interactive shell starts `python -m codesign explore ... &` with SIGINT ignored; `kill -INT` must still
+    stop it in one line with 130 (guard answers Ctrl-C again)."""
+    out = tmp_path / "out"
+    run = subprocess.Popen([sys.executable, "-m", "codesign", "explore", "--seq", "97", "--dim", "16", "--heads", "2",
+                            "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # as `sh -c 'cmd &'`
+    deadline = time.monotonic() + 60
+    while not (out / LOCK_NAME).exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    run.send_signal(signal.SIGINT)
+    err = run.communicate(timeout=60)[1]
+    assert run.returncode == 130, err
+    assert [line for line in err.splitlines() if line.startswith("kbench:")] == [
+        f"kbench: interrupted; nothing written to {out} (files of an earlier run there are unchanged)"]
+    assert not (out / LOCK_NAME).exists()
 
 
 def test_measured_rows_without_a_positive_latency_and_energy_are_left_out_with_the_reason(tmp_path, capsys):
