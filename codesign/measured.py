@@ -15,7 +15,7 @@ from pathlib import Path
 
 from host.errors import SpecError
 from host.problem import AttentionProblem
-from host.results import ResultsFile
+from host.results_file import ResultsFile
 
 #: Die areas for throughput per mm²: the H200 carries NVIDIA's GH100 die (H100 Tensor Core GPU Architecture
 #: whitepaper: 814 mm², TSMC 4N). The STM32F407's die area is not published: its points have no area.

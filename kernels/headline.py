@@ -41,7 +41,8 @@ import numpy as np
 from host.cli_common import Parser, folder, guard, integer, output_folder
 from host.errors import SpecError, TargetError, UnavailableError
 from host.problem import AttentionProblem
-from host.results import FAILED_STATUSES, Result, ResultsFile
+from host.results import FAILED_STATUSES, Result
+from host.results_file import ResultsFile
 from host.target_api import Inputs, RunContext
 from host.timing import summarize
 from host.verdict import check_float

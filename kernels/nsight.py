@@ -34,7 +34,7 @@ from pathlib import Path
 from host.errors import ResultsError, SpecError, UnavailableError
 from host.cli_common import Parser, guard, integer
 from host.problem import LIMITS, AttentionProblem
-from host.results import ResultsFile
+from host.results_file import ResultsFile
 from kernels import budget, target
 
 DRAM_READ = "dram__bytes_read.sum"

@@ -13,7 +13,7 @@ from codesign.datapath import Datapath
 from helpers import have, run_module
 from host import q15
 from host.sweep import cli as compare
-from host.results import ResultsFile
+from host.results_file import ResultsFile
 
 
 def test_asic_rows_are_judged_and_carry_the_models_latency(tmp_path):

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from host.errors import ResultsError
-from host.results import ADDED_COLUMNS, FIELD_NAMES, SCHEMA_VERSION, Result, ResultsFile
+from host.results import ADDED_COLUMNS, FIELD_NAMES, SCHEMA_VERSION, Result
+from host.results_file import ResultsFile
 from host.run_log import RunInfo, read_runs
 
 BASE = dict(run_id="r1", timestamp="2026-11-29T00:00:00+00:00", git_rev="abc", host="h", device="d", target="cpu",

@@ -151,7 +151,7 @@ def test_naive_reports_oom_before_allocating(device):
 
 def test_an_oom_is_an_oom_row_through_compare(tmp_path):
     from host.compare import main
-    from host.results import ResultsFile
+    from host.results_file import ResultsFile
 
     # the fake has 1 GiB: naive's S for 4 heads at N = 8192 needs 1 GiB on its own; a sweep that measured nothing fails
     code = main(["--targets", "gpu", "--gpu-device", "fake", "--kernels", "naive", "--seq", "8192", "--dim", "16",
@@ -222,7 +222,7 @@ def test_a_wrong_kernel_gives_a_wrong_row_with_its_figures(monkeypatch, mistake,
     """Each mistake is judged `wrong` by the verdict, through compare (exit 1); the same code without a mistake
     is `ok` (the check can pass as well as fail)."""
     from host.compare import main
-    from host.results import ResultsFile
+    from host.results_file import ResultsFile
     from kernels import fake
 
     monkeypatch.setitem(fake.KERNEL_MATH, "flash", flash_with(mistake))

@@ -184,7 +184,7 @@ def test_16bit_refusals(device):
 
 def test_a_16bit_sweep_through_compare(tmp_path):
     from host.compare import main
-    from host.results import ResultsFile
+    from host.results_file import ResultsFile
 
     code = main(["--targets", "gpu", "--gpu-device", "fake", "--gpu-dtype", "fp16,bf16", "--seq", "33",
                  "--dim", "64,16", "--heads", "1", "--causal", "0", "--out", str(tmp_path)])

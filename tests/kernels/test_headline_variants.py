@@ -3,7 +3,7 @@ fake device: every launch a row of the one results schema, checked at awkward N,
 
 import pytest
 
-from host.results import ResultsFile
+from host.results_file import ResultsFile
 from kernels import headline
 
 

@@ -19,7 +19,8 @@ import numpy as np
 from host.report import render as report
 from host.errors import ResultsError, SpecError
 from host.problem import AttentionProblem
-from host.results import Result, ResultsFile
+from host.results import Result
+from host.results_file import ResultsFile
 from host.target_api import RunContext
 from host.verdict import check_float
 from kernels import budget, nsight, sweep, target
@@ -399,7 +400,8 @@ def test_the_whole_sweep_on_the_fake_gpu(monkeypatch, tmp_path, capsys):
 
 
 def test_merge_folds_measured_bytes_into_matching_gpu_rows(tmp_path):
-    from host.results import Result, ResultsFile
+    from host.results import Result
+    from host.results_file import ResultsFile
     from kernels.nsight import merge_measured
 
     base = dict(run_id="r", timestamp="t", git_rev="g", host="h", device="d", dtype="float32", batch=1, heads=16,

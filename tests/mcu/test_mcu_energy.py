@@ -7,7 +7,7 @@ import pytest
 from helpers.twin import needs_twin
 from host.sweep import cli as compare
 from host.errors import TargetError
-from host.results import ResultsFile
+from host.results_file import ResultsFile
 from mcu import power, target
 
 MHZ = 1e6

@@ -14,7 +14,7 @@ from helpers.twin import needs_twin
 from host import q15
 from host.sweep import cli as compare
 from host.errors import TargetError
-from host.results import ResultsFile
+from host.results_file import ResultsFile
 from mcu import cycles, head, target
 from mcu.twin_process import ROOT_PREFIX, remove_stale_roots
 

@@ -26,7 +26,7 @@ import numpy as np
 from helpers import run_module
 from host import q15
 from host.sweep import cli as compare
-from host.results import ResultsFile
+from host.results_file import ResultsFile
 from mcu import planner, target
 from mcu.deploy import deploy
 from mcu.link import BoardLink

@@ -9,7 +9,7 @@ pytest.importorskip("mpremote", reason="mpremote is not installed (pip install -
 pytest.importorskip("unicorn", reason="unicorn is not installed (pip install -e '.[mcu]')")
 
 from host.sweep import cli as compare
-from host.results import ResultsFile
+from host.results_file import ResultsFile
 from mcu import target
 
 
