@@ -136,13 +136,13 @@ class Result:
                 _check_kind(name, kind, value)
             if kind is str or kind is bool:
                 continue
+            if kind is float and self.status == "ok" and not math.isfinite(value):
+                raise ResultsError(f"{name}={value!r} in a row of status 'ok'; allowed: a finite number (a wrong "
+                                   "row keeps what it measured, an ok row cannot have measured that)")
             if value < 0 and not signed:
                 raise ResultsError(f"{name}={value!r} is negative; allowed: >= 0")
             if kind is int and value > INT_MAX:
                 raise ResultsError(f"{name}={value!r} is out of range; allowed: 0..{INT_MAX} (int64)")
-            if kind is float and self.status == "ok" and not math.isfinite(value):
-                raise ResultsError(f"{name}={value!r} in a row of status 'ok'; allowed: a finite number (a wrong "
-                                   "row keeps what it measured, an ok row cannot have measured that)")
         if self.p50_ms is not None and self.min_ms is not None and self.min_ms > self.p50_ms:
             raise ResultsError(f"min_ms={self.min_ms} exceeds p50_ms={self.p50_ms}")
         self._check_timing_source()
@@ -264,7 +264,7 @@ _VERSION1_FIELDS = frozenset(FIELD_NAMES) - {name for added in ADDED_COLUMNS.val
 def is_header(cells: list[str]) -> bool:
     """Whether a CSV line's cells are the header of some schema version (schema_version and every field of
     version 1)."""
-    return "schema_version" in cells and _VERSION1_FIELDS <= set(cells)
+    return "schema_version" in cells and set(cells) >= _VERSION1_FIELDS
 
 
 def _format(value: object) -> str:

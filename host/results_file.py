@@ -30,6 +30,9 @@ from host.safe_files import append_whole, cut_to, sync_folder
 
 #: How much of the file's end a repair reads at a time while looking for the start of its last line.
 _TAIL_CHUNK = 1 << 16
+# The csv module refuses a cell over 128 KiB by default, which would make a long torn last line (or a long message)
+# an error instead of a row; a cell is bounded by the file, so lift the limit (process-wide: only ever raised).
+csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))
 
 
 class ResultsFile:
@@ -90,15 +93,13 @@ class ResultsFile:
                                "so not a kbench results file")
         reader = RowReader(header)
         pending = None
-        ordinal = 0
-        for cells in records:
+        for ordinal, cells in enumerate(records):
             if pending is not None:
                 yield pending
             if is_header(cells):
                 raise ResultsError(f"{self.path}:{records.line_num}: a second header line in the middle of the file "
                                    "(two results files joined?): keep only the first line's header")
             pending = (ordinal, cells, reader, records.line_num)
-            ordinal += 1
         if pending is None:
             return
         if ends_whole:
@@ -240,7 +241,8 @@ class ResultsFile:
                 os.fsync(out.fileno())
             os.replace(temporary, self.path)
         except OSError as exc:
-            raise ResultsError(f"{self.path}: cannot rewrite it: {exc.strerror or exc}; the file is unchanged") from None
+            raise ResultsError(f"{self.path}: cannot rewrite it: {exc.strerror or exc}; the file is "
+                               "unchanged") from None
         finally:
             temporary.unlink(missing_ok=True)
         sync_folder(self.path.parent)
