@@ -4,7 +4,8 @@ A resident head (the planner's plan: K and V^T fit the board's heap) is SETUP, L
 query rows LOAD Q, RUN and READ O. A streamed head is SETUP with the plan's key chunk, then per chunk of query rows
 LOAD Q and, for each key chunk in key order, LOAD that chunk of K and V^T and STREAM it into the rows' state on the
 board; the last one leaves O to READ. The LOADs of a tensor go windowed (several frames in flight,
-mcu.link.BoardLink.requests), the rest one at a time. Chunks of query rows are independent, so a session lost
+mcu.link.BoardLink.load), the rest one at a time; LOAD and READ move their bytes in the link's chunks, which shrink on
+a noisy line (mcu/chunks.py). Chunks of query rows are independent, so a session lost
 mid-head (a reset board, a restarted twin) costs only the chunk in flight, whose state died with the session: the
 next session sets the head up again and goes on with the rows not done, a streamed chunk from its first key. After a
 session that completed no chunk, the next one takes chunks half as large as the last one's, so that a line resetting
@@ -156,10 +157,10 @@ def _head_once(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.nda
     m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(
         seq, dim, int(params.causal), params.bc, params.score_mult, params.score_shift, rows, layout.keys)))
     if not layout.streamed:
-        load(link, m.Tensor.K, k.astype("<i2").tobytes(), hello.max_data)
-        load(link, m.Tensor.VT, np.ascontiguousarray(v.T).astype("<i2").tobytes(), hello.max_data)
+        link.load(m.Tensor.K, k.astype("<i2").tobytes())
+        link.load(m.Tensor.VT, np.ascontiguousarray(v.T).astype("<i2").tobytes())
     for row0, nrows in list(progress.chunks(rows)):
-        load(link, m.Tensor.Q, q[row0:row0 + nrows].astype("<i2").tobytes(), hello.max_data)
+        link.load(m.Tensor.Q, q[row0:row0 + nrows].astype("<i2").tobytes())
         if layout.streamed:
             cycles, reply = _stream_rows(session, params, k, v, row0, nrows, layout.keys, repeats)
         else:
@@ -167,11 +168,7 @@ def _head_once(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.nda
             reply = m.RunReply.parse(link.request(m.Kind.RUN, m.RUN.pack(row0, nrows, repeats), timeout=timeout))
             _check_timed(reply)
             cycles = np.asarray(reply.cycles, dtype=np.int64)
-        data = bytearray()
-        total = 2 * nrows * dim
-        for offset in range(0, total, hello.max_data):
-            count = min(hello.max_data, total - offset)
-            data += m.check_status(m.Kind.READ, link.request(m.Kind.READ, m.READ.pack(m.Tensor.O, offset, count)))
+        data = link.read(m.Tensor.O, 2 * nrows * dim)
         progress.out[row0:row0 + nrows] = np.frombuffer(bytes(data), dtype="<i2").reshape(nrows, dim)
         progress.cycles += cycles
         progress.done[row0:row0 + nrows] = True
@@ -193,8 +190,8 @@ def _stream_rows(session: Session, params: q15.Q15Params, k: np.ndarray, v: np.n
     for repeat in range(repeats):
         for key0 in range(0, end, keys):
             key1 = min(end, key0 + keys)
-            load(link, m.Tensor.K, k[key0:key1].astype("<i2").tobytes(), hello.max_data)
-            load(link, m.Tensor.VT, np.ascontiguousarray(v[key0:key1].T).astype("<i2").tobytes(), hello.max_data)
+            link.load(m.Tensor.K, k[key0:key1].astype("<i2").tobytes())
+            link.load(m.Tensor.VT, np.ascontiguousarray(v[key0:key1].T).astype("<i2").tobytes())
             timeout = link.timeouts.reply + run_wait(session, params, row0, nrows, 1, hello.clock_hz, key0, key1)
             reply = m.RunReply.parse(link.request(m.Kind.STREAM, m.STREAM.pack(row0, nrows, key0, key1 - key0),
                                                   timeout=timeout), m.Kind.STREAM)
@@ -227,12 +224,3 @@ def run_wait(session: Session, params: q15.Q15Params, row0: int, nrows: int, rep
                           f"{model.board_seconds(estimate, clock_hz):.1f} s (use --serial, or a smaller seq)")
     return repeats * min(model.WAIT_FACTOR * expected, model.TWIN_EMULATION_CAP_S)
 
-
-def load(link, tensor, data: bytes, max_data: int) -> None:
-    """LOAD `data` into a board tensor in frames of at most max_data bytes, windowed (BoardLink.requests)."""
-    from mcu import messages as m
-
-    payloads = [m.LOAD.pack(tensor, offset) + data[offset:offset + max_data]
-                for offset in range(0, len(data), max_data)]
-    for reply in link.requests(m.Kind.LOAD, payloads):
-        m.check_status(m.Kind.LOAD, reply)

@@ -7,7 +7,11 @@ exec and waits for its HELLO. From then on the line carries frames only and is r
 payload, resending the same frame (same sequence number, so the server answers from its cache rather than redoing
 the work) after a timeout or a corrupted reply, with exponential backoff, up to `retries` times. `requests()` sends
 LOAD requests windowed: up to `window` in flight (at most what the server's HELLO allows), each resent alone when its
-reply is missing. A board that reset or a server that stopped under the session (a REPL banner, prompt or traceback
+reply is missing. `load()` and `read()` move a tensor's bytes in chunks that a `ChunkPolicy` (mcu/chunks.py) sizes:
+the board's largest on a clean line, halved while frames fail and doubled back while they pass; a lost LOAD larger
+than the current chunk is sent again cut into chunks, a READ asked for again with a smaller count. Once the line has
+delivered a corrupted frame, a request gets NOISY_ATTEMPTS attempts instead of `retries` + 1, and every write ends
+with TAIL. A board that reset or a server that stopped under the session (a REPL banner, prompt or traceback
 among the bytes, or the port gone) raises `SessionLost` at once; `restart()` reopens the port if it has to and starts
 a new server. `close()` says BYE and leaves the board at the raw REPL prompt. docs/protocol.md has the byte-level
 exchange.
@@ -15,27 +19,33 @@ exchange.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import random
 import re
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from host.errors import LinkError, SpecError, UnavailableError
+from mcu.chunks import ChunkPolicy
 from mcu.frame import Decoder, Frame, encode
 from mcu.link_types import (
-    BACKOFF_FIRST_S, BACKOFF_MAX_S, DRAIN_MAX_S, GARBAGE_KEPT, HELLO_RETRIES, LOAD_WINDOW, LinkStats,
-    MPREMOTE_READ_S, READ_SLICE_S, REOPEN_POLL_S, REOPEN_S, START_ATTEMPTS, ServerMissing, SessionLost, Timeouts,
-    WINDOW_MAX, WRITE_TIMEOUT_S)
-from mcu.messages import PROTOCOL, REPLY, Hello, Kind, announced_protocol
+    BACKOFF_FIRST_S, BACKOFF_MAX_S, DRAIN_MAX_S, GARBAGE_KEPT, HELLO_RETRIES, LOAD_WINDOW, NOISY_ATTEMPTS, RTO_FACTOR,
+    RTO_MIN_S, RTT_KEPT, LinkStats, MPREMOTE_READ_S, READ_SLICE_S, REOPEN_POLL_S, REOPEN_S, START_ATTEMPTS,
+    ServerMissing, SessionLost, Timeouts, WINDOW_MAX, WRITE_TIMEOUT_S)
+from mcu.messages import LOAD, PROTOCOL, READ, REPLY, Hello, Kind, Tensor, announced_protocol, check_status
 
 BREAK = b"\x00\x03\x03\x00"  # ends a running frame server; in a REPL, Ctrl-C twice
 PAD = b"\x00"  # sent before every frame: whatever noise came before, the frame starts clean
 #: Sent before a retry and before BREAK: the server reads a COBS block (and the byte after it) at a time, and a bad code
 #: byte can leave it waiting for up to 255 more bytes; zeros complete that read and resync it (empty pieces ignored).
 FLUSH = b"\x00" * 255
+#: Sent after the frames of every write once the line has corrupted a frame: a byte dropped from the last frame
+#: leaves the server's block read waiting for one more byte (a flipped code byte for more), which only the next
+#: write would bring, after the reply timeout; 16 zeros complete such a read at once (empty pieces are ignored).
+TAIL = b"\x00" * 16
 #: Removes a previous deploy's modules from sys.modules (a redeploy takes effect without a reset), then starts.
 START_SERVER = ("import sys\nfor _m in ('kbench_server', 'kbench_framing'):\n    sys.modules.pop(_m, None)\n"
                 "import kbench_server\nkbench_server.serve()\n")
@@ -59,6 +69,7 @@ class _InFlight:
     first: int  # number of its first sending
     last: int  # number of its latest sending
     attempts: int = 1
+    payload: bytes = b""
 
 
 class BoardLink:
@@ -75,6 +86,10 @@ class BoardLink:
         self.window = window
         self.stats = LinkStats()
         self.hello: Hello | None = None
+        #: The chunk of tensor bytes per LOAD or READ frame (mcu/chunks.py); made at the first HELLO, kept across
+        #: sessions (the line is the same), capped by each HELLO's max_data.
+        self.chunks: ChunkPolicy | None = None
+        self._rtts: collections.deque = collections.deque(maxlen=RTT_KEPT)  # seconds, first attempts answered
         self._transport = None
         self._decoder = Decoder()
         self._garbage = bytearray()
@@ -245,6 +260,8 @@ class BoardLink:
             raise ServerMissing(f"{self.port}: kbench_server speaks protocol {theirs}; this host speaks "
                                 f"{PROTOCOL} (redeploy: python -m mcu.deploy --serial {self.port})")
         self.hello = Hello.parse(payload)
+        if self.chunks is not None:
+            self.chunks.resize(self.hello.max_data)
         return self.hello
 
     def _bye(self) -> None:
@@ -265,26 +282,106 @@ class BoardLink:
     def request(self, kind: Kind, payload: bytes = b"", timeout: float | None = None,
                 retries: int | None = None) -> bytes:
         """Send one request and return its reply's payload (status byte first), retrying as the class says."""
+        return self._request(kind, lambda size: payload, timeout, retries)
+
+    def _request(self, kind: Kind, build: Callable[[int], bytes], timeout: float | None = None,
+                 retries: int | None = None, chunk: Callable[[bytes], int] | None = None) -> bytes:
+        """request() of the payload build(size) makes for a chunk of `size` bytes. With `chunk` (the tensor bytes a
+        payload moves), the chunk policy hears how each attempt went, and a retry after it shrank asks for a smaller
+        chunk (a new payload under a new seq; a late reply to the old one is ignored)."""
         if self._transport is None:
             raise LinkError("the link is not open")
+        payload = build(self.chunks.size if chunk else 0)
         self._seq = (self._seq + 1) & 0xFFFF
         wire = PAD + encode(kind, self._seq, payload)
-        wait = self.timeouts.reply if timeout is None else timeout
+        wait = self._reply_wait() if timeout is None else timeout
         attempts = 1 + (self.retries if retries is None else retries)
+        silent = 0  # attempts after which not a byte came back: the board backs off those
         started = time.monotonic()
         try:
-            for attempt in range(attempts):
-                if attempt:
-                    self.stats.retries += 1
-                    time.sleep(min(BACKOFF_FIRST_S * 2 ** (attempt - 1), BACKOFF_MAX_S))
-                self._send(FLUSH + wire if attempt else wire, 1)
+            attempt = 0
+            while True:
+                self._send((FLUSH if attempt else b"") + wire + self._tail(), 1)
+                heard, sent = self.stats.bytes_in, time.monotonic()
                 reply = self._await(kind, self._seq, wait)
                 if reply is not None:
+                    if not attempt and timeout is None:
+                        self._rtts.append(time.monotonic() - sent)
+                    if chunk and not attempt:
+                        self.chunks.passed(chunk(payload))
                     return reply.payload
-            raise LinkError(f"{self.port}: no reply to {kind.name} (seq {self._seq}) after {attempts} attempts of "
+                attempt += 1
+                if chunk:
+                    self.chunks.failed(chunk(payload))
+                if attempt >= self._budget(attempts):
+                    break
+                self.stats.retries += 1
+                if self.stats.bytes_in == heard:
+                    silent += 1
+                    time.sleep(min(BACKOFF_FIRST_S * 2 ** (silent - 1), BACKOFF_MAX_S))
+                if chunk and chunk(smaller := build(self.chunks.size)) < chunk(payload):
+                    payload = smaller
+                    self._seq = (self._seq + 1) & 0xFFFF
+                    wire = PAD + encode(kind, self._seq, payload)
+            raise LinkError(f"{self.port}: no reply to {kind.name} (seq {self._seq}) after {attempt} attempts of "
                             f"{wait:.3g} s; last rejected frame: {self._decoder.last_error or 'none'}")
         finally:
             self.stats.add_time(kind, time.monotonic() - started)
+
+    def _budget(self, attempts: int) -> int:
+        """Attempts a request gets: `attempts` (retries + 1) on a line that has corrupted no frame, or where no
+        retry is allowed (BYE); NOISY_ATTEMPTS on a noisy one, where a live board's frames are lost often."""
+        return attempts if attempts == 1 or not self.stats.rejected else max(attempts, NOISY_ATTEMPTS)
+
+    def _chunk_policy(self) -> ChunkPolicy:
+        if self.chunks is None:
+            if self.hello is None:
+                raise LinkError("the link is not open")
+            self.chunks = ChunkPolicy(self.hello.max_data)
+        return self.chunks
+
+    def _reply_wait(self) -> float:
+        """The wait for a reply: Timeouts.reply, or on a noisy line RTO_FACTOR × the longest recent round trip."""
+        if not self.stats.rejected or not self._rtts:
+            return self.timeouts.reply
+        return min(self.timeouts.reply, max(RTO_MIN_S, RTO_FACTOR * max(self._rtts)))
+
+    def _tail(self) -> bytes:
+        return TAIL if self.stats.rejected else b""
+
+    # -- tensor bytes in chunks -------------------------------------------------------------------------------
+
+    def load(self, tensor: Tensor, data: bytes, window: int | None = None) -> None:
+        """LOAD `data` into a board tensor from offset 0, windowed, in chunks of the chunk policy's size (on a
+        clean line the board's max_data, the frames `requests()` of those pieces would send); a lost LOAD larger
+        than the current chunk is sent again as chunks. BoardRefused on a refusal."""
+        if self._transport is None or self.hello is None:
+            raise LinkError("the link is not open")
+        self._chunk_policy()
+        width = max(1, min(self.window if window is None else window, self.hello.window))
+        started = time.monotonic()
+        try:
+            replies = self._windowed(Kind.LOAD, [LOAD.pack(tensor, 0) + data], width, self._reply_wait(),
+                                     1 + self.retries, cut=_cut_load)
+        finally:
+            self.stats.add_time(Kind.LOAD, time.monotonic() - started)
+        for reply in replies:
+            check_status(Kind.LOAD, reply)
+
+    def read(self, tensor: Tensor, nbytes: int, offset: int = 0) -> bytes:
+        """`nbytes` of a board tensor from `offset`, READ stop-and-wait in chunks of the chunk policy's size (a
+        reply is a frame too: the host asks for as many bytes as the line lets through)."""
+        self._chunk_policy()
+        data = bytearray()
+        while len(data) < nbytes:
+            at, left = offset + len(data), nbytes - len(data)
+            got = check_status(Kind.READ, self._request(
+                Kind.READ, lambda size, at=at, left=left: READ.pack(tensor, at, min(size, left)),
+                chunk=lambda payload: READ.unpack(payload)[2]))
+            if not got:
+                raise LinkError(f"{self.port}: READ of tensor {tensor} at {at} returned no bytes")
+            data += got[:left]
+        return bytes(data)
 
     def _await(self, kind: Kind, seq: int, wait: float) -> Frame | None:
         """The reply to (kind, seq), or None when it did not come whole: `wait` seconds passed, a frame stalled
@@ -334,27 +431,37 @@ class BoardLink:
         finally:
             self.stats.add_time(kind, time.monotonic() - started)
 
-    def _windowed(self, kind: Kind, payloads: Sequence[bytes], width: int, wait: float,
-                  attempts: int) -> list[bytes]:
-        replies: list[bytes] = [b""] * len(payloads)
+    def _windowed(self, kind: Kind, payloads: Sequence[bytes], width: int, wait: float, attempts: int,
+                  cut: Callable[[bytes, int], list[bytes]] | None = None) -> list[bytes]:
+        """The replies, in the order their requests were first sent. With `cut` (payload, size) -> payloads of at
+        most `size` tensor bytes each, every payload is cut to the chunk policy's size as it goes out, the policy
+        hears of each frame's fate, and a lost frame larger than the chunk after it is cut again and sent anew."""
+        replies: dict[int, bytes] = {}
+        pending = collections.deque(payloads)
         flight: dict[int, _InFlight] = {}  # by seq, in the order first sent
-        queued = 0  # payloads sent so far
+        index = 0  # requests made so far (a cut payload makes several)
         sendings = 0  # frames put on the line so far, resends included
+        flush = False  # the next batch carries frames cut from lost ones: a resend, so FLUSH first
         self._expect_new()
         heard = time.monotonic()  # the last reply or sending: silence for `wait` after it means loss
         rejected = self._decoder.rejected
-        while queued < len(payloads) or flight:
+        while pending or flight:
             batch = []
-            while queued < len(payloads) and len(flight) < width:
+            while pending and len(flight) < width:
+                payload = pending.popleft()
+                if cut is not None:
+                    payload, *rest = cut(payload, self.chunks.size)
+                    pending.extendleft(reversed(rest))
                 self._seq = (self._seq + 1) & 0xFFFF
-                request = _InFlight(queued, self._seq, PAD + encode(kind, self._seq, payloads[queued]), sendings,
-                                    sendings)
+                request = _InFlight(index, self._seq, PAD + encode(kind, self._seq, payload), sendings, sendings,
+                                    payload=payload)
                 flight[request.seq] = request
                 batch.append(request.wire)
-                queued += 1
+                index += 1
                 sendings += 1
             if batch:
-                self._send(b"".join(batch), len(batch))
+                self._send((FLUSH if flush else b"") + b"".join(batch) + self._tail(), len(batch))
+                flush = False
                 heard = time.monotonic()
             lost: dict[int, _InFlight] = {}
             for frame in self._receive():
@@ -362,40 +469,67 @@ class BoardLink:
                 if answered is None:
                     continue  # a late answer to an earlier sending
                 replies[answered.index] = frame.payload
+                if cut is not None and answered.attempts == 1:
+                    self.chunks.passed(_load_bytes(answered.payload))
                 heard = time.monotonic()
                 lost.update((r.seq, r) for r in flight.values() if r.last < answered.first)
             self._check_session(kind)
             lost = {seq: r for seq, r in lost.items() if seq in flight}
+            silent = False
             if not lost and flight:
                 if self._decoder.rejected != rejected and not self._serial.in_waiting:
                     next_due = min(flight.values(), key=lambda r: r.last)  # the reply a corrupted frame most likely was
                     lost = {next_due.seq: next_due}
                 elif self._stalled() or time.monotonic() - heard > wait:
                     lost = dict(flight)  # each has had time to be answered: it or its reply was lost
+                    silent = not self._stalled()
             rejected = self._decoder.rejected
             if lost:
-                sendings = self._resend(kind, sorted(lost.values(), key=lambda r: r.last), sendings, attempts, wait,
-                                        len(flight))
+                again = sorted(lost.values(), key=lambda r: r.last)
+                if cut is not None:
+                    again = self._recut(again, flight, pending, cut)
+                    flush = True
+                if again:
+                    sendings = self._resend(kind, again, sendings, attempts, wait, len(flight), silent)
                 heard = time.monotonic()
                 self._expect_new()
-        return replies
+        return [replies[i] for i in sorted(replies)]
+
+    def _recut(self, lost: list[_InFlight], flight: dict[int, _InFlight], pending: collections.deque,
+               cut: Callable[[bytes, int], list[bytes]]) -> list[_InFlight]:
+        """Tell the chunk policy of the lost frames; those now larger than its chunk leave the flight and go back
+        to the front of `pending`, to be cut anew. The ones to resend as they are."""
+        for request in lost:
+            self.chunks.failed(_load_bytes(request.payload))
+        again, recut = [], []
+        for request in lost:
+            if _load_bytes(request.payload) > self.chunks.size and request.attempts < NOISY_ATTEMPTS:
+                del flight[request.seq]
+                recut.append(request.payload)
+                self.stats.retries += 1
+            else:
+                again.append(request)
+        pending.extendleft(reversed(recut))
+        return again
 
     def _resend(self, kind: Kind, lost: list[_InFlight], sendings: int, attempts: int, wait: float,
-                in_flight: int) -> int:
-        """Send the `lost` requests again (same frames, same sequence numbers) after FLUSH and the backoff of the
-        most retried one; the number of sendings after them. LinkError once one has had all its attempts."""
+                in_flight: int, silent: bool = True) -> int:
+        """Send the `lost` requests again (same frames, same sequence numbers) after FLUSH and, when nothing came
+        back (`silent`), the backoff of the most retried one; the number of sendings after them. LinkError once one
+        has had all its attempts (NOISY_ATTEMPTS once the line has corrupted a frame)."""
         worst = max(lost, key=lambda r: r.attempts)
-        if worst.attempts >= attempts:
-            raise LinkError(f"{self.port}: no reply to {kind.name} (seq {worst.seq}) after {attempts} attempts of "
-                            f"{wait:.3g} s, {in_flight} requests in flight; last rejected frame: "
+        if worst.attempts >= self._budget(attempts):
+            raise LinkError(f"{self.port}: no reply to {kind.name} (seq {worst.seq}) after {worst.attempts} attempts "
+                            f"of {wait:.3g} s, {in_flight} requests in flight; last rejected frame: "
                             f"{self._decoder.last_error or 'none'}")
-        time.sleep(min(BACKOFF_FIRST_S * 2 ** (worst.attempts - 1), BACKOFF_MAX_S))
+        if silent or not self.stats.rejected:
+            time.sleep(min(BACKOFF_FIRST_S * 2 ** (worst.attempts - 1), BACKOFF_MAX_S))
         for request in lost:
             request.attempts += 1
             request.last = sendings
             sendings += 1
         self.stats.retries += len(lost)
-        self._send(FLUSH + b"".join(r.wire for r in lost), len(lost))
+        self._send(FLUSH + b"".join(r.wire for r in lost) + self._tail(), len(lost))
         return sendings
 
     def _send(self, data: bytes, frames: int) -> None:
@@ -436,3 +570,17 @@ class BoardLink:
         while time.monotonic() < end and time.monotonic() - last < quiet:
             if self._read():
                 last = time.monotonic()
+
+
+def _load_bytes(payload: bytes) -> int:
+    """The tensor bytes a LOAD payload carries."""
+    return len(payload) - LOAD.size
+
+
+def _cut_load(payload: bytes, size: int) -> list[bytes]:
+    """A LOAD payload as LOADs of at most `size` tensor bytes each, at the offsets their bytes belong at."""
+    tensor, offset = LOAD.unpack_from(payload)
+    data = memoryview(payload)[LOAD.size:]
+    if len(data) <= size:
+        return [payload]
+    return [LOAD.pack(tensor, offset + at) + bytes(data[at:at + size]) for at in range(0, len(data), size)]

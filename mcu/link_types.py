@@ -31,6 +31,19 @@ BACKOFF_MAX_S = 1.0
 DRAIN_MAX_S = 5.0
 START_ATTEMPTS = 4  # tries of the whole start sequence: noise may hit the break, the raw REPL entry or the HELLO
 HELLO_RETRIES = 3  # resends of HELLO when the server's announcement was lost
+#: Attempts a request (or a windowed LOAD) gets once the line has delivered a corrupted frame: there `retries` would
+#: fail live requests (a 48-byte LOAD and its reply get through 0.98^60 ≈ 0.30 of the time at drop = flip = 0.01, so
+#: 6 attempts all fail 12 % of the time, and HELLO's 120-byte reply 0.07 of the time), while 32 fail 1e-5 and 10 %
+#: of the time (a start tries HELLO again in each of its START_ATTEMPTS). A clean line keeps `retries`.
+NOISY_ATTEMPTS = 32
+#: On a noisy line a lost request is common (the board drops the corrupted frame and says nothing), and waiting the
+#: full reply timeout for each would take most of the time: there the wait for a reply shrinks to RTO_FACTOR times
+#: the longest of the last RTT_KEPT round trips measured (first attempts only), at least RTO_MIN_S, at most
+#: Timeouts.reply (RUN and STREAM keep their own waits). A wait that ends too early costs a resend the server
+#: answers from its reply cache.
+RTO_FACTOR = 4.0
+RTO_MIN_S = 0.25
+RTT_KEPT = 16
 GARBAGE_KEPT = 4096  # bytes since the last good frame, kept to recognise a reset board or a stopped server
 #: LOAD requests the host keeps in flight, unless the server's HELLO allows fewer (the server keeps 8 replies, and 1
 #: where its line cannot hold back what the board has no room for). Measured on the twin (docs/performance.md, "Board

@@ -195,8 +195,8 @@ class ResettingLink:
             return bytes(m.SETUP_REPLY.size)  # status OK, need and free 0
         raise SessionLost("scripted: the board reset")
 
-    def requests(self, kind, payloads):
-        return [b"\x00" for _ in payloads]
+    def load(self, tensor, data):
+        pass
 
 
 @pytest.mark.parametrize("seq, dim", [(512, 64), (4096, 64), (200, 16)])
