@@ -3,14 +3,18 @@
 Targets are found by name in host/sweep/registry.py's `TARGETS` (the only place that knows every target) and their
 heavy libraries are imported only when they run, so a machine without CuPy, mpremote or unicorn still runs the CPU
 rows. Each finished row is appended to OUT/results.csv at once; ``--resume`` completes an interrupted sweep without
-duplicating or losing a row. At the end OUT/results.md and its plots are rendered from the files alone.
+duplicating or losing a row. At the end OUT/results.md and its plots are rendered from the files alone. One sweep
+writes into an --out at a time: OUT/.kbench.lock (host/out_lock.py, shared with kernels.sweep and codesign explore)
+is taken before anything there is read or changed and names the running sweep to a second one; the lock of a sweep
+that no longer runs is taken over in one line.
 
 Each target declares its own options (host/target_api.py); `--help` lists them in one group per target.
 Exit status: 0 all rows ok (some may be skipped or oom); 1 some row wrong (outside its tolerance, or not
 bit-exact) or failed (recorded in its row), no row measured at all, no selected target able to run here (no GPU, no
-board, a port that does not exist: one line with each reason), or a results file that failed during the sweep;
-2 bad arguments only: a bad value (an unknown target name included) or an unusable --out (with --resume, one whose
-results cannot be read); 130 interrupted (Ctrl-C or SIGTERM: one line; finished rows are kept).
+board, a port that does not exist: one line with each reason), a results file that failed during the sweep, or
+another sweep writing into --out (one line naming it; nothing there changed); 2 bad arguments only: a bad value (an
+unknown target name included) or an unusable --out (with --resume, one whose results cannot be read); 130
+interrupted (Ctrl-C) and 143 terminated (SIGTERM), each one line; finished rows are kept.
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ from typing import Callable
 import numpy as np
 
 from host.errors import KbenchError, ResultsError, SpecError, UnavailableError
-from host.cli_common import Parser, folder, guard, int_list, integer, name_list, output_folder, real
+from host.cli_common import (Parser, Terminated, folder, guard, int_list, integer, name_list, output_folder, real,
+                             stop_line, terminate_on_sigterm)
+from host.out_lock import sweep_lock
 from host.problem import LIMITS
 from host.results import FAILED_STATUSES, STATUSES, Result, ResultsFile
 from host.safe_files import keep_aside
@@ -46,6 +52,8 @@ from host.sweep.jobs import DEFAULT_REPEATS, Job, LastInputs, measure, plan, rep
 STOP_AFTER_ROWS_ENV = "KBENCH_STOP_AFTER_ROWS"
 STOP_SIGNAL_ENV = "KBENCH_STOP_SIGNAL"
 
+#: How the lock of OUT names this tool to a second sweep.
+TOOL = "host.compare"
 def seq_list(name: str):
     """An argparse type: a comma-separated list of ints within problem.LIMITS[name]."""
     return int_list(name, *LIMITS[name])
@@ -176,10 +184,11 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
         raise SpecError("--cluster-gpu and --cluster-wait apply to a cluster sweep; give --cluster ADDRESS too")
     if args.cluster is not None:
         return _cluster_sweep(args, argv, entries, settings)
-    check_out(args.out, args.resume)
-    check_kernels(args.kernels, entries, settings, args.targets)
     with contextlib.ExitStack() as stack:
         targets, unavailable = select_targets(args.targets, entries, settings)
+        stack.enter_context(sweep_lock(output_folder(args.out), TOOL))  # before anything in OUT is read or changed
+        check_out(args.out, args.resume)
+        check_kernels(args.kernels, entries, settings, args.targets)
         sessions = open_sessions(settings, targets, unavailable, stack)
         _check_any(targets, unavailable)
         devices = {name: module.device(settings.get(name), sessions.get(name)) for name, module in targets.items()
@@ -219,13 +228,15 @@ def _cluster_sweep(args: argparse.Namespace, argv: list[str], entries: dict[str,
 
     check_address(args.cluster)
     check_local_options(settings)
-    check_out(args.out, args.resume)
-    check_kernels(args.kernels, entries, settings, args.targets)
     names = list(args.targets or TARGETS)
     unknown = [name for name in names if name not in TARGETS]
     if unknown:
         raise SpecError(f"--targets: unknown target {unknown[0]!r}; allowed: {', '.join(TARGETS)}")
-    with Cluster(args.cluster, args.cluster_wait, args.cluster_gpu) as cluster:
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(sweep_lock(output_folder(args.out), TOOL))  # the rows come back into OUT here
+        check_out(args.out, args.resume)
+        check_kernels(args.kernels, entries, settings, args.targets)
+        cluster = stack.enter_context(Cluster(args.cluster, args.cluster_wait, args.cluster_gpu))
         unavailable = {name: entries[name].reason for name in names if entries[name].module is None}
         unavailable.update(cluster.unavailable([name for name in names if name not in unavailable]))
         targets = {name: entries[name].module for name in names if name not in unavailable}
@@ -286,12 +297,13 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
                     if bar.disable:  # no bar (stderr is a log, not a terminal): a line per finished job instead
                         print(progress_line(done, len(todo), job, job_rows, time.monotonic() - started),
                               file=sys.stderr, flush=True)
-    except KeyboardInterrupt:  # the one line of an interrupted sweep, saying what it kept
+    except (KeyboardInterrupt, Terminated) as stop:  # the one line of a stopped sweep, saying what it kept
         if args.resume:
             drop_superseded(results)
-        print(f"kbench: interrupted; {len(written)} rows measured now and {len(jobs) - len(todo)} from before are "
+        line, code = stop_line(stop)
+        print(f"kbench: {line}; {len(written)} rows measured now and {len(jobs) - len(todo)} from before are "
               f"kept in {results.path}: rerun with --resume to complete the sweep", file=sys.stderr)
-        return 130
+        return code
     if args.resume:
         drop_superseded(results)
     summarize_run(args, written, unavailable, len(jobs) - len(todo))
@@ -361,15 +373,9 @@ def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: 
     print("report: " + ", ".join(str(path) for path in paths))
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM ends a sweep like Ctrl-C: finished rows stay, the summary says how to resume."""
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C ends a sweep even where a shell ignored SIGINT
+    terminate_on_sigterm()  # SIGTERM ends a sweep as Ctrl-C does (finished rows kept, one line), with 143
 
     def body() -> int:
         parser, entries = build_parser()
