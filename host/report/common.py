@@ -17,6 +17,8 @@ RESULTS_MD = "results.md"
 
 #: Magnitudes fmt_num writes in fixed point; outside it, in short scientific form.
 FIXED_RANGE = (1e-3, 1e6)
+#: Counts from here up are written in short scientific form ('9.223e18'), past where the T prefix reads well.
+SCIENTIFIC_COUNT = 10**15
 #: Between the notes of a row's message (host/target_api.py joins a verdict's message and a target's note so).
 NOTE_SEPARATOR = "; "
 #: peak_source values that mean "measured in the run"; schema-1 files leave it empty, and only measured roofs existed.
@@ -42,7 +44,14 @@ def fmt_num(x: float | int | None) -> str:
 
 
 def _si(count: int) -> str:
-    """A large count with 4 significant digits and a decimal prefix: 537600 → '537.6k'."""
+    """A large count with 4 significant digits and a decimal prefix: 537600 → '537.6k'; from SCIENTIFIC_COUNT up, in
+    short scientific form: 2⁶³-1 → '9.223e18' (exactly, with integer arithmetic, however many digits)."""
+    if abs(count) >= SCIENTIFIC_COUNT:
+        exponent = len(str(abs(count))) - 1 if abs(count).bit_length() < 4000 else int(math.log10(abs(count)))
+        mantissa = round(count / 10**exponent, 3)  # int / int: correctly rounded, never an OverflowError here
+        if abs(mantissa) >= 10:
+            mantissa, exponent = round(mantissa / 10, 3), exponent + 1
+        return f"{mantissa:.3f}e{exponent}"
     for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(count) >= scale:
             return f"{count / scale:.4g}{prefix}"

@@ -2,7 +2,9 @@
 kernel) with only the columns that apply to that group, the rows that were wrong, skipped or failed with their
 message, and the plots (or why each was not drawn). A note that every row of a table carries in its message (the
 CPU's missing RAPL, the MCU's datasheet energy) is said once under the table; a message does not repeat its row's
-status word; each column writes its figures in one number format.
+status word; each column writes its figures in one number format. The headline says the seed(s) the inputs were drawn
+from; a table whose rows differ in seed has a seed column. Lines of runs.jsonl that are not runs are named under
+the runs.
 
 Figures that were not measured on hardware say so: cachegrind's counters are labelled "simulated"; the twin's
 temperature and VDDA, and timing from a cycle model (latency, cycles and the GFLOP/s they give: the twin's, the asic
@@ -28,6 +30,8 @@ from host.run_log import RunInfo
 #: Rows of one table are sorted by these problem fields, then by tile.
 SORT_FIELDS = ("dtype", "batch", "heads", "dim", "causal", "seq", "br", "bc")
 COUNTER_FIELDS = ("llc_loads", "llc_misses", "instructions", "cpu_cycles", "ipc")
+#: How many distinct seeds the headline lists.
+SEEDS_LISTED = 8
 #: How many of the runs.jsonl lines that are not runs the Runs section names, with why.
 SKIPPED_LISTED = 10
 
@@ -178,6 +182,10 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 
+#: Shown only in a table whose rows were drawn from different seeds (one seed is said in the headline).
+SEED_COLUMN = Column("seed", lambda r, num: str(r.seed))
+
+
 def shared_counters_reason(rows: Sequence[Result]) -> str:
     """The reason counters are missing when every row of a group lacks them for the same reason, else ''."""
     reasons = {r.counters_reason for r in rows}
@@ -226,6 +234,8 @@ def group_table(rows: Sequence[Result]) -> list[str]:
     columns = [replace(c, cell=lambda r, num: own_message(r, shared)) if c.header == "message" else c
                for c in columns]
     columns = [c for c in columns if any(c.applies_to(r) for r in rows)]
+    if len({r.seed for r in rows}) > 1:  # one seed is said once, in the headline
+        columns.insert(next(i for i, c in enumerate(columns) if c.header == "causal") + 1, SEED_COLUMN)
     if len({(r.run_id, r.host) for r in rows}) > 1:
         columns.insert(0, Column("run / host", lambda r, num: f"{r.run_id} / {r.host}"))
     columns = label_origins(columns, rows)
@@ -270,8 +280,20 @@ def run_counts(runs: Sequence[RunInfo], results: Sequence[Result]) -> tuple[int,
     return len(with_rows), sum(run.run_id not in with_rows for run in distinct_runs(runs))
 
 
+def seeds_text(results: Sequence[Result]) -> str:
+    """'Inputs drawn from seed 0.', or 'Inputs drawn from seeds 0, 7 (a seed column where a table's rows differ).'
+    (the first SEEDS_LISTED of them, then how many in all)."""
+    seeds = sorted({r.seed for r in results})
+    if len(seeds) == 1:
+        return f"Inputs drawn from seed {seeds[0]}."
+    listed = ", ".join(map(str, seeds[:SEEDS_LISTED])) + (f", … ({len(seeds)} seeds)" if len(seeds) > SEEDS_LISTED
+                                                          else "")
+    return f"Inputs drawn from seeds {listed} (a seed column where a table's rows differ)."
+
+
 def headline(results: Sequence[Result], runs: Sequence[RunInfo]) -> str:
-    """'13 rows (10 ok, 1 wrong, 2 oom) from 2 run(s) on 2 host(s).', plus the runs that gave no row."""
+    """'13 rows (10 ok, 1 wrong, 2 oom) from 2 run(s) on 2 host(s).', plus the runs that gave no row, and the seeds
+    the inputs were drawn from."""
     statuses = Counter(r.status for r in results)
     by_status = ", ".join(f"{statuses[s]} {s}" for s in STATUSES if statuses[s])
     with_rows, empty = run_counts(runs, results)
@@ -279,7 +301,7 @@ def headline(results: Sequence[Result], runs: Sequence[RunInfo]) -> str:
             f"on {len({r.host for r in results})} host(s).")
     if empty:
         text += f" {empty} more run(s) in {RUNS_JSONL} gave no row (listed below with 0 rows)."
-    return text
+    return f"{text} {seeds_text(results)}"
 
 
 def runs_section(runs: Sequence[RunInfo], results: Sequence[Result], skipped: Sequence[str] = ()) -> list[str]:
@@ -368,6 +390,10 @@ def not_ok_section(results: Sequence[Result]) -> list[str]:
     headers = ["target", "kernel", "host", "dtype", "B", "H", "N", "d", "causal", "Br×Bc", "status", "message"]
     cells = [[r.target, r.kernel, r.host, r.dtype, str(r.batch), str(r.heads), str(r.seq), str(r.dim),
               _yes_no(r.causal), tile(r), r.status, own_message(r)] for r in bad]
+    if len({r.seed for r in bad}) > 1:
+        headers.insert(9, "seed")
+        for r, row in zip(bad, cells):
+            row.insert(9, str(r.seed))
     return lines + markdown_table(headers, cells) + [""]
 
 

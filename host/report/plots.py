@@ -9,7 +9,8 @@
   (CPU, GPU), from a datasheet (the Cortex-M4's) or from a model (the asic target's), each roof in the colour of the
   rows under it and a line style of its own; the legend below the plot.
 
-Each plot function returns None when it drew, else the reason it did not (and results.md says it).
+Each plot function returns its figure, or the reason it drew none (and results.md says it); host/report/render.py
+writes the figure (`png_bytes`), each file whole or not at all.
 Layer L3: it imports only host.results and host.report.common.
 """
 
@@ -28,7 +29,6 @@ from host.results import Result
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
-    from pathlib import Path
 
 LATENCY_PNG = "latency_vs_seq.png"
 ERROR_PNG = "error.png"
@@ -53,12 +53,14 @@ LEGEND_WIDTH = 110
 
 
 def results_frame(results: Sequence[Result]) -> pd.DataFrame:
-    """One row per Result, plus its tile as text; missing figures are NaN in the numeric columns plotted."""
+    """One row per Result, plus its tile as text; missing figures (and any that is not finite) are NaN in the
+    numeric columns plotted."""
     frame = pd.DataFrame([dataclasses.asdict(r) | {"tile": tile(r)} for r in results])
     numeric = ["seq", "br", "bc", "p50_ms", "p50_ci_low_ms", "p50_ci_high_ms", "gflops", "gbps", "peak_gflops",
                "peak_gbps", "max_abs", "rel_l2"]
     for name in numeric:
-        frame[name] = pd.to_numeric(frame[name], errors="coerce")
+        values = pd.to_numeric(frame[name], errors="coerce")
+        frame[name] = values.where(np.isfinite(values)) if values.dtype.kind == "f" else values
     return frame
 
 
@@ -121,7 +123,7 @@ def series(frame: pd.DataFrame) -> list[Series]:
 
 # ---------------------------------------------------------------------------------------------------------- plots
 
-def plot_latency(frame: pd.DataFrame, path: Path) -> str | None:
+def plot_latency(frame: pd.DataFrame) -> Figure | str:
     """p50 against seq, log-log, one line per configuration, CI error bars; the reason when nothing to draw."""
     drawn = [(s, s.rows[(s.rows.status == "ok") & (s.rows.p50_ms > 0) & (s.rows.seq > 0)]) for s in series(frame)]
     drawn = [(s, rows) for s, rows in drawn if not rows.empty]
@@ -138,11 +140,10 @@ def plot_latency(frame: pd.DataFrame, path: Path) -> str | None:
     _log_axis(ax, "y")
     _finish(ax, "sequence length N", "median latency (ms), 95% CI",
             _titled("Attention latency against sequence length", frame))
-    _save(fig, path)
-    return None
+    return fig
 
 
-def plot_error(frame: pd.DataFrame, path: Path) -> str | None:
+def plot_error(frame: pd.DataFrame) -> Figure | str:
     """rel_l2 and max_abs against seq per configuration (the latency plot's series), log y; wrong rows ringed in red,
     zero errors marked at the bottom of the panel; the reason when nothing to draw."""
     measured = [s._replace(rows=s.rows[s.rows.rel_l2.notna() | s.rows.max_abs.notna()]) for s in series(frame)]
@@ -157,8 +158,7 @@ def plot_error(frame: pd.DataFrame, path: Path) -> str | None:
     _seq_axis(axes[1], pd.concat([s.rows.seq for s in measured]))
     axes[0].set_title(_titled("Error against the float64 golden", frame))
     _legend(axes[0], _error_legend(measured))
-    _save(fig, path)
-    return None
+    return fig
 
 
 def _error_figures(s: Series) -> tuple:
@@ -233,7 +233,7 @@ def roofline_data(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return points, roofs
 
 
-def plot_roofline(frame: pd.DataFrame, path: Path) -> str | None:
+def plot_roofline(frame: pd.DataFrame) -> Figure | str:
     """Achieved GFLOP/s against FLOPs per modelled byte, under each machine's roof (each in the colour of its rows and
     a line style of its own, `roof_styles`), the legend below; the reason when nothing to draw."""
     ok, roofs = roofline_data(frame)
@@ -260,8 +260,7 @@ def plot_roofline(frame: pd.DataFrame, path: Path) -> str | None:
             "Roofline: each machine's ceilings, measured in the run, from its datasheet or from its model",
             legend=False)
     _legend(ax, below=True)
-    _save(fig, path)
-    return None
+    return fig
 
 
 def roof_styles(points: pd.DataFrame, roofs: pd.DataFrame) -> list[dict]:
@@ -279,7 +278,7 @@ def roof_styles(points: pd.DataFrame, roofs: pd.DataFrame) -> list[dict]:
 
 
 #: Each plot file, its title in results.md, and the function drawing it.
-PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame, Path], str | None]]] = {
+PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame], "Figure | str"]]] = {
     LATENCY_PNG: ("Latency against sequence length", plot_latency),
     ERROR_PNG: ("Error against the float64 golden", plot_error),
     ROOFLINE_PNG: ("Roofline", plot_roofline),
@@ -371,5 +370,10 @@ def _legend(ax: Axes, handles: list | None = None, below: bool = False) -> None:
     ax.legend(handles, labels, fontsize="small", **where)
 
 
-def _save(fig: Figure, path: Path) -> None:
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+def png_bytes(fig: Figure) -> bytes:
+    """The figure as a PNG, drawn in memory: the file is written in one go by host/report/outputs.py, so a full disk
+    meets a plain write (and says so), not the PNG encoder midway."""
+    import io
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    return buffer.getvalue()

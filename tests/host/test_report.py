@@ -20,7 +20,8 @@ from host.errors import ResultsError
 from host.report.render import render
 from host.report.plots import (DPI, results_frame, roof_styles, roofline_data, same_errors_merged, seq_ticks, series,
                                shared_text)
-from host.results import ADDED_COLUMNS, Result, ResultsFile
+from host.results import ADDED_COLUMNS, Result
+from host.results_file import ResultsFile
 from host.run_log import RunInfo
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from host.report.render import render
-from host.results import Result, ResultsFile
+from host.results import Result
+from host.results_file import ResultsFile
 from host.run_log import MAX_MACHINE_DEPTH, RunInfo, read_run_log, read_runs
 
 RUN = RunInfo(run_id="r1", timestamp="2026-12-01T10:00:00Z", command="python -m host.compare", git_rev="abc",
