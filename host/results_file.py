@@ -140,12 +140,18 @@ class ResultsFile:
     def header(self) -> list[str] | None:
         """The file's column names (its first line); None when it is missing or empty."""
         try:
-            with self.path.open(encoding="utf-8-sig", newline="") as f:
-                return next(csv.reader(f), None)
+            with self.path.open("rb") as f:
+                first = f.readline()
         except FileNotFoundError:
             return None
-        except (OSError, UnicodeDecodeError, csv.Error) as exc:
-            raise ResultsError(f"{self.path}: cannot read its header: {exc}") from None
+        except OSError as exc:
+            raise ResultsError(f"{self.path}: cannot read it: {exc.strerror or exc}") from None
+        try:
+            return next(csv.reader([first.decode("utf-8-sig")]), None)
+        except UnicodeDecodeError:
+            raise self._not_utf8() from None
+        except csv.Error as exc:
+            raise ResultsError(f"{self.path}:1: {exc}: not a kbench results file") from None
 
     def unknown_columns(self, header: list[str] | None = None) -> list[str]:
         """The columns of the file's header (or of `header`) that no schema version has: a user's own columns."""

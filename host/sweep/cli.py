@@ -39,21 +39,22 @@ from host.cli_common import (Parser, Terminated, folder, guard, int_list, intege
                              stop_line, terminate_on_sigterm)
 from host.out_lock import sweep_lock
 from host.problem import LIMITS
-from host.results import FAILED_STATUSES, STATUSES, Result, ResultsFile
-from host.safe_files import keep_aside
+from host.results import FAILED_STATUSES, STATUSES, Result
+from host.results_file import ResultsFile
 from host.run_log import RunInfo, read_runs
 from host.target_api import RunContext
 from host.sweep.registry import (TARGETS, TargetEntry, check_kernels, load_targets, open_sessions, select_targets,
                                   target_settings, unused_options)
-from host.sweep.jobs import DEFAULT_REPEATS, Job, LastInputs, measure, plan, repeats, untiled_key
+from host.sweep.jobs import DEFAULT_REPEATS, Job, LastInputs, measure, plan, repeats
+from host.sweep.resume import open_out
 
 #: Test hook: after this many rows are appended, the sweep sends itself KBENCH_STOP_SIGNAL (KILL, TERM or INT), so
 #: kill-and-resume tests stop it at a known row instead of racing a timer.
 STOP_AFTER_ROWS_ENV = "KBENCH_STOP_AFTER_ROWS"
 STOP_SIGNAL_ENV = "KBENCH_STOP_SIGNAL"
-
 #: How the lock of OUT names this tool to a second sweep.
 TOOL = "host.compare"
+
 def seq_list(name: str):
     """An argparse type: a comma-separated list of ints within problem.LIMITS[name]."""
     return int_list(name, *LIMITS[name])
@@ -102,57 +103,6 @@ def _repeats_text(entries: dict[str, TargetEntry], index: int) -> str:
     return "; ".join(f"{count} for {', '.join(names)}" for count, names in by_count.items())
 
 
-def prepare_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
-                devices: dict[str, str] | None = None) -> tuple[ResultsFile, set[tuple]]:
-    """Open OUT/results.csv; with resume keep its finished rows and measure again the failed and wrong rows of this
-    sweep (`planned` being its untiled keys; rows of other configurations stay as they are): those stay in the file
-    until a newer row of their configuration is on disk (`drop_superseded`), so an interrupted resume loses none; else
-    start
-    afresh, keeping the previous files aside as results.csv.prev (then .prev.1, .prev.2, ...: never over an earlier
-    copy). A finished row counts as done only where its target's
-    device is the one `devices` names for it now (a sweep resumed on a real GPU measures again what a fake GPU or
-    another machine measured; those rows stay in the file beside the new ones)."""
-    out.mkdir(parents=True, exist_ok=True)
-    results = ResultsFile(out / "results.csv")
-    if not resume:
-        for name in ("results.csv", "runs.jsonl"):
-            keep_aside(out / name)
-        return results, set()
-    rows = results.read()  # first: a file that is not results is refused before anything changes it
-    if results.torn_line:
-        print(f"kbench: {results.path}:{results.torn_line}: a torn last row (a writer killed mid-row) is dropped and "
-              "measured again", file=sys.stderr)
-    results.repair()
-    kept = drop_superseded(results, rows)
-    devices = devices or {}
-    finished = [row for row in kept if row.status not in FAILED_STATUSES]
-    elsewhere = [row for row in finished if row.target in devices and row.device != devices[row.target]
-                 and untiled_key(row) in planned]
-    if elsewhere:
-        where = sorted({f"{row.target} on {row.device or '?'}" for row in elsewhere})
-        print(f"kbench: {len(elsewhere)} finished rows in {results.path} were measured on another device "
-              f"({'; '.join(where)}): kept, and measured again here", file=sys.stderr)
-    return results, {untiled_key(row) for row in finished if row not in elsewhere}
-
-
-def drop_superseded(results: ResultsFile, rows: list[Result] | None = None) -> list[Result]:
-    """Drop each failed or wrong row of results.csv that a later row of its configuration (untiled) replaces: its
-    new measurement is on disk, so dropping it loses nothing. One atomic rewrite, only when there is one to drop;
-    the rows kept."""
-    rows = results.read() if rows is None else rows
-    later: set[tuple] = set()
-    kept = []
-    for row in reversed(rows):
-        key = untiled_key(row)
-        if row.status not in FAILED_STATUSES or key not in later:
-            kept.append(row)
-        later.add(key)
-    kept.reverse()
-    if len(kept) != len(rows):
-        results.rewrite(kept)
-    return kept
-
-
 def check_out(out: Path, resume: bool) -> None:
     """Refuse, in one line and before any target starts, an --out that is a file, lies under a file or cannot be
     made or written, files there that are not files (a folder named results.csv), and (with --resume) a results
@@ -163,8 +113,9 @@ def check_out(out: Path, resume: bool) -> None:
             raise SpecError(f"--out {out}: {out / name} is not a file; move it aside or choose another --out")
     if resume:
         results = ResultsFile(out / "results.csv")
-        try:
-            results.read()
+        try:  # the header and first rows now; all rows are read once, by open_out (a bad one refused the same way)
+            with contextlib.closing(results.rows()) as rows:
+                next(rows, None)
             read_runs(out / "runs.jsonl")
         except ResultsError as exc:  # the folder named by --out cannot be resumed: a bad argument (exit 2)
             raise SpecError(f"--out {out} --resume: {exc}; move it aside or choose another --out") from None
@@ -185,10 +136,10 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
     if args.cluster is not None:
         return _cluster_sweep(args, argv, entries, settings)
     with contextlib.ExitStack() as stack:
-        targets, unavailable = select_targets(args.targets, entries, settings)
         stack.enter_context(sweep_lock(output_folder(args.out), TOOL))  # before anything in OUT is read or changed
         check_out(args.out, args.resume)
         check_kernels(args.kernels, entries, settings, args.targets)
+        targets, unavailable = select_targets(args.targets, entries, settings)
         sessions = open_sessions(settings, targets, unavailable, stack)
         _check_any(targets, unavailable)
         devices = {name: module.device(settings.get(name), sessions.get(name)) for name, module in targets.items()
@@ -259,14 +210,19 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
     context = RunContext.start()  # before the output folder changes: a report inside the checkout is not "dirty" code
     stop_after = _stop_hook()
     jobs = plan(args, targets, settings)
-    results, done = prepare_out(args.out, args.resume, {job.key() for job in jobs}, devices)
-    todo = [job for job in jobs if job.key() not in done]
+    try:
+        opened = open_out(args.out, args.resume, {job.key() for job in jobs}, devices)
+    except ResultsError as exc:  # the folder named by --out cannot be resumed: a bad argument (exit 2)
+        raise SpecError(f"--out {args.out} --resume: {exc}; move it aside or choose another --out") from None
+    results = opened.results
+    todo = [job for job in jobs if job.key() not in opened.done]
     for name, reason in unavailable.items():
         print(f"kbench: target {name} unavailable: {reason}", file=sys.stderr)
     if args.resume:
         print(f"kbench: resuming: {len(jobs) - len(todo)} of {len(jobs)} rows already in {results.path}",
               file=sys.stderr)
     if not todo and args.resume:
+        opened.drop_superseded([])
         print("kbench: nothing left to measure; no run recorded", file=sys.stderr)
         summarize_run(args, [], unavailable, len(jobs))
         return 0
@@ -298,14 +254,12 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
                         print(progress_line(done, len(todo), job, job_rows, time.monotonic() - started),
                               file=sys.stderr, flush=True)
     except (KeyboardInterrupt, Terminated) as stop:  # the one line of a stopped sweep, saying what it kept
-        if args.resume:
-            drop_superseded(results)
+        opened.drop_superseded(written)
         line, code = stop_line(stop)
         print(f"kbench: {line}; {len(written)} rows measured now and {len(jobs) - len(todo)} from before are "
               f"kept in {results.path}: rerun with --resume to complete the sweep", file=sys.stderr)
         return code
-    if args.resume:
-        drop_superseded(results)
+    opened.drop_superseded(written)
     summarize_run(args, written, unavailable, len(jobs) - len(todo))
     if written and all(row.status in ("oom", "skipped") for row in written):
         print(f"kbench: no row was measured ({len(written)} rows oom or skipped)", file=sys.stderr)
@@ -338,7 +292,7 @@ def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: 
     """Print this run's rows as a short table (none when it wrote no row), each target/kernel's notes that every one
     of its rows carries once below it, the unavailable targets, and where the report is."""
     from host.report.common import NOTE_SEPARATOR, own_message, shared_notes
-    from host.report.render import render
+    from host.report.render import ReportIncomplete, render
 
     groups: dict[str, list[Result]] = {}
     for row in written:
@@ -367,6 +321,11 @@ def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: 
     print(f"{len(written)} rows written ({counts or 'none'}), {kept} of this sweep's rows already done before")
     try:
         paths = render(args.out)
+    except ReportIncomplete as exc:  # a full disk: the rows are in results.csv; some outputs are missing
+        for line in exc.lines:
+            print(f"kbench: {line}", file=sys.stderr)
+        print("report incomplete: " + ", ".join(str(path) for path in exc.written or ["nothing written"]))
+        return
     except KbenchError as exc:
         print(f"kbench: report not rendered: {exc}", file=sys.stderr)
         return

@@ -12,7 +12,7 @@ import pytest
 from helpers import ROOT, run_module
 from host.sweep import cli as compare
 from host.sweep import registry as compare_targets
-from host.results import ResultsFile
+from host.results_file import ResultsFile
 
 FAKE_TARGET = '''
 """A target for tests: fails on seq 17, runs out of memory on seq 33, computes a wrong output on seq 65 (1 % off),
