@@ -7,7 +7,10 @@ before it is timed with the device's timer (CUDA events, L2 flushed between repe
 kernels/budget.py `fits`: not run), `oom` or `error` (one cell's failure is that cell's row; the sweep goes on).
 
 Each row is a progress line on stderr as it finishes ([k/total], elapsed seconds), in a log as on a terminal; Ctrl-C
-or SIGTERM ends the sweep in one line saying how many rows results.csv kept. The default grid suits the device:
+or SIGTERM ends the sweep in one line saying how many rows results.csv kept. One sweep writes into an --out at a
+time: OUT/.kbench.lock (host/out_lock.py, shared with host.compare and codesign explore) is taken before anything
+there changes and names the running sweep to a second one; the lock of a sweep that no longer runs is taken over in
+one line. The default grid suits the device:
 on a GPU the grid of docs/gpu.md; on the fake (numpy on the CPU, where N = 4096 at Br = 8 takes minutes per cell)
 a small grid that runs in seconds.
 
@@ -19,8 +22,9 @@ an x). Last, a table per N: the best tile, and the budget's largest square tile 
 Usage: ``python -m kernels.sweep [--br LIST] [--bc LIST] [--seq LIST] [--dim 64] [--heads 16] [--batch 1]
 [--causal 0] [--iters 10] [--gpu-device cuda|fake] [--out DIR]``.
 Exit status: 0 every cell ok or skipped; 1 a cell wrong or failed, no cell measured at all, or no device to run on
-(no GPU: one ``kbench: ...`` line with the reason); 2 bad arguments only, an unusable --out included (one
-``kbench: error: ...`` line on stderr); 130 interrupted (Ctrl-C or SIGTERM: one line with the rows kept).
+(no GPU: one ``kbench: ...`` line with the reason), or another sweep writing into --out (one line naming it;
+nothing there changed); 2 bad arguments only, an unusable --out included (one ``kbench: error: ...`` line on
+stderr); 130 interrupted (Ctrl-C) and 143 terminated (SIGTERM), each one line with the rows kept.
 CuPy is imported only through kernels.cuda.
 """
 
@@ -39,10 +43,13 @@ from pathlib import Path
 
 import numpy as np
 
-from host.cli_common import Parser, folder, guard, int_list, integer, output_folder
+from host.cli_common import (Parser, Terminated, folder, guard, int_list, integer, output_folder, stop_line,
+                             terminate_on_sigterm)
 from host.errors import KbenchError, ResultsError, UnavailableError
+from host.out_lock import sweep_lock
 from host.problem import LIMITS, AttentionProblem
-from host.results import FAILED_STATUSES, Result, ResultsFile
+from host.results import FAILED_STATUSES, Result
+from host.results_file import ResultsFile
 from host.safe_files import keep_aside
 from host.run_log import RunInfo
 from host.target_api import Inputs, RunContext, RunOptions
@@ -58,6 +65,8 @@ WARMUP = 3
 DEFAULTS = {"cuda": {"br": (8, 16, 32, 64), "bc": (8, 16, 32, 64), "seq": (64, 128, 512, 1024, 4096)},
             "fake": {"br": (16, 32, 64), "bc": (16, 32, 64), "seq": (64, 256)}}
 DEFAULT_OUT = Path("reports/latest/sweep")
+#: How the lock of OUT names this tool to a second sweep.
+TOOL = "kernels.sweep"
 
 
 # ---------------------------------------------------------------------------------------------------------- measure
@@ -250,7 +259,8 @@ def with_device_defaults(args: argparse.Namespace) -> argparse.Namespace:
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """The sweep with parsed, device-checked arguments: files under args.out, a progress line per row on stderr, the
-    summary on stdout; an interrupt ends it in one line with the rows kept (130)."""
+    summary on stdout, OUT locked throughout; an interrupt ends it in one line with the rows kept (130; SIGTERM
+    143)."""
     problems = [AttentionProblem(batch=args.batch, heads=args.heads, seq=n, dim=args.dim, causal=bool(args.causal))
                 for n in args.seq]
     settings = target.Settings(device=args.gpu_device)
@@ -258,16 +268,18 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
                                                                                   "the fake device's h200 profile")
     context = RunContext.start()  # before the output folder changes
     out: Path = output_folder(args.out)
-    device = start_files(out, context, argv, target.device(settings), limits, source)
-    print(f"device: {device}; limits: {source}", flush=True)
-    progress = Progress(ResultsFile(out / RESULTS_NAME), len(problems) * len(args.br) * len(args.bc))
-    try:
-        rows = sweep(problems, args.br, args.bc, limits, args.iters, context, settings, progress)
-    except KeyboardInterrupt:
-        print(f"kbench: interrupted; {progress.done} of {progress.total} rows kept in {out / RESULTS_NAME}",
-              file=sys.stderr)
-        return 130
-    return finish(rows, args, out, limits, device)
+    with sweep_lock(out, TOOL):  # before the previous files are moved aside
+        device = start_files(out, context, argv, target.device(settings), limits, source)
+        print(f"device: {device}; limits: {source}", flush=True)
+        progress = Progress(ResultsFile(out / RESULTS_NAME), len(problems) * len(args.br) * len(args.bc))
+        try:
+            rows = sweep(problems, args.br, args.bc, limits, args.iters, context, settings, progress)
+        except (KeyboardInterrupt, Terminated) as stop:
+            line, code = stop_line(stop)
+            print(f"kbench: {line}; {progress.done} of {progress.total} rows kept in {out / RESULTS_NAME}",
+                  file=sys.stderr)
+            return code
+        return finish(rows, args, out, limits, device)
 
 
 def start_files(out: Path, context: RunContext, argv: Sequence[str], device: str, limits: budget.DeviceLimits,
@@ -320,11 +332,6 @@ def finish(rows: Sequence[Result], args: argparse.Namespace, out: Path, limits: 
     return 1 if failed else 0
 
 
-def _terminate(signum: int, frame: object) -> None:
-    """SIGTERM (a timeout, a job scheduler) ends the sweep as Ctrl-C does: finished rows kept, one line."""
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
 
@@ -336,7 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    "GPU)")
         return run(args, argv)
 
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    previous = signal.getsignal(signal.SIGTERM)
+    terminate_on_sigterm()  # SIGTERM (a timeout, a job scheduler) ends the sweep as Ctrl-C does, with 143
     try:
         return guard(body)
     finally:

@@ -30,7 +30,8 @@ from codesign.widths import predicted_width
 from host.errors import SpecError
 from host.out_lock import LOCK_NAME
 from host.problem import AttentionProblem
-from host.results import Result, ResultsFile
+from host.results import Result
+from host.results_file import ResultsFile
 
 TECH = Technology.load()
 SMALL = {"array": ["8x8", "16x32", "32x16"], "dataflow": ["os", "ws"], "exp_lanes": [4, 16], "dividers": [8],

@@ -4,7 +4,7 @@ kept, and a default folder git ignores (no GPU: the fake device)."""
 import subprocess
 
 from helpers import ROOT, run_module
-from host.results import ResultsFile
+from host.results_file import ResultsFile
 from kernels import sweep
 
 SMALL = ["--gpu-device", "fake", "--br", "16", "--bc", "16,32", "--seq", "17", "--heads", "1", "--iters", "1"]
