@@ -16,6 +16,7 @@ model and the point carries the measured rel-L2.
 
 from __future__ import annotations
 
+import decimal
 import itertools
 import math
 import re
@@ -114,6 +115,9 @@ def check_space(space: dict, tech: Technology) -> dict:
                                     f"allowed: {low:g}..{high:g}")
                 if not math.isfinite(value) or not low <= value <= high:
                     raise SpecError(f"space: {key}={value!r} is out of range; allowed: {low:g}..{high:g}")
+                if key == "clock_mhz" and (decimal.Decimal(repr(value)) * 1_000_000) % 1:  # exact, as written
+                    raise SpecError(f"space: clock_mhz={value!r} is not a whole number of Hz; allowed: "
+                                    f"{low:g}..{high:g} MHz in steps of 1 Hz (6 decimals)")
             out[key] = list(dict.fromkeys(values))
     for mhz, gbps in itertools.product(out["clock_mhz"], out["dram_gbps"]):
         per_cycle = gbps * 1e3 / mhz

@@ -6,12 +6,31 @@ command that takes a causal mask."""
 from __future__ import annotations
 
 import argparse
+import decimal
 import itertools
 
 from codesign.datapath import ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, DATAFLOWS, OVERFLOWS, Datapath, array_shape
 from host.cli_common import integer, int_list, name_list, real
 
 DEFAULT = Datapath()
+#: The clock's range in Hz (Datapath checks the same).
+CLOCK_HZ = (1_000_000, 10_000_000_000)
+
+
+def hertz(text: str) -> int:
+    """An argparse type: a clock in whole Hz within CLOCK_HZ, written as an integer or in scientific notation (1e9,
+    1.5e9); a fraction of a Hz (1000000.5) is refused rather than rounded."""
+    low, high = CLOCK_HZ
+    allowed = f"allowed: whole Hz in {low:g}..{high:g}"
+    try:
+        value = decimal.Decimal(text.strip())  # exact: a float would read 1000000000.0000001 as 1e9
+    except decimal.InvalidOperation:
+        raise argparse.ArgumentTypeError(f"clock={text!r} is not a number; {allowed}") from None
+    if not value.is_finite() or not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"clock={text.strip()} is out of range; {allowed}")
+    if value != value.to_integral_value():
+        raise argparse.ArgumentTypeError(f"clock={text.strip()} is not a whole number of Hz; {allowed}")
+    return int(value)
 
 
 def _array_list(text: str) -> tuple[tuple[int, int], ...]:
@@ -49,7 +68,7 @@ def add_datapath_options(group: argparse._ArgumentGroup, prefix: str = "", lists
                        help=f"the array's accumulator width in bits{some}; default {d.acc_bits}")
     group.add_argument(f"--{prefix}overflow", type=_choices("overflow", OVERFLOWS, False), default=d.overflow,
                        help=f"accumulators past their range: {' or '.join(OVERFLOWS)}; default {d.overflow}")
-    group.add_argument(f"--{prefix}clock", type=real("clock", 1e6, 1e10), default=d.clock_hz,
+    group.add_argument(f"--{prefix}clock", type=hertz, default=d.clock_hz,
                        help=f"clock in Hz (e.g. 1e9); default {d.clock_hz:g}")
     group.add_argument(f"--{prefix}exp-lanes", type=integer("exp-lanes", 1, 4096), default=d.exp_lanes,
                        help=f"EXP2 evaluations per cycle in the softmax unit; default {d.exp_lanes}")
@@ -103,5 +122,5 @@ def datapaths(args: argparse.Namespace, prefix: str = "") -> tuple[Datapath, ...
     return tuple(Datapath(rows=rows, cols=cols, dataflow=flow, acc_bits=bits, overflow=get("overflow"),
                           exp_lanes=get("exp-lanes"), dividers=get("dividers"), div_latency=get("div-latency"),
                           q_buffer_kb=q_kb, k_buffer_kb=k_kb, v_buffer_kb=v_kb, o_buffer_kb=o_kb,
-                          dram_bytes_per_cycle=get("dram-bw"), clock_hz=round(get("clock")))
+                          dram_bytes_per_cycle=get("dram-bw"), clock_hz=get("clock"))
                  for (rows, cols), flow, bits in itertools.product(arrays, flows, widths))

@@ -136,6 +136,7 @@ def test_pareto_on_a_hand_made_set():
     ({"node_nm": [28]}, "node=28 nm is not in the scaling table"),
     ({"acc_bits": [8]}, "acc_bits=8 is out of range; allowed: 16..64"),
     ({"clock_mhz": [-5]}, "clock_mhz=-5 is out of range"),
+    ({"clock_mhz": [1.0000005]}, "clock_mhz=1.0000005 is not a whole number of Hz; allowed: 1..10000 MHz"),
     ({"dataflow": []}, "dataflow must be a non-empty list"),
     ({"dram": ["sram"]}, "dram='sram' is unknown; allowed: hbm2"),
     ({"buffers_kb": [[1, 2, 3]]}, r"buffers_kb entry \[1, 2, 3\] is not \[Q, K, V, O\]"),

@@ -82,6 +82,8 @@ def test_kernels_are_named_after_the_datapaths():
     (["--asic-overflow", "clip"], "overflow='clip' is unknown"),
     (["--asic-clock", "-5"], "clock=-5 is out of range"),
     (["--asic-clock", "nan"], "clock=nan is out of range"),
+    (["--asic-clock", "1000000.5"], "clock=1000000.5 is not a whole number of Hz; allowed: whole Hz in 1e+06..1e+10"),
+    (["--asic-clock", "1000000000.0000001"], "clock=1000000000.0000001 is not a whole number of Hz"),  # 1e9 as a float
     (["--asic-buffers-kb", "1,2"], "not four sizes"),
     (["--asic-dram-bw", "0"], "dram-bw=0 is out of range"),
 ])
@@ -186,3 +188,11 @@ def test_run_with_both_masks_reports_each(capsys):
     out = capsys.readouterr().out
     assert "problem    B1 H1 N17 d8: " in out and "problem    B1 H1 N17 d8 causal: " in out
     assert out.count("verdict    ok") == 2
+
+
+@pytest.mark.parametrize("text,hz", [("1e9", 1_000_000_000), ("1.5e9", 1_500_000_000), ("1000000", 1_000_000),
+                                     (" 168000000 ", 168_000_000), ("1.000000001e9", 1_000_000_001)])
+def test_the_asic_clock_is_read_exactly_in_whole_hz(text, hz):
+    from codesign.options import hertz
+
+    assert hertz(text) == hz and isinstance(hertz(text), int)
