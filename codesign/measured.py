@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from host.errors import SpecError
+from host.errors import ResultsError, SpecError
 from host.problem import AttentionProblem
 from host.results_file import ResultsFile
 
@@ -55,7 +55,10 @@ def load(folders: list[Path], problem: AttentionProblem) -> tuple[list[MeasuredP
         path = Path(folder) / "results.csv"
         if not path.is_file():
             raise SpecError(f"--results {folder}: no results.csv there; allowed: a host.compare --out folder")
-        rows = ResultsFile(path).read()
+        try:
+            rows = ResultsFile(path).read()
+        except ResultsError as exc:  # a folder named on the command line that holds no results: a bad argument
+            raise SpecError(f"--results {folder}: {exc}; allowed: a host.compare --out folder") from None
         if not rows:
             left[f"{path}: no rows"] = 0
         for row in rows:
