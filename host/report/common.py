@@ -14,6 +14,9 @@ from host.results import Result
 RESULTS_CSV = "results.csv"
 RUNS_JSONL = "runs.jsonl"
 RESULTS_MD = "results.md"
+#: Above this many rows results.md summarises each target/kernel/dtype instead of listing every row (the full rows
+#: stay in results.csv), and the plots draw one point per configuration and sequence length (host/report/plots.py).
+SUMMARY_ROWS = 2000
 
 #: Magnitudes fmt_num writes in fixed point; outside it, in short scientific form.
 FIXED_RANGE = (1e-3, 1e6)

@@ -2,9 +2,11 @@
 kernel) with only the columns that apply to that group, the rows that were wrong, skipped or failed with their
 message, and the plots (or why each was not drawn). A note that every row of a table carries in its message (the
 CPU's missing RAPL, the MCU's datasheet energy) is said once under the table; a message does not repeat its row's
-status word; each column writes its figures in one number format. The headline says the seed(s) the inputs were drawn
-from; a table whose rows differ in seed has a seed column. Lines of runs.jsonl that are not runs are named under
-the runs.
+status word; each column writes its figures in one number format. Above SUMMARY_ROWS (2,000) rows results.md
+summarises instead (one line per target/kernel/dtype: rows by status, ranges of N, d, H, best and median GFLOP/s,
+worst errors; the first NOT_OK_LISTED rows that are not ok, and how many more): the full rows stay in results.csv.
+The headline says the seed(s) the inputs were drawn from; a table whose rows differ in seed has a seed column. Lines
+of runs.jsonl that are not runs are named under the runs.
 
 Figures that were not measured on hardware say so: cachegrind's counters are labelled "simulated"; the twin's
 temperature and VDDA, and timing from a cycle model (latency, cycles and the GFLOP/s they give: the twin's, the asic
@@ -15,21 +17,28 @@ Layer L3: it imports only host.results and host.report.common, and reads nothing
 
 from __future__ import annotations
 
+import heapq
 import json
 import re
+import statistics
 from collections import Counter
 from dataclasses import dataclass, replace
 from itertools import groupby
 from typing import Callable, NamedTuple, Sequence
 
-from host.report.common import (NOTE_SEPARATOR, RUNS_JSONL, column_format, fmt_num, fmt_sci, is_measured_roof,
-                                own_message, roof_text, shared_notes, tile)
+from host.report.common import (NOTE_SEPARATOR, RESULTS_CSV, RUNS_JSONL, SUMMARY_ROWS, column_format, fmt_num,
+                                fmt_sci, is_measured_roof, own_message, roof_text, shared_notes, tile)
 from host.results import STATUSES, Result, timing_kind
 from host.run_log import RunInfo
 
 #: Rows of one table are sorted by these problem fields, then by tile.
 SORT_FIELDS = ("dtype", "batch", "heads", "dim", "causal", "seq", "br", "bc")
 COUNTER_FIELDS = ("llc_loads", "llc_misses", "instructions", "cpu_cycles", "ipc")
+#: Above SUMMARY_ROWS rows, how many wrong, skipped and failed rows results.md lists (the rest are counted).
+NOT_OK_LISTED = 50
+#: How many runs the Runs section lists, and how many runs a 'targets not run' reason names; the rest are counted.
+RUNS_LISTED = 100
+RUNS_PER_REASON = 5
 #: How many distinct seeds the headline lists.
 SEEDS_LISTED = 8
 #: How many of the runs.jsonl lines that are not runs the Runs section names, with why.
@@ -306,12 +315,19 @@ def headline(results: Sequence[Result], runs: Sequence[RunInfo]) -> str:
 
 def runs_section(runs: Sequence[RunInfo], results: Sequence[Result], skipped: Sequence[str] = ()) -> list[str]:
     """Each run that gave rows (from runs.jsonl, or known only by its rows), then each run that gave none, marked
-    '0 rows', so the list agrees with the headline's count; then the lines of runs.jsonl that are not runs
-    (host/run_log.py read_run_log), the first SKIPPED_LISTED of them with their reason."""
+    '0 rows', so the list agrees with the headline's count (the first RUNS_LISTED runs, then how many more); then the
+    lines of runs.jsonl that are not runs (host/run_log.py read_run_log), the first SKIPPED_LISTED with their
+    reason."""
     counts = Counter(r.run_id for r in results)
     runs = distinct_runs(runs)
+    described = {run.run_id for run in runs}
+    unknown = sorted(set(counts) - described)
     lines = ["## Runs", ""]
+    listed = 0
     for run in sorted(runs, key=lambda run: counts[run.run_id] == 0):  # stable: file order within each part
+        if listed == RUNS_LISTED:
+            break
+        listed += 1
         lines.append(f"- **{run.run_id}** — {run.timestamp}, host {_code(run.host)}, git {_code(run.git_rev)}, "
                      f"{counts[run.run_id]} rows" + (" (measured nothing)" if not counts[run.run_id] else ""))
         lines.append(f"  - command: {_code(run.command)}")
@@ -319,11 +335,18 @@ def runs_section(runs: Sequence[RunInfo], results: Sequence[Result], skipped: Se
             lines.append(f"  - machine: {_code(_machine_text(run.machine))}")
         if run.unavailable:
             lines.append(f"  - targets not run: {', '.join(map(_code, sorted(run.unavailable)))}")
-    described = {run.run_id for run in runs}
-    for run_id in sorted(set(counts) - described):
-        first = next(r for r in results if r.run_id == run_id)
-        lines.append(f"- **{run_id}** — {first.timestamp}, host {_code(first.host)}, git {_code(first.git_rev)}, "
+    shown = set(unknown[:max(RUNS_LISTED - listed, 0)])
+    first = {}
+    for r in results:  # the first row of each run listed that runs.jsonl does not describe
+        if r.run_id in shown and r.run_id not in first:
+            first[r.run_id] = r
+    for run_id in sorted(shown):
+        row = first[run_id]
+        lines.append(f"- **{run_id}** — {row.timestamp}, host {_code(row.host)}, git {_code(row.git_rev)}, "
                      f"{counts[run_id]} rows (no entry in {RUNS_JSONL}: command and machine unknown)")
+    more = len(runs) + len(unknown) - listed - len(shown)
+    if more:
+        lines.append(f"- and {more} more run(s): each in {RUNS_JSONL}, and by its run_id in {RESULTS_CSV}")
     if skipped:
         lines += ["", f"{len(skipped)} line(s) of {RUNS_JSONL} are not runs and were skipped:"]
         lines += [f"- {_md_cell(why)}" for why in skipped[:SKIPPED_LISTED]]
@@ -341,7 +364,9 @@ def unavailable_section(runs: Sequence[RunInfo]) -> list[str]:
             reasons.setdefault((target, str(reason)), []).append(f"{run.run_id} ({run.host})")
     if not reasons:
         return lines + [f"None: no run in {RUNS_JSONL} recorded an unavailable target.", ""]
-    cells = [[target, reason, ", ".join(where)] for (target, reason), where in sorted(reasons.items())]
+    cells = [[target, reason, ", ".join(where[:RUNS_PER_REASON])
+              + (f" and {len(where) - RUNS_PER_REASON} more" if len(where) > RUNS_PER_REASON else "")]
+             for (target, reason), where in sorted(reasons.items())]
     return lines + markdown_table(["target", "reason", "run (host)"], cells) + [""]
 
 
@@ -380,26 +405,108 @@ def tables_section(results: Sequence[Result]) -> list[str]:
     return lines
 
 
-def not_ok_section(results: Sequence[Result]) -> list[str]:
-    """Every row that is not ok (wrong, skipped, oom, error) with its message; a wrong row keeps its figures in its
-    group's table too."""
+def _not_ok_key(r: Result) -> tuple:
+    return (r.target, r.kernel) + _row_sort_key(r)
+
+
+def not_ok_section(results: Sequence[Result], limit: int | None = None) -> list[str]:
+    """Every row that is not ok (wrong, skipped, oom, error) with its message (the first `limit` of them, in order,
+    and how many more); a wrong row keeps its figures in its group's table too."""
     lines = ["## Wrong, skipped and failed", ""]
-    bad = sorted((r for r in results if r.status != "ok"), key=lambda r: (r.target, r.kernel) + _row_sort_key(r))
-    if not bad:
+    bad = (r for r in results if r.status != "ok")
+    if limit is None:
+        shown = sorted(bad, key=_not_ok_key)
+        total = len(shown)
+    else:
+        total = sum(r.status != "ok" for r in results)
+        shown = heapq.nsmallest(limit, bad, key=_not_ok_key)  # the first `limit`, never the whole list sorted
+    if not shown:
         return lines + ["None: every row is ok.", ""]
     headers = ["target", "kernel", "host", "dtype", "B", "H", "N", "d", "causal", "Br×Bc", "status", "message"]
     cells = [[r.target, r.kernel, r.host, r.dtype, str(r.batch), str(r.heads), str(r.seq), str(r.dim),
-              _yes_no(r.causal), tile(r), r.status, own_message(r)] for r in bad]
-    if len({r.seed for r in bad}) > 1:
+              _yes_no(r.causal), tile(r), r.status, own_message(r)] for r in shown]
+    if len({r.seed for r in shown}) > 1:
         headers.insert(9, "seed")
-        for r, row in zip(bad, cells):
+        for r, row in zip(shown, cells):
             row.insert(9, str(r.seed))
-    return lines + markdown_table(headers, cells) + [""]
+    lines += markdown_table(headers, cells) + [""]
+    if total > len(shown):
+        lines += [f"The first {len(shown)} of {total} such rows; every row is in {RESULTS_CSV}.", ""]
+    return lines
 
 
-def plots_section(drawn: Sequence[Drawn]) -> list[str]:
-    """Embed each drawn plot with a relative link; for a plot not drawn, say why."""
+class _Group:
+    """What the summary says of one target/kernel/dtype, gathered in one pass over its rows."""
+
+    __slots__ = ("statuses", "seq", "dim", "heads", "gflops", "rel_l2", "max_abs", "hosts")
+
+    def __init__(self) -> None:
+        self.statuses: Counter = Counter()
+        self.seq: list[int] = []  # [lowest, highest], as for dim and heads
+        self.dim: list[int] = []
+        self.heads: list[int] = []
+        self.gflops: list[float] = []  # of ok rows
+        self.rel_l2: float | None = None  # the worst, of ok and wrong rows
+        self.max_abs: float | None = None
+        self.hosts: set[str] = set()
+
+    def add(self, r: Result) -> None:
+        self.statuses[r.status] += 1
+        self.hosts.add(r.host)
+        for span, value in ((self.seq, r.seq), (self.dim, r.dim), (self.heads, r.heads)):
+            if not span:
+                span += [value, value]
+            elif value < span[0]:
+                span[0] = value
+            elif value > span[1]:
+                span[1] = value
+        if r.status == "ok" and r.gflops is not None:
+            self.gflops.append(r.gflops)
+        if r.rel_l2 is not None and (self.rel_l2 is None or r.rel_l2 > self.rel_l2):
+            self.rel_l2 = r.rel_l2
+        if r.max_abs is not None and (self.max_abs is None or r.max_abs > self.max_abs):
+            self.max_abs = r.max_abs
+
+
+def _span(span: list[int]) -> str:
+    return fmt_num(span[0]) if span[0] == span[1] else f"{fmt_num(span[0])}–{fmt_num(span[1])}"
+
+
+def summary_section(results: Sequence[Result]) -> list[str]:
+    """Above SUMMARY_ROWS rows, instead of one table per target/kernel with every row: one table with a line per
+    target/kernel/dtype: its rows by status, its hosts, the ranges of N, d and H, the best and median GFLOP/s of its
+    ok rows and its worst errors. One pass over the rows; nothing is written per row."""
+    groups: dict[tuple[str, str, str], _Group] = {}
+    for r in results:
+        key = (r.target, r.kernel, r.dtype)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = _Group()
+        group.add(r)
+    statuses = [s for s in STATUSES if any(g.statuses[s] for g in groups.values())]
+    headers = (["target", "kernel", "dtype", "rows"] + statuses
+               + ["hosts", "N", "d", "H", "best GFLOP/s", "median GFLOP/s", "worst rel_l2", "worst max_abs"])
+    cells = []
+    for (target, kernel, dtype), g in sorted(groups.items()):
+        cells.append([target, kernel, dtype, str(sum(g.statuses.values()))]
+                     + [str(g.statuses[s]) for s in statuses]
+                     + [str(len(g.hosts)), _span(g.seq), _span(g.dim), _span(g.heads),
+                        fmt_num(max(g.gflops)) if g.gflops else "",
+                        fmt_num(statistics.median(g.gflops)) if g.gflops else "",
+                        fmt_sci(g.rel_l2), fmt_sci(g.max_abs)])
+    return (["## Results (summary)", "",
+             f"{len(results)} rows, more than {SUMMARY_ROWS}: each target/kernel/dtype is summarised in one line "
+             f"instead of a table of every row. The full rows are in {RESULTS_CSV}.", ""]
+            + markdown_table(headers, cells) + [""])
+
+
+def plots_section(drawn: Sequence[Drawn], summarised: bool = False) -> list[str]:
+    """Embed each drawn plot with a relative link; for a plot not drawn, say why. Above SUMMARY_ROWS rows, say what a
+    point stands for."""
     lines = ["## Plots", ""]
+    if summarised:
+        lines += [f"With more than {SUMMARY_ROWS} rows, each point is the median of a configuration's rows at one N "
+                  "(the worst of their errors); each plot's title says so.", ""]
     for plot in drawn:
         if plot.why_not is None:
             lines += [f"![{plot.title}]({plot.name})", ""]
@@ -410,11 +517,18 @@ def plots_section(drawn: Sequence[Drawn]) -> list[str]:
 
 def markdown(results: Sequence[Result], runs: Sequence[RunInfo], drawn: Sequence[Drawn],
              skipped_runs: Sequence[str] = ()) -> str:
-    """The whole of results.md; `skipped_runs` says which lines of runs.jsonl are not runs, and why."""
+    """The whole of results.md; `skipped_runs` says which lines of runs.jsonl are not runs, and why. Above
+    SUMMARY_ROWS rows it summarises (summary_section, the first NOT_OK_LISTED rows that are not ok) instead of listing
+    every row."""
     lines = ["# kbench results", "", headline(results, runs), ""]
     lines += runs_section(runs, results, skipped_runs)
     lines += unavailable_section(runs)
-    lines += tables_section(results)
-    lines += not_ok_section(results)
-    lines += plots_section(drawn)
+    summarised = len(results) > SUMMARY_ROWS
+    if summarised:
+        lines += summary_section(results)
+        lines += not_ok_section(results, limit=NOT_OK_LISTED)
+    else:
+        lines += tables_section(results)
+        lines += not_ok_section(results)
+    lines += plots_section(drawn, summarised)
     return "\n".join(lines).rstrip() + "\n"

@@ -16,19 +16,29 @@ Layer L3: it imports only host.results and host.report.common.
 
 from __future__ import annotations
 
-import dataclasses
 import math
+import statistics
 from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
 
-from host.report.common import is_measured_roof, roof_text, tile
+from host.report.common import SUMMARY_ROWS, is_measured_roof, roof_text
 from host.results import Result
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+
+#: The fields of a row the plots use (results_frame's columns, with "tile").
+FRAME_FIELDS = ("target", "kernel", "dtype", "dim", "heads", "batch", "causal", "host", "device", "status", "seq",
+                "br", "bc", "p50_ms", "p50_ci_low_ms", "p50_ci_high_ms", "gflops", "gbps", "peak_gflops",
+                "peak_gbps", "peak_source", "max_abs", "rel_l2", "bit_exact")
+NUMERIC_FIELDS = ("seq", "br", "bc", "p50_ms", "p50_ci_low_ms", "p50_ci_high_ms", "gflops", "gbps", "peak_gflops",
+                  "peak_gbps", "max_abs", "rel_l2")
+#: Above SUMMARY_ROWS rows, sequence lengths are binned when more than this many distinct ones were measured.
+SEQ_BINS = 200
+BINS_PER_OCTAVE = 8
 
 LATENCY_PNG = "latency_vs_seq.png"
 ERROR_PNG = "error.png"
@@ -53,15 +63,74 @@ LEGEND_WIDTH = 110
 
 
 def results_frame(results: Sequence[Result]) -> pd.DataFrame:
-    """One row per Result, plus its tile as text; missing figures (and any that is not finite) are NaN in the
-    numeric columns plotted."""
-    frame = pd.DataFrame([dataclasses.asdict(r) | {"tile": tile(r)} for r in results])
-    numeric = ["seq", "br", "bc", "p50_ms", "p50_ci_low_ms", "p50_ci_high_ms", "gflops", "gbps", "peak_gflops",
-               "peak_gbps", "max_abs", "rel_l2"]
-    for name in numeric:
+    """The rows the plots draw from, one column per field they use, plus each row's tile as text; missing figures
+    (and any that is not finite) are NaN in the numeric columns. Above SUMMARY_ROWS rows, one row per configuration,
+    status and sequence length instead (`aggregated`); `frame.attrs["note"]` then says so for the plots' titles."""
+    if len(results) > SUMMARY_ROWS:
+        frame, note = aggregated(results)
+        frame.attrs["note"] = note
+    else:
+        frame = pd.DataFrame({name: [getattr(r, name) for r in results] for name in FRAME_FIELDS})
+    for name in NUMERIC_FIELDS:
         values = pd.to_numeric(frame[name], errors="coerce")
         frame[name] = values.where(np.isfinite(values)) if values.dtype.kind == "f" else values
+    frame["tile"] = [tile_text(br, bc) for br, bc in zip(frame.br, frame.bc)]
     return frame
+
+
+def tile_text(br: object, bc: object) -> str:
+    """common.tile's 'Br×Bc' from a frame's cells, where a missing side is None or NaN."""
+    missing = lambda x: x is None or (isinstance(x, float) and math.isnan(x))  # noqa: E731
+    if missing(br) and missing(bc):
+        return ""
+    return f"{'' if missing(br) else int(br)}×{'' if missing(bc) else int(bc)}"
+
+
+def aggregated(results: Sequence[Result]) -> tuple[pd.DataFrame, str]:
+    """(frame, note): the ok and wrong rows as one point per configuration (SERIES_FIELDS, device, tile, roof
+    source), status and sequence length: the median of its rows' latency, GFLOP/s and GB/s, the worst of their
+    errors, their highest peaks, bit-exact only when all are. With more than SEQ_BINS distinct sequence lengths,
+    lengths are merged into 1/BINS_PER_OCTAVE-octave bins (drawn at each bin's geometric centre). One pass over the
+    rows, no string per row: a million rows plot in seconds. The note says what a point is, for the titles."""
+    seqs = {r.seq for r in results if r.status in PLOTTED_STATUSES}
+    binned = len(seqs) > SEQ_BINS
+    at = {seq: _seq_bin(seq) for seq in seqs} if binned else None
+    groups: dict[tuple, list] = {}
+    for r in results:
+        if r.status not in PLOTTED_STATUSES:
+            continue
+        key = (r.target, r.kernel, r.dtype, r.dim, r.heads, r.batch, r.causal, r.host, r.device, r.br, r.bc,
+               r.peak_source, r.status, at[r.seq] if binned else r.seq)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = [[], [], [], None, None, None, None, True]
+        for i, value in ((0, r.p50_ms), (1, r.gflops), (2, r.gbps)):
+            if value is not None:
+                group[i].append(value)
+        for i, value in ((3, r.max_abs), (4, r.rel_l2), (5, r.peak_gflops), (6, r.peak_gbps)):
+            if value is not None and (group[i] is None or value > group[i]):
+                group[i] = value
+        group[7] = group[7] and r.bit_exact is True
+    median = lambda values: statistics.median(values) if values else None  # noqa: E731
+    columns: dict[str, list] = {name: [] for name in FRAME_FIELDS}
+    names = ("target", "kernel", "dtype", "dim", "heads", "batch", "causal", "host", "device", "br", "bc",
+             "peak_source", "status", "seq")
+    for key, (p50s, gflops, gbps, max_abs, rel_l2, peak_gflops, peak_gbps, exact) in groups.items():
+        cells = dict(zip(names, key)) | dict(
+            p50_ms=median(p50s), p50_ci_low_ms=None, p50_ci_high_ms=None, gflops=median(gflops), gbps=median(gbps),
+            max_abs=max_abs, rel_l2=rel_l2, peak_gflops=peak_gflops, peak_gbps=peak_gbps, bit_exact=exact)
+        for name in FRAME_FIELDS:
+            columns[name].append(cells[name])
+    note = (f"{len(results):,} rows: each point the median of a configuration's rows at one N"
+            + (f", N in 1/{BINS_PER_OCTAVE}-octave bins" if binned else "") + "; errors the worst")
+    return pd.DataFrame(columns), note
+
+
+def _seq_bin(seq: int) -> int:
+    """The geometric centre of seq's 1/BINS_PER_OCTAVE-octave bin (seq itself below 2)."""
+    if seq < 2:
+        return seq
+    return int(round(2 ** (round(math.log2(seq) * BINS_PER_OCTAVE) / BINS_PER_OCTAVE)))
 
 
 # ---------------------------------------------------------------------------------------------------------- series
@@ -251,13 +320,15 @@ def plot_roofline(frame: pd.DataFrame) -> Figure | str:
         ridge = roof.flops / roof.bw
         ax.annotate(f"ridge {ridge:.3g} FLOP/B", (ridge, roof.flops), textcoords="offset points", xytext=(4, -12),
                     fontsize="small", color=style["color"])
+    what = "points" if frame.attrs.get("note") else "rows"
     for i, ((target, kernel), points) in enumerate(groups):
         ax.plot(points.ai, points.gflops, MARKERS[i // 10 % len(MARKERS)], markersize=5, color=f"C{i % 10}",
-                label=f"{target}/{kernel} ({len(points)} rows)")
+                label=f"{target}/{kernel} ({len(points)} {what})")
     _log_axis(ax, "x")
     _log_axis(ax, "y")
     _finish(ax, "arithmetic intensity (FLOP per modelled byte)", "achieved GFLOP/s",
-            "Roofline: each machine's ceilings, measured in the run, from its datasheet or from its model",
+            "Roofline: each machine's ceilings, measured in the run, from its datasheet or from its model"
+            + (f"\n{frame.attrs['note']}" if frame.attrs.get("note") else ""),
             legend=False)
     _legend(ax, below=True)
     return fig
@@ -295,8 +366,11 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def _titled(title: str, frame: pd.DataFrame) -> str:
+    """The title, the fields every plotted row shares, and (above SUMMARY_ROWS rows) what a point stands for, on a
+    second line."""
     shared = shared_text(frame)
-    return f"{title} ({shared})" if shared else title
+    title = f"{title} ({shared})" if shared else title
+    return f"{title}\n{frame.attrs['note']}" if frame.attrs.get("note") else title
 
 
 def seq_ticks(seqs: Sequence[float]) -> tuple[list[int], list[int]]:
