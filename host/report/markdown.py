@@ -17,25 +17,20 @@ Layer L3: it imports only host.results and host.report.common, and reads nothing
 
 from __future__ import annotations
 
-import heapq
 import json
 import re
 import statistics
-from collections import Counter
 from dataclasses import dataclass, replace
 from itertools import groupby
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 from host.report.common import (NOTE_SEPARATOR, RESULTS_CSV, RUNS_JSONL, SUMMARY_ROWS, column_format, fmt_num,
                                 fmt_sci, is_measured_roof, own_message, roof_text, shared_notes, tile)
+from host.report.digest import Digest, not_ok_key, row_sort_key
 from host.results import STATUSES, Result, timing_kind
 from host.run_log import RunInfo
 
-#: Rows of one table are sorted by these problem fields, then by tile.
-SORT_FIELDS = ("dtype", "batch", "heads", "dim", "causal", "seq", "br", "bc")
 COUNTER_FIELDS = ("llc_loads", "llc_misses", "instructions", "cpu_cycles", "ipc")
-#: Above SUMMARY_ROWS rows, how many wrong, skipped and failed rows results.md lists (the rest are counted).
-NOT_OK_LISTED = 50
 #: How many runs the Runs section lists, and how many runs a 'targets not run' reason names; the rest are counted.
 RUNS_LISTED = 100
 RUNS_PER_REASON = 5
@@ -203,12 +198,6 @@ def shared_counters_reason(rows: Sequence[Result]) -> str:
     return ""
 
 
-def _row_sort_key(r: Result) -> tuple:
-    """SORT_FIELDS in order, an absent tile after any present one; then run and host, for a stable order."""
-    values = (getattr(r, name) for name in SORT_FIELDS)
-    return tuple((v is None, 0 if v is None else v) for v in values) + (r.run_id, r.host)
-
-
 def label_origins(columns: Sequence[Column], rows: Sequence[Result]) -> list[Column]:
     """Label figures that were not measured: in the header when every filled cell of the column is of that origin,
     else in each such cell."""
@@ -236,7 +225,7 @@ def group_table(rows: Sequence[Result]) -> list[str]:
     """Markdown lines for one (target, kernel) group: the table, then the counters reason and the message notes
     that every row shares, each said once (results.csv keeps them in every row). Each column writes its figures in
     one format."""
-    rows = sorted(rows, key=_row_sort_key)
+    rows = sorted(rows, key=row_sort_key)
     reason = shared_counters_reason(rows)
     shared = shared_notes(rows)
     columns = [c for c in COLUMNS if not (reason and c.header == "counters")]
@@ -283,16 +272,15 @@ def distinct_runs(runs: Sequence[RunInfo]) -> list[RunInfo]:
     return list({run.run_id: run for run in reversed(runs)}.values())[::-1]
 
 
-def run_counts(runs: Sequence[RunInfo], results: Sequence[Result]) -> tuple[int, int]:
+def run_counts(runs: Sequence[RunInfo], digest: Digest) -> tuple[int, int]:
     """(runs that gave rows, runs that gave none): the rows' run_ids, and runs.jsonl's runs without a row."""
-    with_rows = {r.run_id for r in results}
-    return len(with_rows), sum(run.run_id not in with_rows for run in distinct_runs(runs))
+    return len(digest.run_rows), sum(run.run_id not in digest.run_rows for run in distinct_runs(runs))
 
 
-def seeds_text(results: Sequence[Result]) -> str:
+def seeds_text(seeds: set[int]) -> str:
     """'Inputs drawn from seed 0.', or 'Inputs drawn from seeds 0, 7 (a seed column where a table's rows differ).'
     (the first SEEDS_LISTED of them, then how many in all)."""
-    seeds = sorted({r.seed for r in results})
+    seeds = sorted(seeds)
     if len(seeds) == 1:
         return f"Inputs drawn from seed {seeds[0]}."
     listed = ", ".join(map(str, seeds[:SEEDS_LISTED])) + (f", … ({len(seeds)} seeds)" if len(seeds) > SEEDS_LISTED
@@ -300,25 +288,23 @@ def seeds_text(results: Sequence[Result]) -> str:
     return f"Inputs drawn from seeds {listed} (a seed column where a table's rows differ)."
 
 
-def headline(results: Sequence[Result], runs: Sequence[RunInfo]) -> str:
+def headline(digest: Digest, runs: Sequence[RunInfo]) -> str:
     """'13 rows (10 ok, 1 wrong, 2 oom) from 2 run(s) on 2 host(s).', plus the runs that gave no row, and the seeds
     the inputs were drawn from."""
-    statuses = Counter(r.status for r in results)
-    by_status = ", ".join(f"{statuses[s]} {s}" for s in STATUSES if statuses[s])
-    with_rows, empty = run_counts(runs, results)
-    text = (f"{len(results)} rows ({by_status}) from {with_rows} run(s) "
-            f"on {len({r.host for r in results})} host(s).")
+    by_status = ", ".join(f"{digest.statuses[s]} {s}" for s in STATUSES if digest.statuses[s])
+    with_rows, empty = run_counts(runs, digest)
+    text = f"{digest.count} rows ({by_status}) from {with_rows} run(s) on {len(digest.hosts)} host(s)."
     if empty:
         text += f" {empty} more run(s) in {RUNS_JSONL} gave no row (listed below with 0 rows)."
-    return f"{text} {seeds_text(results)}"
+    return f"{text} {seeds_text(digest.seeds)}"
 
 
-def runs_section(runs: Sequence[RunInfo], results: Sequence[Result], skipped: Sequence[str] = ()) -> list[str]:
+def runs_section(runs: Sequence[RunInfo], digest: Digest, skipped: Sequence[str] = ()) -> list[str]:
     """Each run that gave rows (from runs.jsonl, or known only by its rows), then each run that gave none, marked
     '0 rows', so the list agrees with the headline's count (the first RUNS_LISTED runs, then how many more); then the
     lines of runs.jsonl that are not runs (host/run_log.py read_run_log), the first SKIPPED_LISTED with their
     reason."""
-    counts = Counter(r.run_id for r in results)
+    counts = digest.run_rows
     runs = distinct_runs(runs)
     described = {run.run_id for run in runs}
     unknown = sorted(set(counts) - described)
@@ -336,13 +322,9 @@ def runs_section(runs: Sequence[RunInfo], results: Sequence[Result], skipped: Se
         if run.unavailable:
             lines.append(f"  - targets not run: {', '.join(map(_code, sorted(run.unavailable)))}")
     shown = set(unknown[:max(RUNS_LISTED - listed, 0)])
-    first = {}
-    for r in results:  # the first row of each run listed that runs.jsonl does not describe
-        if r.run_id in shown and r.run_id not in first:
-            first[r.run_id] = r
-    for run_id in sorted(shown):
-        row = first[run_id]
-        lines.append(f"- **{run_id}** — {row.timestamp}, host {_code(row.host)}, git {_code(row.git_rev)}, "
+    for run_id in sorted(shown):  # runs that runs.jsonl does not describe, known by their first row
+        timestamp, host, git_rev = digest.run_first[run_id]
+        lines.append(f"- **{run_id}** — {timestamp}, host {_code(host)}, git {_code(git_rev)}, "
                      f"{counts[run_id]} rows (no entry in {RUNS_JSONL}: command and machine unknown)")
     more = len(runs) + len(unknown) - listed - len(shown)
     if more:
@@ -405,21 +387,15 @@ def tables_section(results: Sequence[Result]) -> list[str]:
     return lines
 
 
-def _not_ok_key(r: Result) -> tuple:
-    return (r.target, r.kernel) + _row_sort_key(r)
-
-
-def not_ok_section(results: Sequence[Result], limit: int | None = None) -> list[str]:
-    """Every row that is not ok (wrong, skipped, oom, error) with its message (the first `limit` of them, in order,
-    and how many more); a wrong row keeps its figures in its group's table too."""
+def not_ok_section(results: Sequence[Result] | Digest) -> list[str]:
+    """Every row that is not ok (wrong, skipped, oom, error) with its message; of a Digest past SUMMARY_ROWS, the
+    first NOT_OK_LISTED of them and how many more. A wrong row keeps its figures in its group's table too."""
     lines = ["## Wrong, skipped and failed", ""]
-    bad = (r for r in results if r.status != "ok")
-    if limit is None:
-        shown = sorted(bad, key=_not_ok_key)
-        total = len(shown)
+    if isinstance(results, Digest):
+        shown, total = results.first_not_ok(), results.not_ok
     else:
-        total = sum(r.status != "ok" for r in results)
-        shown = heapq.nsmallest(limit, bad, key=_not_ok_key)  # the first `limit`, never the whole list sorted
+        shown = sorted((r for r in results if r.status != "ok"), key=not_ok_key)
+        total = len(shown)
     if not shown:
         return lines + ["None: every row is ok.", ""]
     headers = ["target", "kernel", "host", "dtype", "B", "H", "N", "d", "causal", "Br×Bc", "status", "message"]
@@ -435,54 +411,15 @@ def not_ok_section(results: Sequence[Result], limit: int | None = None) -> list[
     return lines
 
 
-class _Group:
-    """What the summary says of one target/kernel/dtype, gathered in one pass over its rows."""
-
-    __slots__ = ("statuses", "seq", "dim", "heads", "gflops", "rel_l2", "max_abs", "hosts")
-
-    def __init__(self) -> None:
-        self.statuses: Counter = Counter()
-        self.seq: list[int] = []  # [lowest, highest], as for dim and heads
-        self.dim: list[int] = []
-        self.heads: list[int] = []
-        self.gflops: list[float] = []  # of ok rows
-        self.rel_l2: float | None = None  # the worst, of ok and wrong rows
-        self.max_abs: float | None = None
-        self.hosts: set[str] = set()
-
-    def add(self, r: Result) -> None:
-        self.statuses[r.status] += 1
-        self.hosts.add(r.host)
-        for span, value in ((self.seq, r.seq), (self.dim, r.dim), (self.heads, r.heads)):
-            if not span:
-                span += [value, value]
-            elif value < span[0]:
-                span[0] = value
-            elif value > span[1]:
-                span[1] = value
-        if r.status == "ok" and r.gflops is not None:
-            self.gflops.append(r.gflops)
-        if r.rel_l2 is not None and (self.rel_l2 is None or r.rel_l2 > self.rel_l2):
-            self.rel_l2 = r.rel_l2
-        if r.max_abs is not None and (self.max_abs is None or r.max_abs > self.max_abs):
-            self.max_abs = r.max_abs
-
-
 def _span(span: list[int]) -> str:
     return fmt_num(span[0]) if span[0] == span[1] else f"{fmt_num(span[0])}–{fmt_num(span[1])}"
 
 
-def summary_section(results: Sequence[Result]) -> list[str]:
+def summary_section(digest: Digest) -> list[str]:
     """Above SUMMARY_ROWS rows, instead of one table per target/kernel with every row: one table with a line per
     target/kernel/dtype: its rows by status, its hosts, the ranges of N, d and H, the best and median GFLOP/s of its
-    ok rows and its worst errors. One pass over the rows; nothing is written per row."""
-    groups: dict[tuple[str, str, str], _Group] = {}
-    for r in results:
-        key = (r.target, r.kernel, r.dtype)
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = _Group()
-        group.add(r)
+    ok rows and its worst errors (digest.Group). Nothing is written per row."""
+    groups = digest.groups
     statuses = [s for s in STATUSES if any(g.statuses[s] for g in groups.values())]
     headers = (["target", "kernel", "dtype", "rows"] + statuses
                + ["hosts", "N", "d", "H", "best GFLOP/s", "median GFLOP/s", "worst rel_l2", "worst max_abs"])
@@ -495,7 +432,7 @@ def summary_section(results: Sequence[Result]) -> list[str]:
                         fmt_num(statistics.median(g.gflops)) if g.gflops else "",
                         fmt_sci(g.rel_l2), fmt_sci(g.max_abs)])
     return (["## Results (summary)", "",
-             f"{len(results)} rows, more than {SUMMARY_ROWS}: each target/kernel/dtype is summarised in one line "
+             f"{digest.count} rows, more than {SUMMARY_ROWS}: each target/kernel/dtype is summarised in one line "
              f"instead of a table of every row. The full rows are in {RESULTS_CSV}.", ""]
             + markdown_table(headers, cells) + [""])
 
@@ -515,20 +452,20 @@ def plots_section(drawn: Sequence[Drawn], summarised: bool = False) -> list[str]
     return lines
 
 
-def markdown(results: Sequence[Result], runs: Sequence[RunInfo], drawn: Sequence[Drawn],
+def markdown(results: Iterable[Result] | Digest, runs: Sequence[RunInfo], drawn: Sequence[Drawn],
              skipped_runs: Sequence[str] = ()) -> str:
-    """The whole of results.md; `skipped_runs` says which lines of runs.jsonl are not runs, and why. Above
-    SUMMARY_ROWS rows it summarises (summary_section, the first NOT_OK_LISTED rows that are not ok) instead of listing
-    every row."""
-    lines = ["# kbench results", "", headline(results, runs), ""]
-    lines += runs_section(runs, results, skipped_runs)
+    """The whole of results.md, from the rows or their Digest (one pass either way); `skipped_runs` says which lines
+    of runs.jsonl are not runs, and why. Above SUMMARY_ROWS rows it summarises (summary_section, the first
+    NOT_OK_LISTED rows that are not ok) instead of listing every row."""
+    digest = results if isinstance(results, Digest) else Digest.of(results)
+    lines = ["# kbench results", "", headline(digest, runs), ""]
+    lines += runs_section(runs, digest, skipped_runs)
     lines += unavailable_section(runs)
-    summarised = len(results) > SUMMARY_ROWS
-    if summarised:
-        lines += summary_section(results)
-        lines += not_ok_section(results, limit=NOT_OK_LISTED)
+    if digest.summarised:
+        lines += summary_section(digest)
+        lines += not_ok_section(digest)
     else:
-        lines += tables_section(results)
-        lines += not_ok_section(results)
-    lines += plots_section(drawn, summarised)
+        lines += tables_section(digest.rows)
+        lines += not_ok_section(digest.rows)
+    lines += plots_section(drawn, digest.summarised)
     return "\n".join(lines).rstrip() + "\n"

@@ -16,14 +16,15 @@ Layer L3: it imports only host.results and host.report.common.
 
 from __future__ import annotations
 
+import copy
 import math
-import statistics
-from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
 
-from host.report.common import SUMMARY_ROWS, is_measured_roof, roof_text
+from host.report.common import is_measured_roof, roof_text
+from host.report.digest import PLOTTED_STATUSES, POINT_FIELDS, Digest
 from host.results import Result
 
 if TYPE_CHECKING:
@@ -46,8 +47,6 @@ ROOFLINE_PNG = "roofline.png"
 
 #: One series per distinct value of these fields; the tile joins them only for a Br×Bc sweep (see `series`).
 SERIES_FIELDS = ("target", "kernel", "dtype", "dim", "heads", "batch", "causal", "host")
-#: Rows that have figures worth plotting: ok rows, and wrong rows (shown only on error.png, ringed in red).
-PLOTTED_STATUSES = ("ok", "wrong")
 #: Series fields a label names only when they differ within one target/kernel: otherwise the kernel implies them.
 IMPLIED = ("dtype", "host")
 DPI = 120
@@ -62,15 +61,17 @@ SHARED_ROOF_COLOR = "0.3"
 LEGEND_WIDTH = 110
 
 
-def results_frame(results: Sequence[Result]) -> pd.DataFrame:
+def results_frame(results: Iterable[Result] | Digest) -> pd.DataFrame:
     """The rows the plots draw from, one column per field they use, plus each row's tile as text; missing figures
-    (and any that is not finite) are NaN in the numeric columns. Above SUMMARY_ROWS rows, one row per configuration,
-    status and sequence length instead (`aggregated`); `frame.attrs["note"]` then says so for the plots' titles."""
-    if len(results) > SUMMARY_ROWS:
-        frame, note = aggregated(results)
+    (and any that is not finite) are NaN in the numeric columns. Above SUMMARY_ROWS rows (a Digest that summarised),
+    one row per configuration, status and sequence length instead (`aggregated`); `frame.attrs["note"]` then says so
+    for the plots' titles."""
+    digest = results if isinstance(results, Digest) else Digest.of(results)
+    if digest.summarised:
+        frame, note = aggregated(digest)
         frame.attrs["note"] = note
     else:
-        frame = pd.DataFrame({name: [getattr(r, name) for r in results] for name in FRAME_FIELDS})
+        frame = pd.DataFrame({name: [getattr(r, name) for r in digest.rows] for name in FRAME_FIELDS})
     for name in NUMERIC_FIELDS:
         values = pd.to_numeric(frame[name], errors="coerce")
         frame[name] = values.where(np.isfinite(values)) if values.dtype.kind == "f" else values
@@ -86,42 +87,27 @@ def tile_text(br: object, bc: object) -> str:
     return f"{'' if missing(br) else int(br)}×{'' if missing(bc) else int(bc)}"
 
 
-def aggregated(results: Sequence[Result]) -> tuple[pd.DataFrame, str]:
-    """(frame, note): the ok and wrong rows as one point per configuration (SERIES_FIELDS, device, tile, roof
-    source), status and sequence length: the median of its rows' latency, GFLOP/s and GB/s, the worst of their
-    errors, their highest peaks, bit-exact only when all are. With more than SEQ_BINS distinct sequence lengths,
-    lengths are merged into 1/BINS_PER_OCTAVE-octave bins (drawn at each bin's geometric centre). One pass over the
-    rows, no string per row: a million rows plot in seconds. The note says what a point is, for the titles."""
-    seqs = {r.seq for r in results if r.status in PLOTTED_STATUSES}
-    binned = len(seqs) > SEQ_BINS
-    at = {seq: _seq_bin(seq) for seq in seqs} if binned else None
-    groups: dict[tuple, list] = {}
-    for r in results:
-        if r.status not in PLOTTED_STATUSES:
-            continue
-        key = (r.target, r.kernel, r.dtype, r.dim, r.heads, r.batch, r.causal, r.host, r.device, r.br, r.bc,
-               r.peak_source, r.status, at[r.seq] if binned else r.seq)
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = [[], [], [], None, None, None, None, True]
-        for i, value in ((0, r.p50_ms), (1, r.gflops), (2, r.gbps)):
-            if value is not None:
-                group[i].append(value)
-        for i, value in ((3, r.max_abs), (4, r.rel_l2), (5, r.peak_gflops), (6, r.peak_gbps)):
-            if value is not None and (group[i] is None or value > group[i]):
-                group[i] = value
-        group[7] = group[7] and r.bit_exact is True
-    median = lambda values: statistics.median(values) if values else None  # noqa: E731
+def aggregated(digest: Digest) -> tuple[pd.DataFrame, str]:
+    """(frame, note): the digest's points (one per configuration, status and sequence length: host/report/digest.py
+    Point) as frame rows. With more than SEQ_BINS distinct sequence lengths, lengths are merged into
+    1/BINS_PER_OCTAVE-octave bins (drawn at each bin's geometric centre). The note says what a point is, for the
+    titles."""
+    binned = len({key[-1] for key in digest.points}) > SEQ_BINS
+    points = digest.points
+    if binned:
+        points = {}
+        for key, point in digest.points.items():
+            merged_key = key[:-1] + (_seq_bin(key[-1]),)
+            if merged_key in points:
+                points[merged_key].merge(point)
+            else:
+                points[merged_key] = copy.deepcopy(point)
     columns: dict[str, list] = {name: [] for name in FRAME_FIELDS}
-    names = ("target", "kernel", "dtype", "dim", "heads", "batch", "causal", "host", "device", "br", "bc",
-             "peak_source", "status", "seq")
-    for key, (p50s, gflops, gbps, max_abs, rel_l2, peak_gflops, peak_gbps, exact) in groups.items():
-        cells = dict(zip(names, key)) | dict(
-            p50_ms=median(p50s), p50_ci_low_ms=None, p50_ci_high_ms=None, gflops=median(gflops), gbps=median(gbps),
-            max_abs=max_abs, rel_l2=rel_l2, peak_gflops=peak_gflops, peak_gbps=peak_gbps, bit_exact=exact)
+    for key, point in points.items():
+        cells = dict(zip(POINT_FIELDS + ("seq",), key)) | point.cells()
         for name in FRAME_FIELDS:
             columns[name].append(cells[name])
-    note = (f"{len(results):,} rows: each point the median of a configuration's rows at one N"
+    note = (f"{digest.count:,} rows: each point the median of a configuration's rows at one N"
             + (f", N in 1/{BINS_PER_OCTAVE}-octave bins" if binned else "") + "; errors the worst")
     return pd.DataFrame(columns), note
 

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from host.cli_common import Parser, folder, guard
 from host.errors import ResultsError, SpecError
 from host.report.common import RESULTS_CSV, RESULTS_MD, RUNS_JSONL
+from host.report.digest import Digest
 from host.report.markdown import Drawn, markdown
 from host.report.outputs import os_reason, replace_file
 from host.report.plots import PLOTS, results_frame, png_bytes
-from host.results import Result
 from host.results_file import ResultsFile
 from host.run_log import read_run_log
 
@@ -39,21 +39,21 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-def read_results(out_dir: Path) -> list[Result]:
-    """Every row of out_dir/results.csv (any schema version host.results reads); ResultsError when the folder or its
-    rows are missing."""
+def read_results(out_dir: Path) -> Digest:
+    """The rows of out_dir/results.csv (any schema version host.results reads), streamed into one Digest (the rows
+    kept only up to SUMMARY_ROWS); ResultsError when the folder or its rows are missing."""
     if not out_dir.is_dir():
         raise ResultsError(f"results folder {out_dir} does not exist")
     csv_path = out_dir / RESULTS_CSV
     if not csv_path.exists():
         raise ResultsError(f"{csv_path} does not exist: run `python -m host.compare --out {out_dir}` first")
     try:
-        results = ResultsFile(csv_path).read()
+        digest = Digest.of(ResultsFile(csv_path).rows())
     except ResultsError as exc:  # results.csv is there but is not results: what to do about it, for this tool
         raise ResultsError(f"{exc}; move it aside, or render a folder holding kbench results") from None
-    if not results:
+    if not digest.count:
         raise ResultsError(f"{csv_path} has no result rows")
-    return results
+    return digest
 
 
 class ReportIncomplete(ResultsError):
@@ -78,9 +78,9 @@ def render(out_dir: Path) -> list[Path]:
     others: when any could not be written, ReportIncomplete names them after the others are written (results.md
     says which plots are missing and why). results.csv and runs.jsonl are only read."""
     out_dir = Path(out_dir)
-    results = read_results(out_dir)
+    digest = read_results(out_dir)
     log = read_run_log(out_dir / RUNS_JSONL)
-    frame = results_frame(results)
+    frame = results_frame(digest)
     written: list[Path] = []
     failed: list[tuple[Path, str]] = []
     drawn = []
@@ -95,7 +95,7 @@ def render(out_dir: Path) -> list[Path]:
         else:
             why_not = _attempt(path, png, written, failed)
         drawn.append(Drawn(name, title, why_not))
-    text = markdown(results, log.runs, drawn, log.skipped)
+    text = markdown(digest, log.runs, drawn, log.skipped)
     md_path = out_dir / RESULTS_MD
     _attempt(md_path, text.encode("utf-8"), written, failed)
     written.sort(key=lambda path: path != md_path)  # results.md first, then the plots in PLOTS order

@@ -10,7 +10,8 @@ import csv
 from pathlib import Path
 
 from host.report.common import SUMMARY_ROWS
-from host.report.markdown import NOT_OK_LISTED, RUNS_LISTED, markdown
+from host.report.digest import NOT_OK_LISTED
+from host.report.markdown import RUNS_LISTED, markdown
 from host.report.plots import SEQ_BINS, results_frame
 from host.report.render import render
 from host.results import FIELD_NAMES

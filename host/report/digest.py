@@ -1,0 +1,185 @@
+"""One pass over result rows gathering what results.md and the plots need, so that a results.csv of any length is
+rendered from a stream (host/results_file.py `ResultsFile.rows`) without holding it: the rows themselves are kept only
+while there are at most SUMMARY_ROWS of them (results.md then lists every one); past that, results.md summarises and
+the plots draw one point per configuration and sequence length, from what the digest gathered on the way.
+
+Per row it costs a few counter updates and, for rows with figures to plot, three appends to typed arrays (8 bytes a
+figure): a million rows are digested in about a second on top of reading them, in tens of megabytes.
+Layer L3: it imports only host.results and host.report.common.
+"""
+
+from __future__ import annotations
+
+import statistics
+from array import array
+from collections import Counter
+from typing import Iterable
+
+from host.report.common import SUMMARY_ROWS
+from host.results import Result
+
+#: Rows that have figures worth plotting: ok rows, and wrong rows (shown only on error.png, ringed in red).
+PLOTTED_STATUSES = ("ok", "wrong")
+#: Above SUMMARY_ROWS rows, how many wrong, skipped and failed rows results.md lists (the rest are counted).
+NOT_OK_LISTED = 50
+#: A plotted point's identity apart from its sequence length: the series fields, device, tile, roof source, status.
+POINT_FIELDS = ("target", "kernel", "dtype", "dim", "heads", "batch", "causal", "host", "device", "br", "bc",
+                "peak_source", "status")
+
+
+#: Rows of one table are sorted by these problem fields, then by tile.
+SORT_FIELDS = ("dtype", "batch", "heads", "dim", "causal", "seq", "br", "bc")
+
+
+def row_sort_key(r: Result) -> tuple:
+    """SORT_FIELDS in order, an absent tile after any present one; then run and host, for a stable order."""
+    values = (getattr(r, name) for name in SORT_FIELDS)
+    return tuple((v is None, 0 if v is None else v) for v in values) + (r.run_id, r.host)
+
+
+def not_ok_key(r: Result) -> tuple:
+    """The order the rows that are not ok are listed in: by target and kernel, then as a table sorts its rows."""
+    return (r.target, r.kernel) + row_sort_key(r)
+
+
+class Group:
+    """What the summary says of one target/kernel/dtype: rows by status, hosts, the ranges of N, d and H, the GFLOP/s
+    of its ok rows, its worst errors."""
+
+    __slots__ = ("statuses", "seq", "dim", "heads", "gflops", "rel_l2", "max_abs", "hosts")
+
+    def __init__(self) -> None:
+        self.statuses: Counter = Counter()
+        self.seq: list[int] = []  # [lowest, highest], as for dim and heads
+        self.dim: list[int] = []
+        self.heads: list[int] = []
+        self.gflops = array("d")  # of ok rows
+        self.rel_l2: float | None = None  # the worst, of ok and wrong rows
+        self.max_abs: float | None = None
+        self.hosts: set[str] = set()
+
+    def add(self, r: Result) -> None:
+        self.statuses[r.status] += 1
+        self.hosts.add(r.host)
+        for span, value in ((self.seq, r.seq), (self.dim, r.dim), (self.heads, r.heads)):
+            if not span:
+                span += [value, value]
+            elif value < span[0]:
+                span[0] = value
+            elif value > span[1]:
+                span[1] = value
+        if r.status == "ok" and r.gflops is not None:
+            self.gflops.append(r.gflops)
+        if r.rel_l2 is not None and (self.rel_l2 is None or r.rel_l2 > self.rel_l2):
+            self.rel_l2 = r.rel_l2
+        if r.max_abs is not None and (self.max_abs is None or r.max_abs > self.max_abs):
+            self.max_abs = r.max_abs
+
+
+class Point:
+    """The rows of one configuration, status and sequence length, as one plotted point: the median of their latency,
+    GFLOP/s and GB/s, the worst of their errors, their highest peaks, bit-exact only when all are."""
+
+    __slots__ = ("p50_ms", "gflops", "gbps", "max_abs", "rel_l2", "peak_gflops", "peak_gbps", "bit_exact")
+
+    def __init__(self) -> None:
+        self.p50_ms, self.gflops, self.gbps = array("d"), array("d"), array("d")
+        self.max_abs = self.rel_l2 = self.peak_gflops = self.peak_gbps = None
+        self.bit_exact = True
+
+    def add(self, r: Result) -> None:
+        for figures, value in ((self.p50_ms, r.p50_ms), (self.gflops, r.gflops), (self.gbps, r.gbps)):
+            if value is not None:
+                figures.append(value)
+        self.max_abs = _worst(self.max_abs, r.max_abs)
+        self.rel_l2 = _worst(self.rel_l2, r.rel_l2)
+        self.peak_gflops = _worst(self.peak_gflops, r.peak_gflops)
+        self.peak_gbps = _worst(self.peak_gbps, r.peak_gbps)
+        self.bit_exact = self.bit_exact and r.bit_exact is True
+
+    def merge(self, other: "Point") -> None:
+        """Fold another point's rows into this one (two lengths in one bin)."""
+        self.p50_ms.extend(other.p50_ms)
+        self.gflops.extend(other.gflops)
+        self.gbps.extend(other.gbps)
+        for name in ("max_abs", "rel_l2", "peak_gflops", "peak_gbps"):
+            setattr(self, name, _worst(getattr(self, name), getattr(other, name)))
+        self.bit_exact = self.bit_exact and other.bit_exact
+
+    def cells(self) -> dict[str, object]:
+        median = lambda values: statistics.median(values) if values else None  # noqa: E731
+        return dict(p50_ms=median(self.p50_ms), p50_ci_low_ms=None, p50_ci_high_ms=None, gflops=median(self.gflops),
+                    gbps=median(self.gbps), max_abs=self.max_abs, rel_l2=self.rel_l2, peak_gflops=self.peak_gflops,
+                    peak_gbps=self.peak_gbps, bit_exact=self.bit_exact)
+
+
+def _worst(held: float | None, value: float | None) -> float | None:
+    return held if value is None or (held is not None and held >= value) else value
+
+
+class Digest:
+    """Everything results.md and the plots say about a set of rows, gathered by `add` one row at a time."""
+
+    def __init__(self, keep: int = SUMMARY_ROWS):
+        self.keep = keep
+        self.count = 0
+        self.rows: list[Result] | None = []  # every row, while there are at most `keep`; None past that
+        self.statuses: Counter = Counter()
+        self.run_rows: Counter = Counter()  # run_id → its rows
+        self.run_first: dict[str, tuple[str, str, str]] = {}  # run_id → its first row's timestamp, host, git_rev
+        self.hosts: set[str] = set()
+        self.seeds: set[int] = set()
+        self.groups: dict[tuple[str, str, str], Group] = {}  # (target, kernel, dtype) → its summary
+        self.not_ok = 0
+        self._not_ok: list[tuple[tuple, int, Result]] = []  # the first NOT_OK_LISTED by not_ok_key, kept sorted
+        self.points: dict[tuple, Point] = {}  # POINT_FIELDS + (seq,) → the point of those rows
+
+    @classmethod
+    def of(cls, rows: Iterable[Result], keep: int = SUMMARY_ROWS) -> "Digest":
+        digest = cls(keep)
+        for r in rows:
+            digest.add(r)
+        return digest
+
+    @property
+    def summarised(self) -> bool:
+        """Whether there were too many rows to list (and to keep)."""
+        return self.rows is None
+
+    def add(self, r: Result) -> None:
+        self.count += 1
+        if self.rows is not None:
+            self.rows.append(r)
+            if len(self.rows) > self.keep:
+                self.rows = None
+        self.statuses[r.status] += 1
+        self.run_rows[r.run_id] += 1
+        if r.run_id not in self.run_first:
+            self.run_first[r.run_id] = (r.timestamp, r.host, r.git_rev)
+        self.hosts.add(r.host)
+        self.seeds.add(r.seed)
+        key = (r.target, r.kernel, r.dtype)
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = Group()
+        group.add(r)
+        if r.status != "ok":
+            self._add_not_ok(r)
+        if r.status in PLOTTED_STATUSES:
+            key = (r.target, r.kernel, r.dtype, r.dim, r.heads, r.batch, r.causal, r.host, r.device, r.br, r.bc,
+                   r.peak_source, r.status, r.seq)
+            point = self.points.get(key)
+            if point is None:
+                point = self.points[key] = Point()
+            point.add(r)
+
+    def _add_not_ok(self, r: Result) -> None:
+        self.not_ok += 1
+        self._not_ok.append((not_ok_key(r), self.not_ok, r))
+        if len(self._not_ok) >= 2 * NOT_OK_LISTED:  # amortised: sort and cut back now and then, never the whole set
+            self._not_ok.sort(key=lambda entry: entry[:2])
+            del self._not_ok[NOT_OK_LISTED:]
+
+    def first_not_ok(self, limit: int = NOT_OK_LISTED) -> list[Result]:
+        """The first `limit` rows that are not ok, in not_ok_key order (file order among equals)."""
+        return [r for _, _, r in sorted(self._not_ok, key=lambda entry: entry[:2])[:limit]]
