@@ -61,13 +61,17 @@ class Group:
     def add(self, r: Result) -> None:
         self.statuses[r.status] += 1
         self.hosts.add(r.host)
-        for span, value in ((self.seq, r.seq), (self.dim, r.dim), (self.heads, r.heads)):
-            if not span:
-                span += [value, value]
-            elif value < span[0]:
-                span[0] = value
-            elif value > span[1]:
-                span[1] = value
+        seq, dim, heads = self.seq, self.dim, self.heads
+        if not seq:
+            seq += [r.seq, r.seq]
+            dim += [r.dim, r.dim]
+            heads += [r.heads, r.heads]
+        else:
+            for span, value in ((seq, r.seq), (dim, r.dim), (heads, r.heads)):
+                if value < span[0]:
+                    span[0] = value
+                elif value > span[1]:
+                    span[1] = value
         if r.status == "ok" and r.gflops is not None:
             self.gflops.append(r.gflops)
         if r.rel_l2 is not None and (self.rel_l2 is None or r.rel_l2 > self.rel_l2):
@@ -88,14 +92,22 @@ class Point:
         self.bit_exact = True
 
     def add(self, r: Result) -> None:
-        for figures, value in ((self.p50_ms, r.p50_ms), (self.gflops, r.gflops), (self.gbps, r.gbps)):
-            if value is not None:
-                figures.append(value)
-        self.max_abs = _worst(self.max_abs, r.max_abs)
-        self.rel_l2 = _worst(self.rel_l2, r.rel_l2)
-        self.peak_gflops = _worst(self.peak_gflops, r.peak_gflops)
-        self.peak_gbps = _worst(self.peak_gbps, r.peak_gbps)
-        self.bit_exact = self.bit_exact and r.bit_exact is True
+        if r.p50_ms is not None:
+            self.p50_ms.append(r.p50_ms)
+        if r.gflops is not None:
+            self.gflops.append(r.gflops)
+        if r.gbps is not None:
+            self.gbps.append(r.gbps)
+        if r.max_abs is not None and (self.max_abs is None or r.max_abs > self.max_abs):
+            self.max_abs = r.max_abs
+        if r.rel_l2 is not None and (self.rel_l2 is None or r.rel_l2 > self.rel_l2):
+            self.rel_l2 = r.rel_l2
+        if r.peak_gflops is not None and (self.peak_gflops is None or r.peak_gflops > self.peak_gflops):
+            self.peak_gflops = r.peak_gflops
+        if r.peak_gbps is not None and (self.peak_gbps is None or r.peak_gbps > self.peak_gbps):
+            self.peak_gbps = r.peak_gbps
+        if r.bit_exact is not True:
+            self.bit_exact = False
 
     def merge(self, other: "Point") -> None:
         """Fold another point's rows into this one (two lengths in one bin)."""
@@ -158,20 +170,20 @@ class Digest:
             self.run_first[r.run_id] = (r.timestamp, r.host, r.git_rev)
         self.hosts.add(r.host)
         self.seeds.add(r.seed)
-        key = (r.target, r.kernel, r.dtype)
-        group = self.groups.get(key)
+        group = self.groups.get((r.target, r.kernel, r.dtype))
         if group is None:
-            group = self.groups[key] = Group()
+            group = self.groups[(r.target, r.kernel, r.dtype)] = Group()
         group.add(r)
-        if r.status != "ok":
-            self._add_not_ok(r)
-        if r.status in PLOTTED_STATUSES:
+        status = r.status
+        if status in PLOTTED_STATUSES:
             key = (r.target, r.kernel, r.dtype, r.dim, r.heads, r.batch, r.causal, r.host, r.device, r.br, r.bc,
-                   r.peak_source, r.status, r.seq)
+                   r.peak_source, status, r.seq)
             point = self.points.get(key)
             if point is None:
                 point = self.points[key] = Point()
             point.add(r)
+        if status != "ok":
+            self._add_not_ok(r)
 
     def _add_not_ok(self, r: Result) -> None:
         self.not_ok += 1
