@@ -49,14 +49,15 @@ def fmt_num(x: float | int | None) -> str:
 def _si(count: int) -> str:
     """A large count with 4 significant digits and a decimal prefix: 537600 → '537.6k'; from SCIENTIFIC_COUNT up, in
     short scientific form: 2⁶³-1 → '9.223e18' (exactly, with integer arithmetic, however many digits)."""
-    if abs(count) >= SCIENTIFIC_COUNT:
+    rounded = abs(count) if abs(count) >= SCIENTIFIC_COUNT else abs(float(f"{count:.4g}"))  # 999_999_999 → 1e9
+    if rounded >= SCIENTIFIC_COUNT:
         exponent = len(str(abs(count))) - 1 if abs(count).bit_length() < 4000 else int(math.log10(abs(count)))
         mantissa = round(count / 10**exponent, 3)  # int / int: correctly rounded, never an OverflowError here
         if abs(mantissa) >= 10:
             mantissa, exponent = round(mantissa / 10, 3), exponent + 1
         return f"{mantissa:.3f}e{exponent}"
     for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(count) >= scale:
+        if rounded >= scale:  # the prefix of the rounded figure: never '1000M'
             return f"{count / scale:.4g}{prefix}"
     return str(count)
 
