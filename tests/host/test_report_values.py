@@ -75,5 +75,4 @@ def _md(out: Path, rows) -> str:
 
 def test_a_count_that_rounds_up_to_the_next_prefix_takes_that_prefix():
     # 999,999,999 rounds to 4 digits as 1.000e9: '1G', never '1000M'; just below 10^15 it is written as 10^15 is.
-    from host.report.common import fmt_num
     assert [fmt_num(n) for n in (999_999_999, 999_950, 999_949, 10**15 - 1)] == ["1G", "1M", "999.9k", "1.000e15"]
