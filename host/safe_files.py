@@ -68,3 +68,19 @@ def sync_folder(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def remove_leftovers(folder: Path, names: tuple[str, ...]) -> list[Path]:
+    """Delete the temporary files a killed rewrite of one of `names` left in `folder` ('.NAME.<random>.tmp', as
+    host/results_file.py and host/report/outputs.py make them); only for a caller that holds the folder's lock, so
+    that no rewrite is under way. The paths removed."""
+    removed = []
+    for name in names:
+        for leftover in folder.glob(f".{name}.*.tmp"):
+            if leftover.is_file() and not leftover.is_symlink():
+                try:
+                    leftover.unlink()
+                except OSError:
+                    continue
+                removed.append(leftover)
+    return removed

@@ -18,8 +18,11 @@ from typing import Iterable
 
 from host.results import FAILED_STATUSES, Result
 from host.results_file import ResultsFile
-from host.safe_files import keep_aside
+from host.safe_files import keep_aside, remove_leftovers
 from host.sweep.jobs import untiled_key
+
+#: The files whose killed rewrites leave a '.NAME.<random>.tmp' beside them: results.csv and the report's outputs.
+LEFTOVERS = ("results.csv", "results.md", "latency_vs_seq.png", "error.png", "roofline.png")
 
 
 @dataclass
@@ -53,6 +56,7 @@ def open_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
     measured; those rows stay beside the new ones); failed and wrong rows are measured again. A torn last row is
     cut; a file that is not results is a ResultsError before anything in it changes."""
     out.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(out, LEFTOVERS)  # of a sweep or report killed mid-rewrite: the caller holds OUT's lock
     results = ResultsFile(out / "results.csv")
     opened = OpenOut(results)
     if not resume:

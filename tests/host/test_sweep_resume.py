@@ -1,0 +1,50 @@
+"""host/sweep/resume.py on its own: the one pass of --resume (what is done, what waits for its replacement), the drop
+at the end, and the temporary files a killed rewrite left behind (issue 28)."""
+
+from __future__ import annotations
+
+from host.report.common import RESULTS_MD
+from host.report.plots import PLOTS
+from host.results import Result
+from host.results_file import ResultsFile
+from host.sweep.jobs import untiled_key
+from host.sweep.resume import LEFTOVERS, open_out
+
+BASE = dict(run_id="r1", timestamp="t", git_rev="g", host="h", device="cpu0", target="cpu", kernel="numpy",
+            dtype="float32", batch=1, heads=1, dim=4, causal=False, seed=0)
+
+
+def row(seq, status="ok", **changes):
+    return Result(**{**BASE, "seq": seq, "status": status, "message": "" if status == "ok" else "why", **changes})
+
+
+def test_one_pass_finds_the_done_keys_and_drops_failed_rows_only_once_replaced(tmp_path):
+    results = ResultsFile(tmp_path / "results.csv")
+    for r in (row(1, "error"), row(1), row(2, "wrong"), row(3), row(4, "error"), row(4, "error")):
+        results.append(r)
+    planned = {untiled_key(row(s)) for s in (1, 2, 3, 4)}
+    opened = open_out(tmp_path, True, planned, {"cpu": "cpu0"})
+    assert opened.done == {untiled_key(row(1)), untiled_key(row(3))} and opened.rows_before == 6
+    assert len(results.read()) == 6, "nothing is dropped before the new rows are on disk"
+    results.append(row(2))  # seq 2 measured again; seq 4 not (interrupted)
+    assert opened.drop_superseded([row(2)]) == 3  # seq 1's old error, seq 2's wrong row, seq 4's first error
+    assert [(r.seq, r.status) for r in results.read()] == [(1, "ok"), (3, "ok"), (4, "error"), (2, "ok")]
+
+
+def test_a_row_from_another_device_is_not_done_here(tmp_path, capsys):
+    ResultsFile(tmp_path / "results.csv").append(row(1, device="fake"))
+    opened = open_out(tmp_path, True, {untiled_key(row(1))}, {"cpu": "cpu0"})
+    assert opened.done == set()
+    assert "1 finished rows in" in capsys.readouterr().err
+
+
+def test_leftovers_of_a_killed_rewrite_are_removed_and_nothing_else(tmp_path):
+    names = [f".{name}.1a2b3c4d.tmp" for name in LEFTOVERS]
+    for name in names + ["notes.tmp", ".results.csv.keep", "results.csv.tmp"]:
+        (tmp_path / name).write_text("x")
+    open_out(tmp_path, True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".results.csv.keep", "notes.tmp", "results.csv.tmp"]
+
+
+def test_leftovers_name_every_output_the_report_writes():
+    assert {RESULTS_MD, *PLOTS} <= set(LEFTOVERS)
