@@ -5,6 +5,7 @@ missing; and the board twin, started as production starts it (mcu/twin_process.p
 from __future__ import annotations
 
 import inspect
+import signal
 import types
 
 import pytest
@@ -116,3 +117,13 @@ def fresh_twin():
     """A twin of the test's own, for tests that kill it, deploy to a clean board or need one nobody deployed to."""
     with start_twin() as started:
         yield started
+
+
+@pytest.fixture
+def keep_signals():
+    """A tool run in this process (host.compare, kernels.sweep) sets its SIGINT and SIGTERM handlers; put pytest's
+    back after the test."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)

@@ -43,3 +43,8 @@ def have(tool: str) -> bool:
 
 #: The MicroPython WebAssembly port that scripts/setup.sh test installs (npm), which runs the board's code in tests.
 WASM_PACKAGE = ROOT / ".cache" / "mpy-wasm" / "node_modules" / "@micropython" / "micropython-webassembly-pyscript"
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    """Every file of a folder by name and contents: what a refused sweep must leave exactly as it was."""
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}

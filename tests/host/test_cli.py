@@ -114,15 +114,6 @@ def tool(name: str):
     return importlib.import_module(module)
 
 
-@pytest.fixture
-def keep_signals():
-    """host.compare sets SIGINT and SIGTERM handlers for its sweep; put pytest's back."""
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
-
-
 @pytest.mark.parametrize("name", ENTRY_POINTS)
 def test_a_bad_argument_exits_2_with_one_line_naming_the_value(name, capsys, keep_signals):
     _, _, argv, named = ENTRY_POINTS[name]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, folder_bytes
 from host.out_lock import LOCK_NAME
 from host.sweep import cli as compare
 
@@ -30,16 +30,8 @@ LONGER = ["--targets", "cpu", "--seq", "8,16,24,32,40,48,56,64,72,80,88,96", "--
 
 
 @pytest.fixture(autouse=True)
-def keep_signals():
-    """host.compare sets its SIGTERM handler in this process; put pytest's back."""
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
-
-
-def files(out: Path) -> dict[str, bytes]:
-    return {path.name: path.read_bytes() for path in sorted(out.iterdir())}
+def _signals(keep_signals):
+    """Every test here may run a sweep in this process: its signal handlers are undone after each (conftest)."""
 
 
 def configurations(out: Path) -> list[tuple[str, ...]]:
@@ -64,13 +56,13 @@ def test_a_second_sweep_into_a_held_out_exits_1_naming_the_holder_and_changes_no
     (out / "results.csv").write_bytes((out / "results.csv").read_bytes() + b"torn,row")  # a resume would repair it
     lock = out / LOCK_NAME
     lock.write_text(f"{os.getpid()} {HOST} host.compare\n")  # a running sweep: this test's own process
-    before = files(out)
+    before = folder_bytes(out)
     capsys.readouterr()
     assert compare.main([*SMALL, *(["--resume"] if resume else []), "--out", str(out)]) == 1
     err = capsys.readouterr().err
     assert err == (f"kbench: --out {out}: another sweep is writing there (host.compare, PID {os.getpid()} on {HOST}, "
                    f"{lock})\n")
-    assert files(out) == before  # results.csv (torn tail and all) and runs.jsonl as they were, nothing aside
+    assert folder_bytes(out) == before  # results.csv (torn tail and all) and runs.jsonl as they were, nothing aside
 
 
 def test_the_cluster_path_takes_the_lock_before_it_connects(tmp_path, capsys):
@@ -82,7 +74,7 @@ def test_the_cluster_path_takes_the_lock_before_it_connects(tmp_path, capsys):
     assert compare.main([*SMALL, "--cluster", "tcp://127.0.0.1:9", "--out", str(out)]) == 1
     assert capsys.readouterr().err == (f"kbench: --out {out}: another sweep is writing there (kernels.sweep, PID "
                                        f"{os.getpid()} on {HOST}, {lock})\n")
-    assert files(out) == {LOCK_NAME: f"{os.getpid()} {HOST} kernels.sweep\n".encode()}
+    assert folder_bytes(out) == {LOCK_NAME: f"{os.getpid()} {HOST} kernels.sweep\n".encode()}
 
 
 def test_a_killed_sweeps_lock_is_taken_over_in_one_line_and_the_sweep_runs(tmp_path, capsys):
@@ -127,13 +119,13 @@ def test_a_sweep_started_while_another_holds_out_is_refused(tmp_path):
             assert first.poll() is None, first.communicate()[1]
             time.sleep(0.01)
         first.send_signal(signal.SIGSTOP)
-        before = files(out)
+        before = folder_bytes(out)
         second = subprocess.run([*COMMAND, *LONGER, "--resume", "--out", str(out)], cwd=ROOT, capture_output=True,
                                 text=True, timeout=300)
         assert second.returncode == 1, second.stderr
         assert second.stderr.splitlines()[-1] == (f"kbench: --out {out}: another sweep is writing there "
                                                   f"(host.compare, PID {first.pid} on {HOST}, {out / LOCK_NAME})")
-        assert files(out) == before
+        assert folder_bytes(out) == before
     finally:
         first.send_signal(signal.SIGCONT)
     assert first.wait(timeout=300) == 0, first.communicate()[1]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, folder_bytes
 from host.out_lock import LOCK_NAME
 from kernels import sweep
 
@@ -24,15 +24,8 @@ SLOWER = ["--gpu-device", "fake", "--br", "16", "--bc", "16,32,64", "--seq", "10
 
 
 @pytest.fixture(autouse=True)
-def keep_signals():
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
-
-
-def files(out: Path) -> dict[str, bytes]:
-    return {path.name: path.read_bytes() for path in sorted(out.iterdir())}
+def _signals(keep_signals):
+    """Every test here may run a sweep in this process: its signal handlers are undone after each (conftest)."""
 
 
 def test_a_second_sweep_into_a_held_out_exits_1_naming_the_holder_and_changes_nothing(tmp_path, capsys):
@@ -40,12 +33,12 @@ def test_a_second_sweep_into_a_held_out_exits_1_naming_the_holder_and_changes_no
     assert sweep.main([*SMALL, "--out", str(out)]) == 0
     lock = out / LOCK_NAME
     lock.write_text(f"{os.getpid()} {HOST} host.compare\n")  # a running sweep: this test's own process
-    before = files(out)
+    before = folder_bytes(out)
     capsys.readouterr()
     assert sweep.main([*SMALL, "--out", str(out)]) == 1
     assert capsys.readouterr().err == (f"kbench: --out {out}: another sweep is writing there (host.compare, PID "
                                        f"{os.getpid()} on {HOST}, {lock})\n")
-    assert files(out) == before  # nothing moved aside to .prev, no run recorded
+    assert folder_bytes(out) == before  # nothing moved aside to .prev, no run recorded
 
 
 def test_a_killed_sweeps_lock_is_taken_over_in_one_line(tmp_path, capsys):
