@@ -48,14 +48,24 @@ class Holder:
         return ", ".join(part for part in (self.tool, who + (f" on {self.host}" if self.host else "")) if part)
 
 
+#: The largest PID a lock may name (Linux's pid_max ceiling, 2^22); a larger or zero "PID" is no PID.
+PID_MAX = 1 << 22
+
+
 def read_holder(lock: Path) -> Holder | None:
-    """The holder a lock file names; None when the file is gone."""
+    """The holder a lock file names; None when the file is gone. A file that does not start with a PID in
+    1..PID_MAX (garbage, an empty file, PID 0, a number os.kill cannot take) names no one: Holder(None)."""
     try:
         words = lock.read_text(encoding="utf-8", errors="replace").split()
     except FileNotFoundError:
         return None
-    pid = int(words[0]) if words and words[0].isascii() and words[0].isdigit() else None
-    return Holder(pid, words[1] if len(words) > 1 else "", " ".join(words[2:]))
+    except IsADirectoryError:
+        raise SpecError(f"{lock} is a folder, not a lock file: remove it (a sweep makes its own)") from None
+    except OSError as exc:
+        raise SpecError(f"{lock}: cannot read it ({exc.strerror or exc})") from None
+    if not (words and words[0].isascii() and words[0].isdigit() and 0 < int(words[0]) <= PID_MAX):
+        return Holder(None)
+    return Holder(int(words[0]), words[1] if len(words) > 1 else "", " ".join(words[2:]))
 
 
 def is_stale(lock: Path, holder: Holder) -> bool:
@@ -121,6 +131,9 @@ def sweep_lock(out: Path, tool: str) -> Iterator[Path]:
     try:
         try:
             os.write(handle, f"{os.getpid()} {socket.gethostname()} {tool}\n".encode())
+        except OSError as exc:  # a full disk: the lock cannot say who holds it, so it is not taken
+            raise KbenchError(f"--out {out}: cannot write the lock {lock} ({exc.strerror or exc}); nothing there "
+                              "was changed") from None
         finally:
             os.close(handle)
         yield lock

@@ -100,3 +100,37 @@ def test_a_read_only_folder_is_a_bad_argument(tmp_path):
             pytest.fail("the body ran")
     finally:
         tmp_path.chmod(0o755)
+
+
+def test_a_lock_that_is_a_folder_is_a_bad_argument_naming_it(tmp_path):
+    (tmp_path / LOCK_NAME).mkdir()
+    with (pytest.raises(SpecError, match=rf"{LOCK_NAME} is a folder, not a lock file: remove it"),
+          sweep_lock(tmp_path, "host.compare")):
+        pass
+    assert (tmp_path / LOCK_NAME).is_dir()
+
+
+@pytest.mark.parametrize("content", ["0 somewhere host.compare\n", f"{10**30} {HOST}\n", "hello there\n"])
+def test_a_lock_without_a_usable_pid_names_no_one_and_goes_stale_by_age(tmp_path, capsys, content):
+    lock = tmp_path / LOCK_NAME
+    lock.write_text(content)
+    assert read_holder(lock) == Holder(None)
+    with (pytest.raises(KbenchError, match=r"another sweep is writing there \(no PID, "),
+          sweep_lock(tmp_path, "host.compare")):
+        pass
+    old = time.time() - UNREADABLE_LOCK_S - 5
+    os.utime(lock, (old, old))
+    with sweep_lock(tmp_path, "host.compare"):
+        pass
+    assert "it holds no PID" in capsys.readouterr().err
+
+
+def test_a_full_disk_when_the_lock_is_written_is_one_line_and_leaves_no_lock(tmp_path, monkeypatch):
+    def full(fd, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("host.out_lock.os.write", full)
+    with (pytest.raises(KbenchError, match=r"cannot write the lock .* \(No space left on device\); nothing"),
+          sweep_lock(tmp_path, "host.compare")):
+        pass
+    assert list(tmp_path.iterdir()) == []
