@@ -20,6 +20,7 @@ import contextlib
 import csv
 import io
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Container, Iterable, Iterator
@@ -93,13 +94,17 @@ class ResultsFile:
                                "so not a kbench results file")
         reader = RowReader(header)
         pending = None
-        for ordinal, cells in enumerate(records):
+        ordinal = 0
+        for cells in records:
+            if not cells:  # a blank line (an `echo >> results.csv`): no row, and no ordinal
+                continue
             if pending is not None:
                 yield pending
             if is_header(cells):
                 raise ResultsError(f"{self.path}:{records.line_num}: a second header line in the middle of the file "
                                    "(two results files joined?): keep only the first line's header")
             pending = (ordinal, cells, reader, records.line_num)
+            ordinal += 1
         if pending is None:
             return
         if ends_whole:
@@ -230,28 +235,37 @@ class ResultsFile:
             records = csv.reader(source)
             writer = csv.writer(out, lineterminator="\n")
             writer.writerow(next(records))
-            for ordinal, cells in enumerate(records):
+            ordinal = 0
+            for cells in records:
+                if not cells:  # a blank line: not a row (rows() skips it too), and not copied
+                    continue
                 if ordinal not in ordinals:
                     writer.writerow(cells)
+                ordinal += 1
 
     @contextlib.contextmanager
     def _replacing(self):
         """A text file to write the new contents into; renamed over results.csv when the block ends without an
-        error, deleted when it raises (a full disk: ResultsError, the old file unchanged)."""
-        fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        error, deleted when it raises (a full disk: ResultsError, the old file left as it was). A results.csv that is
+        a symbolic link is rewritten where it points (the link stays a link), and the new file keeps the old one's
+        permissions."""
+        target = Path(os.path.realpath(self.path))
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         temporary = Path(name)
         try:
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, stat.S_IMODE(os.stat(target).st_mode))
             with open(fd, "w", encoding="utf-8", newline="") as out:
                 yield out
                 out.flush()
                 os.fsync(out.fileno())
-            os.replace(temporary, self.path)
+            os.replace(temporary, target)
         except OSError as exc:
-            raise ResultsError(f"{self.path}: cannot rewrite it: {exc.strerror or exc}; the file is "
-                               "unchanged") from None
+            raise ResultsError(f"{self.path}: cannot rewrite it: {exc.strerror or exc}; its rows stay as they were "
+                               "before this rewrite") from None
         finally:
             temporary.unlink(missing_ok=True)
-        sync_folder(self.path.parent)
+        sync_folder(target.parent)
 
 
 def _last_line_start(handle, size: int) -> int:

@@ -14,7 +14,10 @@ def append_whole(path: Path, data: bytes) -> None:
     """Append `data` (whole lines) to `path` and fsync it. Should a write fail (a full disk: ENOSPC, EDQUOT, EIO),
     the file is cut back to the size it had, so it still ends on its last whole line, and ResultsError names the file
     and the error."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    except OSError as exc:  # read-only, immutable, a folder in the way: nothing written
+        raise ResultsError(f"{path}: cannot append to it: {exc.strerror or exc}") from None
     try:
         size = os.fstat(fd).st_size
         try:
@@ -52,7 +55,10 @@ def keep_aside(path: Path) -> Path | None:
     while aside.exists():
         number += 1
         aside = path.with_name(f"{path.name}.prev.{number}")
-    os.rename(path, aside)
+    try:
+        os.rename(path, aside)
+    except OSError as exc:  # a read-only or immutable folder or file: the earlier results stay where they are
+        raise ResultsError(f"{path}: cannot keep it aside as {aside.name}: {exc.strerror or exc}") from None
     return aside
 
 

@@ -111,6 +111,9 @@ def check_out(out: Path, resume: bool) -> None:
     for name in ("results.csv", "runs.jsonl"):
         if (out / name).exists() and not (out / name).is_file():
             raise SpecError(f"--out {out}: {out / name} is not a file; move it aside or choose another --out")
+        if resume and (out / name).exists() and not os.access(out / name, os.W_OK):
+            raise SpecError(f"--out {out} --resume: {out / name} cannot be written (its permissions); allowed: a "
+                            "file this user may append to, or another --out")
     if resume:
         results = ResultsFile(out / "results.csv")
         try:  # the header and first rows now; all rows are read once, by open_out (a bad one refused the same way)
@@ -212,8 +215,9 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
     jobs = plan(args, targets, settings)
     try:
         opened = open_out(args.out, args.resume, {job.key() for job in jobs}, devices)
-    except ResultsError as exc:  # the folder named by --out cannot be resumed: a bad argument (exit 2)
-        raise SpecError(f"--out {args.out} --resume: {exc}; move it aside or choose another --out") from None
+    except ResultsError as exc:  # the folder named by --out cannot be resumed or set aside: a bad argument (exit 2)
+        raise SpecError(f"--out {args.out}{' --resume' if args.resume else ''}: {exc}; move it aside or choose "
+                        "another --out") from None
     results = opened.results
     todo = [job for job in jobs if job.key() not in opened.done]
     for name, reason in unavailable.items():

@@ -3,6 +3,8 @@ out-of-range cells, a folder where a temporary file would go, line breaks in a m
 must not parse (or lose) the rows already there."""
 
 import math
+import os
+import stat
 
 import pytest
 
@@ -138,7 +140,7 @@ def test_a_drop_that_fails_midway_leaves_the_old_file_whole(tmp_path, monkeypatc
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("host.results_file.os.fsync", full_disk)
-    with pytest.raises(ResultsError, match=r"cannot rewrite it: No space left on device; the file is unchanged"):
+    with pytest.raises(ResultsError, match=r"cannot rewrite it: No space left on device; its rows stay as they were"):
         results.drop({0})
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["results.csv"]
@@ -153,3 +155,49 @@ def test_a_bad_byte_far_into_the_file_is_named_by_its_line(tmp_path):
     path.write_bytes(b"\n".join(lines))
     with pytest.raises(ResultsError, match=r"results.csv:2901: byte 0xff is not UTF-8 text"):
         ResultsFile(path).read()
+
+
+def test_a_rewrite_keeps_the_file_s_permissions(tmp_path):
+    path = tmp_path / "results.csv"
+    results = _written(path, row(seq=1), row(seq=2))
+    path.chmod(0o664)  # shared with a group: a rewrite must not make it 0600 (mkstemp's mode)
+    results.drop({0})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o664 and [r.seq for r in results.read()] == [2]
+
+
+def test_a_results_file_that_is_a_link_is_rewritten_where_it_points(tmp_path):
+    elsewhere = tmp_path / "store"
+    elsewhere.mkdir()
+    target = elsewhere / "results.csv"
+    _written(target, row(seq=1), row(seq=2))
+    link = tmp_path / "results.csv"
+    link.symlink_to(target)
+    ResultsFile(link).drop({0})
+    assert link.is_symlink() and [r.seq for r in ResultsFile(target).read()] == [2]
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["results.csv"]
+
+
+def test_blank_lines_are_no_rows_and_do_not_shift_a_drop(tmp_path):
+    path = tmp_path / "results.csv"
+    _written(path, row(seq=1), row(seq=2))
+    header, first, second = path.read_text().splitlines()
+    path.write_text(f"{header}\n\n{first}\n\n{second}\n\n")  # as `echo >> results.csv` leaves them
+    results = ResultsFile(path)
+    assert [r.seq for r in results.read()] == [1, 2]
+    results.drop({0})
+    assert path.read_text() == f"{header}\n{second}\n"
+
+
+def test_an_append_to_a_file_that_cannot_be_opened_is_one_error_naming_it(tmp_path, monkeypatch):
+    path = tmp_path / "results.csv"
+    results = _written(path, row(seq=1))
+    real_open = os.open
+
+    def refused(name, flags, *args):
+        if str(name) == str(path) and flags & os.O_APPEND:
+            raise PermissionError(13, "Permission denied")
+        return real_open(name, flags, *args)
+
+    monkeypatch.setattr("host.safe_files.os.open", refused)
+    with pytest.raises(ResultsError, match=r"results.csv: cannot append to it: Permission denied"):
+        results.append(row(seq=2))

@@ -48,3 +48,34 @@ def test_leftovers_of_a_killed_rewrite_are_removed_and_nothing_else(tmp_path):
 
 def test_leftovers_name_every_output_the_report_writes():
     assert {RESULTS_MD, *PLOTS} <= set(LEFTOVERS)
+
+
+def test_a_resume_into_a_file_it_may_not_append_to_is_refused_before_measuring(tmp_path, capsys, monkeypatch,
+                                                                               keep_signals):
+    from host.sweep import cli as compare
+    ResultsFile(tmp_path / "results.csv").append(row(1))
+    before = (tmp_path / "results.csv").read_bytes()
+    monkeypatch.setattr("host.sweep.cli.os.access", lambda path, mode: not str(path).endswith("results.csv"))
+    argv = ["--targets", "cpu", "--seq", "8", "--dim", "4", "--heads", "1", "--causal", "0", "--resume",
+            "--out", str(tmp_path)]
+    assert compare.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("results.csv cannot be written (its permissions); allowed: a file this user may append "
+                            "to, or another --out"), err
+    assert (tmp_path / "results.csv").read_bytes() == before
+
+
+def test_earlier_results_that_cannot_be_set_aside_are_one_line_and_stay(tmp_path, capsys, monkeypatch, keep_signals):
+    from host.sweep import cli as compare
+    ResultsFile(tmp_path / "results.csv").append(row(1))
+    before = (tmp_path / "results.csv").read_bytes()
+
+    def refused(source, destination):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr("host.safe_files.os.rename", refused)
+    argv = ["--targets", "cpu", "--seq", "8", "--dim", "4", "--heads", "1", "--causal", "0", "--out", str(tmp_path)]
+    assert compare.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "results.csv: cannot keep it aside as results.csv.prev: Operation not permitted" in err[-1], err
+    assert (tmp_path / "results.csv").read_bytes() == before
