@@ -105,6 +105,8 @@ def read_run_log(path: Path | str) -> RunLog:
     path = Path(path)
     if not path.exists():
         return RunLog([], [])
+    if not path.is_file():  # a FIFO would block the read for ever, a folder cannot be read
+        raise ResultsError(f"{path} is not a file; move it aside (a sweep writes its own)")
     try:
         data = path.read_bytes()
     except OSError as exc:

@@ -9,8 +9,9 @@ run of the right field types is skipped, and results.md says which and why (host
 Every output is written to a temporary file beside it and renamed over the old one, each tried on its own: one that
 cannot be written (a full disk) leaves its previous copy, is named on stderr in one line (`kbench: report: could not
 write OUT/latency_vs_seq.png: No space left on device`) and the others are still written.
-Exit status: 0 rendered; 1 a results file that cannot be read as results, or an output that could not be written;
-2 bad arguments only (OUT_DIR empty, missing, not a folder, or without results.csv); 130 interrupted (Ctrl-C).
+Exit status: 0 rendered; 1 an output that could not be written; 2 bad arguments only (OUT_DIR empty, missing, not a
+folder, without results.csv, or holding a results.csv that is not results or a runs.jsonl that is not a file); 130
+interrupted (Ctrl-C).
 
 This is layer L3: it imports only host.results, host.run_log, host.errors, host.cli_common and its own modules, never
 a target.
@@ -71,14 +72,14 @@ class ReportIncomplete(ResultsError):
         return [f"report: could not write {path}: {why}" for path, why in self.failed]
 
 
-def render(out_dir: Path) -> list[Path]:
+def render(out_dir: Path, digest: Digest | None = None) -> list[Path]:
     """Write results.md and the plots into out_dir from its results.csv and runs.jsonl; return the written paths.
 
     Each output is written whole or not at all (host/report/outputs.py), and each is tried whatever became of the
     others: when any could not be written, ReportIncomplete names them after the others are written (results.md
     says which plots are missing and why). results.csv and runs.jsonl are only read."""
     out_dir = Path(out_dir)
-    digest = read_results(out_dir)
+    digest = read_results(out_dir) if digest is None else digest  # main() has read it already
     log = read_run_log(out_dir / RUNS_JSONL)
     frame = results_frame(digest)
     written: list[Path] = []
@@ -138,9 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The folder named on the command line is an argument: missing, or without results.csv, it exits 2; a results
-    file that turns out unreadable exits 1; so does an output that could not be written, after the others are
-    written: one line on stderr each."""
+    """The folder named on the command line is an argument: missing, without results.csv, or holding a results.csv
+    that is not results (or a runs.jsonl that is not a file) it exits 2; an output that could not be written exits
+    1, after the others are written: one line on stderr each."""
     def body() -> int:
         out_dir = build_parser().parse_args(argv).out_dir
         if not out_dir.is_dir():
@@ -148,8 +149,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not (out_dir / RESULTS_CSV).is_file():
             raise SpecError(f"OUT_DIR {out_dir} holds no {RESULTS_CSV}: run `python -m host.compare --out "
                             f"{out_dir}` first")
+        try:  # the folder named on the command line holds no results this kbench reads: a bad argument
+            digest = read_results(out_dir)
+            read_run_log(out_dir / RUNS_JSONL)
+        except ResultsError as exc:
+            raise SpecError(f"OUT_DIR {out_dir}: {exc}") from None
         try:
-            paths = render(out_dir)
+            paths = render(out_dir, digest)
         except ReportIncomplete as exc:
             for path in exc.written:
                 print(path)

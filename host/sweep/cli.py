@@ -11,8 +11,9 @@ that no longer runs is taken over in one line.
 Each target declares its own options (host/target_api.py); `--help` lists them in one group per target.
 Exit status: 0 all rows ok (some may be skipped or oom); 1 some row wrong (outside its tolerance, or not
 bit-exact) or failed (recorded in its row), no row measured at all, no selected target able to run here (no GPU, no
-board, a port that does not exist: one line with each reason), a results file that failed during the sweep, or
-another sweep writing into --out (one line naming it; nothing there changed); 2 bad arguments only: a bad value (an
+board, a port that does not exist: one line with each reason), a results file that failed during the sweep, a
+report that could not be written whole (its rows are kept; one line per output missing), or another sweep writing
+into --out (one line naming it; nothing there changed); 2 bad arguments only: a bad value (an
 unknown target name included) or an unusable --out (with --resume, one whose results cannot be read); 130
 interrupted (Ctrl-C) and 143 terminated (SIGTERM), each one line; finished rows are kept.
 """
@@ -228,8 +229,7 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
     if not todo and args.resume:
         opened.drop_superseded([])
         print("kbench: nothing left to measure; no run recorded", file=sys.stderr)
-        summarize_run(args, [], unavailable, len(jobs))
-        return 0
+        return 0 if summarize_run(args, [], unavailable, len(jobs)) else 1
     RunInfo(run_id=context.run_id, timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             command="python -m host.compare " + shlex.join(argv), git_rev=context.git_rev, host=context.host,
             machine={"platform": platform.platform(), "python": platform.python_version(), "numpy": np.__version__,
@@ -248,8 +248,8 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
                             results.append(row)
                         except ResultsError as exc:  # a full disk: the rows before it are on disk, whole
                             raise ResultsError(f"{exc}; the row of {job.label()} ({row.status}) could not be written; "
-                                               f"{len(written)} rows measured now and {len(jobs) - len(todo)} from "
-                                               f"before are kept there") from None
+                                               f"{len(written)} rows measured now and the {opened.rows_before} "
+                                               "from before are kept there") from None
                         written.append(row)
                         if stop_after is not None and len(written) == stop_after[0]:
                             os.kill(os.getpid(), stop_after[1])
@@ -260,15 +260,15 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
     except (KeyboardInterrupt, Terminated) as stop:  # the one line of a stopped sweep, saying what it kept
         opened.drop_superseded(written)
         line, code = stop_line(stop)
-        print(f"kbench: {line}; {len(written)} rows measured now and {len(jobs) - len(todo)} from before are "
+        print(f"kbench: {line}; {len(written)} rows measured now and the {opened.rows_before} from before are "
               f"kept in {results.path}: rerun with --resume to complete the sweep", file=sys.stderr)
         return code
     opened.drop_superseded(written)
-    summarize_run(args, written, unavailable, len(jobs) - len(todo))
+    reported = summarize_run(args, written, unavailable, len(jobs) - len(todo))
     if written and all(row.status in ("oom", "skipped") for row in written):
         print(f"kbench: no row was measured ({len(written)} rows oom or skipped)", file=sys.stderr)
         return 1
-    return 1 if any(row.status in FAILED_STATUSES for row in written) else 0
+    return 1 if not reported or any(row.status in FAILED_STATUSES for row in written) else 0
 
 
 def progress_line(done: int, total: int, job: Job, rows: list[Result], elapsed_s: float) -> str:
@@ -292,9 +292,10 @@ def _stop_hook() -> tuple[int, int] | None:
     return int(rows), getattr(signal, f"SIG{name}")
 
 
-def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: dict[str, str], kept: int) -> None:
+def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: dict[str, str], kept: int) -> bool:
     """Print this run's rows as a short table (none when it wrote no row), each target/kernel's notes that every one
-    of its rows carries once below it, the unavailable targets, and where the report is."""
+    of its rows carries once below it, the unavailable targets, and where the report is; False when the report could
+    not be written whole (the rows are in results.csv all the same)."""
     from host.report.common import NOTE_SEPARATOR, own_message, shared_notes
     from host.report.render import ReportIncomplete, render
 
@@ -329,11 +330,12 @@ def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: 
         for line in exc.lines:
             print(f"kbench: {line}", file=sys.stderr)
         print("report incomplete: " + ", ".join(str(path) for path in exc.written or ["nothing written"]))
-        return
+        return False
     except KbenchError as exc:
         print(f"kbench: report not rendered: {exc}", file=sys.stderr)
-        return
+        return False
     print("report: " + ", ".join(str(path) for path in paths))
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

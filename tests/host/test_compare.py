@@ -273,7 +273,7 @@ def test_interrupted_sweep_resumes_without_duplicates_or_losses(tmp_path, how):
     else:
         code, line = {"INT": (130, "interrupted"), "TERM": (143, "terminated (SIGTERM)")}[how]
         assert cut.returncode == code and "--resume" in cut.stderr
-        assert f"kbench: {line}; 3 rows measured now and 0 from before are kept in" in cut.stderr
+        assert f"kbench: {line}; 3 rows measured now and the 0 from before are kept in" in cut.stderr
     done = subprocess.run(args + ["--resume"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     after = ResultsFile(out / "results.csv").read()

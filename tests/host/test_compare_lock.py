@@ -141,8 +141,8 @@ def test_ctrl_c_stops_a_sweep_a_shell_started_in_the_background(tmp_path):
     done = subprocess.run([*COMMAND, *SMALL, "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
                           timeout=300, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert done.returncode == 130, done.stderr
-    assert done.stderr.splitlines()[-1] == (f"kbench: interrupted; 1 rows measured now and 0 from before are kept in "
-                                            f"{out / 'results.csv'}: rerun with --resume to complete the sweep")
+    assert done.stderr.splitlines()[-1] == (f"kbench: interrupted; 1 rows measured now and the 0 from before are kept "
+                                            f"in {out / 'results.csv'}: rerun with --resume to complete the sweep")
     assert len(configurations(out)) == 1 and not (out / LOCK_NAME).exists()
 
 
@@ -153,6 +153,6 @@ def test_sigterm_exits_143_in_one_line_keeping_the_rows(tmp_path):
                           timeout=300, env=env)
     assert done.returncode == 143, done.stderr
     assert [line for line in done.stderr.splitlines() if line.startswith("kbench:")] == [
-        f"kbench: terminated (SIGTERM); 1 rows measured now and 0 from before are kept in {out / 'results.csv'}: "
+        f"kbench: terminated (SIGTERM); 1 rows measured now and the 0 from before are kept in {out / 'results.csv'}: "
         "rerun with --resume to complete the sweep"]
     assert len(configurations(out)) == 1 and not (out / LOCK_NAME).exists()

@@ -11,6 +11,7 @@ from pathlib import Path
 import csv
 import dataclasses
 import json
+import os
 import re
 
 import matplotlib.image
@@ -565,11 +566,21 @@ def test_cli_refuses_an_empty_out_dir_naming_it(capsys):
     (b"garbage without a newline", ":1: no complete line"),
     (b"\x89PNG\r\n\x1a\n\x00\xff", ":1: byte 0x89 is not UTF-8 text"),
 ])
-def test_cli_a_results_file_that_is_not_results_exits_1_with_a_hint_for_this_tool(tmp_path, capsys, content, needle):
+def test_cli_a_results_file_that_is_not_results_exits_2_with_a_hint_for_this_tool(tmp_path, capsys, content, needle):
     from host.report.render import main
     (tmp_path / "results.csv").write_bytes(content)
-    assert main([str(tmp_path)]) == 1
+    assert main([str(tmp_path)]) == 2  # the folder named on the command line: a bad argument, as for --resume
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"kbench: {tmp_path / 'results.csv'}") and needle in err, err
+    assert err.count("\n") == 1 and err.startswith(f"kbench: error: OUT_DIR {tmp_path}: {tmp_path / 'results.csv'}")
+    assert needle in err, err
     assert "move it aside, or render a folder holding kbench results" in err and "--out" not in err
     assert (tmp_path / "results.csv").read_bytes() == content
+
+
+def test_cli_a_runs_log_that_is_a_fifo_is_refused_not_waited_on(tmp_path, capsys):
+    from host.report.render import main
+    write(tmp_path, cpu_rows(), [])
+    os.mkfifo(tmp_path / "runs.jsonl")  # reading it would block for ever
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "runs.jsonl is not a file; move it aside" in err, err

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from host.report import outputs
+from host.results_file import ResultsFile
 from host.report.render import ReportIncomplete, main, render
 from host.sweep.cli import summarize_run
 from test_report import BENCH_RUN, GPU_RUN, cpu_rows, gpu_rows, mcu_rows, write
@@ -106,7 +107,7 @@ def test_host_compare_keeps_its_rows_and_says_the_report_is_incomplete(tmp_path,
             raise OSError(errno.ENOSPC, NO_SPACE)
         real(path, data)
     monkeypatch.setattr("host.report.render.replace_file", no_room_for_the_error_plot)
-    summarize_run(argparse.Namespace(out=out), rows, {}, 0)
+    assert summarize_run(argparse.Namespace(out=out), rows, {}, 0) is False  # host.compare then exits 1
     printed = capsys.readouterr()
     assert printed.err == f"kbench: report: could not write {out / 'error.png'}: {NO_SPACE}\n"
     assert f"report incomplete: {out / 'results.md'}, {out / 'latency_vs_seq.png'}" in printed.out
@@ -127,3 +128,16 @@ def test_an_output_keeps_the_permissions_of_the_file_it_replaces(rendered):
     os.chmod(rendered / "results.md", 0o640)
     render(rendered)
     assert (rendered / "results.md").stat().st_mode & 0o777 == 0o640
+
+
+def test_host_compare_exits_1_when_its_report_is_incomplete_and_keeps_the_row(tmp_path, monkeypatch, capsys,
+                                                                               keep_signals):
+    from host.sweep import cli as compare
+
+    def full_disk(path: Path, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, NO_SPACE)
+    monkeypatch.setattr("host.report.render.replace_file", full_disk)
+    argv = ["--targets", "cpu", "--seq", "8", "--dim", "4", "--heads", "1", "--causal", "0", "--out", str(tmp_path)]
+    assert compare.main(argv) == 1  # every row ok, but the report is not there: not a success
+    assert f"kbench: report: could not write {tmp_path / 'results.md'}: {NO_SPACE}" in capsys.readouterr().err
+    assert len(ResultsFile(tmp_path / "results.csv").read()) == 1
