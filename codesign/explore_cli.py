@@ -115,6 +115,7 @@ def _write_all(out: Path, result, chosen, spread, measured, problem) -> None:
     staged: list[tuple[Path, Path]] = []
 
     def stage(name: str) -> Path:
+        assert name in OUTPUTS, name  # so that a later explore removes it, should this one be killed
         path = out / f".tmp-{os.getpid()}-{name}"  # the real suffix kept: matplotlib picks the format from it
         staged.append((path, out / name))
         return path
@@ -143,6 +144,20 @@ def _write_all(out: Path, result, chosen, spread, measured, problem) -> None:
     finally:
         for temporary, _ in staged:
             temporary.unlink(missing_ok=True)
+
+
+#: The files `_write_all` stages as '.tmp-PID-NAME' before renaming them into place.
+OUTPUTS = ("points.csv", "front.csv", "sensitivity.csv", "energy_latency.png", "efficiency.png")
+
+
+def _remove_leftovers(out: Path) -> None:
+    """Delete the staged files of an explore killed before it renamed them ('.tmp-PID-NAME'): this one holds the
+    folder's lock, so no other explore is writing them."""
+    for name in OUTPUTS:
+        for leftover in out.glob(f".tmp-*-{name}"):
+            pid = leftover.name[len(".tmp-"):-len(name) - 1]
+            if pid.isdigit() and leftover.is_file() and not leftover.is_symlink():
+                leftover.unlink(missing_ok=True)
 
 
 def balanced(columns: dict[str, np.ndarray], chosen: list[tuple[str, np.ndarray]]) -> int | None:
@@ -190,6 +205,7 @@ def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Techno
     print(state.line())
     say(COMMAND, f"{total:,} operating points ({configs:,} cycle-model configurations) for {_describe(problem)}")
     with sweep_lock(out, COMMAND):
+        _remove_leftovers(out)
         with Progress(COMMAND, "cycle model", configs, "config") as progress:
             result = explore(problem, space, tech, progress, gates)
         reasons = result.columns["skipped"]

@@ -149,7 +149,9 @@ def output_folder(out: Path, option: str = "--out") -> Path:
     except OSError as exc:
         raise SpecError(f"{option} {out} cannot be created: {exc.strerror or exc}") from None
     if not os.access(out, os.W_OK | os.X_OK):
-        raise SpecError(f"{option} {out}: cannot write in it (permission denied)")
+        read_only = hasattr(os, "statvfs") and bool(os.statvfs(out).f_flag & os.ST_RDONLY)
+        raise SpecError(f"{option} {out}: cannot write in it "
+                        f"({'a read-only file system' if read_only else 'permission denied'})")
     return out
 
 

@@ -36,3 +36,14 @@ def test_a_results_file_with_a_byte_order_mark_is_read(tmp_path):
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     points, left = load([tmp_path], problem)
     assert [point.target for point in points] == ["gpu"] and left == []
+
+
+def test_an_explore_removes_the_staged_files_a_killed_one_left(tmp_path):
+    from codesign.explore_cli import OUTPUTS, _remove_leftovers
+    for name in OUTPUTS:
+        (tmp_path / f".tmp-29361-{name}").write_text("partial")
+    for keep in (".tmp-notapid-points.csv", "points.csv", ".tmp-1-notes.txt"):
+        (tmp_path / keep).write_text("mine")
+    _remove_leftovers(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".tmp-1-notes.txt", ".tmp-notapid-points.csv",
+                                                          "points.csv"]

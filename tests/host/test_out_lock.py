@@ -134,3 +134,14 @@ def test_a_full_disk_when_the_lock_is_written_is_one_line_and_leaves_no_lock(tmp
           sweep_lock(tmp_path, "host.compare")):
         pass
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_read_only_file_system_is_named_as_such(tmp_path, monkeypatch):
+    from host.cli_common import output_folder
+
+    class ReadOnly:
+        f_flag = os.ST_RDONLY
+    monkeypatch.setattr("host.cli_common.os.access", lambda path, mode: False)
+    monkeypatch.setattr("host.cli_common.os.statvfs", lambda path: ReadOnly())
+    with pytest.raises(SpecError, match=r"cannot write in it \(a read-only file system\)"):
+        output_folder(tmp_path)
