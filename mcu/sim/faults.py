@@ -64,10 +64,16 @@ class FaultSpec:
     def _parse(cls, text: str) -> "FaultSpec":
         kinds = {f.name: f.type for f in fields(cls)}
         values: dict[str, object] = {}
-        for item in filter(None, (part.strip() for part in text.split(","))):
+        if not text.strip():
+            return cls()
+        for item in (part.strip() for part in text.split(",")):
             name, sep, value = item.partition("=")
-            if not sep or name not in kinds:
+            if not sep:
                 raise SpecError(f"--faults item {item!r} is not NAME=VALUE; names: {', '.join(kinds)}")
+            if name not in kinds:
+                raise SpecError(f"--faults {name!r} is not a fault; allowed: {', '.join(kinds)}")
+            if name in values:
+                raise SpecError(f"--faults {name} is given twice ({name}={values[name]!r} and {item!r}); give it once")
             try:
                 values[name] = int(value) if kinds[name] in (int, "int") else float(value)
             except ValueError:

@@ -101,8 +101,13 @@ def test_fault_spec_parses_and_refuses_with_the_bad_value():
     assert FaultSpec.parse("drop=0.01,reset=5,seed=2") == FaultSpec(drop=0.01, reset=5, seed=2)
     with pytest.raises(ValueError, match="drop=0.9 is out of range; allowed: 0..0.5"):
         FaultSpec.parse("drop=0.9")
-    with pytest.raises(ValueError, match="'bogus=1' is not NAME=VALUE"):
+    with pytest.raises(ValueError, match="'bogus' is not a fault; allowed: drop, flip"):
         FaultSpec.parse("bogus=1")
+    with pytest.raises(ValueError, match=r"drop is given twice \(drop=0.01 and 'drop=0.02'\); give it once"):
+        FaultSpec.parse("drop=0.01,drop=0.02")
+    with pytest.raises(ValueError, match="item '' is not NAME=VALUE"):
+        FaultSpec.parse("drop=0.01,,flip=0.01")
+    assert FaultSpec.parse("") == FaultSpec()
 
 
 def test_faulty_line_injects_only_while_a_server_holds_the_line():
