@@ -201,3 +201,31 @@ def test_an_append_to_a_file_that_cannot_be_opened_is_one_error_naming_it(tmp_pa
     monkeypatch.setattr("host.safe_files.os.open", refused)
     with pytest.raises(ResultsError, match=r"results.csv: cannot append to it: Permission denied"):
         results.append(row(seq=2))
+
+
+def test_the_quick_row_checks_accept_exactly_what_the_full_validation_accepts():
+    # RowReader checks numbers by kind and skips __post_init__'s per-field loop when they pass; mutate cells of a
+    # valid row at random and compare with Result(**values), which runs the whole validation.
+    import random
+
+    from host.results import _KINDS, FIELD_NAMES, RowReader, _parse
+    base = row(p50_ms=0.5, min_ms=0.25, timing_source="measured: wall clock", rel_l2=1e-7, temp_c=-3.0, br=16,
+               gflops=2.0, cycles=5600).to_row()
+    pool = ["", "0", "1", "2", "-1", "-0.5", "0.5", "nan", "inf", "-inf", "1e400", "9" * 25, "x", "ok", "wrong",
+            "error", "measured: wall clock", "guessed", "3", "4", "5", "1.0"]
+    reader = RowReader(list(FIELD_NAMES))
+    rng = random.Random(28)
+    for _ in range(5000):
+        cells = dict(base)
+        for name in rng.sample(FIELD_NAMES, rng.randint(1, 4)):
+            cells[name] = rng.choice(pool)
+        try:
+            quick = reader.result(list(cells.values()))
+        except ResultsError:
+            quick = None
+        try:
+            full = Result(**{name: _parse(_KINDS[name], text) for name, text in cells.items()})
+        except (ResultsError, ValueError):
+            full = None
+        assert (quick is None) == (full is None), cells
+        assert quick is None or quick.to_row() == full.to_row(), cells  # as text: nan equals nan
