@@ -122,12 +122,24 @@ class Server:
     # -- the loop ---------------------------------------------------------------------------------------------
 
     def serve(self):
-        # announce: the host waits for this HELLO reply (seq 0) to know the server runs
+        self.announce()
+        while self.step():
+            pass
+
+    def announce(self):
+        # the host waits for this HELLO reply (seq 0) to know the server runs
         self.tx.write(b"\x00" + framing.encode(HELLO | REPLY, 0, self.hello(b"")))
-        while self.running:
-            data = self.rx.read()
-            if not data:  # the stream ended (tests; a board's stdin never does)
-                break
+
+    def step(self):
+        # What one read of the line brings: the frames it completes are answered. False once the server should end
+        # (BYE, a break piece, or the stream ended), its tensors freed by then. serve() calls it in a loop; a port
+        # whose GC runs only between calls into the VM (the WebAssembly one) calls it from outside, once per read.
+        if not self.running:
+            return False
+        data = self.rx.read()
+        if not data:  # the stream ended (tests; a board's stdin never does)
+            self.running = False
+        else:
             try:
                 for kind, seq, payload in self.decoder.feed(data):
                     self.tx.write(b"\x00" + self.answer(kind, seq, payload))  # pad: noise before it costs nothing
@@ -139,7 +151,9 @@ class Server:
                 gc.collect()
             if self.decoder.interrupted:
                 self.running = False
-        self.free()
+        if not self.running:
+            self.free()
+        return self.running
 
     def answer(self, kind, seq, payload):
         for cached in self.replies:
@@ -370,16 +384,31 @@ active = None  # the running server, kept reachable from the module so gc.mem_fr
 
 
 def serve(rx=None, tx=None, kernel=None):
+    server = begin(rx, tx, kernel)
+    try:
+        server.announce()
+        while server.step():
+            pass
+    finally:
+        end()
+
+
+def begin(rx=None, tx=None, kernel=None):
+    # the server serve() runs, with the line made its own (no Ctrl-C, flow control on); a caller that drives
+    # Server.step() itself calls announce(), then step() until it is False, then end()
     global active
     found, why = (kernel, "") if kernel is not None else load_kernel()
     window = WINDOW if hold_back(True) else 1
     active = Server(rx or sys.stdin.buffer, tx or sys.stdout.buffer, found, why, window)
     if micropython is not None:
         micropython.kbd_intr(-1)
-    try:
-        active.serve()
-    finally:
-        if micropython is not None:
-            micropython.kbd_intr(3)
-        hold_back(False)
-        active = None
+    return active
+
+
+def end():
+    # the line back to the REPL
+    global active
+    if micropython is not None:
+        micropython.kbd_intr(3)
+    hold_back(False)
+    active = None

@@ -287,6 +287,26 @@ def test_serve_announces_then_answers_until_bye(monkeypatch):
     assert [(f.kind, f.seq) for f in replies] == [(0x81, 0), (0x81, 5), (0x86, 6)]  # nothing after BYE
 
 
+def test_step_answers_what_one_read_brings_and_is_false_once_the_server_ends(monkeypatch):
+    """serve() is announce() then step() until False: a caller driving the server from outside (the WebAssembly
+    port, whose GC runs between calls into the VM) sees each read's frames answered before the next read."""
+    monkeypatch.setattr(board, "gc", FakeGc())
+    stream = b"".join(PAD + host.encode(kind, seq) for kind, seq in ((m.Kind.HELLO, 5), (m.Kind.BYE, 6),
+                                                                      (m.Kind.HELLO, 7)))
+    tx = io.BytesIO()
+    server = board.Server(io.BytesIO(stream), tx, CopyKernel())
+    server.announce()
+    seen, steps = [], 0
+    while server.step():
+        steps += 1
+        seen.extend(f.seq for f in host.Decoder().feed(tx.getvalue()))
+        tx.seek(0)
+        tx.truncate()
+    seen.extend(f.seq for f in host.Decoder().feed(tx.getvalue()))
+    assert seen == [0, 5, 6] and steps > 2  # one read per COBS block: several steps per frame
+    assert not server.step() and server.problem is None
+
+
 def test_a_break_piece_stops_the_server(monkeypatch):
     replies = serve_stream(monkeypatch, PAD + host.encode(m.Kind.HELLO, 5) + BREAK + host.encode(m.Kind.HELLO, 6))
     assert [f.seq for f in replies] == [0, 5]
