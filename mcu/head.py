@@ -12,7 +12,12 @@ session that completed no chunk, the next one takes chunks half as large as the 
 faster than a whole head still gets through it piece by piece; a streamed chunk, though, must take every key chunk of
 K and V^T in one session whatever its rows, so a line that resets before one key stream completes cannot get through
 a streamed head. A head fails only after `HEAD_ATTEMPTS` sessions in a row that completed no chunk, naming what
-each session got done. The RUN reply's wait comes from the kernel's cycle estimate (mcu/cycles.py): the board's
+each session got done. A SETUP or LOAD the board refuses for memory (E_MEMORY: the planner's figure was more than
+the heap could give, as on a fragmented heap) is a replan, not a failure: the head takes the planner's next smaller
+plan (mcu.planner.smaller: half the query rows, down to one; then half the keys on the Bc grid), SETUPs again and
+goes on with the rows not done; later sessions keep the smaller plan. The output does not depend on the plan (rows
+are independent, and key chunks are whole Bc blocks). Only when no smaller plan exists is the head `oom`, naming
+every plan the board refused. The RUN reply's wait comes from the kernel's cycle estimate (mcu/cycles.py): the board's
 clock, or the twin's emulation rate, and a twin call the estimate puts over the twin's emulation cap is refused
 before it is sent.
 """
@@ -71,6 +76,15 @@ class HeadResult:
     rows: int  # the smallest chunk of query rows this head ran with
     sessions: tuple[int, ...]  # query rows completed in each session the head needed
     keys: int  # keys of K and V^T on the board at once: seq when resident, less when streamed
+    #: the plans this head went through after the board refused for memory (() when it needed no replan), as
+    #: mcu.planner.Plan.label gives them: the refused ones, then the one that ran
+    plans: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()  # the request kind (SETUP, LOAD) each refused plan was refused at
+
+    @property
+    def replans(self) -> int:
+        """Plans this head took after a refusal for memory (0: it ran on the planner's first)."""
+        return len(self.refused)
 
 
 @dataclass
@@ -87,6 +101,8 @@ class _Progress:
     sessions: list[int] = field(default_factory=list)
     smallest_chunk: int = 0
     keys: int = 0  # keys on the board at once (the plan's): seq when resident
+    layout: object = None  # the mcu.planner.Plan in use: the first one, or the last replan's
+    refused: list = field(default_factory=list)  # (request kind, Plan) per refusal for memory, in order
 
     def __post_init__(self) -> None:
         self.done = np.zeros(self.seq, dtype=bool)
@@ -126,8 +142,11 @@ def run_head(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.ndarr
                 session.recover()
             limit = _head_once(session, params, q, k, v, progress, limit)
             progress.sessions.append(int(progress.done.sum()) - before)
+            plans = tuple(layout.label() for _, layout in progress.refused)
             return HeadResult(progress.out, progress.cycles, *progress.sensors, progress.smallest_chunk,
-                              tuple(progress.sessions), progress.keys)
+                              tuple(progress.sessions), progress.keys,
+                              plans + (progress.layout.label(),) if plans else (),
+                              tuple(kind for kind, _ in progress.refused))
         except ServerMissing:
             raise
         except (SessionLost, LinkError) as exc:
@@ -143,19 +162,42 @@ def run_head(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.ndarr
 
 def _head_once(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.ndarray, v: np.ndarray,
                progress: _Progress, limit: int | None) -> int:
-    """One session's part of the head: SETUP, then every chunk of query rows not done. Returns the chunk size used."""
+    """One session's part of the head: SETUP, then every chunk of query rows not done, replanning smaller when the
+    board refuses a SETUP or LOAD for memory. Returns the chunk size used."""
     from mcu import messages as m
-    from mcu.planner import plan
+    from mcu.planner import DoesNotFit, plan, smaller
+
+    hello = session.link.hello
+    if progress.layout is None:
+        progress.layout = plan(params.seq, params.dim, hello.heap_free, hello.reserve, params.bc)
+    while True:
+        layout = progress.layout if limit is None else progress.layout.with_rows(limit)
+        try:
+            return _run_plan(session, params, q, k, v, progress, layout)
+        except m.BoardRefused as exc:
+            if exc.code != m.Status.E_MEMORY or exc.kind not in (m.Kind.SETUP, m.Kind.LOAD):
+                raise
+            progress.refused.append((exc.kind.name, layout))
+            progress.layout = smaller(layout, hello.heap_free, hello.reserve, params.bc)
+            if progress.layout is None:
+                tried = ", ".join(f"{refused.label()} ({kind})" for kind, refused in progress.refused)
+                raise DoesNotFit(f"{exc}; no smaller plan: the board refused {len(progress.refused)} plan(s) for "
+                                 f"memory, query rows×keys: {tried}") from None
+
+
+def _run_plan(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+              progress: _Progress, layout) -> int:
+    """SETUP `layout` (an mcu.planner.Plan) and run every chunk of query rows not done; its rows per chunk."""
+    from mcu import messages as m
 
     link = session.link
     hello = link.hello
     seq, dim, repeats = params.seq, params.dim, progress.repeats
-    layout = plan(seq, dim, hello.heap_free, hello.reserve, params.bc)
-    rows = layout.rows if limit is None else min(layout.rows, limit)
-    progress.smallest_chunk = min(progress.smallest_chunk or rows, rows)
-    progress.keys = min(progress.keys or layout.keys, layout.keys)  # streamed in any session: the row says so
+    rows = layout.rows
     m.check_status(m.Kind.SETUP, link.request(m.Kind.SETUP, m.SETUP.pack(
         seq, dim, int(params.causal), params.bc, params.score_mult, params.score_shift, rows, layout.keys)))
+    progress.smallest_chunk = min(progress.smallest_chunk or rows, rows)  # of the plans the board took
+    progress.keys = min(progress.keys or layout.keys, layout.keys)  # streamed in any session: the row says so
     if not layout.streamed:
         link.load(m.Tensor.K, k.astype("<i2").tobytes())
         link.load(m.Tensor.VT, np.ascontiguousarray(v.T).astype("<i2").tobytes())

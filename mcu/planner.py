@@ -35,9 +35,14 @@ from mcu.messages import state_bytes, tensor_bytes
 #: The twin's HELLO on its 100 KB heap after mcu.deploy and the server start (python -m mcu.link_bench prints it).
 TWIN_HEAP_FREE = 92_178
 SERVER_RESERVE = 8 * 1024
-#: Heap the planner leaves beyond the reserve: the request being answered, the decoder's buffer and the allocator's
-#: 16-byte blocks are live when SETUP measures gc.mem_free() (HELLO measured it with less in use).
 SLACK = 1024
+"""Heap the planner leaves beyond the server's reserve, for what is live when SETUP measures gc.mem_free() and HELLO
+did not count: the SETUP request and its decoded payload (under 64 B), its reply (9 B), the allocator's rounding of
+the up to five tensor blocks to its 16-byte units (under 80 B), and the server's per-request objects (its reply
+list, a struct tuple: a few hundred bytes under MicroPython). That is under 512 B; 1 KB keeps twice that, and is
+not a measured figure: where the board still refuses a plan for memory (a fragmented heap, whose largest block is
+smaller than its free figure), the head replans smaller (`smaller`, mcu/head.py), rather than the slack growing
+for every board."""
 #: A STREAM request's own cost, in bytes of link traffic it is worth: a request and reply round trip (about 2 ms over
 #: the F407's USB full speed, at the ~1 MB/s a window of LOADs moves).
 CALL_COST_BYTES = 2048
@@ -74,6 +79,17 @@ class Plan:
         kv = 4 * self.seq * self.dim
         return kv * (self.chunks if self.streamed else 1) + 4 * self.seq * self.dim
 
+    def with_rows(self, rows: int) -> "Plan":
+        """This plan with at most `rows` query rows per chunk (as a head's smaller chunks after a lost session)."""
+        if rows >= self.rows:
+            return self
+        return Plan(self.seq, self.dim, rows, math.ceil(self.seq / rows),
+                    tensor_bytes(self.seq, self.dim, rows, self.keys), self.budget, self.keys)
+
+    def label(self) -> str:
+        """`rows×keys (need B)`: keys 'all' for a resident head."""
+        return f"{self.rows}×{'all' if not self.streamed else self.keys} ({self.need:,} B)"
+
     def describe(self) -> str:
         how = (f"streamed: {self.keys} keys at a time, K and V^T sent {self.chunks}x" if self.streamed
                else "resident K and V^T")
@@ -96,10 +112,10 @@ def _spread(seq: int, rows: int) -> tuple[int, int]:
     return math.ceil(seq / chunks), chunks
 
 
-def plan(seq: int, dim: int, heap_free: int, reserve: int, bc: int = 1) -> Plan:
+def plan(seq: int, dim: int, heap_free: int, reserve: int, bc: int = 1, cap: int | None = None) -> Plan:
     """The plan for one (seq, dim) head with key blocks of Bc: resident where K and V^T fit, else streamed; or
-    DoesNotFit."""
-    room = budget(heap_free, reserve)
+    DoesNotFit. `cap` (bytes) lowers the room below the heap's budget: the best plan whose tensors take at most that."""
+    room = budget(heap_free, reserve) if cap is None else min(cap, budget(heap_free, reserve))
     if tensor_bytes(seq, dim, 1) <= room:
         rows, chunks = _spread(seq, min(seq, (room - 4 * seq * dim) // (4 * dim)))
         return Plan(seq, dim, rows, chunks, tensor_bytes(seq, dim, rows), room, seq)
@@ -129,6 +145,24 @@ def plan(seq: int, dim: int, heap_free: int, reserve: int, bc: int = 1) -> Plan:
     return best[1]
 
 
+def smaller(layout: Plan, heap_free: int, reserve: int, bc: int) -> Plan | None:
+    """The plan to try after the board refused `layout` for memory, or None where none is smaller: rows first, half
+    the query rows, spread as `plan` spreads them, the same keys; at one query row, keys: half the keys on the Bc grid
+    (a resident head becomes streamed), and the best plan within that one row's bytes (`plan` with that cap, which may
+    take fewer keys and more rows). Each plan needs fewer bytes than the one before, and no key chunk is larger."""
+    seq, dim = layout.seq, layout.dim
+    if layout.rows > 1:
+        rows, chunks = _spread(seq, layout.rows // 2)
+        return Plan(seq, dim, rows, chunks, tensor_bytes(seq, dim, rows, layout.keys), layout.budget, layout.keys)
+    keys = max(bc, (layout.keys // 2) // bc * bc)
+    if keys >= layout.keys or keys >= seq:  # already one Bc block, or a head of at most Bc keys: nothing smaller
+        return None
+    cap = tensor_bytes(seq, dim, 1, keys)
+    if cap >= layout.need:  # a row's state outweighs the keys saved (a tiny dim): streaming would not be smaller
+        return None
+    return plan(seq, dim, heap_free, reserve, bc, cap=cap)
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="python -m mcu.planner", doc=__doc__)
     parser.add_argument("--heap-free", type=integer("heap-free", 1, 1 << 31), default=TWIN_HEAP_FREE, metavar="BYTES",
@@ -152,7 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             f"(the planner also keeps {SLACK} B of slack); allowed: --reserve below "
                             f"{args.heap_free - SLACK}")
         misfits = []
-        print(f"heap free {args.heap_free} B, reserve {args.reserve} B, Bc {args.bc}")
+        print(f"heap free {args.heap_free} B, reserve {args.reserve} B, slack {SLACK} B (mcu.planner.SLACK), "
+              f"Bc {args.bc}")
         print("| dim | largest resident seq | seq | plan | link bytes per head |\n|---|---|---|---|---|")
         for dim in args.dim:
             resident = largest_seq(dim, args.heap_free, args.reserve)

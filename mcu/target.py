@@ -6,14 +6,15 @@ on its stdin, so it ends with the host), deploys the board code to it with mcu.d
 `serial` it connects to the board (deploy first with `python -m mcu.deploy --serial PORT`). `run` quantises the
 problem per tensor with host/q15.py's `prepare` (as every Q15 target does), and for every head: SETUP with the planner's
 chunking, LOAD K and V^T, then per chunk of query rows LOAD Q, RUN (warm-up + timed repeats on the board) and READ
-O; a head whose K and V^T do not fit the board's heap is streamed, a key chunk at a time (mcu/head.py). A session
-lost mid-head (the board reset) is restarted and the head redone, so every row is measured once and
-whole. The row: latency = DWT cycles / clock (all heads and chunks of one repeat; measured by a board's counter,
-modelled by the twin's cycle model, as its timing_source says), the verdict (bit-exact with the model and within the
-contract's error bound: host/verdict.py), max_abs and rel_l2 of the dequantised output against the float64 golden,
-temperature and VDDA after the run (measured by a board's ADC, modelled by the twin), the Cortex-M4's datasheet
-roof (SMLALD: 2 MACs per cycle; SRAM: 4 bytes per cycle) for the roofline, and the energy of the row's problem:
-latency × the F407's datasheet run current × VDD (mcu/power.py), with the figure used in the row's message.
+O; a head whose K and V^T do not fit the board's heap is streamed, a key chunk at a time (mcu/head.py). A session lost
+mid-head (the board reset) is restarted and the head redone, so every row is measured once and whole; a SETUP or LOAD
+the board refuses for memory is retried with a smaller plan (rows, then keys) before the row is `oom`, and the row's
+message counts the replans per head. The row: latency = DWT cycles / clock (all heads and chunks of one repeat; measured
+by a board's counter, modelled by the twin's cycle model, as its timing_source says), the verdict (bit-exact with the
+model and within the contract's error bound: host/verdict.py), max_abs and rel_l2 of the dequantised output against the
+float64 golden, temperature and VDDA after the run (measured by a board's ADC, modelled by the twin), the Cortex-M4's
+datasheet roof (SMLALD: 2 MACs per cycle; SRAM: 4 bytes per cycle) for the roofline, and the energy of the row's
+problem: latency × the F407's datasheet run current × VDD (mcu/power.py), with the figure used in the row's message.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
     out = np.empty(problem.shape, dtype=np.int16)  # (B, H, N, d) Q15 in V's scale
     cycles = np.zeros(repeats, dtype=np.int64)
     head = None
-    resumed, streamed = [], ""
+    resumed, replanned, streamed = [], [], ""
     for b in range(problem.batch):
         for h in range(problem.heads):
             head = run_head(session, quantized.params, *quantized.head(b, h), repeats)
@@ -168,6 +169,8 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
             if head.keys < problem.seq:
                 streamed = (f"streamed: {head.keys} keys of K and V^T on the board at a time, query rows in chunks of "
                             f"{head.rows}")
+            if head.replans:
+                replanned.append(replan_note(f"head {b},{h}", head))
             if len(head.sessions) > 1:
                 resumed.append(f"head {b},{h} resumed over {len(head.sessions)} sessions (query rows done per "
                                f"session: {', '.join(map(str, head.sessions))})")
@@ -186,7 +189,17 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
         sensors_source=("modelled" if session.is_twin else "measured") if head.temp_c is not None else "",
         energy_j=energy.joules, energy_source=energy.source,
         verdict=verdict, message="; ".join(filter(None, [streamed, _link_note(before, stats),
-                                                          *session.notes[notes_before:], *resumed, energy.note])))]
+                                                          *session.notes[notes_before:], *replanned, *resumed,
+                                                          energy.note])))]
+
+
+def replan_note(which: str, head) -> str:
+    """What a head's replans were (mcu/head.py HeadResult): how many, which refusals for memory caused them, and the
+    plans in turn, e.g. 'head 0,0: 2 replans after E_MEMORY (SETUP, SETUP): query rows×keys 64×all (…) → 32×all (…)
+    → 16×all (…)'."""
+    plural = "replan" if head.replans == 1 else "replans"
+    return (f"{which}: {head.replans} {plural} after E_MEMORY ({', '.join(head.refused)}): query rows×keys "
+            f"{' → '.join(head.plans)}")
 
 
 def _link_note(before: tuple[int, int, int], stats) -> str:
