@@ -130,6 +130,9 @@ class Server:
         self.full_load = memoryview(self.decoder.buffer)[framing.HEADER_SIZE:LOAD_HEAD + MAX_DATA]
         self.load_data = memoryview(self.decoder.buffer)[LOAD_HEAD:LOAD_HEAD + MAX_DATA]
         self.load_sent = memoryview(self.out_load.buffer)[:self.out_load.seal(LOAD | REPLY, 0, 1)]  # its reply
+        # an E_MEMORY refusal's frame, as a view made now: refuse_for_memory sends it without allocating
+        self.memory_sent = memoryview(self.out.buffer)[:self.out.seal(HELLO | REPLY, 0,
+                                                                       self.refusal(E_MEMORY, MEMORY_TEXT))]
         # The last replies: a retried request is answered again, not redone. The host sends anything but LOAD only
         # when every earlier request was answered, and the line keeps order, so a request other than LOAD forgets
         # the LOADs answered; their seqs are kept, up to the window (a LOAD's OK reply differs only in its seq).
@@ -169,10 +172,13 @@ class Server:
             while i < n and self.running:
                 i = decoder.push(self.rx.buffer, i, n)
                 if decoder.ready:
-                    size = decoder.size
-                    payload = self.full_load if size == len(self.full_load) else \
-                        memoryview(decoder.buffer)[framing.HEADER_SIZE:framing.HEADER_SIZE + size]
-                    self.send(self.respond(decoder.kind, decoder.seq, payload))
+                    try:
+                        size = decoder.size
+                        payload = self.full_load if size == len(self.full_load) else \
+                            memoryview(decoder.buffer)[framing.HEADER_SIZE:framing.HEADER_SIZE + size]
+                        self.send(self.respond(decoder.kind, decoder.seq, payload))
+                    except MemoryError:  # a view or a write the heap had no room for: answered, never dropped
+                        self.refuse_for_memory(decoder.kind, decoder.seq)
             if decoder.interrupted:
                 self.running = False
         if not self.running:
@@ -235,6 +241,18 @@ class Server:
         out.buffer[out.payload] = OK
         out.seal(LOAD | REPLY, seq, 1)
         return out
+
+    def refuse_for_memory(self, kind, seq):
+        # E_MEMORY for a request whose reply could not be made or sent, built in `out` without allocating, so the
+        # host shrinks its plan or chunk instead of resending for ever; should even that write fail, the host's
+        # resend finds the heap as it is then
+        out = self.out
+        out.seal((kind | REPLY) & 0xFF, seq, self.refusal(E_MEMORY, MEMORY_TEXT))
+        self.last_kind, self.last_seq = kind, seq
+        try:
+            self.tx.write(self.memory_sent)  # every E_MEMORY refusal frame has this length (COBS of under 254 bytes)
+        except MemoryError:
+            pass
 
     def refusal(self, status, message):
         # a refusal's payload in `out`: the status, then the message (cut to fit)
