@@ -155,8 +155,11 @@ class WasmBoard:
             try:
                 self._process.wait(timeout=STOP_S)
             except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+                pass
+            finally:  # also when a test's timeout interrupts the wait: no node outlives its board
+                if self._process.poll() is None:
+                    self._process.kill()
+                    self._process.wait()
         if self._q15 is not None:
             with contextlib.suppress(OSError):
                 self._q15.shutdown(socket.SHUT_RDWR)

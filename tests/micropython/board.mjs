@@ -69,10 +69,17 @@ let inputAt = 0;
 let inputLength = 0;
 let ended = false;
 
+const parent = process.ppid;
+
+function orphaned() {
+  // the harness that started this board has died (it holds the pty's slave end and the q15 bridge's other end)
+  return process.ppid !== parent;
+}
+
 function readByte() {
   // the next byte of the line, blocking (what the VM printed goes out first); null once the line is gone
   while (inputAt >= inputLength) {
-    if (ended) return null;
+    if (ended || orphaned()) return null;
     flush();
     try {
       inputLength = readSync(0, input, 0, input.length, null);
@@ -205,7 +212,7 @@ function serve() {
   serving = false;
   let failure = "";
   try {
-    while (step()) {}
+    while (step() && !orphaned()) {}
   } catch (error) {
     failure = String(error.message || error);
   }
