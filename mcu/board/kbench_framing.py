@@ -3,7 +3,6 @@
 # COBS and the CRC are written here, and the same file runs under CPython for the tests. Deployed to the board as
 # kbench_framing.mpy; kbench_server.py is its user.
 
-import struct
 from array import array
 
 VERSION = 1
@@ -15,27 +14,20 @@ MAX_ENCODED = HEADER_SIZE + MAX_PAYLOAD + 2 + (HEADER_SIZE + MAX_PAYLOAD + 2) //
 BREAK_PIECE_BYTE = b"\x03"  # two or more of these alone between delimiters ask the server to stop (never a frame)
 
 
-# CRC-16/CCITT-FALSE (poly P = x^16 + x^12 + x^5 + 1, init 0xFFFF; crc16(b"123456789") == 0x29B1) two ways, with
-# the same result (docs/performance.md, "Board link", has the measurements):
-# - crc16_words: a table loop two bytes per step, the words unpacked by struct in one call; no allocation per byte.
-# - crc16_fold: the CRC is the remainder of the message (a polynomial over GF(2), first bit highest) times x^16
-#   modulo P. Found as integers: the whole message becomes one integer v (int.from_bytes), and each step replaces
-#   v's high part hi (v >> a) by hi * (x^b + x^c + 1), where x^a = x^b + x^c + 1 modulo P with b, c < FOLD_SPAN:
-#   the remainder stays the same and v loses about half its bits. Seven steps take a 1 KB frame to 26 bytes, which
-#   the table loop finishes. A few dozen operations on big integers, in the firmware's C, instead of a loop per
-#   byte: for a 1 KB frame 9x faster than a byte-at-a-time loop under MicroPython (its WebAssembly port) and
-#   under CPython (the twin), but its temporaries allocate about 23 KB under MicroPython where the table loop
-#   allocates 2 KB: on a board with a full heap that means more garbage collections (not measured: no board).
-# crc16 folds data of FOLD_MIN bytes or more where the firmware's integers hold a frame (checked at import).
-
-FOLD_MIN = 64
-FOLD_SPAN = 64
+# CRC-16/CCITT-FALSE (poly x^16 + x^12 + x^5 + 1, init 0xFFFF; crc16(b"123456789") == 0x29B1) by a table loop two
+# bytes per step, over a bytes-like object between two indices. Nothing is allocated: the words are read by index
+# (no struct tuple), and the loop runs on small integers. (An earlier fold on big integers was faster in C but
+# allocated about 23 KB per 1 KB frame under MicroPython; on a nearly full, fragmented heap that failed.)
+#
+# Nothing else here allocates per frame either: a frame is COBS-decoded in place in the Decoder's one buffer, and a
+# reply is built, CRC-checked and COBS-encoded in place in an Encoder's one buffer. encode(), cobs_encode(),
+# cobs_decode(), decode_body() and Decoder.feed() return new objects: they are for the tests and the host.
 
 
 def _crc_tables():
     # T1[x]: the register after one byte whose XOR with the register's high byte is x (the usual 256-entry table);
     # T2[x]: the same after a second byte that leaves the low byte unchanged (x, then 0). Two bytes (b0, b1) move
-    # a register (hi, lo) to T2[hi ^ b0] ^ T1[lo ^ b1]. Both are kept byte-swapped, so that crc16_words can XOR
+    # a register (hi, lo) to T2[hi ^ b0] ^ T1[lo ^ b1]. Both are kept byte-swapped, so that crc16 can XOR
     # little-endian words (b0 | b1 << 8) straight into a byte-swapped register.
     t1 = []
     for top in range(256):
@@ -50,159 +42,205 @@ def _crc_tables():
 _CRC_T1, _CRC_T2 = _crc_tables()
 
 
-def crc16_words(data, crc=0xFFFF):
+def crc16(data, crc=0xFFFF, start=0, end=-1):
+    # the CRC of data[start:end] (end -1: to the end), continuing from `crc`
     t1, t2 = _CRC_T1, _CRC_T2
-    n = len(data)
+    if end < 0:
+        end = len(data)
     s = (crc & 0xFF) << 8 | crc >> 8  # the register byte-swapped throughout: lo << 8 | hi
-    if n > 1:
-        for w in struct.unpack_from("<%dH" % (n >> 1), data):
-            s ^= w
-            s = t2[s & 0xFF] ^ t1[s >> 8]
-    if n & 1:  # the last byte alone: hi ^ byte through T1, lo becomes the high byte
-        s ^= data[n - 1]
+    for i in range(start, end - 1, 2):
+        s ^= data[i] | data[i + 1] << 8
+        s = t2[s & 0xFF] ^ t1[s >> 8]
+    if (end - start) & 1:  # the last byte alone: hi ^ byte through T1, lo becomes the high byte
+        s ^= data[end - 1]
         s = s >> 8 ^ t1[s & 0xFF]
     return (s & 0xFF) << 8 | s >> 8
 
 
-# The fold's steps, largest first: (a, b, c) with x^a = x^b + x^c + 1 modulo P and 0 < b < c < FOLD_SPAN, each a
-# at most twice the next one less FOLD_SPAN (so one step leaves at most a bits), from the frame's longest
-# (8 * MAX_ENCODED bits) down to 3 * FOLD_SPAN bits. tests/mcu/test_frame.py checks each relation and finds them again.
-_LADDER = ((524345, 26, 36), (262209, 26, 36), (131141, 26, 36), (65607, 26, 36), (32840, 26, 36), (16453, 13, 55),
-           (8277, 9, 19), (4180, 37, 39), (2147, 9, 56), (1107, 2, 56), (587, 5, 10), (329, 13, 41), (206, 2, 54))
-_FOLD_LEFT = (_LADDER[-1][0] + 7) // 8  # bytes left for the table loop
+def cobs_encode_into(out, at, data, start, end):
+    # COBS of data[start:end] written to out from index `at`; returns the index after it. out may be data itself
+    # when at + 1 + (end - start) // 254 <= start: the output never overtakes the input (in place, forwards).
+    code_at, o, code = at, at + 1, 1
+    for i in range(start, end):
+        b = data[i]
+        if code == 0xFF:  # 254 bytes without a zero: the block ends (code 0xFF: no zero implied)
+            out[code_at] = 0xFF
+            code_at, o, code = o, o + 1, 1
+        if b:
+            out[o] = b
+            o += 1
+            code += 1
+        else:  # a block ending in a zero (implied by its code)
+            out[code_at] = code
+            code_at, o, code = o, o + 1, 1
+    out[code_at] = code
+    return o
 
 
-def crc16_fold(data, crc=0xFFFF):
-    n = len(data)
-    v = int.from_bytes(data, "big") ^ (crc << (8 * n - 16))  # the initial register XORed into the first two bytes
-    bits = 8 * n
-    for a, b, c in _LADDER:
-        while bits > a:  # v - hi * (x^a + x^b + x^c + 1): the same remainder modulo P, in at most a bits
-            hi = v >> a
-            v ^= (hi << a) ^ (((hi << (c - b)) ^ hi) << b) ^ hi
-            bits = max(a, bits - a + c)
-    return crc16_words(v.to_bytes(_FOLD_LEFT, "big"), 0)
-
-
-def _can_fold():
-    # False where the firmware's integers cannot hold a frame (no long integers) or get the fold wrong
-    try:
-        sample = bytes(range(1, 3 * FOLD_MIN))
-        return crc16_fold(sample) == crc16_words(sample)
-    except Exception:  # noqa: BLE001 - OverflowError without long integers; anything else: the table loop
-        return False
-
-
-_FOLD = _can_fold()
-
-
-def crc16(data, crc=0xFFFF):
-    if _FOLD and len(data) >= FOLD_MIN:
-        try:
-            return crc16_fold(data, crc)
-        except MemoryError:  # a nearly full heap (a board with its tensors loaded): the table loop needs less
-            pass
-    return crc16_words(data, crc)
+def cobs_decode_into(buf, start, end):
+    # buf[start:end] COBS-decoded in place (the output never longer than the input) to buf[start:]; returns its
+    # length, or -1 on a zero byte or a block running past the end
+    i, o = start, start
+    while i < end:
+        code = buf[i]
+        stop = i + code
+        if code == 0 or stop > end:
+            return -1
+        for j in range(i + 1, stop):
+            buf[o] = buf[j]
+            o += 1
+        i = stop
+        if code < 0xFF and i < end:
+            buf[o] = 0
+            o += 1
+    return o - start
 
 
 def cobs_encode(data):
-    # a block at a time: find the next zero within 254 bytes in C rather than test every byte in bytecode
-    out = bytearray()
-    i, n = 0, len(data)
-    while True:
-        end = min(i + 254, n)
-        zero = data.find(b"\x00", i, end)
-        if zero >= 0:  # a block ending in a zero (implied by its code)
-            out.append(zero - i + 1)
-            out += data[i:zero]
-            i = zero + 1
-        else:  # 254 bytes without a zero (code 0xFF: no zero implied), or the last block
-            out.append(end - i + 1)
-            out += data[i:end]
-            if end == n:
-                return bytes(out)
-            i = end
+    out = bytearray(len(data) + 2 + len(data) // 254)
+    return bytes(out[:cobs_encode_into(out, 0, data, 0, len(data))])
 
 
 def cobs_decode(data):
     # raises ValueError on a zero byte or a block running past the end
-    out = bytearray()
-    i, n = 0, len(data)
-    while i < n:
-        code = data[i]
-        if code == 0:
-            raise ValueError("zero byte in COBS data")
-        end = i + code
-        if end > n:
-            raise ValueError("COBS block runs past the end")
-        out.extend(data[i + 1:end])
-        i = end
-        if code < 0xFF and i < n:
-            out.append(0)
-    return bytes(out)
+    buf = bytearray(data)
+    n = cobs_decode_into(buf, 0, len(buf))
+    if n < 0:
+        raise ValueError("bad COBS data")
+    return bytes(buf[:n])
+
+
+class Encoder:
+    # One frame at a time in a buffer allocated once: the caller writes the payload at buffer[payload:], seal()
+    # adds header and CRC and COBS-encodes the whole in place, after a pad byte (0x00: noise before a frame costs
+    # nothing) and up to its delimiter: buffer[:length] is what goes on the line.
+
+    def __init__(self, max_payload):
+        self.max_payload = max_payload
+        self.lead = 2 + (HEADER_SIZE + max_payload + 2) // 254  # the raw frame's start: COBS never overtakes it
+        self.payload = self.lead + HEADER_SIZE
+        self.buffer = bytearray(self.payload + max_payload + 3)
+        self.length = 0
+
+    def seal(self, kind, seq, n):
+        buf, at = self.buffer, self.lead
+        buf[at] = VERSION
+        buf[at + 1] = kind
+        buf[at + 2] = seq & 0xFF
+        buf[at + 3] = seq >> 8
+        buf[at + 4] = n & 0xFF
+        buf[at + 5] = n >> 8
+        end = self.payload + n
+        check = crc16(buf, 0xFFFF, at, end)
+        buf[end] = check & 0xFF
+        buf[end + 1] = check >> 8
+        buf[0] = 0
+        o = cobs_encode_into(buf, 1, buf, at, end + 2)
+        buf[o] = 0
+        self.length = o + 1
+        return self.length
 
 
 def encode(kind, seq, payload=b""):
     if not 0 <= kind <= 0xFF or not 0 <= seq <= 0xFFFF or len(payload) > MAX_PAYLOAD:
         raise ValueError("frame field out of range")
-    n = len(payload)
-    body = bytes((VERSION, kind, seq & 0xFF, seq >> 8, n & 0xFF, n >> 8)) + bytes(payload)
-    check = crc16(body)
-    return cobs_encode(body + bytes((check & 0xFF, check >> 8))) + b"\x00"
+    out = Encoder(len(payload))
+    out.buffer[out.payload:out.payload + len(payload)] = payload
+    return bytes(out.buffer[1:out.seal(kind, seq, len(payload))])
+
+
+def check_body(buf, n):
+    # buf[:n], a decoded frame: the payload's length, or -1 when it is corrupted
+    if n < HEADER_SIZE + 2 or crc16(buf, 0xFFFF, 0, n - 2) != buf[n - 2] | buf[n - 1] << 8 or buf[0] != VERSION:
+        return -1
+    size = buf[4] | buf[5] << 8
+    return size if size == n - HEADER_SIZE - 2 else -1
 
 
 def decode_body(encoded):
     # (kind, seq, payload) of one frame without its delimiter; ValueError when it is corrupted
-    raw = cobs_decode(encoded)
-    if len(raw) < HEADER_SIZE + 2:
-        raise ValueError("short frame")
-    body = raw[:-2]
-    if crc16(body) != raw[-2] | raw[-1] << 8:
-        raise ValueError("bad CRC")
-    if body[0] != VERSION:
-        raise ValueError("bad version")
-    if body[4] | body[5] << 8 != len(body) - HEADER_SIZE:
-        raise ValueError("bad length")
-    return body[1], body[2] | body[3] << 8, bytes(body[HEADER_SIZE:])
+    raw = bytearray(cobs_decode(encoded))
+    size = check_body(raw, len(raw))
+    if size < 0:
+        raise ValueError("corrupted frame")
+    return raw[1], raw[2] | raw[3] << 8, bytes(raw[HEADER_SIZE:HEADER_SIZE + size])
 
 
-def is_break(piece):
-    # a piece of two or more BREAK_PIECE_BYTEs: no frame encodes to it (its version byte would be 3)
-    return len(piece) >= 2 and piece.count(BREAK_PIECE_BYTE) == len(piece)
+def is_break(piece, n=-1):
+    # piece[:n], a piece of two or more BREAK_PIECE_BYTEs: no frame encodes to it (its version byte would be 3)
+    if n < 0:
+        n = len(piece)
+    if n < 2:
+        return False
+    for i in range(n):
+        if piece[i] != 3:
+            return False
+    return True
 
 
 class Decoder:
-    # feed(bytes) -> list of (kind, seq, payload); corrupted frames are counted in .rejected and skipped;
-    # a break piece sets .interrupted
+    # One buffer, allocated once, filled by push() up to a delimiter and then decoded in place: .ready says a frame
+    # came whole (.kind, .seq, and its payload at buffer[HEADER_SIZE:HEADER_SIZE + .size]); corrupted or too long
+    # frames are counted in .rejected and skipped; a break piece sets .interrupted. `spare`: bytes past `limit` that
+    # push() may overwrite when it copies a whole source buffer of that length at once.
 
-    def __init__(self, limit=MAX_ENCODED):
-        self.buffer = bytearray()
+    def __init__(self, limit=MAX_ENCODED, spare=0):
+        self.limit = limit  # longest encoded frame accepted: a board keeps this below its free heap
+        self.buffer = bytearray(limit + spare)
+        self.fill = 0  # encoded bytes of the frame so far; limit + 1 once it is too long
+        self.ready = False
+        self.kind = self.seq = self.size = 0
         self.rejected = 0
         self.interrupted = False
-        self.limit = limit  # longest encoded frame accepted: a board keeps this below its free heap
+
+    def push(self, src, start, end):
+        # Takes src[start:end] up to and including the first delimiter; returns the index after what it took.
+        self.ready = False
+        zero = src.find(b"\x00", start, end)
+        stop = end if zero < 0 else zero
+        fill, n = self.fill, stop - start
+        if fill + n > self.limit:
+            self.fill = self.limit + 1
+        elif start == 0 and fill + len(src) <= len(self.buffer):
+            self.buffer[fill:fill + len(src)] = src  # in C; what lies past `stop` is overwritten later
+            self.fill = fill + n
+        else:
+            buf = self.buffer
+            for i in range(n):
+                buf[fill + i] = src[start + i]
+            self.fill = fill + n
+        if zero < 0:
+            return end
+        self.frame()
+        return zero + 1
+
+    def frame(self):
+        # the delimiter came: what the buffer holds is a frame, a break piece, or noise
+        fill, self.fill = self.fill, 0
+        if fill == 0:
+            return
+        if fill > self.limit:
+            self.rejected += 1
+        elif is_break(self.buffer, fill):
+            self.interrupted = True
+        else:
+            n = cobs_decode_into(self.buffer, 0, fill)
+            size = -1 if n < 0 else check_body(self.buffer, n)
+            if size < 0:
+                self.rejected += 1
+            else:
+                buf = self.buffer
+                self.kind = buf[1]  # one by one: MicroPython packs four targets into a tuple
+                self.seq = buf[2] | buf[3] << 8
+                self.size = size
+                self.ready = True
 
     def feed(self, data):
-        # Between calls the buffer holds no delimiter, so only `data` can end a frame: most calls (the server reads
-        # a frame a COBS block at a time) just append.
+        # every frame data completes, as a list of (kind, seq, payload)
         frames = []
-        self.buffer.extend(data)
-        end = self.buffer.find(b"\x00") if b"\x00" in data else -1
-        while end >= 0:
-            chunk = bytes(self.buffer[:end])
-            self.buffer = self.buffer[end + 1:]
-            end = self.buffer.find(b"\x00")
-            if not chunk:
-                continue
-            if len(chunk) > self.limit:
-                self.rejected += 1
-            elif is_break(chunk):
-                self.interrupted = True
-            else:
-                try:
-                    frames.append(decode_body(chunk))
-                except ValueError:
-                    self.rejected += 1
-        if len(self.buffer) > self.limit:
-            self.rejected += 1
-            self.buffer = bytearray()
+        i, n = 0, len(data)
+        while i < n:
+            i = self.push(data, i, n)
+            if self.ready:
+                frames.append((self.kind, self.seq, bytes(self.buffer[HEADER_SIZE:HEADER_SIZE + self.size])))
         return frames

@@ -47,6 +47,13 @@ REPEAT_MAX = 255
 WINDOW = 8
 NO_TEMP = -(1 << 31)  # temp_milli_c when the board has no temperature sensor
 NO_CYCLES = 0xFFFFFFFF  # a cycle count when the kernel is not timed (not a Cortex-M4)
+MAX_REPLY = MAX_DATA + 64  # the longest reply payload (READ's, RUN's cycles, HELLO's texts); messages are cut to fit
+# MicroPython's streams read into a buffer's start with readinto(buf, n): no memoryview per read
+SIZED_READINTO = sys.implementation.name == "micropython"
+LOADABLE = (TENSOR_Q, TENSOR_K, TENSOR_VT)
+READABLE = (TENSOR_Q, TENSOR_K, TENSOR_VT, TENSOR_O)
+LOAD_HEAD = framing.HEADER_SIZE + 5  # the data's index in a LOAD frame (after tensor:u8, offset:u32)
+MEMORY_TEXT = b"out of memory while answering"
 
 SETUP_FMT = "<HHBBHBHH"  # seq, dim, causal, bc, score_mult, score_shift, rows, keys (seq: resident; less: streamed)
 LOAD_FMT = "<BI"  # tensor, byte offset; the data follows
@@ -72,19 +79,25 @@ class Refused(Exception):
 
 
 class BlockReader:
-    # Reads the line a COBS block at a time rather than a byte at a time: after a block's code byte the next
-    # code-1 bytes hold no delimiter, so they can be read in one call, and so can the byte after them, which every
-    # frame has (the next block's code byte, or the delimiter): one read per block. Not after a block of one or two
-    # data bytes: a break piece (00 03 03 00) is one, and nothing need follow it. A zero found inside a block
-    # (corruption) resynchronises the count at the byte after it.
+    # Reads the line a COBS block at a time rather than a byte at a time, into one buffer of its own: after a
+    # block's code byte the next code-1 bytes hold no delimiter, so they can be read in one call, and so can the byte
+    # after them, which every frame has (the next block's code byte, or the delimiter): one read per block. Not
+    # after a block of one or two data bytes: a break piece (00 03 03 00) is one, and nothing need follow it. A zero
+    # found inside a block (corruption) resynchronises the count at the byte after it.
 
     def __init__(self, stream):
         self.stream = stream
+        self.buffer = bytearray(256)  # a block's data and the byte after it
         self.need = 0  # data bytes left in the current block; 0: the next byte is a code byte or a delimiter
 
     def read(self):
-        data = self.stream.read(self.need + 1 if self.need > 2 else self.need or 1)
-        i, n = 0, len(data)
+        # the count of bytes read into .buffer; 0 when the stream ended
+        want = self.need + 1 if self.need > 2 else self.need or 1
+        if SIZED_READINTO:
+            n = self.stream.readinto(self.buffer, want) or 0
+        else:
+            n = self.stream.readinto(memoryview(self.buffer)[:want]) or 0
+        data, i = self.buffer, 0
         while i < n:
             if self.need == 0:
                 code = data[i]
@@ -98,7 +111,7 @@ class BlockReader:
                 else:
                     i += step
                     self.need -= step
-        return data
+        return n
 
 
 class Server:
@@ -108,11 +121,25 @@ class Server:
         self.kernel = kernel
         self.kernel_error = kernel_error  # why q15attn could not be imported, for E_MODULE
         self.window = window  # LOAD requests the host may have in flight (HELLO says so)
-        self.decoder = framing.Decoder(FRAME_LIMIT)
-        # (type, seq, encoded reply) of the last replies: a retried request is answered again, not redone. The host
-        # sends anything but LOAD only when every earlier request was answered, and the line keeps order, so a
-        # request other than LOAD empties the cache; LOAD replies accumulate, the oldest dropped past the window.
-        self.replies = []
+        # Every frame buffer is allocated here, once: the request frame is decoded in place in the decoder's; a
+        # reply is built in place in `out` (LOAD's in `out_load`), and written from there.
+        self.decoder = framing.Decoder(FRAME_LIMIT, len(self.rx.buffer))
+        self.out = framing.Encoder(MAX_REPLY)
+        self.out_load = framing.Encoder(MAX_REPLY)  # a LOAD's reply: `out` keeps the last other reply meanwhile
+        # a full LOAD's payload and data, as views made once: the steady state allocates nothing
+        self.full_load = memoryview(self.decoder.buffer)[framing.HEADER_SIZE:LOAD_HEAD + MAX_DATA]
+        self.load_data = memoryview(self.decoder.buffer)[LOAD_HEAD:LOAD_HEAD + MAX_DATA]
+        self.load_sent = memoryview(self.out_load.buffer)[:self.out_load.seal(LOAD | REPLY, 0, 1)]  # its reply
+        # an E_MEMORY refusal's frame, as a view made now: refuse_for_memory sends it without allocating
+        self.memory_sent = memoryview(self.out.buffer)[:self.out.seal(HELLO | REPLY, 0,
+                                                                       self.refusal(E_MEMORY, MEMORY_TEXT))]
+        # The last replies: a retried request is answered again, not redone. The host sends anything but LOAD only
+        # when every earlier request was answered, and the line keeps order, so a request other than LOAD forgets
+        # the LOADs answered; their seqs are kept, up to the window (a LOAD's OK reply differs only in its seq).
+        # `out` holds the last reply to anything else (or a LOAD refused): its type and seq in `last`.
+        self.loads = [-1] * window
+        self.loads_at = 0
+        self.last_kind = self.last_seq = -1
         self.problem = None  # (seq, dim, causal, bc, score_mult, score_shift, rows, keys)
         self.tensors = [None, None, None, None, None]
         self.running = True
@@ -128,7 +155,8 @@ class Server:
 
     def announce(self):
         # the host waits for this HELLO reply (seq 0) to know the server runs
-        self.tx.write(b"\x00" + framing.encode(HELLO | REPLY, 0, self.hello(b"")))
+        self.out.seal(HELLO | REPLY, 0, self.hello(b""))
+        self.send(self.out)
 
     def step(self):
         # What one read of the line brings: the frames it completes are answered. False once the server should end
@@ -136,48 +164,103 @@ class Server:
         # whose GC runs only between calls into the VM (the WebAssembly one) calls it from outside, once per read.
         if not self.running:
             return False
-        data = self.rx.read()
-        if not data:  # the stream ended (tests; a board's stdin never does)
+        n = self.rx.read()
+        if not n:  # the stream ended (tests; a board's stdin never does)
             self.running = False
         else:
-            try:
-                for kind, seq, payload in self.decoder.feed(data):
-                    self.tx.write(b"\x00" + self.answer(kind, seq, payload))  # pad: noise before it costs nothing
-                    if not self.running:
-                        break
-            except MemoryError:  # no room even for the frame: drop it, the host retries
-                self.decoder = framing.Decoder(FRAME_LIMIT)
-                self.replies = []
-                gc.collect()
-            if self.decoder.interrupted:
+            i, decoder = 0, self.decoder
+            while i < n and self.running:
+                i = decoder.push(self.rx.buffer, i, n)
+                if decoder.ready:
+                    try:
+                        size = decoder.size
+                        payload = self.full_load if size == len(self.full_load) else \
+                            memoryview(decoder.buffer)[framing.HEADER_SIZE:framing.HEADER_SIZE + size]
+                        self.send(self.respond(decoder.kind, decoder.seq, payload))
+                    except MemoryError:  # a view or a write the heap had no room for: answered, never dropped
+                        self.refuse_for_memory(decoder.kind, decoder.seq)
+            if decoder.interrupted:
                 self.running = False
         if not self.running:
             self.free()
         return self.running
 
+    @property
+    def replies(self):
+        # (type, seq) of the LOAD replies kept, oldest first: for the tests
+        kept = self.loads[self.loads_at:] + self.loads[:self.loads_at]
+        return [(LOAD, seq) for seq in kept if seq >= 0]
+
+    def send(self, out):
+        # out's frame, from its pad byte (noise before it costs nothing) to its delimiter
+        if out is self.out_load:
+            self.tx.write(self.load_sent)
+        else:
+            self.tx.write(memoryview(out.buffer)[:out.length])
+
     def answer(self, kind, seq, payload):
-        for cached in self.replies:
-            if cached[0] == kind and cached[1] == seq:
-                return cached[2]
+        # the encoded reply to one request (without its pad), as new bytes: for the tests; step() uses respond()
+        out = self.respond(kind, seq, payload)
+        return bytes(out.buffer[1:out.length])
+
+    def respond(self, kind, seq, payload):
+        # The Encoder holding the reply to one request.
+        # A handler writes its reply's payload at out.payload and returns its length; 0: OK and nothing more.
+        if kind == LOAD and seq in self.loads:
+            return self.load_reply(seq)
+        if kind == self.last_kind and seq == self.last_seq:
+            return self.out
         handler = self.handlers.get(kind)
+        out = self.out
         try:
             if handler is None:
                 raise Refused(E_TYPE, "unknown message type %d" % kind)
-            body = handler(payload)
+            m = handler(payload)
         except Refused as exc:
-            body = bytes((exc.args[0],)) + exc.args[1].encode()
+            m = self.refusal(exc.args[0], exc.args[1].encode())
         except MemoryError:
-            body = bytes((E_MEMORY,)) + b"out of memory while answering"
+            m = self.refusal(E_MEMORY, MEMORY_TEXT)
         except Exception as exc:  # noqa: BLE001 - the server must answer, whatever went wrong
-            body = bytes((E_INTERNAL,)) + ("%s: %s" % (type(exc).__name__, exc)).encode()
-        reply = framing.encode((kind | REPLY) & 0xFF, seq, body)
-        if kind == LOAD:
-            self.replies.append((kind, seq, reply))
-            if len(self.replies) > self.window:
-                self.replies.pop(0)
-        else:
-            self.replies = [(kind, seq, reply)]
-        return reply
+            m = self.refusal(E_INTERNAL, ("%s: %s" % (type(exc).__name__, exc)).encode())
+        if kind == LOAD and m == 0:
+            self.loads[self.loads_at] = seq
+            self.loads_at = (self.loads_at + 1) % len(self.loads)
+            return self.load_reply(seq)
+        if kind != LOAD:
+            for i in range(len(self.loads)):
+                self.loads[i] = -1
+        if m == 0:
+            out.buffer[out.payload] = OK
+            m = 1
+        out.seal((kind | REPLY) & 0xFF, seq, m)
+        self.last_kind, self.last_seq = kind, seq
+        return out
+
+    def load_reply(self, seq):
+        out = self.out_load
+        out.buffer[out.payload] = OK
+        out.seal(LOAD | REPLY, seq, 1)
+        return out
+
+    def refuse_for_memory(self, kind, seq):
+        # E_MEMORY for a request whose reply could not be made or sent, built in `out` without allocating, so the
+        # host shrinks its plan or chunk instead of resending for ever; should even that write fail, the host's
+        # resend finds the heap as it is then
+        out = self.out
+        out.seal((kind | REPLY) & 0xFF, seq, self.refusal(E_MEMORY, MEMORY_TEXT))
+        self.last_kind, self.last_seq = kind, seq
+        try:
+            self.tx.write(self.memory_sent)  # every E_MEMORY refusal frame has this length (COBS of under 254 bytes)
+        except MemoryError:
+            pass
+
+    def refusal(self, status, message):
+        # a refusal's payload in `out`: the status, then the message (cut to fit)
+        out = self.out
+        m = min(len(message), out.max_payload - 1)
+        out.buffer[out.payload] = status
+        out.buffer[out.payload + 1:out.payload + 1 + m] = message if m == len(message) else message[:m]
+        return 1 + m
 
     # -- requests ---------------------------------------------------------------------------------------------
 
@@ -192,20 +275,21 @@ class Server:
                 module = self.kernel.version()
             except Exception:  # noqa: BLE001 - a module without version() still counts as present
                 module = 1
-        head = struct.pack(HELLO_REPLY_FMT, OK, PROTOCOL, getattr(impl, "_mpy", 0) & 0xFFFF, clock_hz(), free, total,
-                           RESERVE, MAX_DATA, module)
         texts = (getattr(impl, "_machine", sys.platform), sys.version, SERVER_VERSION)
-        return head + b"".join(short_text(t) for t in texts) + bytes((self.window,))
+        body = (struct.pack(HELLO_REPLY_FMT, OK, PROTOCOL, getattr(impl, "_mpy", 0) & 0xFFFF, clock_hz(), free,
+                            total, RESERVE, MAX_DATA, module) + b"".join(short_text(t) for t in texts)
+                + bytes((self.window,)))
+        self.out.buffer[self.out.payload:self.out.payload + len(body)] = body
+        return len(body)
 
     def setup(self, payload):
-        if len(payload) != struct.calcsize(SETUP_FMT):
-            raise Refused(E_PAYLOAD, "SETUP payload of %d bytes; expected %d" % (len(payload),
-                                                                                 struct.calcsize(SETUP_FMT)))
-        seq, dim, causal, bc, mult, shift, rows, keys = struct.unpack(SETUP_FMT, payload)
+        n = len(payload)
+        if n != struct.calcsize(SETUP_FMT):
+            raise Refused(E_PAYLOAD, "SETUP payload of %d bytes; expected %d" % (n, struct.calcsize(SETUP_FMT)))
+        seq, dim, causal, bc, mult, shift, rows, keys = struct.unpack_from(SETUP_FMT, payload)
         if not (1 <= seq and 1 <= dim and 1 <= rows <= seq and 1 <= keys <= seq):
             raise Refused(E_PAYLOAD, "seq=%d dim=%d rows=%d keys=%d; allowed: seq, dim >= 1 and 1 <= rows, keys <= seq"
                           % (seq, dim, rows, keys))
-        self.replies = []  # the cached replies (up to a READ's worth) are not needed to answer a SETUP
         self.free()
         state = 0
         if keys < seq and (bc < 1 or keys % bc):
@@ -231,33 +315,43 @@ class Server:
             self.free()
             raise Refused(E_MEMORY, "tensors need %d bytes; allocation failed with %d free" % (need, free))
         self.problem = (seq, dim, causal, bc, mult, shift, rows, keys)
-        return struct.pack(SETUP_REPLY_FMT, OK, need, gc.mem_free())
+        struct.pack_into(SETUP_REPLY_FMT, self.out.buffer, self.out.payload, OK, need, gc.mem_free())
+        return struct.calcsize(SETUP_REPLY_FMT)
 
     def load(self, payload):
+        n = len(payload)
+        # the fields read by index and the data copied from the frame buffer: nothing allocated for a full LOAD
         head = struct.calcsize(LOAD_FMT)
-        if len(payload) < head:
-            raise Refused(E_PAYLOAD, "LOAD payload of %d bytes; expected at least %d" % (len(payload), head))
-        tensor, offset = struct.unpack(LOAD_FMT, payload[:head])
-        data = memoryview(payload)[head:]
-        target = self.tensor(tensor, offset, len(data), (TENSOR_Q, TENSOR_K, TENSOR_VT))
-        memoryview(target)[offset:offset + len(data)] = data
-        return bytes((OK,))
+        if n < head:
+            raise Refused(E_PAYLOAD, "LOAD payload of %d bytes; expected at least %d" % (n, head))
+        buf, at = payload, 0
+        offset = buf[at + 1] | buf[at + 2] << 8 | buf[at + 3] << 16 | buf[at + 4] << 24
+        count = n - head
+        target = self.tensor(buf[at], offset, count, LOADABLE)
+        target[offset:offset + count] = self.load_data if payload is self.full_load else memoryview(payload)[head:]
+        return 0
 
     def read(self, payload):
-        if len(payload) != struct.calcsize(READ_FMT):
-            raise Refused(E_PAYLOAD, "READ payload of %d bytes; expected %d" % (len(payload),
-                                                                                struct.calcsize(READ_FMT)))
-        tensor, offset, count = struct.unpack(READ_FMT, payload)
+        n = len(payload)
+        # the data copied from the tensor into the reply frame: no copy of its own
+        if n != struct.calcsize(READ_FMT):
+            raise Refused(E_PAYLOAD, "READ payload of %d bytes; expected %d" % (n, struct.calcsize(READ_FMT)))
+        buf, at = payload, 0
+        offset = buf[at + 1] | buf[at + 2] << 8 | buf[at + 3] << 16 | buf[at + 4] << 24
+        count = buf[at + 5] | buf[at + 6] << 8
         if count > MAX_DATA:
             raise Refused(E_PAYLOAD, "READ of %d bytes; allowed: 0..%d" % (count, MAX_DATA))
-        source = self.tensor(tensor, offset, count, (TENSOR_Q, TENSOR_K, TENSOR_VT, TENSOR_O))
-        return bytes((OK,)) + bytes(memoryview(source)[offset:offset + count])
+        source = self.tensor(buf[at], offset, count, READABLE)
+        out, p = self.out.buffer, self.out.payload
+        out[p] = OK
+        out[p + 1:p + 1 + count] = memoryview(source)[offset:offset + count]
+        return 1 + count
 
     def run(self, payload):
-        if len(payload) != struct.calcsize(RUN_FMT):
-            raise Refused(E_PAYLOAD, "RUN payload of %d bytes; expected %d" % (len(payload),
-                                                                               struct.calcsize(RUN_FMT)))
-        row0, nrows, repeat = struct.unpack(RUN_FMT, payload)
+        n = len(payload)
+        if n != struct.calcsize(RUN_FMT):
+            raise Refused(E_PAYLOAD, "RUN payload of %d bytes; expected %d" % (n, struct.calcsize(RUN_FMT)))
+        row0, nrows, repeat = struct.unpack_from(RUN_FMT, payload)
         seq, dim, causal, bc, mult, shift, rows, keys = self.ready("RUN", False)
         if not 1 <= nrows <= rows or not 1 <= repeat <= REPEAT_MAX:
             raise Refused(E_PAYLOAD, "nrows=%d repeat=%d; allowed: nrows 1..%d, repeat 1..%d"
@@ -265,20 +359,20 @@ class Server:
         q = memoryview(self.tensors[TENSOR_Q])[:2 * nrows * dim]
         o = memoryview(self.tensors[TENSOR_O])[:2 * nrows * dim]
         k, vt = self.tensors[TENSOR_K], self.tensors[TENSOR_VT]
-        cycles = []
-        for _ in range(repeat):
+        out, p = self.out.buffer, self.out.payload + struct.calcsize(RUN_REPLY_FMT)
+        for r in range(repeat):
             try:
                 took = self.kernel.attention(q, k, vt, o, seq, dim, causal, bc, mult, shift, row0)
             except ValueError as exc:
                 raise Refused(E_KERNEL, str(exc))
-            cycles.append(NO_CYCLES if took is None else took & 0xFFFFFFFF)
-        return self.ran(cycles)
+            struct.pack_into("<I", out, p + 4 * r, NO_CYCLES if took is None else took & 0xFFFFFFFF)
+        return self.ran(repeat)
 
     def stream(self, payload):
-        if len(payload) != struct.calcsize(STREAM_FMT):
-            raise Refused(E_PAYLOAD, "STREAM payload of %d bytes; expected %d" % (len(payload),
-                                                                                  struct.calcsize(STREAM_FMT)))
-        row0, nrows, key0, nkeys = struct.unpack(STREAM_FMT, payload)
+        n = len(payload)
+        if n != struct.calcsize(STREAM_FMT):
+            raise Refused(E_PAYLOAD, "STREAM payload of %d bytes; expected %d" % (n, struct.calcsize(STREAM_FMT)))
+        row0, nrows, key0, nkeys = struct.unpack_from(STREAM_FMT, payload)
         seq, dim, causal, bc, mult, shift, rows, keys = self.ready("STREAM", True)
         if not 1 <= nrows <= rows or not 1 <= nkeys <= keys:
             raise Refused(E_PAYLOAD,
@@ -292,11 +386,13 @@ class Server:
             took = self.kernel.stream(q, k, vt, o, state, seq, dim, causal, bc, mult, shift, row0, key0)
         except ValueError as exc:
             raise Refused(E_KERNEL, str(exc))
-        return self.ran([NO_CYCLES if took is None else took & 0xFFFFFFFF])
+        struct.pack_into("<I", self.out.buffer, self.out.payload + struct.calcsize(RUN_REPLY_FMT),
+                         NO_CYCLES if took is None else took & 0xFFFFFFFF)
+        return self.ran(1)
 
     def bye(self, payload):
         self.running = False
-        return bytes((OK,))
+        return 0
 
     # -- helpers ---------------------------------------------------------------------------------------------
 
@@ -313,10 +409,11 @@ class Server:
                 request, keys, seq, "RUN (every key resident)" if keys == seq else "STREAM (key chunks)"))
         return self.problem
 
-    def ran(self, cycles):
-        # the reply to RUN or STREAM: the sensors, then each call's cycles
+    def ran(self, calls):
+        # the reply to RUN or STREAM: the sensors, then each call's cycles (written after them by the caller)
         temp, vdda = diagnostics()
-        return struct.pack(RUN_REPLY_FMT, OK, temp, vdda) + struct.pack("<%dI" % len(cycles), *cycles)
+        struct.pack_into(RUN_REPLY_FMT, self.out.buffer, self.out.payload, OK, temp, vdda)
+        return struct.calcsize(RUN_REPLY_FMT) + 4 * calls
 
     def tensor(self, which, offset, count, allowed):
         if which not in allowed:

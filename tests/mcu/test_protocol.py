@@ -113,7 +113,7 @@ def test_the_cache_answers_a_windows_worth_of_loads_and_forgets_them_at_the_next
     k = bytes(server.tensors[m.Tensor.K][:16 * board.WINDOW])
     assert k == b"".join(bytes([i + 1]) * 16 for i in range(board.WINDOW))
     ask(server, m.Kind.READ, m.READ.pack(m.Tensor.K, 0, 4), seq=200)
-    assert [entry[1] for entry in server.replies] == [200]
+    assert (server.last_seq, server.loads) == (200, [-1] * board.WINDOW)
 
 
 @pytest.mark.parametrize("kind, payload, status, words", [
@@ -412,3 +412,32 @@ def test_server_under_real_micropython_gives_the_same_replies(tmp_path, monkeypa
     assert [comparable(f) for f in micro] == [comparable(f) for f in cpython]
     assert struct.unpack_from("<B", micro[4].payload)[0] == 0 and micro[4].payload[1:] == q
     assert m.Hello.parse(micro[0].payload).module_present
+
+
+class _FailsOnce(io.BytesIO):
+    """A line whose `fail`-th write raises MemoryError (the heap had no room for a view the write needed)."""
+
+    def __init__(self, fail: int):
+        super().__init__()
+        self.writes, self.fail = 0, fail
+
+    def write(self, data):
+        self.writes += 1
+        if self.writes == self.fail:
+            raise MemoryError("memory allocation failed")
+        return super().write(data)
+
+
+def test_a_reply_the_heap_cannot_send_is_answered_e_memory_and_the_server_goes_on(monkeypatch):
+    # Issue 29: a MemoryError while a reply is made or written is answered E_MEMORY (a frame made at start), never
+    # a silent drop nor the end of the server; the host shrinks and the next request is answered as usual.
+    monkeypatch.setattr(board, "gc", FakeGc())
+    stream = b"".join(PAD + host.encode(kind, seq) for kind, seq in ((m.Kind.HELLO, 5), (m.Kind.HELLO, 6),
+                                                                      (m.Kind.BYE, 7)))
+    tx = _FailsOnce(fail=2)  # the announcement goes out; the reply to HELLO 5 cannot
+    board.Server(io.BytesIO(stream), tx, CopyKernel()).serve()
+    replies = host.Decoder().feed(tx.getvalue())
+    assert [(f.kind, f.seq) for f in replies] == [(0x81, 0), (0x81, 5), (0x81, 6), (0x86, 7)]
+    refused = replies[1].payload
+    assert refused[0] == board.E_MEMORY and refused[1:] == board.MEMORY_TEXT
+    assert replies[2].payload[0] == board.OK
