@@ -4,7 +4,8 @@ served by the host's C kernel), driven through its pty by the host's own link co
 
 Measured here (Node 20, package 1.27.0): HELLO says heap_total 100,032 B (102,400 less the GC's block table); free
 after the server's start, collected, 75,184 B (.mpy) and 74,928 B (source) without the natmod ballast, 64,944 and
-64,688 B with it. A seq 17 head takes about 0.4 s with the VM's start. Issue 29's shapes fail today (ISSUE_29_MEMORY).
+64,688 B with it. A seq 17 head takes about 0.4 s with the VM's start; issue 29's 512x64 about 5 s (.mpy), its
+300x32 causal from source 1.4 s after the board refused plans for memory and the host replanned.
 """
 
 from __future__ import annotations
@@ -67,19 +68,8 @@ def test_small_head_is_bit_exact(mpy):
     assert board.q15_calls >= 1 and (head.cycles > 0).all()  # the kernel ran on the host and its cycles came back
 
 
-#: Why issue 29's shapes fail on this board today: the board's framing allocates per frame (the CRC's big-integer fold
-#: makes ~23 KB of temporaries for a 1 KB frame; the zero-allocation framing, 37c077b, was reverted in 22be389 for
-#: its speed) and here no garbage is reclaimed within a step, so with the tensors resident a LOAD meets MemoryError;
-#: the frame is dropped unanswered (the E_MEMORY reply, a788b94, was reverted with it) and the host resends until the
-#: test's timeout. Measured at 22be389: both tests below time out; with 37c077b and the host's replanning they passed
-#: (512x64 .mpy in 5 s, 300x32 causal source in 1.4 s after 6 refused plans). Strict: a pass fails until this goes.
-ISSUE_29_MEMORY = ("issue 29: the board's framing allocates per frame and drops a frame it has no memory for: LOADs "
-                   "go unanswered at 100 KB (zero-allocation framing and E_MEMORY reply reverted in 22be389)")
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(30)  # 5 s when it runs; a few times that on a loaded 2-core machine
-@pytest.mark.xfail(strict=True, reason=ISSUE_29_MEMORY)
 def test_issue_shape_512x64_runs_at_100k():
     """seq 512, dim 64, Bc 32 (one of the shapes issue 29 saw fail under the unix port at 100 KB): K and V^T of 512
     keys (128 KB) cannot be resident, so the head streams; ok and bit-exact."""
@@ -90,7 +80,6 @@ def test_issue_shape_512x64_runs_at_100k():
 
 @pytest.mark.slow
 @pytest.mark.timeout(15)  # 1.4 s when it runs
-@pytest.mark.xfail(strict=True, reason=ISSUE_29_MEMORY)
 def test_issue_shape_300x32_causal_from_source_is_replanned():
     """seq 300, dim 32, causal, board modules from source (their compile leaves the heap fragmented): plans with every
     key resident are refused for memory and the host replans until one runs; ok and bit-exact."""
