@@ -71,6 +71,11 @@ def twin_seconds(cycles: int) -> float:
     return cycles / TWIN_CYCLES_PER_S
 
 
+#: The clock assumed for a board that cannot say its own (HELLO's clock_hz 0: a port without machine.freq()): the
+#: STM32F407's internal RC oscillator, the slowest it runs at, so that a wait derived from it is long enough.
+UNKNOWN_CLOCK_HZ = 16_000_000
+
+
 def board_seconds(cycles: int, clock_hz: int) -> float:
-    """Seconds of `cycles` at the board's clock."""
-    return cycles / clock_hz
+    """Seconds of `cycles` at the board's clock (UNKNOWN_CLOCK_HZ where the board did not say it: 0)."""
+    return cycles / (clock_hz if clock_hz > 0 else UNKNOWN_CLOCK_HZ)
