@@ -3,6 +3,7 @@
 # COBS and the CRC are written here, and the same file runs under CPython for the tests. Deployed to the board as
 # kbench_framing.mpy; kbench_server.py is its user.
 
+import sys
 from array import array
 
 VERSION = 1
@@ -19,9 +20,11 @@ BREAK_PIECE_BYTE = b"\x03"  # two or more of these alone between delimiters ask 
 # (no struct tuple), and the loop runs on small integers. (An earlier fold on big integers was faster in C but
 # allocated about 23 KB per 1 KB frame under MicroPython; on a nearly full, fragmented heap that failed.)
 #
-# Nothing else here allocates per frame either: a frame is COBS-decoded in place in the Decoder's one buffer, and a
-# reply is built, CRC-checked and COBS-encoded in place in an Encoder's one buffer. encode(), cobs_encode(),
-# cobs_decode(), decode_body() and Decoder.feed() return new objects: they are for the tests and the host.
+# Nothing else here allocates per frame either: a frame is COBS-decoded block by block into the Decoder's one
+# buffer, and a reply is built, CRC-checked and COBS-encoded in place in an Encoder's one buffer. encode(),
+# cobs_encode(), cobs_decode(), decode_body() and Decoder.feed() return new objects: they are for the tests and the
+# host. With q15attn 3 on the board, use_native() swaps crc16 and cobs_encode_into for its C ones (the per-byte
+# loops here cost a bytecode dispatch per operation: about 130 µs a 1 KB frame under CPython, the twin).
 
 
 def _crc_tables():
@@ -179,61 +182,111 @@ def is_break(piece, n=-1):
 
 
 class Decoder:
-    # One buffer, allocated once, filled by push() up to a delimiter and then decoded in place: .ready says a frame
-    # came whole (.kind, .seq, and its payload at buffer[HEADER_SIZE:HEADER_SIZE + .size]); corrupted or too long
-    # frames are counted in .rejected and skipped; a break piece sets .interrupted. `spare`: bytes past `limit` that
-    # push() may overwrite when it copies a whole source buffer of that length at once.
+    # One buffer, allocated once, that a frame is COBS-decoded into as it arrives, a block at a time: each block's
+    # data is copied in by C (a slice assignment of the whole source buffer when the block starts it, as Reader's
+    # reads do) and only the code bytes are handled one by one, so no loop runs per data byte and nothing is
+    # allocated. .ready says a frame came whole (.kind, .seq, and its payload at buffer[HEADER_SIZE:HEADER_SIZE +
+    # .size]); corrupted or too long frames are counted in .rejected and skipped; a break piece sets .interrupted.
+    # `spare`: bytes past `limit` that push() may overwrite when it copies a whole source buffer of that length.
 
     def __init__(self, limit=MAX_ENCODED, spare=0):
-        self.limit = limit  # longest encoded frame accepted: a board keeps this below its free heap
+        self.limit = limit  # longest decoded frame accepted: a board keeps this below its free heap
         self.buffer = bytearray(limit + spare)
-        self.fill = 0  # encoded bytes of the frame so far; limit + 1 once it is too long
+        self.fill = 0  # decoded bytes of the frame so far
+        self.need = 0  # data bytes left in the current COBS block; 0: the next byte is a code byte or a delimiter
+        self.code = 0  # the current block's code byte; 0 before the frame's first
+        self.raw = 0  # encoded bytes of the frame so far
+        self.bad = False  # too long, or a zero inside a block: rejected at the delimiter
+        self.breaking = True  # every encoded byte so far is BREAK_PIECE_BYTE
         self.ready = False
         self.kind = self.seq = self.size = 0
         self.rejected = 0
         self.interrupted = False
 
+    def wanted(self):
+        # bytes to read next so that a read ends on a block's last data byte and the byte after it (the next code
+        # byte, or the delimiter every frame has): one read per block. Not after a block of one or two data bytes:
+        # a break piece (00 03 03 00) is one, and nothing need follow it.
+        need = self.need
+        return need + 1 if need > 2 else need or 1
+
     def push(self, src, start, end):
         # Takes src[start:end] up to and including the first delimiter; returns the index after what it took.
         self.ready = False
-        zero = src.find(b"\x00", start, end)
-        stop = end if zero < 0 else zero
-        fill, n = self.fill, stop - start
-        if fill + n > self.limit:
-            self.fill = self.limit + 1
-        elif start == 0 and fill + len(src) <= len(self.buffer):
-            self.buffer[fill:fill + len(src)] = src  # in C; what lies past `stop` is overwritten later
-            self.fill = fill + n
+        i = start
+        while i < end:
+            need = self.need
+            if need == 0:  # a code byte, or the delimiter
+                code = src[i]
+                i += 1
+                if code == 0:
+                    self.frame()
+                    return i
+                self.raw += 1
+                if code != 3:
+                    self.breaking = False
+                if self.code and self.code < 0xFF:  # the block before ended in a zero
+                    self.put_zero()
+                self.code, self.need = code, code - 1
+                continue
+            k = min(need, end - i)
+            zero = src.find(b"\x00", i, i + k)
+            if zero >= 0:  # a delimiter inside a block: the frame is cut short, and ends here
+                k, self.bad = zero - i, True
+            if self.breaking:
+                for j in range(i, i + k):
+                    if src[j] != 3:
+                        self.breaking = False
+            self.take(src, i, k)
+            self.raw += k
+            i += k
+            self.need = 0 if zero >= 0 else need - k
+        return end
+
+    def put_zero(self):
+        if self.fill < self.limit:
+            self.buffer[self.fill] = 0
+            self.fill += 1
+        else:
+            self.bad = True
+
+    def take(self, src, i, k):
+        # src[i:i + k], a block's data, appended to the frame
+        fill = self.fill
+        if fill + k > self.limit:
+            self.bad = True
+        elif self.bad:
+            pass
+        elif i == 0 and fill + len(src) <= len(self.buffer):
+            self.buffer[fill:fill + len(src)] = src  # in C; what lies past k is overwritten later
+            self.fill = fill + k
         else:
             buf = self.buffer
-            for i in range(n):
-                buf[fill + i] = src[start + i]
-            self.fill = fill + n
-        if zero < 0:
-            return end
-        self.frame()
-        return zero + 1
+            for j in range(k):
+                buf[fill + j] = src[i + j]
+            self.fill = fill + k
 
     def frame(self):
-        # the delimiter came: what the buffer holds is a frame, a break piece, or noise
-        fill, self.fill = self.fill, 0
-        if fill == 0:
+        # the delimiter came: what arrived since the last is a frame, a break piece, or nothing
+        raw, fill = self.raw, self.fill
+        whole = self.need == 0 and not self.bad
+        breaking = self.breaking
+        self.fill = self.need = self.code = self.raw = 0
+        self.bad, self.breaking = False, True
+        if raw == 0:
             return
-        if fill > self.limit:
-            self.rejected += 1
-        elif is_break(self.buffer, fill):
+        if breaking and raw >= 2:
             self.interrupted = True
+            return
+        size = check_body(self.buffer, fill) if whole else -1
+        if size < 0:
+            self.rejected += 1
         else:
-            n = cobs_decode_into(self.buffer, 0, fill)
-            size = -1 if n < 0 else check_body(self.buffer, n)
-            if size < 0:
-                self.rejected += 1
-            else:
-                buf = self.buffer
-                self.kind = buf[1]  # one by one: MicroPython packs four targets into a tuple
-                self.seq = buf[2] | buf[3] << 8
-                self.size = size
-                self.ready = True
+            buf = self.buffer
+            self.kind = buf[1]  # one by one: MicroPython packs four targets into a tuple
+            self.seq = buf[2] | buf[3] << 8
+            self.size = size
+            self.ready = True
 
     def feed(self, data):
         # every frame data completes, as a list of (kind, seq, payload)
@@ -244,3 +297,40 @@ class Decoder:
             if self.ready:
                 frames.append((self.kind, self.seq, bytes(self.buffer[HEADER_SIZE:HEADER_SIZE + self.size])))
         return frames
+
+
+READ_BLOCK = 256  # the most a Reader reads at once: a COBS block (254 data bytes at most), its code and one more
+# MicroPython's streams read into a buffer's start with readinto(buf, n): no memoryview per read
+SIZED_READINTO = sys.implementation.name == "micropython"
+
+
+class Reader:
+    # Reads the line for a Decoder, a COBS block at a time rather than a byte at a time (Decoder.wanted), into one
+    # buffer of its own: each read's bytes start that buffer, so the decoder copies a block's data in one C call.
+
+    def __init__(self, stream, decoder):
+        self.stream = stream
+        self.decoder = decoder
+        self.buffer = bytearray(READ_BLOCK)  # a block's data and the byte after it
+
+    def read(self):
+        # the count of bytes read into .buffer; 0 when the stream ended
+        want = self.decoder.wanted()
+        if SIZED_READINTO:
+            return self.stream.readinto(self.buffer, want) or 0
+        return self.stream.readinto(memoryview(self.buffer)[:want]) or 0
+
+
+PYTHON_CRC16, PYTHON_COBS_ENCODE_INTO = crc16, cobs_encode_into
+
+
+def use_native(module):
+    # The C crc16 and cobs_encode of q15attn (version 3 and later: mcu/native/kbench_frame.c) in place of the
+    # Python ones here when the module has both (True), else the Python ones (False). Same arguments, same results.
+    global crc16, cobs_encode_into
+    native_crc, native_cobs = getattr(module, "crc16", None), getattr(module, "cobs_encode", None)
+    if native_crc is None or native_cobs is None:
+        crc16, cobs_encode_into = PYTHON_CRC16, PYTHON_COBS_ENCODE_INTO
+        return False
+    crc16, cobs_encode_into = native_crc, native_cobs
+    return True

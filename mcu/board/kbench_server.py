@@ -36,7 +36,7 @@ TENSOR_Q, TENSOR_K, TENSOR_VT, TENSOR_O = 0, 1, 2, 3
 STATE_SLOT = 4  # where a streamed head's state is kept among the tensors; not addressable by LOAD or READ
 
 MAX_DATA = 1024  # tensor bytes per LOAD or READ frame
-FRAME_LIMIT = 2 * (MAX_DATA + 64)  # longest encoded frame the server buffers; anything longer is dropped
+FRAME_LIMIT = 2 * (MAX_DATA + 64)  # longest (decoded) frame the server buffers; anything longer is dropped
 RESERVE = 8 * 1024  # heap kept free for frames, replies and the interpreter while tensors are resident
 REPEAT_MAX = 255
 # LOAD requests a host may have in flight, and so the LOAD replies the server keeps to answer a resent one from. Each
@@ -48,8 +48,6 @@ WINDOW = 8
 NO_TEMP = -(1 << 31)  # temp_milli_c when the board has no temperature sensor
 NO_CYCLES = 0xFFFFFFFF  # a cycle count when the kernel is not timed (not a Cortex-M4)
 MAX_REPLY = MAX_DATA + 64  # the longest reply payload (READ's, RUN's cycles, HELLO's texts); messages are cut to fit
-# MicroPython's streams read into a buffer's start with readinto(buf, n): no memoryview per read
-SIZED_READINTO = sys.implementation.name == "micropython"
 LOADABLE = (TENSOR_Q, TENSOR_K, TENSOR_VT)
 READABLE = (TENSOR_Q, TENSOR_K, TENSOR_VT, TENSOR_O)
 LOAD_HEAD = framing.HEADER_SIZE + 5  # the data's index in a LOAD frame (after tensor:u8, offset:u32)
@@ -78,52 +76,17 @@ class Refused(Exception):
     pass
 
 
-class BlockReader:
-    # Reads the line a COBS block at a time rather than a byte at a time, into one buffer of its own: after a
-    # block's code byte the next code-1 bytes hold no delimiter, so they can be read in one call, and so can the byte
-    # after them, which every frame has (the next block's code byte, or the delimiter): one read per block. Not
-    # after a block of one or two data bytes: a break piece (00 03 03 00) is one, and nothing need follow it. A zero
-    # found inside a block (corruption) resynchronises the count at the byte after it.
-
-    def __init__(self, stream):
-        self.stream = stream
-        self.buffer = bytearray(256)  # a block's data and the byte after it
-        self.need = 0  # data bytes left in the current block; 0: the next byte is a code byte or a delimiter
-
-    def read(self):
-        # the count of bytes read into .buffer; 0 when the stream ended
-        want = self.need + 1 if self.need > 2 else self.need or 1
-        if SIZED_READINTO:
-            n = self.stream.readinto(self.buffer, want) or 0
-        else:
-            n = self.stream.readinto(memoryview(self.buffer)[:want]) or 0
-        data, i = self.buffer, 0
-        while i < n:
-            if self.need == 0:
-                code = data[i]
-                i += 1
-                self.need = code - 1 if code else 0
-            else:
-                step = min(self.need, n - i)
-                zero = data.find(b"\x00", i, i + step)
-                if zero >= 0:
-                    i, self.need = zero + 1, 0
-                else:
-                    i += step
-                    self.need -= step
-        return n
-
-
 class Server:
     def __init__(self, rx, tx, kernel=None, kernel_error="", window=WINDOW):
-        self.rx = BlockReader(rx)
         self.tx = tx
         self.kernel = kernel
+        self.native_framing = framing.use_native(kernel)  # C CRC and COBS (q15attn 3)
         self.kernel_error = kernel_error  # why q15attn could not be imported, for E_MODULE
         self.window = window  # LOAD requests the host may have in flight (HELLO says so)
         # Every frame buffer is allocated here, once: the request frame is decoded in place in the decoder's; a
         # reply is built in place in `out` (LOAD's in `out_load`), and written from there.
-        self.decoder = framing.Decoder(FRAME_LIMIT, len(self.rx.buffer))
+        self.decoder = framing.Decoder(FRAME_LIMIT, framing.READ_BLOCK)
+        self.rx = framing.Reader(rx, self.decoder)
         self.out = framing.Encoder(MAX_REPLY)
         self.out_load = framing.Encoder(MAX_REPLY)  # a LOAD's reply: `out` keeps the last other reply meanwhile
         # a full LOAD's payload and data, as views made once: the steady state allocates nothing

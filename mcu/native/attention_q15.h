@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define Q15ATTN_VERSION 2   /* 1: q15attn_rows; 2: + q15attn_stream */
+#define Q15ATTN_VERSION 3   /* 1: q15attn_rows; 2: + q15attn_stream; 3: + the frame server's crc16, cobs_encode */
 #define Q15ATTN_SEQ_MAX 32768   /* l = sum of p < seq * 2^15 fits 32 bits with room for rounding */
 #define Q15ATTN_DIM_MAX 256     /* |sum of dim products| <= 256 * 2^30 = 2^38: exact in int64 */
 #define Q15ATTN_BC_MAX 64       /* key block: Bc scores and probabilities live on the stack */

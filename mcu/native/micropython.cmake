@@ -9,6 +9,7 @@ target_sources(usermod_q15attn INTERFACE
     ${CMAKE_CURRENT_LIST_DIR}/attention_q15.c
     ${CMAKE_CURRENT_LIST_DIR}/attention_q15_stream.c
     ${CMAKE_CURRENT_LIST_DIR}/attention_q15_describe.c
+    ${CMAKE_CURRENT_LIST_DIR}/kbench_frame.c
 )
 
 target_include_directories(usermod_q15attn INTERFACE

@@ -9,4 +9,5 @@ SRC_USERMOD_C += $(Q15ATTN_DIR)/modq15attn.c
 SRC_USERMOD_LIB_C += $(Q15ATTN_DIR)/attention_q15.c
 SRC_USERMOD_LIB_C += $(Q15ATTN_DIR)/attention_q15_stream.c
 SRC_USERMOD_LIB_C += $(Q15ATTN_DIR)/attention_q15_describe.c
+SRC_USERMOD_LIB_C += $(Q15ATTN_DIR)/kbench_frame.c
 CFLAGS_USERMOD += -I$(Q15ATTN_DIR)

@@ -21,7 +21,12 @@
  *       last key writes o. Refusals raise ValueError with the kernel's message.
  *   state_bytes(dim, rows) -> the state's size in bytes
  *   limits() -> (SEQ_MAX, DIM_MAX, BC_MAX)
- *   version() -> Q15ATTN_VERSION (2: stream and state_bytes exist)
+ *   version() -> Q15ATTN_VERSION (2: stream and state_bytes exist; 3: crc16 and cobs_encode)
+ *   crc16(data, crc, start, end) -> the CRC-16/CCITT-FALSE of data[start:end] continuing from crc (end -1: to the
+ *       end of data); cobs_encode(out, at, data, start, end) -> the index in out after the COBS of data[start:end]
+ *       written from out[at] (out may be data itself when the output cannot overtake the input). The frame server's
+ *       two per-byte steps (kbench_frame.c), the same as kbench_framing.py's: a bad range raises ValueError naming
+ *       the value and the allowed range. Neither allocates.
  *
  * Natmod rules hold here too: no initialised .data, no static BSS; buffers and the message live on the stack.
  */
@@ -32,6 +37,7 @@
 #endif
 
 #include "attention_q15.h"
+#include "kbench_frame.h"
 
 #define Q15ATTN_MESSAGE_SIZE 128
 
@@ -270,6 +276,67 @@ static mp_obj_t q15attn_version(void) {
 }
 static MP_DEFINE_CONST_FUN_OBJ_0(q15attn_version_obj, q15attn_version);
 
+/* An int argument within low..high, else ValueError (OverflowError beyond int32) naming it and the range. */
+static int32_t ranged_arg(mp_obj_t arg, qstr name, int32_t low, int32_t high) {
+    const int32_t v = int32_arg(arg, name, low, high);
+    if (v < low || v > high) {
+        raise_range(&mp_type_ValueError, name, arg, low, high);
+    }
+    return v;
+}
+
+/* data[start:end]'s bounds from args (end -1: len(data)), each checked against the buffer's length. */
+static void span_args(const mp_obj_t *args, const mp_buffer_info_t *data, int32_t *start, int32_t *end) {
+    const int32_t len = data->len > INT32_MAX ? INT32_MAX : (int32_t)data->len;
+    *start = ranged_arg(args[0], MP_QSTR_start, 0, len);
+    *end = ranged_arg(args[1], MP_QSTR_end, -1, len);
+    if (*end < 0) {
+        *end = len;
+    }
+    if (*end < *start) {
+        raise_range(&mp_type_ValueError, MP_QSTR_end, args[1], *start, len);
+    }
+}
+
+static mp_obj_t q15attn_crc16(size_t n_args, const mp_obj_t *args) {
+    (void)n_args;
+    mp_buffer_info_t data;
+    mp_get_buffer_raise(args[0], &data, MP_BUFFER_READ);
+    const int32_t crc = ranged_arg(args[1], MP_QSTR_crc, 0, 0xFFFF);
+    int32_t start, end;
+    span_args(args + 2, &data, &start, &end);
+    return MP_OBJ_NEW_SMALL_INT(kbench_crc16((const uint8_t *)data.buf + start, end - start, (uint16_t)crc));
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(q15attn_crc16_obj, 4, 4, q15attn_crc16);
+
+static mp_obj_t q15attn_cobs_encode(size_t n_args, const mp_obj_t *args) {
+    (void)n_args;
+    mp_buffer_info_t out, data;
+    mp_get_buffer_raise(args[0], &out, MP_BUFFER_WRITE);
+    mp_get_buffer_raise(args[2], &data, MP_BUFFER_READ);
+    int32_t start, end;
+    span_args(args + 3, &data, &start, &end);
+    const int32_t n = end - start;
+    const int32_t room = out.len > INT32_MAX ? INT32_MAX : (int32_t)out.len;
+    if (room < KBENCH_COBS_MAX(n)) {
+        mp_obj_t items[3] = {mp_obj_new_int(room), mp_obj_new_int(KBENCH_COBS_MAX(n)), mp_obj_new_int(n)};
+        raise_format(&mp_type_ValueError,
+                     Q15ATTN_FORMAT("out holds %d bytes; allowed: at least %d for COBS of %d bytes"), 3, items);
+    }
+    const int32_t at = ranged_arg(args[1], MP_QSTR_at, 0, room - KBENCH_COBS_MAX(n));
+    uint8_t *o = (uint8_t *)out.buf + at;
+    const uint8_t *d = (const uint8_t *)data.buf + start;
+    /* the same memory: only forwards, the output starting far enough before the input that it never overtakes it */
+    if (o < d + n && d < o + KBENCH_COBS_MAX(n) && d - o < 1 + n / 254) {
+        mp_obj_t items[1] = {args[1]};
+        raise_format(&mp_type_ValueError,
+                     Q15ATTN_FORMAT("at=%d overlaps the data; allowed: in place only at least 1 + n // 254 bytes before it"),
+                     1, items);
+    }
+    return MP_OBJ_NEW_SMALL_INT(at + kbench_cobs_encode(o, d, n));
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(q15attn_cobs_encode_obj, 5, 5, q15attn_cobs_encode);
+
 #if MICROPY_ENABLE_DYNRUNTIME
 
 mp_obj_t mpy_init(mp_obj_fun_bc_t *self, size_t n_args, size_t n_kw, mp_obj_t *args) {
@@ -279,6 +346,8 @@ mp_obj_t mpy_init(mp_obj_fun_bc_t *self, size_t n_args, size_t n_kw, mp_obj_t *a
     mp_store_global(MP_QSTR_state_bytes, MP_OBJ_FROM_PTR(&q15attn_state_bytes_obj));
     mp_store_global(MP_QSTR_limits, MP_OBJ_FROM_PTR(&q15attn_limits_obj));
     mp_store_global(MP_QSTR_version, MP_OBJ_FROM_PTR(&q15attn_version_obj));
+    mp_store_global(MP_QSTR_crc16, MP_OBJ_FROM_PTR(&q15attn_crc16_obj));
+    mp_store_global(MP_QSTR_cobs_encode, MP_OBJ_FROM_PTR(&q15attn_cobs_encode_obj));
     MP_DYNRUNTIME_INIT_EXIT
 }
 
@@ -291,6 +360,8 @@ static const mp_rom_map_elem_t q15attn_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR_state_bytes), MP_ROM_PTR(&q15attn_state_bytes_obj) },
     { MP_ROM_QSTR(MP_QSTR_limits), MP_ROM_PTR(&q15attn_limits_obj) },
     { MP_ROM_QSTR(MP_QSTR_version), MP_ROM_PTR(&q15attn_version_obj) },
+    { MP_ROM_QSTR(MP_QSTR_crc16), MP_ROM_PTR(&q15attn_crc16_obj) },
+    { MP_ROM_QSTR(MP_QSTR_cobs_encode), MP_ROM_PTR(&q15attn_cobs_encode_obj) },
 };
 static MP_DEFINE_CONST_DICT(q15attn_module_globals, q15attn_module_globals_table);
 

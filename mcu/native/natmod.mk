@@ -3,7 +3,7 @@
 # and passes a Python that has pyelftools; ARCH=x64 builds a module for the unix port, to test the binding.
 
 MOD = q15attn
-SRC = modq15attn.c attention_q15.c attention_q15_stream.c attention_q15_describe.c
+SRC = modq15attn.c attention_q15.c attention_q15_stream.c attention_q15_describe.c kbench_frame.c
 ARCH ?= armv7emsp
 
 # dynruntime.mk would leave $(MOD).mpy beside the sources; keep objects and the module under build/$(ARCH)/.
@@ -14,7 +14,7 @@ MODULE = build/$(ARCH)/$(MOD).mpy
 
 include $(MPY_DIR)/py/dynruntime.mk
 
-$(SRC_O): attention_q15.h attention_q15_core.h attention_q15_pair.h natmod.mk
+$(SRC_O): attention_q15.h attention_q15_core.h attention_q15_pair.h kbench_frame.h natmod.mk
 
 $(MODULE): $(BUILD)/$(MOD).mpy $(SRC_MPY)
 	$(ECHO) "GEN $@"

@@ -237,18 +237,25 @@ class Interpreter:
         module = types.ModuleType("q15attn", self._q15_native.__doc__)
         for attr, value in vars(self._q15_native).items():
             if not attr.startswith("__"):
-                setattr(module, attr, BoardFunction(self._native(value, attr)) if callable(value) else value)
+                wrapped = value if not callable(value) else \
+                    BoardFunction(self._native(value, attr, kernel=not getattr(value, "framing", False)))
+                setattr(module, attr, wrapped)
         return module
 
-    def _native(self, fn: Callable, name: str) -> Callable:
+    def _native(self, fn: Callable, name: str, kernel: bool = True) -> Callable:
         """`fn` as the natmod's function `name` (the binding, mcu.sim.q15emu, checks its arguments as
-        modq15attn.c does): the call's wall time off the board clock, a Ctrl-C during the call raised once it
-        returns, and no host name in its repr or its errors."""
-        timed = self.hw.clock.excluding(fn)
+        modq15attn.c does), with no host name in its repr or its errors. A kernel call (emulated, reporting its own
+        cycles) has its wall time taken off the board clock and a Ctrl-C during it raised once it returns; the
+        framing helpers (microseconds of host C) run as they are."""
+        if kernel:
+            timed = self.hw.clock.excluding(fn)
 
-        def call(*args, **kwargs):
-            with self.link.deferred_interrupts():
-                return timed(*args, **kwargs)
+            def call(*args, **kwargs):
+                with self.link.deferred_interrupts():
+                    return timed(*args, **kwargs)
+        else:
+            def call(*args, **kwargs):
+                return fn(*args, **kwargs)
 
         call.__name__ = call.__qualname__ = name
         call.__module__ = "q15attn"

@@ -1,5 +1,7 @@
 """The board twin's `q15attn` module: the native binding's API (mcu/native/modq15attn.c) over the emulated kernel
-(mcu/sim/q15emu.py), for the twin's board namespace.
+(mcu/sim/q15emu.py), for the twin's board namespace. The frame server's crc16 and cobs_encode (framing, untimed:
+no cycles) are the standard library's CRC-16/CCITT (binascii.crc_hqx) and PyPI's `cobs`, to which the tests hold
+the natmod's C (mcu/native/kbench_frame.c) byte for byte, behind the binding's argument checks (mcu/frame_c.py).
 
 Arguments are taken as the binding takes them, with its messages: ints as machine words (a float is a TypeError, a
 value beyond int32 an OverflowError naming it and its range), row0 and key0 within 0..32767, buffers by the buffer
@@ -11,12 +13,15 @@ its own message.
 from __future__ import annotations
 
 import array
+import binascii
 import types
 from typing import Callable
 
 import numpy as np
+from cobs import cobs
 
 from host import q15
+from mcu import frame_c
 from mcu.sim.q15emu import BOARD_CLOCK_HZ, shared_emulator
 
 SEQ_MAX, DIM_MAX, BC_MAX = q15.SEQ_MAX, q15.DIM_MAX, q15.BC_MAX
@@ -65,11 +70,24 @@ def make_module(clock_hz: int = BOARD_CLOCK_HZ, cycle_sink: Callable[[int], None
                 raise ValueError(f"{name}={value} is out of range; allowed: {low}..{high}")
         return emulator.state_bytes(dim, rows)
 
-    for function in (attention, stream, state_bytes):
+    def crc16(*args, **kwargs):
+        positional("crc16", args, kwargs, 4, 4)
+        view, crc, start, end = frame_c.crc16_args(*args)
+        return binascii.crc_hqx(view[start:end], crc)
+
+    def cobs_encode(*args, **kwargs):
+        positional("cobs_encode", args, kwargs, 5, 5)
+        out, data, at, start, end = frame_c.cobs_args(*args)
+        encoded = cobs.encode(bytes(data[start:end]))  # the input copied first: in place is safe
+        out[at:at + len(encoded)] = encoded
+        return at + len(encoded)
+
+    for function in (attention, stream, state_bytes, crc16, cobs_encode):
         function.__name__ = function.__qualname__ = function.__name__
         setattr(module, function.__name__, function)
+    crc16.framing = cobs_encode.framing = True  # the frame server's helpers, microseconds: not the timed kernel
     module.limits = lambda: (SEQ_MAX, DIM_MAX, BC_MAX)
-    module.version = lambda: 2
+    module.version = lambda: 3
     module.CLOCK_HZ = clock_hz
     return module
 

@@ -4,6 +4,7 @@ allocates nothing under MicroPython, shared vectors in both directions, resynchr
 frames per decoder."""
 
 import binascii
+import io
 import random
 import shutil
 import subprocess
@@ -109,13 +110,30 @@ def mutate(rng: random.Random, wire: bytes) -> bytes:
     return bytes(body).replace(b"\x00", b"\x01") + b"\x00"  # a zero inside would split it: keep one frame
 
 
-@pytest.mark.parametrize("side", ["host", "board"])
+def read_frames(decoder, data: bytes) -> list:
+    """The frames in data as the board's server gets them: board.Reader reading a COBS block at a time into its
+    buffer's start (the Decoder's C-copy path), each read pushed until it is taken."""
+    reader, frames = board.Reader(io.BytesIO(data), decoder), []
+    n = reader.read()
+    while n:
+        i = 0
+        while i < n:
+            i = decoder.push(reader.buffer, i, n)
+            if decoder.ready:
+                frames.append((decoder.kind, decoder.seq,
+                               bytes(decoder.buffer[board.HEADER_SIZE:board.HEADER_SIZE + decoder.size])))
+        n = reader.read()
+    return frames
+
+
+@pytest.mark.parametrize("side", ["host", "board", "board-reader"])
 def test_fuzz_random_and_mutated_frames(side):
     """100,000 frames: random byte strings and mutated valid frames, each followed by a valid marker frame. No
     decoder error escapes, the marker always comes through (resynchronisation), and a corrupted frame is rejected
-    unless CRC-16 misses it (at most a few in 2¹⁶); single-bit flips are always caught."""
+    unless CRC-16 misses it (at most a few in 2¹⁶); single-bit flips are always caught. The board's decoder is fed
+    whole strings (feed) and, as the server feeds it, by its Reader a block at a time."""
     rng = random.Random(20261129)
-    make = host.Decoder if side == "host" else board.Decoder
+    make = host.Decoder if side == "host" else lambda: board.Decoder(board.MAX_ENCODED, board.READ_BLOCK)
     marker_kind = 0xEE
     decoder, undetected, bit_flips_missed = make(), 0, 0
     for n in range(FUZZ_FRAMES):
@@ -128,11 +146,11 @@ def test_fuzz_random_and_mutated_frames(side):
             bad = mutate(rng, original)
             flipped = len(bad) == len(original)
         marker = host.encode(marker_kind, n & 0xFFFF)
-        frames = decoder.feed(bad + marker)
+        frames = read_frames(decoder, bad + marker) if side == "board-reader" else decoder.feed(bad + marker)
         kinds = [f.kind if side == "host" else f[0] for f in frames]
         assert kinds[-1:] == [marker_kind], f"frame {n}: the marker after a corrupted frame was lost"
         if len(frames) == 2:
-            decoded = frames[0] if side == "board" else (frames[0].kind, frames[0].seq, frames[0].payload)
+            decoded = (frames[0].kind, frames[0].seq, frames[0].payload) if side == "host" else frames[0]
             if bad != original and decoded != board.decode_body(original[:-1]):
                 undetected += 1
                 bit_flips_missed += flipped
@@ -155,8 +173,8 @@ def test_board_framing_compiles_with_mpy_cross(tmp_path):
 
 def test_board_framing_under_real_micropython(tmp_path):
     """mcu/board/kbench_framing.py under the MicroPython WebAssembly port (as scripts/setup.sh test installs it): both
-    CRC is right there, a thousand 1 KB frames allocate nothing after the first, it decodes the host's frames and
-    its own frames decode on the host, byte for byte."""
+    CRC is right there, a thousand 1 KB frames read a block at a time (as the server reads them) allocate nothing
+    after the first ten, it decodes the host's frames and its own frames decode on the host, byte for byte."""
     if shutil.which("node") is None or not (WASM_PACKAGE / "micropython.mjs").exists():
         pytest.skip("the MicroPython WebAssembly port is not installed (scripts/setup.sh test installs it with npm)")
     cases = [(0x21, 40000, b""), (1, 2, b"\x00\x03\x04"), (7, 513, bytes(range(256))), (9, 9, b"\xff" * 600)]
@@ -166,18 +184,27 @@ def test_board_framing_under_real_micropython(tmp_path):
         "import sys\nsys.path.append('/')\nimport binascii, kbench_framing as framing\n"
         f"print('crc', hex(framing.crc16(b'123456789')))\n"
         "import gc\n"
+        "import io\n"
         "frame = framing.encode(3, 9, bytes(range(1, 256)) * 4 + bytes(5))\n"
-        "src = bytearray(frame)\n"
-        "d, e = framing.Decoder(2200, len(src)), framing.Encoder(1100)\n"
-        "def frames(count):\n"
+        "stream = io.BytesIO((b'\\x00' + frame) * 10)\n"
+        "d = framing.Decoder(2200, framing.READ_BLOCK)\n"
+        "r, e = framing.Reader(stream, d), framing.Encoder(1100)\n"
+        "def frames(count):\n"  # read a block at a time and answered, as the server does
         "    ok = 0\n"
-        "    for _ in range(count):\n"
-        "        d.push(src, 0, len(src))\n"
-        "        ok += d.ready and d.size == 1025\n"
-        "        e.buffer[e.payload] = 0\n"
-        "        e.seal(0x83, d.seq, 1)\n"
+        "    for _ in range(count // 10):\n"
+        "        stream.seek(0)\n"
+        "        n = r.read()\n"
+        "        while n:\n"
+        "            i = 0\n"
+        "            while i < n:\n"
+        "                i = d.push(r.buffer, i, n)\n"
+        "                if d.ready:\n"
+        "                    ok += d.size == 1025\n"
+        "                    e.buffer[e.payload] = 0\n"
+        "                    e.seal(0x83, d.seq, 1)\n"
+        "            n = r.read()\n"
         "    return ok\n"
-        "frames(1)\n"
+        "frames(10)\n"
         "before = gc.mem_alloc()\n"
         "done = frames(1000)\n"
         "print('alloc', done, gc.mem_alloc() - before < 64)\n"
@@ -197,3 +224,17 @@ def test_board_framing_under_real_micropython(tmp_path):
     assert [line for line in lines if line.startswith("decoded")] == ["decoded True 1"] * len(cases), done.stdout
     encoded = [line.split()[1] for line in lines if line.startswith("encoded")]
     assert [host.Decoder().feed(bytes.fromhex(x)) for x in encoded] == [[host.Frame(*c)] for c in cases]
+
+
+def test_the_reader_path_decodes_long_frames_with_every_block_length():
+    """Frames of up to 1,100 payload bytes (zero-free runs past 254 bytes, so code-0xFF blocks; zero-rich ones; a
+    mix), many in one stream with pads between, read a block at a time: each comes back whole."""
+    rng = random.Random(11)
+    payloads = []
+    for size in (0, 1, 2, 3, 253, 254, 255, 508, 509, 1024, 1029, 1100):
+        payloads += [bytes(rng.randrange(1, 256) for _ in range(size)), bytes(size),
+                     bytes(rng.choice((0, 0, 7)) for _ in range(size)), rng.randbytes(size)]
+    wire = b"".join(b"\x00" + host.encode(9, n, p) for n, p in enumerate(payloads))
+    decoder = board.Decoder(2200, board.READ_BLOCK)
+    assert read_frames(decoder, wire) == [(9, n, p) for n, p in enumerate(payloads)]
+    assert decoder.rejected == 0 and not decoder.interrupted

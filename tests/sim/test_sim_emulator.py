@@ -77,7 +77,7 @@ def test_module_api_writes_o_and_reports_cycles():
                               params.score_shift)
     assert np.array_equal(np.array(o, dtype=np.int16).reshape(q.shape), q15.attention_q15(q, k, v, params))
     assert cycles > 0 and seen and seen[0] >= cycles
-    assert module.limits() == (32768, 256, 64) and module.version() == 2  # 2: stream() and state_bytes() exist
+    assert module.limits() == (32768, 256, 64) and module.version() == 3  # 3: stream, state_bytes, crc16, cobs_encode
 
 
 @needs_emulator
