@@ -169,7 +169,8 @@ def _head_once(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.nda
 
     hello = session.link.hello
     if progress.layout is None:
-        progress.layout = plan(params.seq, params.dim, hello.heap_free, hello.reserve, params.bc)
+        progress.layout = plan(params.seq, params.dim, hello.heap_free, hello.reserve, params.bc,
+                               largest=hello.largest_block)
     while True:
         layout = progress.layout if limit is None else progress.layout.with_rows(limit)
         try:
@@ -178,7 +179,7 @@ def _head_once(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.nda
             if exc.code != m.Status.E_MEMORY or exc.kind not in (m.Kind.SETUP, m.Kind.LOAD):
                 raise
             progress.refused.append((exc.kind.name, layout))
-            progress.layout = smaller(layout, hello.heap_free, hello.reserve, params.bc)
+            progress.layout = smaller(layout, hello.heap_free, hello.reserve, params.bc, hello.largest_block)
             if progress.layout is None:
                 tried = ", ".join(f"{refused.label()} ({kind})" for kind, refused in progress.refused)
                 raise DoesNotFit(f"{exc}; no smaller plan: the board refused {len(progress.refused)} plan(s) for "

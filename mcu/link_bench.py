@@ -262,7 +262,8 @@ def print_windows(figures: dict, windows: tuple[int, ...], rounds: int) -> None:
     from mcu.link import LOAD_WINDOW
 
     hello, nbytes, totals, rates = figures["hello"], figures["nbytes"], figures["totals"], figures["rates"]
-    print(f"board: {hello.machine}, {hello.clock_hz / 1e6:g} MHz, heap free {hello.heap_free} B, "
+    print(f"board: {hello.machine}, {hello.clock_hz / 1e6:g} MHz, heap free {hello.heap_free} B "
+          f"(largest block {hello.largest_block} B), "
           f"reserve {hello.reserve} B, {hello.max_data} B per frame, LOAD window {hello.window} "
           f"(the host's default: {LOAD_WINDOW})")
     print(f"\nLOAD of {nbytes} tensor bytes ({-(-nbytes // hello.max_data)} frames), {rounds} rounds per "
@@ -300,7 +301,7 @@ def print_head(figures: dict, seq: int, dim: int) -> None:
     print(f"| same bytes over a 115200-baud UART (10 bits/byte) | {split['bytes'] * 10 / 115200 * 1e3:.0f} ms |")
     print("\n| dim | largest seq (planner, this heap) |\n|---|---|")
     for d in (32, 64):
-        print(f"| {d} | {largest_seq(d, hello.heap_free, hello.reserve)} |")
+        print(f"| {d} | {largest_seq(d, hello.heap_free, hello.reserve, hello.largest_block)} |")
     if figures["profile"]:
         print(f"\nhost profile (cProfile, own time) of LOADs with {LOAD_WINDOW} in flight:\n```\n"
               f"{figures['profile'].strip()}\n```")

@@ -56,7 +56,8 @@ RUN = struct.Struct("<HHB")  # row0, nrows, repeat
 STREAM = struct.Struct("<HHHH")  # row0, nrows, key0, nkeys: run the key chunk now in K and V^T into the rows' state
 READ = struct.Struct("<BIH")  # tensor, byte offset, byte count
 HELLO_REPLY = struct.Struct("<BBHIIIIHB")  # status, protocol, mpy_abi, clock_hz, heap_free, heap_total, reserve,
-#                                            max_data, module version (0: absent); then 3 short texts, then window:u8
+#                                            max_data, module version (0: absent); then 3 short texts, window:u8 and
+#                                            largest_block:u32
 SETUP_REPLY = struct.Struct("<BII")  # status, bytes needed, bytes free after allocation
 RUN_REPLY = struct.Struct("<BiI")  # status, temp_milli_c, vdda_milli_v; then a u32 cycle count per repeat (STREAM's: 1)
 #: The frame server's protocol, announced in HELLO; a host refuses a server of another one ("redeploy").
@@ -64,7 +65,9 @@ RUN_REPLY = struct.Struct("<BiI")  # status, temp_milli_c, vdda_milli_v; then a 
 #: requests in flight; the server keeps that many LOAD replies and announces the window at the end of HELLO's reply.
 #: 3 (issue 15): streamed heads. SETUP gains `keys`, the keys K and V^T hold on the board (seq: all, resident, as
 #: before; fewer: one key chunk at a time, with the query rows' state); STREAM runs one chunk.
-PROTOCOL = 3
+#: 4 (issue 29): HELLO's reply ends with largest_block:u32, the largest block the heap could give when it was
+#: measured (gc.mem_free() counts every free block; the tensors need one); SETUP puts them in one block when it can.
+PROTOCOL = 4
 REPEAT_MAX = 255
 NO_TEMP = -(1 << 31)
 NO_CYCLES = 0xFFFFFFFF
@@ -118,6 +121,8 @@ class Hello:
     #: LOAD requests the server lets a host keep in flight (it keeps that many replies); 1 where the line cannot
     #: hold back what the board has no room for (docs/protocol.md, "Windowed LOAD").
     window: int
+    #: The largest single allocation the heap could give after the server's own buffers existed (to 16 bytes).
+    largest_block: int
 
     @property
     def module_present(self) -> bool:
@@ -136,9 +141,10 @@ class Hello:
                 raise LinkError(f"HELLO reply truncated in its texts: {payload[HELLO_REPLY.size:]!r}")
             texts.append(payload[at + 1:at + 1 + payload[at]].decode("utf-8", "replace"))
             at += 1 + payload[at]
-        if at + 1 != len(payload) or not payload[at]:
-            raise LinkError(f"HELLO reply ends with {payload[at:]!r} after its texts; expected window:u8 >= 1")
-        return cls(*numbers, *texts, payload[at])
+        if at + 5 != len(payload) or not payload[at]:
+            raise LinkError(f"HELLO reply ends with {payload[at:]!r} after its texts; expected window:u8 >= 1 and "
+                            "largest_block:u32")
+        return cls(*numbers, *texts, payload[at], struct.unpack_from("<I", payload, at + 1)[0])
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,18 @@
 """The board's RAM plan for one head: how many query rows and keys go to the board at once, or why nothing fits.
 
 The frame server keeps `reserve` bytes free for frames and the interpreter; the planner works with HELLO's free heap
-less that reserve and SLACK. Where K and V^T fit whole (2·seq·dim int16 each) beside at least one query row, the head
-is resident: K and V^T go once, then Q and O in chunks of `rows` query rows, the largest that fits, spread evenly
-over the fewest chunks. Where they do not, the head is streamed (docs/q15.md §7, docs/protocol.md): the board holds
+less that reserve and SLACK, and no more than HELLO's largest block less BLOCK_MARGIN (SETUP puts the tensors in one
+block: free heap is not contiguous heap). Where K and V^T fit whole (2·seq·dim int16 each) beside at least one
+query row, the head is resident: K and V^T go once, then Q and O in chunks of `rows` query rows, the largest that
+fits, spread evenly over the fewest chunks. Where they do not, the head is streamed (docs/q15.md §7, docs/protocol.md): the board holds
 `keys` keys of K and V^T at a time (a multiple of Bc) and the online-softmax state of `rows` query rows
 (mcu.messages.tensor_bytes, state_bytes), and every chunk of query rows takes all key chunks in turn. Each query
 chunk sends K and V^T again, and each key chunk costs a request, so the planner picks the (rows, keys) that fits with
 the least link cost: bytes sent plus CALL_COST_BYTES per STREAM. It refuses with one line naming the limit only when
 not even one query row and one key block fit.
 
-    python -m mcu.planner [--heap-free BYTES] [--reserve BYTES] [--dim 32,64] [--seq 512,32768] [--bc 32]
+    python -m mcu.planner [--heap-free BYTES] [--reserve BYTES] [--largest-block BYTES] [--dim 32,64]
+                          [--seq 512,32768] [--bc 32]
 
 prints, per dim, the largest resident seq and the plan of each seq (default: the twin's 100 KB heap as its HELLO
 reports it). A head that does not fit is a row saying why, and the whole table is printed; then one line counts the
@@ -43,6 +45,11 @@ list, a struct tuple: a few hundred bytes under MicroPython). That is under 512 
 not a measured figure: where the board still refuses a plan for memory (a fragmented heap, whose largest block is
 smaller than its free figure), the head replans smaller (`smaller`, mcu/head.py), rather than the slack growing
 for every board."""
+BLOCK_MARGIN = 512
+"""Bytes the planner leaves below HELLO's largest block (protocol 4), since SETUP puts the tensors in one block: the
+objects of the SETUP request itself (its payload's view, the struct tuple, the reply: under 200 B under
+MicroPython), which the allocator may place at that block's start, and the rounding of the block to 16-byte units.
+Where the heap changed since HELLO and SETUP still refuses, the head replans smaller (`smaller`)."""
 #: A STREAM request's own cost, in bytes of link traffic it is worth: a request and reply round trip (about 2 ms over
 #: the F407's USB full speed, at the ~1 MB/s a window of LOADs moves).
 CALL_COST_BYTES = 2048
@@ -96,14 +103,24 @@ class Plan:
         return f"{self.chunks} chunk(s) of {self.rows} query rows, {how}, {self.need} B of board heap"
 
 
-def budget(heap_free: int, reserve: int) -> int:
-    """Bytes the tensors may take: HELLO's free heap less the server's reserve and SLACK."""
-    return heap_free - reserve - SLACK
+def budget(heap_free: int, reserve: int, largest: int | None = None) -> int:
+    """Bytes the tensors may take: HELLO's free heap less the server's reserve and SLACK, and no more than its
+    largest block less BLOCK_MARGIN where the board says it (protocol 4; None: not known)."""
+    room = heap_free - reserve - SLACK
+    return room if largest is None else min(room, largest - BLOCK_MARGIN)
 
 
-def largest_seq(dim: int, heap_free: int, reserve: int) -> int:
+def room_text(heap_free: int, reserve: int, largest: int | None) -> str:
+    """How the budget was reached, for messages."""
+    text = f"{heap_free} free - {reserve} reserve - {SLACK} slack"
+    if largest is not None and largest - BLOCK_MARGIN < heap_free - reserve - SLACK:
+        text = f"its largest block {largest} - {BLOCK_MARGIN} margin; {text}"
+    return text
+
+
+def largest_seq(dim: int, heap_free: int, reserve: int, largest: int | None = None) -> int:
     """The longest sequence whose K and V^T fit whole beside one query row (0 if none does): a resident head."""
-    return max(0, min(SEQ_MAX, (budget(heap_free, reserve) - 4 * dim) // (4 * dim)))
+    return max(0, min(SEQ_MAX, (budget(heap_free, reserve, largest) - 4 * dim) // (4 * dim)))
 
 
 def _spread(seq: int, rows: int) -> tuple[int, int]:
@@ -112,10 +129,13 @@ def _spread(seq: int, rows: int) -> tuple[int, int]:
     return math.ceil(seq / chunks), chunks
 
 
-def plan(seq: int, dim: int, heap_free: int, reserve: int, bc: int = 1, cap: int | None = None) -> Plan:
+def plan(seq: int, dim: int, heap_free: int, reserve: int, bc: int = 1, cap: int | None = None,
+         largest: int | None = None) -> Plan:
     """The plan for one (seq, dim) head with key blocks of Bc: resident where K and V^T fit, else streamed; or
-    DoesNotFit. `cap` (bytes) lowers the room below the heap's budget: the best plan whose tensors take at most that."""
-    room = budget(heap_free, reserve) if cap is None else min(cap, budget(heap_free, reserve))
+    DoesNotFit. `cap` (bytes) lowers the room below the heap's budget: the best plan whose tensors take at most that.
+    `largest`: the board's largest block (HELLO, protocol 4), which the tensors, one block, must fit."""
+    room = budget(heap_free, reserve, largest)
+    room = room if cap is None else min(cap, room)
     if tensor_bytes(seq, dim, 1) <= room:
         rows, chunks = _spread(seq, min(seq, (room - 4 * seq * dim) // (4 * dim)))
         return Plan(seq, dim, rows, chunks, tensor_bytes(seq, dim, rows), room, seq)
@@ -134,18 +154,18 @@ def plan(seq: int, dim: int, heap_free: int, reserve: int, bc: int = 1, cap: int
     if best is None and seq <= bc:
         raise DoesNotFit(
             f"seq={seq} dim={dim} needs {tensor_bytes(seq, dim, 1)} bytes of board heap for K and V^T and one query "
-            f"row, and a head of at most Bc={bc} keys cannot be streamed; the board has {max(0, room)} ({heap_free} "
-            f"free - {reserve} reserve - {SLACK} slack)")
+            f"row, and a head of at most Bc={bc} keys cannot be streamed; the board has {max(0, room)} "
+            f"({room_text(heap_free, reserve, largest)})")
     if best is None:
         smallest = tensor_bytes(seq, dim, 1, bc)
         raise DoesNotFit(
             f"seq={seq} dim={dim} needs {smallest} bytes of board heap even streamed ({bc} keys of K "
-            f"and V^T at Bc={bc}, one query row and its state); the board has {max(0, room)} ({heap_free} free - "
-            f"{reserve} reserve - {SLACK} slack)")
+            f"and V^T at Bc={bc}, one query row and its state); the board has {max(0, room)} "
+            f"({room_text(heap_free, reserve, largest)})")
     return best[1]
 
 
-def smaller(layout: Plan, heap_free: int, reserve: int, bc: int) -> Plan | None:
+def smaller(layout: Plan, heap_free: int, reserve: int, bc: int, largest: int | None = None) -> Plan | None:
     """The plan to try after the board refused `layout` for memory, or None where none is smaller: rows first, half
     the query rows, spread as `plan` spreads them, the same keys; at one query row, keys: half the keys on the Bc grid
     (a resident head becomes streamed), and the best plan within that one row's bytes (`plan` with that cap, which may
@@ -160,7 +180,7 @@ def smaller(layout: Plan, heap_free: int, reserve: int, bc: int) -> Plan | None:
     cap = tensor_bytes(seq, dim, 1, keys)
     if cap >= layout.need:  # a row's state outweighs the keys saved (a tiny dim): streaming would not be smaller
         return None
-    return plan(seq, dim, heap_free, reserve, bc, cap=cap)
+    return plan(seq, dim, heap_free, reserve, bc, cap=cap, largest=largest)
 
 
 def build_parser() -> Parser:
@@ -170,6 +190,9 @@ def build_parser() -> Parser:
                              "the twin's)")
     parser.add_argument("--reserve", type=integer("reserve", 0, 1 << 31), default=SERVER_RESERVE, metavar="BYTES",
                         help=f"bytes the server keeps free (HELLO's reserve; default {SERVER_RESERVE})")
+    parser.add_argument("--largest-block", type=integer("largest-block", 1, 1 << 31), default=None, metavar="BYTES",
+                        help="the largest block the board's heap can give (HELLO's largest_block; default: not "
+                             "limited beyond --heap-free)")
     parser.add_argument("--dim", type=int_list("dim", 1, DIM_MAX), default=(32, 64), metavar="LIST",
                         help="head dimensions d, comma-separated (default 32,64)")
     parser.add_argument("--seq", type=int_list("seq", 1, SEQ_MAX), default=(512, 4096, SEQ_MAX), metavar="LIST",
@@ -181,19 +204,24 @@ def build_parser() -> Parser:
 def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         args = build_parser().parse_args(argv)
+        largest = args.largest_block
+        if largest is not None and largest > args.heap_free:
+            raise SpecError(f"--largest-block {largest} is more than --heap-free {args.heap_free}; allowed: "
+                            f"1..{args.heap_free}")
         if budget(args.heap_free, args.reserve) < 1:
             raise SpecError(f"--reserve {args.reserve} leaves no board heap of --heap-free {args.heap_free} "
                             f"(the planner also keeps {SLACK} B of slack); allowed: --reserve below "
                             f"{args.heap_free - SLACK}")
         misfits = []
         print(f"heap free {args.heap_free} B, reserve {args.reserve} B, slack {SLACK} B (mcu.planner.SLACK), "
-              f"Bc {args.bc}")
+              + (f"largest block {largest} B less {BLOCK_MARGIN} B margin (mcu.planner.BLOCK_MARGIN), "
+                 if largest is not None else "") + f"Bc {args.bc}")
         print("| dim | largest resident seq | seq | plan | link bytes per head |\n|---|---|---|---|---|")
         for dim in args.dim:
-            resident = largest_seq(dim, args.heap_free, args.reserve)
+            resident = largest_seq(dim, args.heap_free, args.reserve, largest)
             for seq in args.seq:
                 try:
-                    chosen = plan(seq, dim, args.heap_free, args.reserve, args.bc)
+                    chosen = plan(seq, dim, args.heap_free, args.reserve, args.bc, largest=largest)
                     text, traffic = chosen.describe(), f"{chosen.link_bytes():,}"
                 except DoesNotFit as exc:
                     text, traffic = f"does not fit: {exc}", "-"

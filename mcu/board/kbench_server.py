@@ -22,7 +22,7 @@ except ImportError:  # CPython tests
     micropython = None
 
 SERVER_VERSION = "3"
-PROTOCOL = 3  # mcu/messages.py keeps the history
+PROTOCOL = 4  # mcu/messages.py keeps the history
 
 # request types; a reply has the request's type | REPLY
 HELLO, SETUP, LOAD, RUN, READ, BYE, STREAM = 1, 2, 3, 4, 5, 6, 7
@@ -239,9 +239,10 @@ class Server:
             except Exception:  # noqa: BLE001 - a module without version() still counts as present
                 module = 1
         texts = (getattr(impl, "_machine", sys.platform), sys.version, SERVER_VERSION)
+        largest = largest_block(free)
         body = (struct.pack(HELLO_REPLY_FMT, OK, PROTOCOL, getattr(impl, "_mpy", 0) & 0xFFFF, clock_hz(), free,
                             total, RESERVE, MAX_DATA, module) + b"".join(short_text(t) for t in texts)
-                + bytes((self.window,)))
+                + bytes((self.window,)) + struct.pack("<I", largest))
         self.out.buffer[self.out.payload:self.out.payload + len(body)] = body
         return len(body)
 
@@ -272,11 +273,11 @@ class Server:
             raise Refused(E_MEMORY, "tensors need %d bytes + %d reserve; the heap has %d free"
                           % (need, RESERVE, free))
         try:
-            self.tensors = [bytearray(2 * rows * dim), bytearray(2 * keys * dim), bytearray(2 * keys * dim),
-                            bytearray(2 * rows * dim), bytearray(state) if state else None]
+            self.tensors = carve(rows, keys, dim, state)
         except MemoryError:
             self.free()
-            raise Refused(E_MEMORY, "tensors need %d bytes; allocation failed with %d free" % (need, free))
+            raise Refused(E_MEMORY, "tensors need %d bytes; allocation failed with %d free, the largest block %d"
+                          % (need, free, largest_block(free)))
         self.problem = (seq, dim, causal, bc, mult, shift, rows, keys)
         struct.pack_into(SETUP_REPLY_FMT, self.out.buffer, self.out.payload, OK, need, gc.mem_free())
         return struct.calcsize(SETUP_REPLY_FMT)
@@ -393,6 +394,39 @@ class Server:
         self.tensors = [None, None, None, None, None]
         self.problem = None
         gc.collect()
+
+
+def carve(rows, keys, dim, state):
+    # Q, K, V^T, O and a streamed head's state (None if not streamed) as views of one block of the heap, the state
+    # first (a bytearray's storage is 8-byte aligned, as the kernel wants the state); where no block is that large
+    # (a fragmented heap), each in a block of its own. MemoryError if even those do not fit.
+    sizes = (2 * rows * dim, 2 * keys * dim, 2 * keys * dim, 2 * rows * dim)
+    try:
+        arena = memoryview(bytearray(state + sum(sizes)))
+    except MemoryError:
+        return [bytearray(n) for n in sizes] + [bytearray(state) if state else None]
+    parts, at = [], state
+    for n in sizes:
+        parts.append(arena[at:at + n])
+        at += n
+    parts.append(arena[:state] if state else None)
+    return parts
+
+
+def largest_block(free):
+    # The largest bytearray the heap can give now (to 16 bytes, a GC block), by trying: gc.mem_free() counts every
+    # free block, but a tensor needs one contiguous run of them. Each try is dropped at once; a failed one makes
+    # MicroPython collect first, so garbage does not hide room.
+    low, high = 0, free + 1
+    while high - low > 16:
+        mid = (low + high) // 2
+        try:
+            block = bytearray(mid)
+            del block
+            low = mid
+        except MemoryError:
+            high = mid
+    return low
 
 
 def short_text(text):

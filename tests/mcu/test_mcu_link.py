@@ -117,7 +117,7 @@ def test_heads_are_bit_exact_with_the_model(port, seq, dim, causal, heap):
     params = q15.Q15Params(seq, dim, causal, 16, 24000, 22)
     with BoardLink(port) as link:
         if heap is not None:
-            link.hello = dataclasses.replace(link.hello, heap_free=heap)
+            link.hello = dataclasses.replace(link.hello, heap_free=heap, largest_block=heap)
             assert plan(seq, dim, heap, link.hello.reserve).chunks > 1
         head = run_head(Session(link, port, "test"), params, q, k, v, repeats=2)
     assert np.array_equal(head.out, q15.attention_q15(q, k, v, params))

@@ -35,7 +35,7 @@ class RefusingBoard:
 
     def __init__(self, setup_limit: int | None = None, refuse_loads: tuple[int, ...] = ()):
         self.hello = SimpleNamespace(heap_free=TWIN_HEAP_FREE, reserve=8192, max_data=1024, clock_hz=168_000_000,
-                                     machine="board", window=4)
+                                     machine="board", window=4, largest_block=TWIN_HEAP_FREE)
         self.timeouts = SimpleNamespace(reply=2.0)
         self.stats = SimpleNamespace(retries=0, restarts=0, rejected=0)
         self.setup_limit, self.refuse_loads = setup_limit, refuse_loads
@@ -258,8 +258,8 @@ def test_the_twin_refuses_a_setup_the_planner_overestimated_and_the_head_replans
 
     real = planner.plan
 
-    def overestimated(seq, dim, heap_free, reserve, bc=1, cap=None):
-        return real(seq, dim, 200_000, reserve, bc, cap)
+    def overestimated(seq, dim, heap_free, reserve, bc=1, cap=None, largest=None):
+        return real(seq, dim, 200_000, reserve, bc, cap)  # neither the free heap nor its largest block bounds it
 
     monkeypatch.setattr(planner, "plan", overestimated)
     code = compare.main(["--targets", "mcu", "--sim", "--seq", "200", "--dim", "64", "--heads", "1", "--causal",

@@ -41,8 +41,8 @@ SMALL_HEAP = planner.SERVER_RESERVE + planner.SLACK + 1024 + 32 + 16 * 112
 def small_heap(monkeypatch):
     real = planner.plan
 
-    def plan(seq, dim, heap_free, reserve, bc=1):
-        return real(seq, dim, min(heap_free, SMALL_HEAP), reserve, bc)
+    def plan(seq, dim, heap_free, reserve, bc=1, largest=None):
+        return real(seq, dim, min(heap_free, SMALL_HEAP), reserve, bc, largest=largest)
 
     monkeypatch.setattr(planner, "plan", plan)
 

@@ -1,0 +1,120 @@
+"""The board's heap as the host and the server see it (issue 29): HELLO's largest block (protocol 4) found by trying,
+the planner's budget bounded by it, and SETUP's tensors in one block (views of it), or each in its own where the heap
+has no block that large. The server runs under CPython here with a bytearray that fails as a fragmented heap would;
+tests/mcu/test_mcu_wasm_board.py runs it on a real MicroPython heap."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.board import FakeGc, board_module
+from mcu import frame as host
+from mcu import messages as m
+from mcu import planner
+
+board = board_module("kbench_server")
+
+
+class FragmentedHeap:
+    """bytearray for the server module: any single block above `largest` bytes raises MemoryError, as on a heap whose
+    free space is in pieces; counts the tries."""
+
+    def __init__(self, largest: int):
+        self.largest = largest
+        self.tries: list[int] = []
+
+    def __call__(self, n=0):
+        if isinstance(n, int):
+            self.tries.append(n)
+            if n > self.largest:
+                raise MemoryError("memory allocation failed, allocating %d bytes" % n)
+        return bytearray(n)
+
+
+@pytest.mark.parametrize("largest", [0, 15, 16, 17, 1000, 36_864, 61_440, 79_000])
+def test_largest_block_finds_the_block_to_16_bytes(monkeypatch, largest):
+    heap = FragmentedHeap(largest)
+    monkeypatch.setattr(board, "bytearray", heap, raising=False)
+    found = board.largest_block(79_000)
+    assert largest - 16 <= found <= largest  # never more than the heap gives
+    assert len(heap.tries) <= 13  # a binary search: log2(79,000 / 16) + 1 tries
+
+
+def hello(monkeypatch, largest: int) -> m.Hello:
+    monkeypatch.setattr(board, "gc", FakeGc(free=79_000))
+    server = board.Server(None, None, None, "")
+    monkeypatch.setattr(board, "bytearray", FragmentedHeap(largest), raising=False)
+    reply = server.answer(m.Kind.HELLO, 1, b"")
+    return m.Hello.parse(host.Decoder().feed(reply + b"\x00")[0].payload)
+
+
+def test_hello_says_the_largest_block_beside_the_free_heap(monkeypatch):
+    said = hello(monkeypatch, 36_864)
+    assert said.protocol == m.PROTOCOL == 4 and said.heap_free == 79_000
+    assert 36_864 - 16 <= said.largest_block <= 36_864
+
+
+def test_the_planner_plans_within_the_largest_block_less_its_margin():
+    free, reserve = 79_000, 8192
+    unbounded = planner.plan(512, 32, free, reserve, 32)
+    bounded = planner.plan(512, 32, free, reserve, 32, largest=36_864)
+    assert unbounded.need > 36_864 - planner.BLOCK_MARGIN  # the free heap alone would plan a block the heap lacks
+    assert bounded.need <= 36_864 - planner.BLOCK_MARGIN < unbounded.need
+    assert planner.budget(free, reserve, 36_864) == 36_864 - planner.BLOCK_MARGIN
+    assert planner.budget(free, reserve, 79_000) == free - reserve - planner.SLACK  # a whole heap: free bounds it
+    # the largest resident seq at dim 32: K and V^T (4·seq·32 bytes) and one query row (128) within the block
+    assert planner.largest_seq(32, free, reserve, 36_864) == (36_864 - planner.BLOCK_MARGIN - 128) // 128
+
+
+def test_a_head_that_fits_no_block_says_the_block_bounded_it():
+    with pytest.raises(planner.DoesNotFit, match=r"its largest block 2000 - 512 margin; 79000 free - 8192 reserve"):
+        planner.plan(4096, 256, 79_000, 8192, 32, largest=2000)
+
+
+def test_the_planner_cli_refuses_a_block_larger_than_the_free_heap(capsys):
+    assert planner.main(["--heap-free", "50000", "--largest-block", "50001"]) == 2
+    assert "--largest-block 50001 is more than --heap-free 50000; allowed: 1..50000" in capsys.readouterr().err
+
+
+def setup(server, seq, dim, rows, keys, bc=16, request=2):
+    reply = server.answer(m.Kind.SETUP, request, m.SETUP.pack(seq, dim, 0, bc, 1, 1, rows, keys))
+    return host.Decoder().feed(reply + b"\x00")[0].payload
+
+
+class StreamKernel:
+    """What SETUP asks of q15attn for a streamed head."""
+
+    def version(self):
+        return 3
+
+    def state_bytes(self, dim, rows):
+        return m.state_bytes(dim, rows)
+
+    def stream(self, *args):
+        raise AssertionError("not called here")
+
+
+def test_setup_puts_the_tensors_in_one_block_state_first(monkeypatch):
+    monkeypatch.setattr(board, "gc", FakeGc(free=90_000))
+    server = board.Server(None, None, StreamKernel(), "")
+    assert setup(server, 100, 16, 10, 32)[0] == m.Status.OK
+    q, k, vt, o, state = server.tensors
+    assert all(isinstance(t, memoryview) for t in server.tensors)
+    arena = state.obj
+    assert all(t.obj is arena for t in (q, k, vt, o))  # views of one bytearray
+    assert [len(t) for t in server.tensors] == [320, 1024, 1024, 320, m.state_bytes(16, 10)]
+    assert len(arena) == m.tensor_bytes(100, 16, 10, 32)
+    q[:] = b"\x01" * 320
+    assert bytes(k[:4]) == bytes(4) and bytes(state[-4:]) == bytes(4)  # the views do not overlap
+
+
+def test_setup_on_a_heap_without_one_large_block_gives_each_tensor_its_own(monkeypatch):
+    monkeypatch.setattr(board, "gc", FakeGc(free=90_000))
+    server = board.Server(None, None, None, "")
+    monkeypatch.setattr(board, "bytearray", FragmentedHeap(20_000), raising=False)
+    assert setup(server, 300, 32, 300, 300)[0] == m.Status.OK  # 76,800 B: four blocks of 19,200
+    assert [type(t) for t in server.tensors[:4]] == [bytearray] * 4 and server.tensors[4] is None
+    monkeypatch.setattr(board, "bytearray", FragmentedHeap(10_000), raising=False)
+    body = setup(server, 300, 32, 300, 300, request=3)  # a new request: the same seq would get the reply kept
+    assert body[0] == m.Status.E_MEMORY
+    assert "tensors need 76800 bytes; allocation failed with 90000 free, the largest block" in body[1:].decode()
