@@ -2,14 +2,14 @@
 
 The frame server keeps `reserve` bytes free for frames and the interpreter; the planner works with HELLO's free heap
 less that reserve and SLACK, and no more than HELLO's largest block less BLOCK_MARGIN (SETUP puts the tensors in one
-block: free heap is not contiguous heap). Where K and V^T fit whole (2·seq·dim int16 each) beside at least one
-query row, the head is resident: K and V^T go once, then Q and O in chunks of `rows` query rows, the largest that
-fits, spread evenly over the fewest chunks. Where they do not, the head is streamed (docs/q15.md §7, docs/protocol.md): the board holds
-`keys` keys of K and V^T at a time (a multiple of Bc) and the online-softmax state of `rows` query rows
-(mcu.messages.tensor_bytes, state_bytes), and every chunk of query rows takes all key chunks in turn. Each query
-chunk sends K and V^T again, and each key chunk costs a request, so the planner picks the (rows, keys) that fits with
-the least link cost: bytes sent plus CALL_COST_BYTES per STREAM. It refuses with one line naming the limit only when
-not even one query row and one key block fit.
+block: free heap is not contiguous heap). Where K and V^T fit whole (2·seq·dim int16 each) beside at least one query
+row, the head is resident: K and V^T go once, then Q and O in chunks of `rows` query rows, the largest that fits,
+spread evenly over the fewest chunks. Where they do not, the head is streamed (docs/q15.md §7, docs/protocol.md):
+the board holds `keys` keys of K and V^T at a time (a multiple of Bc) and the online-softmax state of `rows` query
+rows (mcu.messages.tensor_bytes, state_bytes), and every chunk of query rows takes all key chunks in turn. Each
+query chunk sends K and V^T again, and each key chunk costs a request, so the planner picks the (rows, keys) that
+fits with the least link cost: bytes sent plus CALL_COST_BYTES per STREAM. It refuses with one line naming the limit
+only when not even one query row and one key block fit.
 
     python -m mcu.planner [--heap-free BYTES] [--reserve BYTES] [--largest-block BYTES] [--dim 32,64]
                           [--seq 512,32768] [--bc 32]
