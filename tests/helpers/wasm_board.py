@@ -73,12 +73,13 @@ class WasmBoard:
     """One WebAssembly board: `.port` is its pty (open, close and reopen it freely while the board runs);
     `.q15_calls` counts the kernel calls served; stopped at the end of the `with` block, node with it."""
 
-    def __init__(self, heap: int = BOARD_HEAP, mpy: bool = True, ballast: int = NATMOD_BYTES):
+    def __init__(self, heap: int = BOARD_HEAP, mpy: bool = True, ballast: int = NATMOD_BYTES, prelude: str = ""):
         if heap < 16 * 1024:
             raise ValueError(f"heap={heap}; allowed: at least 16384 bytes (the VM itself needs about 2 KB)")
         if ballast < 0:
             raise ValueError(f"ballast={ballast}; allowed: 0 or more bytes")
         self.heap, self.mpy, self.ballast = heap, mpy, ballast
+        self.prelude = prelude  # Python the board runs just before each server starts (kbench_prelude.py)
         self.port = ""
         self.q15_calls = 0
         self.q15_failure: BaseException | None = None
@@ -107,6 +108,8 @@ class WasmBoard:
         files = self._folder / "files"
         files.mkdir()
         board_files(files, self.mpy)
+        if self.prelude:
+            (files / "kbench_prelude.py").write_text(self.prelude)
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)  # no echo, no CR/LF translation: a serial line
         self.port = os.ttyname(self._slave)  # the slave stays open here, so clients may close and reopen it
