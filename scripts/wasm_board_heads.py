@@ -1,7 +1,7 @@
-"""Issue 29's nine head shapes on the WebAssembly board (MicroPython's real VM, 100 KB GC heap that cannot grow;
-tests/helpers/wasm_board.py), with the board's modules as .mpy and from source: one Markdown row per head with the
-heap HELLO announced (free, largest block), the plan that ran, the replans it took, the verdict against host/q15.py
-and the wall time.
+"""Issue 29's nine head shapes and the main job's other MCU heads (seq 128, 256 at dim 64, causal and not) on the
+WebAssembly board (MicroPython's real VM, 100 KB GC heap that cannot grow; tests/helpers/wasm_board.py), with the
+board's modules as .mpy and from source: one Markdown row per head with the heap HELLO announced (free, largest
+block), the plan that ran, the replans it took, the verdict against host/q15.py and the wall time.
 
     .venv/bin/python scripts/wasm_board_heads.py [--source-only | --mpy-only]
 
@@ -23,7 +23,8 @@ from host.problem import AttentionProblem  # noqa: E402
 from host.q15 import prepare  # noqa: E402
 
 SHAPES = [(512, 64, False), (512, 64, True), (1000, 32, False), (300, 32, True), (647, 32, False), (323, 64, True),
-          (2000, 16, True), (256, 128, False), (100, 8, False)]
+          (2000, 16, True), (256, 128, False), (100, 8, False),
+          (128, 64, False), (128, 64, True), (256, 64, False), (256, 64, True)]  # the main job's, besides 512x64
 BC = 32
 
 

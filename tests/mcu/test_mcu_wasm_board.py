@@ -75,17 +75,19 @@ def test_small_head_is_bit_exact(mpy):
 #: (seq, dim, causal), Bc 32. Here each runs on the real VM's 100 KB heap, planned from HELLO's largest block.
 ISSUE_SHAPES = [(512, 64, False), (512, 64, True), (1000, 32, False), (300, 32, True), (647, 32, False),
                 (323, 64, True), (2000, 16, True), (256, 128, False), (100, 8, False)]
+#: The main job's MCU heads besides those (python -m host.compare's default seq 128, 256, 512 at dim 64, causal both)
+MAIN_SHAPES = [(128, 64, False), (128, 64, True), (256, 64, False), (256, 64, True)]
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(60)  # 1-16 s each when they run (256x128 from source is the longest), on the 2-core VM
 @pytest.mark.parametrize("mpy", VARIANTS)
-@pytest.mark.parametrize("seq, dim, causal", ISSUE_SHAPES,
-                         ids=[f"{s}x{d}{'c' if c else ''}" for s, d, c in ISSUE_SHAPES])
+@pytest.mark.parametrize("seq, dim, causal", ISSUE_SHAPES + MAIN_SHAPES,
+                         ids=[f"{s}x{d}{'c' if c else ''}" for s, d, c in ISSUE_SHAPES + MAIN_SHAPES])
 def test_issue_shapes_run_ok_and_bit_exact_at_100k(seq, dim, causal, mpy):
-    """Each of the issue's shapes, as .mpy and from source: ok and bit-exact, never oom. A head whose K and V^T
-    cannot be resident (beside one query row, in the largest block HELLO found) streams; a replan is allowed (the
-    row would say so), none was needed when this was written."""
+    """Each of the issue's shapes and the main job's, as .mpy and from source: ok and bit-exact, never oom. A head
+    whose K and V^T cannot be resident (beside one query row, in the largest block HELLO found) streams; a replan is
+    allowed (the row would say so), none was needed when this was written."""
     head, expected, _ = run_on_wasm_board(seq, dim, causal, mpy)
     assert (head.out == expected).all(), mismatches(head.out, expected)  # not oom: run_head would have raised
 
