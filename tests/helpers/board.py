@@ -69,7 +69,7 @@ class CopyKernel:
 
 
 class FakeClock:
-    """time.monotonic and time.sleep for mcu.link: time moves only when the fake port waits or the link sleeps."""
+    """time.monotonic and time.sleep for mcu.link and mcu.link_window: time moves only when the fake port waits or the link sleeps."""
 
     def __init__(self):
         self.now = 0.0

@@ -19,6 +19,7 @@ pytest.importorskip("cobs", reason="cobs is not installed (pip install -e '.[mcu
 from helpers.board import CopyKernel, FakeClock, FakeGc, board_module
 from mcu import frame as host
 from mcu import link as link_module
+from mcu import link_window
 from mcu import messages as m
 from mcu.link import FLUSH, BoardLink, SessionLost, ServerMissing
 
@@ -90,6 +91,7 @@ def line(monkeypatch):
     """A BoardLink (window 4) whose port is a ScriptedLine to a server that has done SETUP for a 64 x 32 head."""
     clock = FakeClock()
     monkeypatch.setattr(link_module, "time", clock)
+    monkeypatch.setattr(link_window, "time", clock)  # the windowed engine's part of the link
     monkeypatch.setattr(board, "gc", FakeGc())
     server = board.Server(io.BytesIO(), io.BytesIO(), CopyKernel())
     port = ScriptedLine(server, clock)
