@@ -43,8 +43,8 @@ BREAK = b"\x00\x03\x03\x00"  # ends a running frame server; in a REPL, Ctrl-C tw
 #: write would bring, after the reply timeout; 16 zeros complete such a read at once (empty pieces are ignored).
 TAIL = b"\x00" * 16
 #: Removes a previous deploy's modules from sys.modules (a redeploy takes effect without a reset), then starts.
-START_SERVER = ("import sys\nfor _m in ('kbench_server', 'kbench_framing'):\n    sys.modules.pop(_m, None)\n"
-                "import kbench_server\nkbench_server.serve()\n")
+START_SERVER = ("import sys\nfor _m in ('kbench_server', 'kbench_framing', 'kbench_board'):\n"
+                "    sys.modules.pop(_m, None)\nimport kbench_server\nkbench_server.serve()\n")
 SERVER_ENDED = re.compile(rb"\x04([^\x04]*)\x04>")  # a raw REPL command's end: stdout end, traceback, prompt
 #: What a board prints after a reset and never appears in a frame (HELLO's texts hold "MicroPython v", so not that):
 #: the raw REPL banner, the soft reboot line, and the friendly banner's second line (after a hard reset).

@@ -19,8 +19,8 @@ from pathlib import Path
 from host.errors import SpecError, UnavailableError
 
 BOARD_DIR = Path(__file__).resolve().parent / "board"
-#: The board's modules, in the order they are deployed (the server imports the framing).
-BOARD_MODULES = ("kbench_framing", "kbench_server")
+#: The board's modules, in the order they are deployed (the server imports the other two).
+BOARD_MODULES = ("kbench_board", "kbench_framing", "kbench_server")
 ARCH_NAMES = ("bytecode", "x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "armv7emsp", "armv7emdp", "xtensa",
               "xtensawin", "rv32imc", "rv64imc")
 

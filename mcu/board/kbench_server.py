@@ -14,6 +14,7 @@ import gc
 import struct
 import sys
 
+import kbench_board as board
 import kbench_framing as framing
 
 try:
@@ -45,7 +46,7 @@ REPEAT_MAX = 255
 # host (RTS flow control); the server reads one frame at a time. Without flow control (no USB VCP, or the REPL also
 # on a UART) a full receive buffer loses bytes, so the server announces a window of 1 there.
 WINDOW = 8
-NO_TEMP = -(1 << 31)  # temp_milli_c when the board has no temperature sensor
+NO_TEMP = board.NO_TEMP
 NO_CYCLES = 0xFFFFFFFF  # a cycle count when the kernel is not timed (not a Cortex-M4)
 MAX_REPLY = MAX_DATA + 64  # the longest reply payload (READ's, RUN's cycles, HELLO's texts); messages are cut to fit
 LOADABLE = (TENSOR_Q, TENSOR_K, TENSOR_VT)
@@ -239,8 +240,8 @@ class Server:
             except Exception:  # noqa: BLE001 - a module without version() still counts as present
                 module = 1
         texts = (getattr(impl, "_machine", sys.platform), sys.version, SERVER_VERSION)
-        largest = largest_block(free)
-        body = (struct.pack(HELLO_REPLY_FMT, OK, PROTOCOL, getattr(impl, "_mpy", 0) & 0xFFFF, clock_hz(), free,
+        largest = board.largest_block(free)
+        body = (struct.pack(HELLO_REPLY_FMT, OK, PROTOCOL, getattr(impl, "_mpy", 0) & 0xFFFF, board.clock_hz(), free,
                             total, RESERVE, MAX_DATA, module) + b"".join(short_text(t) for t in texts)
                 + bytes((self.window,)) + struct.pack("<I", largest))
         self.out.buffer[self.out.payload:self.out.payload + len(body)] = body
@@ -273,11 +274,11 @@ class Server:
             raise Refused(E_MEMORY, "tensors need %d bytes + %d reserve; the heap has %d free"
                           % (need, RESERVE, free))
         try:
-            self.tensors = carve(rows, keys, dim, state)
+            self.tensors = board.carve(rows, keys, dim, state)
         except MemoryError:
             self.free()
             raise Refused(E_MEMORY, "tensors need %d bytes; allocation failed with %d free, the largest block %d"
-                          % (need, free, largest_block(free)))
+                          % (need, free, board.largest_block(free)))
         self.problem = (seq, dim, causal, bc, mult, shift, rows, keys)
         struct.pack_into(SETUP_REPLY_FMT, self.out.buffer, self.out.payload, OK, need, gc.mem_free())
         return struct.calcsize(SETUP_REPLY_FMT)
@@ -375,7 +376,7 @@ class Server:
 
     def ran(self, calls):
         # the reply to RUN or STREAM: the sensors, then each call's cycles (written after them by the caller)
-        temp, vdda = diagnostics()
+        temp, vdda = board.diagnostics()
         struct.pack_into(RUN_REPLY_FMT, self.out.buffer, self.out.payload, OK, temp, vdda)
         return struct.calcsize(RUN_REPLY_FMT) + 4 * calls
 
@@ -396,82 +397,9 @@ class Server:
         gc.collect()
 
 
-def carve(rows, keys, dim, state):
-    # Q, K, V^T, O and a streamed head's state (None if not streamed) as views of one block of the heap, the state
-    # first (a bytearray's storage is 8-byte aligned, as the kernel wants the state); where no block is that large
-    # (a fragmented heap), each in a block of its own. MemoryError if even those do not fit.
-    sizes = (2 * rows * dim, 2 * keys * dim, 2 * keys * dim, 2 * rows * dim)
-    try:
-        arena = memoryview(bytearray(state + sum(sizes)))
-    except MemoryError:
-        return [bytearray(n) for n in sizes] + [bytearray(state) if state else None]
-    parts, at = [], state
-    for n in sizes:
-        parts.append(arena[at:at + n])
-        at += n
-    parts.append(arena[:state] if state else None)
-    return parts
-
-
-def largest_block(free):
-    # The largest bytearray the heap can give now (to 16 bytes, a GC block), by trying: gc.mem_free() counts every
-    # free block, but a tensor needs one contiguous run of them. Each try is dropped at once; a failed one makes
-    # MicroPython collect first, so garbage does not hide room.
-    low, high = 0, free + 1
-    while high - low > 16:
-        mid = (low + high) // 2
-        try:
-            block = bytearray(mid)
-            del block
-            low = mid
-        except MemoryError:
-            high = mid
-    return low
-
-
 def short_text(text):
     data = text.encode()[:255]
     return bytes((len(data),)) + data
-
-
-def clock_hz():
-    try:
-        import machine
-        return machine.freq()[0] if isinstance(machine.freq(), tuple) else machine.freq()
-    except (ImportError, AttributeError):
-        return 0
-
-
-def diagnostics():
-    # (temp_milli_c, vdda_milli_v) from the internal ADC channels; (NO_TEMP, 0) where they cannot be read: a
-    # finished RUN is never lost to its diagnostics
-    try:
-        import pyb
-        adc = pyb.ADCAll(12, 0x70000)
-        return int(adc.read_core_temp() * 1000), int(adc.read_vref() * 1000)
-    except Exception:  # noqa: BLE001 - no pyb, no ADCAll, or an ADC error
-        return NO_TEMP, 0
-
-
-def load_kernel():
-    # (module, "") or (None, why): an incompatible q15attn.mpy raises ValueError, not ImportError
-    try:
-        import q15attn
-        return q15attn, ""
-    except Exception as exc:  # noqa: BLE001 - whatever stops the import, the server still starts and says why
-        return None, "%s: %s" % (type(exc).__name__, exc)
-
-
-def hold_back(on):
-    # RTS flow control on the USB VCP (pyb.USB_VCP.init(flow=...)): with it on, a full receive buffer makes the USB
-    # host wait; off (the REPL's default), bytes that do not fit are dropped. True when it is on and the host can
-    # only be on that VCP (no REPL on a UART beside it, pyb.repl_uart() None); False where it cannot be said.
-    try:
-        import pyb
-        pyb.USB_VCP().init(flow=pyb.USB_VCP.RTS if on else 0)
-        return on and pyb.repl_uart() is None
-    except Exception:  # noqa: BLE001 - no pyb, no USB VCP, or firmware without flow control: stop-and-wait
-        return False
 
 
 active = None  # the running server, kept reachable from the module so gc.mem_free sees its tensors
@@ -491,8 +419,8 @@ def begin(rx=None, tx=None, kernel=None):
     # the server serve() runs, with the line made its own (no Ctrl-C, flow control on); a caller that drives
     # Server.step() itself calls announce(), then step() until it is False, then end()
     global active
-    found, why = (kernel, "") if kernel is not None else load_kernel()
-    window = WINDOW if hold_back(True) else 1
+    found, why = (kernel, "") if kernel is not None else board.load_kernel()
+    window = WINDOW if board.hold_back(True) else 1
     active = Server(rx or sys.stdin.buffer, tx or sys.stdout.buffer, found, why, window)
     if micropython is not None:
         micropython.kbd_intr(-1)
@@ -504,5 +432,5 @@ def end():
     global active
     if micropython is not None:
         micropython.kbd_intr(3)
-    hold_back(False)
+    board.hold_back(False)
     active = None

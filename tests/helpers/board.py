@@ -10,8 +10,8 @@ import types
 from helpers import ROOT
 
 BOARD_DIR = ROOT / "mcu" / "board"
-#: The board's modules in import order: kbench_server imports kbench_framing by its bare name, as on the board.
-BOARD_MODULES = ("kbench_framing", "kbench_server")
+#: The board's modules in import order: kbench_server imports the other two by their bare names, as on the board.
+BOARD_MODULES = ("kbench_board", "kbench_framing", "kbench_server")
 
 
 def board_module(name: str) -> types.ModuleType:
@@ -69,7 +69,8 @@ class CopyKernel:
 
 
 class FakeClock:
-    """time.monotonic and time.sleep for mcu.link and mcu.link_window: time moves only when the fake port waits or the link sleeps."""
+    """time.monotonic and time.sleep for mcu.link and mcu.link_window: time moves only when the fake port waits or
+    the link sleeps."""
 
     def __init__(self):
         self.now = 0.0

@@ -13,6 +13,7 @@ from mcu import messages as m
 from mcu import planner
 
 board = board_module("kbench_server")
+board_facts = board_module("kbench_board")  # the heap search and the tensors' one block
 
 
 class FragmentedHeap:
@@ -34,8 +35,8 @@ class FragmentedHeap:
 @pytest.mark.parametrize("largest", [0, 15, 16, 17, 1000, 36_864, 61_440, 79_000])
 def test_largest_block_finds_the_block_to_16_bytes(monkeypatch, largest):
     heap = FragmentedHeap(largest)
-    monkeypatch.setattr(board, "bytearray", heap, raising=False)
-    found = board.largest_block(79_000)
+    monkeypatch.setattr(board_facts, "bytearray", heap, raising=False)
+    found = board_facts.largest_block(79_000)
     assert largest - 16 <= found <= largest  # never more than the heap gives
     assert len(heap.tries) <= 13  # a binary search: log2(79,000 / 16) + 1 tries
 
@@ -43,7 +44,7 @@ def test_largest_block_finds_the_block_to_16_bytes(monkeypatch, largest):
 def hello(monkeypatch, largest: int) -> m.Hello:
     monkeypatch.setattr(board, "gc", FakeGc(free=79_000))
     server = board.Server(None, None, None, "")
-    monkeypatch.setattr(board, "bytearray", FragmentedHeap(largest), raising=False)
+    monkeypatch.setattr(board_facts, "bytearray", FragmentedHeap(largest), raising=False)
     reply = server.answer(m.Kind.HELLO, 1, b"")
     return m.Hello.parse(host.Decoder().feed(reply + b"\x00")[0].payload)
 
@@ -111,10 +112,10 @@ def test_setup_puts_the_tensors_in_one_block_state_first(monkeypatch):
 def test_setup_on_a_heap_without_one_large_block_gives_each_tensor_its_own(monkeypatch):
     monkeypatch.setattr(board, "gc", FakeGc(free=90_000))
     server = board.Server(None, None, None, "")
-    monkeypatch.setattr(board, "bytearray", FragmentedHeap(20_000), raising=False)
+    monkeypatch.setattr(board_facts, "bytearray", FragmentedHeap(20_000), raising=False)
     assert setup(server, 300, 32, 300, 300)[0] == m.Status.OK  # 76,800 B: four blocks of 19,200
     assert [type(t) for t in server.tensors[:4]] == [bytearray] * 4 and server.tensors[4] is None
-    monkeypatch.setattr(board, "bytearray", FragmentedHeap(10_000), raising=False)
+    monkeypatch.setattr(board_facts, "bytearray", FragmentedHeap(10_000), raising=False)
     body = setup(server, 300, 32, 300, 300, request=3)  # a new request: the same seq would get the reply kept
     assert body[0] == m.Status.E_MEMORY
     assert "tensors need 76800 bytes; allocation failed with 90000 free, the largest block" in body[1:].decode()

@@ -60,9 +60,9 @@ def mpremote(port: str, *args: str) -> str:
 
 def test_deploy_copies_then_is_up_to_date(fresh_twin):
     first = deploy(fresh_twin.port, 115200, say=lambda line: None)
-    assert [line.split(":")[0] for line in first][:2] == ["copied", "copied"]
+    assert [line.split(":")[0] for line in first][:3] == ["copied", "copied", "copied"]
     listing = mpremote(fresh_twin.port, "ls")
-    assert "kbench_framing.mpy" in listing and "kbench_server.mpy" in listing
+    assert all(f"{name}.mpy" in listing for name in ("kbench_board", "kbench_framing", "kbench_server"))
     second = run_module("mcu.deploy", "--serial", fresh_twin.port, timeout=120)
     assert second.returncode == 0, second.stderr
     said = second.stdout.splitlines()

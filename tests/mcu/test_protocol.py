@@ -352,7 +352,7 @@ def test_random_and_mutated_requests_never_crash_the_server(server):
 def test_server_compiles_with_mpy_cross():
     from mcu.mpy import MpyAbi, compile_board_module
 
-    for module in ("kbench_framing", "kbench_server"):
+    for module in ("kbench_board", "kbench_framing", "kbench_server"):
         abi = MpyAbi.from_file(compile_board_module(module))
         assert abi.version == 6 and abi.arch == 0
 
@@ -399,7 +399,8 @@ def test_server_under_real_micropython_gives_the_same_replies(tmp_path, monkeypa
     program = tmp_path / "program.py"
     program.write_text(f"REQUESTS = {stream.hex()!r}\n" + WASM_PROGRAM)
     done = subprocess.run(["node", str(ROOT / "tests" / "micropython" / "run.mjs"), str(WASM_PACKAGE),
-                           str(program), str(BOARD_DIR / "kbench_framing.py"), str(BOARD_DIR / "kbench_server.py")],
+                           str(program), *(str(BOARD_DIR / f"{name}.py") for name in ("kbench_board", "kbench_framing",
+                                                                                      "kbench_server"))],
                           capture_output=True, text=True, timeout=120)
     line = [x for x in done.stdout.splitlines() if x.startswith("replies")]
     assert line, done.stdout + done.stderr
