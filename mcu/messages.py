@@ -130,6 +130,9 @@ class Hello:
 
     @classmethod
     def parse(cls, payload: bytes) -> "Hello":
+        payload = bytes(payload)
+        if payload and payload[0] != Status.OK:
+            raise BoardRefused(Kind.HELLO, payload[0], payload[1:].decode("utf-8", "replace"))
         if len(payload) < HELLO_REPLY.size:
             raise LinkError(f"HELLO reply of {len(payload)} bytes; expected at least {HELLO_REPLY.size}")
         status, *numbers = HELLO_REPLY.unpack_from(payload)
@@ -144,7 +147,11 @@ class Hello:
         if at + 5 != len(payload) or not payload[at]:
             raise LinkError(f"HELLO reply ends with {payload[at:]!r} after its texts; expected window:u8 >= 1 and "
                             "largest_block:u32")
-        return cls(*numbers, *texts, payload[at], struct.unpack_from("<I", payload, at + 1)[0])
+        largest = struct.unpack_from("<I", payload, at + 1)[0]
+        if largest > numbers[3]:  # heap_free: the search never goes past it
+            raise LinkError(f"HELLO says largest_block {largest} with heap_free {numbers[3]}; allowed: "
+                            f"0..{numbers[3]} (a block is part of the free heap)")
+        return cls(*numbers, *texts, payload[at], largest)
 
 
 @dataclass(frozen=True)

@@ -190,7 +190,8 @@ def build_parser() -> Parser:
                              "the twin's)")
     parser.add_argument("--reserve", type=integer("reserve", 0, 1 << 31), default=SERVER_RESERVE, metavar="BYTES",
                         help=f"bytes the server keeps free (HELLO's reserve; default {SERVER_RESERVE})")
-    parser.add_argument("--largest-block", type=integer("largest-block", 1, 1 << 31), default=None, metavar="BYTES",
+    parser.add_argument("--largest-block", type=integer("largest-block", BLOCK_MARGIN + 1, 1 << 31), default=None,
+                        metavar="BYTES",
                         help="the largest block the board's heap can give (HELLO's largest_block; default: not "
                              "limited beyond --heap-free)")
     parser.add_argument("--dim", type=int_list("dim", 1, DIM_MAX), default=(32, 64), metavar="LIST",
@@ -207,7 +208,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         largest = args.largest_block
         if largest is not None and largest > args.heap_free:
             raise SpecError(f"--largest-block {largest} is more than --heap-free {args.heap_free}; allowed: "
-                            f"1..{args.heap_free}")
+                            f"{BLOCK_MARGIN + 1}..{args.heap_free} (the planner keeps {BLOCK_MARGIN} B of the block)")
+        if args.heap_free <= SLACK:
+            raise SpecError(f"--heap-free {args.heap_free} leaves no board heap whatever the reserve (the planner "
+                            f"keeps {SLACK} B of slack); allowed: --heap-free above {SLACK + args.reserve}")
         if budget(args.heap_free, args.reserve) < 1:
             raise SpecError(f"--reserve {args.reserve} leaves no board heap of --heap-free {args.heap_free} "
                             f"(the planner also keeps {SLACK} B of slack); allowed: --reserve below "

@@ -205,10 +205,12 @@ class Decoder:
 
     def wanted(self):
         # bytes to read next so that a read ends on a block's last data byte and the byte after it (the next code
-        # byte, or the delimiter every frame has): one read per block. Not after a block of one or two data bytes:
-        # a break piece (00 03 03 00) is one, and nothing need follow it.
+        # byte, or the delimiter every frame has): one read per block. Not while the piece may be a break piece
+        # (every byte so far 0x03, and 00 03 03 00 is one): nothing need follow its block.
         need = self.need
-        return need + 1 if need > 2 else need or 1
+        if need > 2 or (need and not self.breaking):
+            return need + 1
+        return need or 1
 
     def push(self, src, start, end):
         # Takes src[start:end] up to and including the first delimiter; returns the index after what it took.

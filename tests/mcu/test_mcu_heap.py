@@ -55,6 +55,19 @@ def test_hello_says_the_largest_block_beside_the_free_heap(monkeypatch):
     assert 36_864 - 16 <= said.largest_block <= 36_864
 
 
+def test_hello_refuses_a_largest_block_beyond_the_free_heap_and_reads_a_refusal_first(monkeypatch):
+    from host.errors import LinkError
+
+    monkeypatch.setattr(board, "gc", FakeGc(free=79_000))
+    reply = board.Server(None, None, None, "").answer(m.Kind.HELLO, 1, b"")
+    payload = bytearray(host.Decoder().feed(reply + b"\x00")[0].payload)
+    payload[-4:] = (79_001).to_bytes(4, "little")
+    with pytest.raises(LinkError, match="largest_block 79001 with heap_free 79000; allowed: 0..79000"):
+        m.Hello.parse(bytes(payload))
+    with pytest.raises(m.BoardRefused, match="E_MEMORY"):  # a short refusal is a refusal, not a short reply
+        m.Hello.parse(b"\x04")
+
+
 def test_the_planner_plans_within_the_largest_block_less_its_margin():
     free, reserve = 79_000, 8192
     unbounded = planner.plan(512, 32, free, reserve, 32)
@@ -74,7 +87,11 @@ def test_a_head_that_fits_no_block_says_the_block_bounded_it():
 
 def test_the_planner_cli_refuses_a_block_larger_than_the_free_heap(capsys):
     assert planner.main(["--heap-free", "50000", "--largest-block", "50001"]) == 2
-    assert "--largest-block 50001 is more than --heap-free 50000; allowed: 1..50000" in capsys.readouterr().err
+    assert "--largest-block 50001 is more than --heap-free 50000; allowed: 513..50000" in capsys.readouterr().err
+    assert planner.main(["--largest-block", "512"]) == 2  # the margin would leave nothing of the block
+    assert "largest-block=512 is out of range; allowed: 513.." in capsys.readouterr().err
+    assert planner.main(["--heap-free", "1000", "--reserve", "0"]) == 2  # no reserve helps: name the heap
+    assert "--heap-free 1000 leaves no board heap whatever the reserve" in capsys.readouterr().err
 
 
 def setup(server, seq, dim, rows, keys, bc=16, request=2):
