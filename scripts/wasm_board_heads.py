@@ -18,32 +18,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from helpers.wasm_board import WasmBoard, wasm_board_missing  # noqa: E402 - after the path it needs
-from host.problem import AttentionProblem  # noqa: E402
-from host.q15 import prepare  # noqa: E402
-
-SHAPES = [(512, 64, False), (512, 64, True), (1000, 32, False), (300, 32, True), (647, 32, False), (323, 64, True),
-          (2000, 16, True), (256, 128, False), (100, 8, False),
-          (128, 64, False), (128, 64, True), (256, 64, False), (256, 64, True)]  # the main job's, besides 512x64
-BC = 32
+from helpers.wasm_board import ISSUE_SHAPES, MAIN_SHAPES, run_wasm_head, wasm_board_missing  # noqa: E402 - after the path
 
 
-def run(seq: int, dim: int, causal: bool, mpy: bool) -> str:
-    from mcu.head import Session, run_head
-    from mcu.link import BoardLink
-
-    problem = AttentionProblem(seq=seq, dim=dim, causal=causal)
-    quantized = prepare(problem, *problem.inputs(), BC)
+def row(seq: int, dim: int, causal: bool, mpy: bool) -> str:
     started = time.monotonic()
     name = f"| {seq}×{dim}{' causal' if causal else ''} | {'.mpy' if mpy else 'source'} |"
     try:
-        with WasmBoard(mpy=mpy) as board, BoardLink(board.port) as link:
-            hello = link.hello
-            head = run_head(Session(link, board.port, "WebAssembly board"), quantized.params, *quantized.head(0, 0),
-                            1)
+        head, expected, hello, _ = run_wasm_head(seq, dim, causal, mpy)
     except Exception as exc:  # noqa: BLE001 - a failed head is a row of the table, with its reason
         return f"{name} - | - | - | failed: {type(exc).__name__}: {exc} | {time.monotonic() - started:.1f} s |"
-    exact = bool((head.out == quantized.expected()[0, 0]).all())
+    exact = bool((head.out == expected).all())
     how = "resident" if head.keys == seq else f"streamed, {head.keys} keys at a time"
     return (f"{name} {hello.heap_free:,} / {hello.largest_block:,} B | {head.rows} rows, {how} | {head.replans} | "
             f"{'ok, bit-exact' if exact else 'wrong: not bit-exact'} | {time.monotonic() - started:.1f} s |")
@@ -59,8 +44,8 @@ def main(argv: list[str]) -> int:
     print("|---|---|---|---|---|---|---|")
     rows = []
     for mpy in variants:
-        for seq, dim, causal in SHAPES:
-            rows.append(run(seq, dim, causal, mpy))
+        for seq, dim, causal in ISSUE_SHAPES + MAIN_SHAPES:
+            rows.append(row(seq, dim, causal, mpy))
             print(rows[-1], flush=True)
     return 0 if all("ok, bit-exact" in row for row in rows) else 1
 

@@ -12,8 +12,6 @@ MAX_PAYLOAD = 0xFFFF
 MAX_ENCODED = HEADER_SIZE + MAX_PAYLOAD + 2 + (HEADER_SIZE + MAX_PAYLOAD + 2) // 254 + 2
 
 
-BREAK_PIECE_BYTE = b"\x03"  # two or more of these alone between delimiters ask the server to stop (never a frame)
-
 
 # CRC-16/CCITT-FALSE (poly x^16 + x^12 + x^5 + 1, init 0xFFFF; crc16(b"123456789") == 0x29B1) by a table loop two
 # bytes per step, over a bytes-like object between two indices. Nothing is allocated: the words are read by index
@@ -21,10 +19,10 @@ BREAK_PIECE_BYTE = b"\x03"  # two or more of these alone between delimiters ask 
 # allocated about 23 KB per 1 KB frame under MicroPython; on a nearly full, fragmented heap that failed.)
 #
 # Nothing else here allocates per frame either: a frame is COBS-decoded block by block into the Decoder's one
-# buffer, and a reply is built, CRC-checked and COBS-encoded in place in an Encoder's one buffer. encode(),
-# cobs_encode(), cobs_decode(), decode_body() and Decoder.feed() return new objects: they are for the tests and the
-# host. With q15attn 3 on the board, use_native() swaps crc16 and cobs_encode_into for its C ones (the per-byte
-# loops here cost a bytecode dispatch per operation: about 130 µs a 1 KB frame under CPython, the twin).
+# buffer, and a reply is built, CRC-checked and COBS-encoded in place in an Encoder's one buffer. encode() and
+# Decoder.feed() return new objects: they are for the tests. With q15attn 3 on the board, use_native() swaps crc16
+# and cobs_encode_into for its C ones (the per-byte loops here cost a bytecode dispatch per operation: about 130 µs
+# a 1 KB frame under CPython, the twin).
 
 
 def _crc_tables():
@@ -80,39 +78,6 @@ def cobs_encode_into(out, at, data, start, end):
     return o
 
 
-def cobs_decode_into(buf, start, end):
-    # buf[start:end] COBS-decoded in place (the output never longer than the input) to buf[start:]; returns its
-    # length, or -1 on a zero byte or a block running past the end
-    i, o = start, start
-    while i < end:
-        code = buf[i]
-        stop = i + code
-        if code == 0 or stop > end:
-            return -1
-        for j in range(i + 1, stop):
-            buf[o] = buf[j]
-            o += 1
-        i = stop
-        if code < 0xFF and i < end:
-            buf[o] = 0
-            o += 1
-    return o - start
-
-
-def cobs_encode(data):
-    out = bytearray(len(data) + 2 + len(data) // 254)
-    return bytes(out[:cobs_encode_into(out, 0, data, 0, len(data))])
-
-
-def cobs_decode(data):
-    # raises ValueError on a zero byte or a block running past the end
-    buf = bytearray(data)
-    n = cobs_decode_into(buf, 0, len(buf))
-    if n < 0:
-        raise ValueError("bad COBS data")
-    return bytes(buf[:n])
-
-
 class Encoder:
     # One frame at a time in a buffer allocated once: the caller writes the payload at buffer[payload:], seal()
     # adds header and CRC and COBS-encodes the whole in place, after a pad byte (0x00: noise before a frame costs
@@ -160,27 +125,6 @@ def check_body(buf, n):
     return size if size == n - HEADER_SIZE - 2 else -1
 
 
-def decode_body(encoded):
-    # (kind, seq, payload) of one frame without its delimiter; ValueError when it is corrupted
-    raw = bytearray(cobs_decode(encoded))
-    size = check_body(raw, len(raw))
-    if size < 0:
-        raise ValueError("corrupted frame")
-    return raw[1], raw[2] | raw[3] << 8, bytes(raw[HEADER_SIZE:HEADER_SIZE + size])
-
-
-def is_break(piece, n=-1):
-    # piece[:n], a piece of two or more BREAK_PIECE_BYTEs: no frame encodes to it (its version byte would be 3)
-    if n < 0:
-        n = len(piece)
-    if n < 2:
-        return False
-    for i in range(n):
-        if piece[i] != 3:
-            return False
-    return True
-
-
 class Decoder:
     # One buffer, allocated once, that a frame is COBS-decoded into as it arrives, a block at a time: each block's
     # data is copied in by C (a slice assignment of the whole source buffer when the block starts it, as Reader's
@@ -197,7 +141,7 @@ class Decoder:
         self.code = 0  # the current block's code byte; 0 before the frame's first
         self.raw = 0  # encoded bytes of the frame so far
         self.bad = False  # too long, or a zero inside a block: rejected at the delimiter
-        self.breaking = True  # every encoded byte so far is BREAK_PIECE_BYTE
+        self.breaking = True  # every encoded byte so far is 0x03: two or more alone are a break piece, never a frame
         self.ready = False
         self.kind = self.seq = self.size = 0
         self.rejected = 0
@@ -255,10 +199,8 @@ class Decoder:
     def take(self, src, i, k):
         # src[i:i + k], a block's data, appended to the frame
         fill = self.fill
-        if fill + k > self.limit:
+        if self.bad or fill + k > self.limit:
             self.bad = True
-        elif self.bad:
-            pass
         elif i == 0 and fill + len(src) <= len(self.buffer):
             self.buffer[fill:fill + len(src)] = src  # in C; what lies past k is overwritten later
             self.fill = fill + k

@@ -81,7 +81,7 @@ class Server:
     def __init__(self, rx, tx, kernel=None, kernel_error="", window=WINDOW):
         self.tx = tx
         self.kernel = kernel
-        self.native_framing = framing.use_native(kernel)  # C CRC and COBS (q15attn 3)
+        framing.use_native(kernel)  # C CRC and COBS where q15attn (3) has them
         self.kernel_error = kernel_error  # why q15attn could not be imported, for E_MODULE
         self.window = window  # LOAD requests the host may have in flight (HELLO says so)
         # Every frame buffer is allocated here, once: the request frame is decoded in place in the decoder's; a
