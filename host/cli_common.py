@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import os
 import sys
 import textwrap
@@ -76,11 +77,11 @@ def _allowed(low: int, high: int | None, allowed: Sequence[int]) -> str:
 
 
 def _parse_int(name: str, text: str, low: int, high: int | None, allowed: Sequence[int]) -> int:
-    try:
-        value = int(text.strip())
-    except ValueError:
+    # plain decimal only: Python's int() also takes 10_000 and non-ASCII digits, which no shell user means
+    if not re.fullmatch(r"[+-]?[0-9]+", text.strip()):
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer; allowed: "
-                                         f"{_allowed(low, high, allowed)}") from None
+                                         f"{_allowed(low, high, allowed)}")
+    value = int(text.strip())
     bad = (value not in allowed) if allowed else (value < low or (high is not None and value > high))
     if bad:
         verdict = "is not supported" if allowed else "is out of range"

@@ -10,7 +10,9 @@ the host's CPU per frame and, on a twin this tool started, the twin's; READ thro
 (seq, dim) split into wall time spent waiting for RUN (the board computing; on the twin, emulating) and everything
 else (SETUP, LOAD, READ: the link), with the DWT cycles and what they mean at the board's clock; then the planner's
 largest seq per dim for the heap the board announced. `--profile` adds the host's top functions (cProfile) over the
-windowed LOADs of the link's default window.
+windowed LOADs of the link's default window. Where Linux accounts for it, the share of the machine's CPU time a
+hypervisor took while the windows ran is printed under their table (a window overlaps two processes; a vCPU taken
+away undoes that, so over 5 % the ratios describe the machine more than the link).
 
 Outputs are checked, not assumed: the bytes READ back must be those LOAD wrote, for every window, and the head (the
 seeded problem's one head, quantised as every Q15 target gets it) must equal host/q15.py bit for bit and stay within
@@ -51,6 +53,8 @@ from mcu import messages as m
 TRANSFER_BYTES = 64 * 1024
 HEAD_BC = 32  # the head's key block: the frame server's default
 PROFILE_LINES = 8  # functions listed by --profile
+STEAL_FIELD = 7  # steal's place among /proc/stat's cpu times (user, nice, system, idle, iowait, irq, softirq, steal)
+STOLEN_WARN = 0.05  # above this share of stolen CPU time the ratios say more about the machine than the link
 
 
 class CpuClock:
@@ -65,6 +69,28 @@ class CpuClock:
             return sum(int((task / "schedstat").read_text().split()[0]) for task in self.tasks.iterdir()) / 1e9
         except (OSError, ValueError, IndexError):
             return None
+
+
+def stolen_share(before: Sequence[int] | None, after: Sequence[int] | None) -> float | None:
+    """The share of the machine's CPU time the hypervisor took (steal) between two `cpu_ticks()` readings; None
+    where either is missing or no time passed."""
+    if before is None or after is None:
+        return None
+    total = sum(after) - sum(before)
+    return (after[STEAL_FIELD] - before[STEAL_FIELD]) / total if total > 0 else None
+
+
+def cpu_ticks(stat: Path = Path("/proc/stat")) -> tuple[int, ...] | None:
+    """The machine's CPU time so far, all CPUs, in clock ticks by state (user, nice, system, idle, iowait, irq,
+    softirq, steal: Linux's /proc/stat `cpu` line); None where that cannot be read (another OS, a kernel without
+    steal accounting)."""
+    try:
+        fields = stat.read_text().split("\n", 1)[0].split()
+        if fields[0] != "cpu" or len(fields) <= STEAL_FIELD + 1:
+            return None
+        return tuple(int(value) for value in fields[1:STEAL_FIELD + 2])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 @dataclass
@@ -246,7 +272,9 @@ def measure(args: argparse.Namespace, windows: tuple[int, ...],
         room = (hello.heap_free - hello.reserve) // 2 - 4096  # K and V^T are allocated; K carries the data
         nbytes = min(TRANSFER_BYTES, room // 64 * 64)
         stage(f"LOAD of {nbytes} bytes: {args.rounds} round(s) of windows {', '.join(map(str, windows))}")
+        ticks = cpu_ticks()
         totals, rates, read_bps = window_sweep(link, nbytes, windows, args.rounds, twin, stage)
+        stolen = stolen_share(ticks, cpu_ticks())
         if args.profile:
             stage(f"profiling LOADs with {LOAD_WINDOW} in flight")
         profile = profile_load(link, nbytes, LOAD_WINDOW) if args.profile else ""
@@ -254,7 +282,7 @@ def measure(args: argparse.Namespace, windows: tuple[int, ...],
         split = head_split(link, args.seq, args.dim)
         stage("the head measured and checked")
     return {"hello": hello, "nbytes": nbytes, "totals": totals, "rates": rates, "read_bps": read_bps,
-            "profile": profile, "split": split}
+            "stolen": stolen, "profile": profile, "split": split}
 
 
 def print_windows(figures: dict, windows: tuple[int, ...], rounds: int) -> None:
@@ -281,6 +309,18 @@ def print_windows(figures: dict, windows: tuple[int, ...], rounds: int) -> None:
     best = max(windows, key=lambda w: rates[w])
     print(f"\nwindowed / stop-and-wait LOAD throughput: {rates[LOAD_WINDOW] / rates[1]:.2f}x at the link's "
           f"default window ({LOAD_WINDOW}); the best measured: {rates[best] / rates[1]:.2f}x at {best}")
+    print(stolen_line(figures["stolen"]))
+
+
+def stolen_line(stolen: float | None) -> str:
+    """What the machine's stolen CPU time during the windows means for the ratios above."""
+    if stolen is None:
+        return "CPU time stolen by a hypervisor during the windows: not known here (no /proc/stat steal figure)"
+    line = f"CPU time stolen by a hypervisor during the windows: {stolen:.1%} of this machine's"
+    if stolen > STOLEN_WARN:
+        line += (f", over {STOLEN_WARN:.0%}: a window overlaps the host's and the board's work, and a vCPU taken "
+                 "away undoes that, so these ratios understate the window; measure again on a quieter machine")
+    return line
 
 
 def print_head(figures: dict, seq: int, dim: int) -> None:

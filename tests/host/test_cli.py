@@ -21,6 +21,8 @@ from host.errors import LinkError, ResultsError, SpecError
     (integer("iters", 1), "-3", "iters=-3 is out of range; allowed: >= 1"),
     (integer("Br", 8, 128, (8, 16)), "12", "Br=12 is not supported; allowed: 8, 16"),
     (integer("seq", 1, 9), "x", "'x' is not an integer; allowed: 1..9"),
+    (integer("seq", 1, 99999), "10_000", "'10_000' is not an integer; allowed: 1..99999"),
+    (integer("seq", 1, 9), "\u0665", "'\u0665' is not an integer; allowed: 1..9"),  # an Arabic-Indic five
     (int_list("seq", 1, 9), "1,,2", "'1,,2' is not a comma-separated list of integers (1..9)"),
     (int_list("seq", 1, 9), "1,10", "seq=10 is out of range; allowed: 1..9"),
     (name_list, " ", "' ' is not a comma-separated list of names"),

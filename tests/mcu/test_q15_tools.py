@@ -87,6 +87,24 @@ def test_link_bench_round_trip_check_names_the_first_difference():
         check_round_trip(b"\x01\x02\x03", b"\x01\x02")
 
 
+def test_link_bench_reads_stolen_cpu_time_or_says_it_cannot(tmp_path):
+    from mcu.link_bench import cpu_ticks, stolen_line, stolen_share
+
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 50 0 25 400 5 0 2 18 0 0\n")
+    before = cpu_ticks(stat)
+    assert before == (100, 0, 50, 800, 10, 0, 5, 35)
+    stat.write_text("cpu  160 0 70 900 10 0 5 55 0 0\n")
+    share = stolen_share(before, cpu_ticks(stat))
+    assert share == pytest.approx(20 / 200)
+    assert "10.0%" in stolen_line(share) and "understate" in stolen_line(share)
+    assert "understate" not in stolen_line(0.01)
+    stat.write_text("cpu  1 2 3 4\n")  # a kernel without steal accounting
+    assert cpu_ticks(stat) is None and cpu_ticks(tmp_path / "absent") is None
+    assert stolen_share(None, before) is None and stolen_share(before, before) is None
+    assert "not known" in stolen_line(None)
+
+
 def test_link_bench_on_the_twin():
     pytest.importorskip("mpremote", reason="mpremote is not installed (pip install -e '.[mcu]')")
     pytest.importorskip("unicorn", reason="unicorn is not installed (pip install -e '.[mcu]')")
@@ -95,7 +113,8 @@ def test_link_bench_on_the_twin():
     cycles = re.search(r"\| DWT cycles of the head \| (\d+) =", done.stdout)
     assert cycles and int(cycles.group(1)) > 17 * 17 * 8, done.stdout  # at least a cycle per multiply-accumulate
     for measure in ("| 1 (stop-and-wait) |", "windowed / stop-and-wait LOAD throughput:", "| READ throughput",
-                    "| head seq 17 dim 8: wall", "| ... waiting for RUN"):
+                    "| head seq 17 dim 8: wall", "| ... waiting for RUN",
+                    "CPU time stolen by a hypervisor during the windows: "):
         assert measure in done.stdout, measure
     assert re.search(r"\| 32 \| \d+ \|", done.stdout) and re.search(r"\| 64 \| \d+ \|", done.stdout)
     steps = [line.rsplit(" (", 1)[0] for line in done.stderr.splitlines() if line.startswith("kbench: link_bench ")]
