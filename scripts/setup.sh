@@ -60,6 +60,7 @@ need=()
 command -v arm-none-eabi-gcc >/dev/null || need+=(gcc-arm-none-eabi libnewlib-arm-none-eabi)
 command -v valgrind >/dev/null || need+=(valgrind)
 command -v yosys >/dev/null || need+=(yosys)
+command -v node >/dev/null || need+=(nodejs npm)  # the twin's VM: MicroPython's WebAssembly port runs under Node
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then sudo=()
   elif command -v sudo >/dev/null; then sudo=(sudo)

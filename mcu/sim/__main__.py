@@ -1,6 +1,7 @@
 """Run the board twin on a pseudo-terminal: a Cortex-M4 board speaking MicroPython's REPL, for hosts without a board.
 
     python -m mcu.sim [--root DIR] [--clock HZ] [--mpy-abi N] [--faults SPEC] [--memory-limit MIB] [--exit-on-stdin-eof]
+                      [--vm]
 
 The first line of stdout is the pty's path (e.g. /dev/pts/7): give it to `mpremote connect`, to pyserial, or to
 kbench's MCU target. The twin speaks MicroPython's REPL as the STM32 port does (docs/twin.md) over a board
@@ -9,7 +10,9 @@ end it, status 0, and so does the end of stdin with --exit-on-stdin-eof (a host 
 gives it a pipe, so the twin ends with the host however the host ends). --mpy-abi makes the twin announce another
 sys.implementation._mpy; --faults injects line faults (mcu/sim/faults.py). --memory-limit caps the twin process's
 address space (MEMORY_LIMIT_MIB by default, 0 for none) so that board code which allocates more than the host can
-spare (`b'a' * 2**31`) gets a MemoryError, as on a board, instead of taking the host's memory.
+spare (`b'a' * 2**31`) gets a MemoryError, as on a board, instead of taking the host's memory. --vm runs the board
+as the real MicroPython VM (its WebAssembly port under Node, a heap of the F407's size: mcu/sim/vm_process.py,
+docs/twin.md "The VM"); --mpy-abi and --faults do not apply to it yet.
 
 Exit status: 0 stopped (Ctrl-C, SIGTERM or SIGHUP while serving is how a twin is stopped, not an interruption);
 1 the twin's REPL failed; 2 bad arguments only (one `kbench: error:` line naming the value); 130 interrupted by
@@ -73,19 +76,29 @@ def build_parser() -> Parser:
     parser.add_argument("--memory-limit", type=integer("memory-limit", 0, 1 << 24), default=MEMORY_LIMIT_MIB,
                         metavar="MIB", help=f"address-space limit of the twin in MiB; board code beyond it gets "
                         f"MemoryError (default {MEMORY_LIMIT_MIB}; 0: no limit)")
+    parser.add_argument("--vm", action="store_true",
+                        help="run the board as the real MicroPython VM (WebAssembly, under Node; default: the "
+                             "CPython twin)")
     parser.add_argument("--exit-on-stdin-eof", action="store_true",
                         help="stop when stdin reaches its end (default: run until a signal)")
     return parser
 
 
 def serve(root: str | None, clock_hz: int, mpy_abi: int = MPY_ABI, faults: FaultSpec = FaultSpec(),
-          exit_on_stdin_eof: bool = False) -> int:
+          exit_on_stdin_eof: bool = False, vm: bool = False) -> int:
     with contextlib.ExitStack() as stack:
         if root is None:
             root = stack.enter_context(tempfile.TemporaryDirectory(prefix="kbench-twin-"))
         elif not Path(root).is_dir():
             raise SpecError(f"--root {root!r} is not a directory")
-        server = PtyServer(root, clock_hz, mpy_abi, faults)
+        if vm:
+            from mcu.sim.vm_process import VmServer, vm_missing
+
+            if vm_missing():
+                raise TargetError(f"--vm: {vm_missing()}")
+            server = VmServer(root, clock_hz)
+        else:
+            server = PtyServer(root, clock_hz, mpy_abi, faults)
         stack.callback(server.close)
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGINT too where a shell ignored it
@@ -117,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         args = build_parser().parse_args(argv)
         limit_memory(args.memory_limit)
-        return serve(args.root, args.clock, args.mpy_abi, args.faults, args.exit_on_stdin_eof)
+        return serve(args.root, args.clock, args.mpy_abi, args.faults, args.exit_on_stdin_eof, args.vm)
 
     return guard(body)
 

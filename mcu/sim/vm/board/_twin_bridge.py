@@ -1,0 +1,34 @@
+# The twin VM's line to its Python side (mcu/sim/vm_bridge.py): the device /dev/twin, which twin.mjs passes through
+# byte for byte. A call writes a header of int32s and its buffers and reads the reply into preallocated buffers:
+# nothing is allocated per call but small ints, an error's message and the views of buffers it fills.
+#
+# Wire: request = HEADER (op, ten int arguments, then the byte lengths of up to five buffers) and the buffers;
+# reply = REPLY (status, value, n), then the buffers the op fills when status is 0, else n bytes of message raised
+# as ERRORS[status].
+import struct
+
+HELLO, STATE_BYTES, ATTENTION, STREAM, CLOCK, TEMP_MILLI_C, VDDA_MILLI_V, CRC16, COBS = range(9)
+HEADER = "<16i"
+REPLY = "<iIi"
+ERRORS = (None, ValueError, TypeError, OverflowError)
+
+_line = open("/dev/twin", "r+b")  # noqa: SIM115 - open for the VM's life
+_header = bytearray(struct.calcsize(HEADER))
+_reply = bytearray(struct.calcsize(REPLY))
+
+
+def call(op, a=0, b=0, c=0, d=0, e=0, f=0, g=0, h=0, i=0, j=0, sent=(), filled=()):
+    lengths = [len(x) for x in sent] + [0] * (5 - len(sent))
+    struct.pack_into(HEADER, _header, 0, op, a, b, c, d, e, f, g, h, i, j, *lengths)
+    _line.write(_header)
+    for buffer in sent:
+        _line.write(buffer)
+    _line.readinto(_reply)
+    status, value, n = struct.unpack_from(REPLY, _reply, 0)
+    if status:
+        message = bytearray(n)
+        _line.readinto(message)
+        raise ERRORS[status](message.decode())
+    for buffer in filled:
+        _line.readinto(buffer)
+    return value

@@ -1,0 +1,334 @@
+// The board twin's VM: MicroPython itself (the WebAssembly port, npm @micropython/micropython-webassembly-pyscript)
+// under Node, with a GC heap of the board's size, its own REPL and the twin's root folder as its flash. Started by
+// mcu/sim/vm_process.py, which owns the pty, the line faults and the Cortex-M4 emulator behind q15attn:
+//
+//   node twin.mjs <package dir> <root dir> <stand-ins dir> <heap bytes> <bridge fd> <attention fd>
+//
+// fd 0 and 1 are the board's serial line (pipes to the Python side), fd 2 diagnostics; the bridge fd carries the
+// stand-in modules' calls (q15attn's kernel, the modelled peripherals: mcu/sim/vm/board/*.py) byte for byte; the
+// attention fd (non-blocking) gets a byte each time the line carried Ctrl-C, so that code which computes without
+// reading the line can be interrupted, as a UART interrupt would.
+//
+// What a board does and this port does not do itself, done here (docs/twin.md, "The VM"):
+// - the heap: the port adds heap areas from the C allocator when its heap is full; that allocator is eaten at start
+//   (halving block sizes, one 64 KB block given back for the JS glue), so the heap cannot grow: MemoryError is real.
+//   The port collects garbage only when control returns to JS, never inside a call into the VM (it cannot scan its
+//   own stack): between REPL commands, and between the frame server's reads (it is stepped from here).
+// - soft reset (Ctrl-D at an empty raw REPL, or sys.exit): a fresh VM on the same flash, "MPY: soft reboot".
+// - Ctrl-C while code runs: the interrupt character on the line schedules KeyboardInterrupt (the port never looks).
+// - raw-paste (Ctrl-E A Ctrl-A): done here, then the command goes to the raw REPL (the port's own reads a stdin that
+//   no JS callback feeds, and hangs).
+// - the flash: the root folder through a file system of Node's fs calls, mounted at /flash (the port has MEMFS only).
+import { closeSync, readSync, writeSync } from "fs";
+import * as fs from "fs";
+import { join } from "path";
+import { pathToFileURL } from "url";
+import { hostFileSystem } from "./hostfs.mjs";
+
+const [, , packageDir, rootDir, standinDir, heapArg, bridgeArg, attentionArg] = process.argv;
+const HEAP = parseInt(heapArg, 10);
+const BRIDGE_FD = parseInt(bridgeArg, 10);
+const ATTENTION_FD = parseInt(attentionArg, 10);
+const KEPT_FOR_JS = 64 * 1024; // C heap left to the JS glue and the C library (runPython's code, opendir)
+const FORCED_EXIT = 256; // pyexec's PYEXEC_FORCED_EXIT: Ctrl-D at an empty raw REPL line, or sys.exit()
+const CTRL_C = 0x03;
+const RAW_PASTE = [0x05, 0x41, 0x01];
+const RAW_PASTE_WINDOW = 128;
+const RAW_BANNER = "raw REPL; CTRL-B to exit\r\n>";
+const ATTENTION_POLL_MS = 5;
+const FLUSH_BYTES = 256; // output held at most this long while code runs (the REPL's own replies go out at once)
+const FLUSH_MS = 5;
+
+const quietStderr = process.stderr.write.bind(process.stderr);
+process.stderr.write = (chunk, ...rest) => /Cannot enlarge memory/.test(String(chunk)) || quietStderr(chunk, ...rest);
+
+// -- the serial line ---------------------------------------------------------------------------------------------
+
+let out = Buffer.alloc(1 << 16);
+let outLength = 0;
+let muted = false; // while a fresh VM boots: its banner is not the board's
+let held = null; // the REPL's end of command while the frame server runs (an array of bytes), else null
+
+let lastFlush = 0;
+let unsaid = []; // bytes the VM is about to print that the board would not
+
+function emit(bytes) {
+  // what the VM prints: out at once while code runs (a board's UART sends as it prints), held while the frame server
+  // runs (the REPL's end of command), dropped while a fresh VM boots
+  if (muted) return;
+  pollAttention();
+  for (const byte of bytes) {
+    if (unsaid.length && byte === unsaid[0]) { // the raw REPL's "OK", which raw-paste does not print
+      unsaid = unsaid.slice(1);
+      continue;
+    }
+    unsaid = [];
+    if (held !== null) {
+      held.push(byte);
+      continue;
+    }
+    if (outLength === out.length) {
+      const bigger = Buffer.alloc(out.length * 2);
+      out.copy(bigger);
+      out = bigger;
+    }
+    out[outLength++] = byte;
+  }
+  const now = performance.now();
+  if (held === null && (outLength >= FLUSH_BYTES || now - lastFlush >= FLUSH_MS)) {
+    flush();
+    lastFlush = now;
+  }
+}
+
+function emitText(text) {
+  emit(Buffer.from(text, "latin1"));
+}
+
+function flush() {
+  let done = 0;
+  while (done < outLength) done += writeSync(1, out, done, outLength - done);
+  outLength = 0;
+}
+
+const input = Buffer.alloc(4096);
+let inputAt = 0;
+let inputLength = 0;
+let ended = false;
+
+function nextByte() {
+  // the next byte of the line, blocking (what the VM printed goes out first); null once the line is gone
+  while (inputAt >= inputLength) {
+    if (ended) return null;
+    flush();
+    try {
+      inputLength = readSync(0, input, 0, input.length, null);
+      inputAt = 0;
+      if (inputLength === 0) ended = true;
+    } catch (error) {
+      if (error.code === "EOF" || error.code === "EPIPE") ended = true;
+      else if (error.code !== "EAGAIN" && error.code !== "EINTR") throw error;
+    }
+  }
+  return input[inputAt++];
+}
+
+// -- Ctrl-C ------------------------------------------------------------------------------------------------------
+// A board's UART interrupt decides at each byte's arrival: the interrupt character, while code runs with it set
+// (pyexec sets it to Ctrl-C for a command; micropython.kbd_intr(-1) clears it), raises KeyboardInterrupt and is
+// dropped; otherwise the byte is data. Here the Python side writes an attention byte for each Ctrl-C on the line
+// before the byte itself, so the n-th attention byte stands for the n-th Ctrl-C: read (pollAttention) while code
+// prints or the interrupt character is about to change, each gets its verdict then; a Ctrl-C the line delivers
+// before its attention byte was read gets it on delivery.
+
+let vm = null;
+let announced = 0; // attention bytes read
+let delivered = 0; // Ctrl-Cs read from the line
+const verdicts = []; // for the Ctrl-Cs announced and not yet delivered: true if it interrupted the VM
+let lastPoll = 0;
+const attention = Buffer.alloc(256);
+
+function executing() {
+  return vm !== null && vm._module._mp_hal_get_interrupt_char() === CTRL_C;
+}
+
+function interrupt() {
+  if (process.env.KBENCH_VM_DEBUG) process.stderr.write(`interrupt: announced ${announced} delivered ${delivered} ${verdicts}\n${new Error().stack}\n`);
+  vm._module._mp_sched_keyboard_interrupt();
+}
+
+function pollAttention(now = false, idle = false) {
+  // Ctrl-Cs the line carried since the last look, judged by the interrupt character as it is now (`idle`: no code
+  // runs, and they are the REPL's)
+  const time = performance.now();
+  if (!now && time - lastPoll < ATTENTION_POLL_MS) return;
+  lastPoll = time;
+  for (;;) {
+    let n = 0;
+    try {
+      n = readSync(ATTENTION_FD, attention, 0, attention.length, null);
+    } catch (error) {
+      if (error.code !== "EAGAIN") throw error;
+    }
+    if (n <= 0) return;
+    for (let i = 0; i < n; i++) {
+      announced += 1;
+      if (announced <= delivered) continue; // judged when the line delivered it
+      const interrupts = !idle && executing();
+      if (interrupts) interrupt();
+      verdicts.push(interrupts);
+    }
+  }
+}
+
+globalThis.kbenchInterruptCharChanging = () => pollAttention(true);
+
+function lineByte(forCode) {
+  // a byte for running code (`forCode`: its stdin) or for the REPL; a Ctrl-C that interrupts code is not delivered
+  // (null for code: its read ends, and the KeyboardInterrupt is raised when it returns)
+  for (;;) {
+    const c = nextByte();
+    if (c !== CTRL_C) return c;
+    delivered += 1;
+    if (delivered <= announced) {
+      if (verdicts.shift()) continue; // it interrupted the VM already
+      return c;
+    }
+    if (!forCode || !executing()) return c;
+    interrupt();
+    return null;
+  }
+}
+
+function stdin() {
+  return lineByte(true);
+}
+
+// -- the bridge to the Python side (q15attn's kernel, the peripherals) --------------------------------------------
+
+function bridge(read, buffer, offset, length) {
+  const view = new Uint8Array(buffer.buffer, buffer.byteOffset + offset, length);
+  let done = 0;
+  while (done < length) {
+    const n = read ? readSync(BRIDGE_FD, view, done, length - done, null)
+      : writeSync(BRIDGE_FD, view, done, length - done);
+    if (n === 0) throw new Error("the twin's bridge closed");
+    done += n;
+  }
+  return length;
+}
+
+// -- the VM ------------------------------------------------------------------------------------------------------
+
+const { loadMicroPython } = await import(pathToFileURL(join(packageDir, "micropython.mjs")).href);
+const shim = fs.readFileSync(join(standinDir, "_twin_boot.py"), "utf8");
+let serving = false;
+globalThis.kbenchServing = () => {
+  serving = true;
+  held = [];
+};
+
+function capHeap(M) {
+  // eat the C allocator so that the GC heap cannot grow beyond `heapsize`: the port adds a heap area of at least the
+  // heap it has (py/gc.c, gc_try_add_heap), and what is left here, KEPT_FOR_JS in one block, is smaller than that
+  const kept = M._malloc(KEPT_FOR_JS);
+  for (let size = 1 << 30; size >= 16;) {
+    if (!M._malloc(size)) size >>= 1;
+  }
+  if (kept) M._free(kept);
+}
+
+async function boot(raw) {
+  // a fresh VM on the flash: the board after reset, in the raw REPL when `raw`, its banner muted
+  muted = true;
+  vm = null;
+  const next = await loadMicroPython({ heapsize: HEAP, linebuffer: false, stdin, stdout: emit, stderr: emit });
+  next.FS.mkdir("/flash");
+  next.FS.mount(hostFileSystem(next.FS), { root: rootDir }, "/flash");
+  next.FS.mkdir("/twin");
+  for (const name of fs.readdirSync(standinDir)) {
+    if (name.endsWith(".py") && name !== "_twin_boot.py") {
+      next.FS.writeFile("/twin/" + name, fs.readFileSync(join(standinDir, name)));
+    }
+  }
+  const device = next.FS.makedev(64, 0);
+  next.FS.registerDevice(device, {
+    open: () => {},
+    close: () => {},
+    read: (stream, buffer, offset, length) => bridge(true, buffer, offset, length),
+    write: (stream, buffer, offset, length) => bridge(false, buffer, offset, length),
+  });
+  next.FS.mkdev("/dev/twin", device);
+  capHeap(next._module);
+  vm = next;
+  vm.runPython(shim);
+  step = vm.globals.get("_kbench_step");
+  vm.replInit();
+  if (raw) vm.replProcessChar(0x01);
+  muted = false;
+}
+
+let step = null;
+
+function serve() {
+  // the frame server a REPL command started, one line read per call (a collection after each); then the REPL's end
+  // of command
+  const tail = held;
+  held = null;
+  serving = false;
+  let failure = "";
+  try {
+    while (step()) {}
+  } catch (error) {
+    failure = String(error.message || error);
+  }
+  pollAttention(true); // judged as the server left them
+  vm.runPython("import micropython\nmicropython.kbd_intr(-1)"); // the REPL's between commands (pyexec's)
+  if (failure) emitText("\x04" + failure.replace(/\x04/g, "") + "\r\n\x04>");
+  else emit(tail);
+  flush();
+}
+
+async function softReset() {
+  emitText("MPY: soft reboot\r\n");
+  await boot(true);
+  emitText(RAW_BANNER);
+}
+
+function rawPaste() {
+  // the host's command, taken with raw-paste's flow control, then run by the raw REPL as if typed
+  emit([0x52, 0x01, RAW_PASTE_WINDOW & 0xFF, RAW_PASTE_WINDOW >> 8, 0x01]);
+  const code = [];
+  let credit = RAW_PASTE_WINDOW;
+  for (;;) {
+    const c = nextByte();
+    if (c === null) return false;
+    if (c === 0x04) break;
+    if (c === CTRL_C) { // the host gave up: as the port, back at the raw REPL's prompt
+      emitText("\r\n>");
+      return true;
+    }
+    code.push(c);
+    if (--credit === 0) {
+      emit([0x01]);
+      credit = RAW_PASTE_WINDOW;
+    }
+  }
+  emit([0x04]);
+  for (const c of code) vm.replProcessChar(c);
+  unsaid = [0x4f, 0x4b]; // "OK"
+  return vm.replProcessChar(0x04);
+}
+
+await boot(false);
+flush();
+let pending = [];
+for (;;) {
+  const c = pending.length ? pending.shift() : lineByte(false);
+  if (c === null) break;
+  let result = 0;
+  if (c === RAW_PASTE[0] && pending.length === 0) {
+    const next = [c];
+    while (next.length < RAW_PASTE.length && next[next.length - 1] === RAW_PASTE[next.length - 1]) {
+      const more = lineByte(false);
+      if (more === null) break;
+      next.push(more);
+    }
+    if (next.length === RAW_PASTE.length && next.every((byte, i) => byte === RAW_PASTE[i])) {
+      result = rawPaste();
+      if (result === false) break;
+    } else {
+      result = vm.replProcessChar(next[0]);
+      pending = next.slice(1);
+    }
+  } else {
+    pollAttention(true, true);
+    result = vm.replProcessChar(c);
+  }
+  if (serving) serve();
+  if (result === FORCED_EXIT) await softReset();
+  flush();
+}
+flush();
+closeSync(BRIDGE_FD);
+process.exit(0);

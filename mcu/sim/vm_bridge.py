@@ -1,0 +1,105 @@
+"""The Python side of the twin VM's /dev/twin (mcu/sim/vm/board/_twin_bridge.py): what the WebAssembly port cannot
+do itself. `q15attn`'s calls run the Cortex-M4 build of the kernel in the emulator (mcu/sim/q15module.py, with the
+binding's argument checks and messages; cycles as the emulator counts them, advancing the modelled clock and
+heating the modelled die), `crc16` and `cobs_encode` run there too, and `machine.freq()` and `pyb.ADCAll` read the
+modelled peripherals (mcu/sim/peripherals.py).
+
+Wire (one request at a time): a header of 16 int32 (op, ten int arguments, the byte lengths of up to five
+buffers), the buffers; the reply (status, value, n): status 0 with the buffers the op fills, else n bytes of the
+message of the error ERRORS[status].
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from mcu.sim.peripherals import Peripherals
+
+HELLO, STATE_BYTES, ATTENTION, STREAM, CLOCK, TEMP_MILLI_C, VDDA_MILLI_V, CRC16, COBS = range(9)
+HEADER = struct.Struct("<16i")
+REPLY = struct.Struct("<iIi")
+ERRORS = {ValueError: 1, TypeError: 2, OverflowError: 3}
+#: Heap a native q15attn.mpy's code takes on a board (a natmod's code is copied into the GC heap): mpy_ld's "text
+#: size: 13080" for q15attn.mpy version 3 (ARCH armv7emsp), rounded up to the GC's 16-byte blocks.
+NATMOD_BYTES = 13_088
+
+
+class Bridge:
+    """Serves one VM's /dev/twin on `line` until it closes; `calls` counts the kernel calls."""
+
+    def __init__(self, line: socket.socket, hardware: Peripherals, natmod_bytes: int = NATMOD_BYTES):
+        self.line = line
+        self.hardware = hardware
+        self.natmod_bytes = natmod_bytes
+        self.calls = 0
+        self._module = None
+
+    def module(self):
+        if self._module is None:
+            from mcu.sim.q15module import make_module
+
+            self._module = make_module(self.hardware.clock.hz, self.hardware.add_cycles)
+        return self._module
+
+    def receive(self, count: int) -> bytes | None:
+        data = bytearray()
+        while len(data) < count:
+            piece = self.line.recv(count - len(data))
+            if not piece:
+                return None
+            data += piece
+        return bytes(data)
+
+    def serve(self) -> None:
+        while (header := self.receive(HEADER.size)) is not None:
+            op, *values = HEADER.unpack(header)
+            args, lengths = values[:10], values[10:]
+            buffers = []
+            for n in lengths:
+                if n:
+                    data = self.receive(n)
+                    if data is None:
+                        return
+                    buffers.append(bytearray(data))
+            try:
+                value, data = self.answer(op, args, buffers)
+            except tuple(ERRORS) as exc:
+                message = str(exc).encode()
+                self.line.sendall(REPLY.pack(ERRORS[type(exc)], 0, len(message)) + message)
+                continue
+            self.line.sendall(REPLY.pack(0, value, 0) + data)
+
+    def answer(self, op: int, args: list[int], buffers: list[bytearray]) -> tuple[int, bytes]:
+        """(value, the bytes of the buffers the op fills) for one request."""
+        if op == HELLO:
+            return self.natmod_bytes, b""
+        if op == CLOCK:
+            return self.hardware.clock.hz, b""
+        if op == TEMP_MILLI_C:
+            return int(self.hardware.adc.core_temp() * 1000), b""
+        if op == VDDA_MILLI_V:
+            return int(self.hardware.adc.vref() * 1000), b""
+        module = self.module()
+        if op == STATE_BYTES:
+            return module.state_bytes(args[0], args[1]), b""
+        if op == ATTENTION:
+            q, k, vt, o = (buffers + [bytearray()] * 4)[:4]
+            self.calls += 1
+            cycles = module.attention(q, k, vt, o, *args[:7])
+            return cycles, bytes(o)
+        if op == STREAM:
+            q, k, vt, o, state = (buffers + [bytearray()] * 5)[:5]
+            self.calls += 1
+            cycles = module.stream(q, k, vt, o, state, *args[:8])
+            return cycles, bytes(o) + bytes(state)
+        if op == CRC16:
+            data = buffers[0] if buffers else bytearray()
+            return module.crc16(data, *args[:3]), b""
+        if op == COBS:
+            at, start, end, out_size = args[:4]
+            data = buffers[0] if buffers else bytearray()
+            out = bytearray(out_size)
+            stop = module.cobs_encode(out, at, data, start, end)
+            return stop - at, bytes(out[at:stop])
+        raise ValueError(f"op={op} is not a twin bridge operation; allowed: 0..{COBS}")

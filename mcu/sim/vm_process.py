@@ -1,0 +1,157 @@
+"""The twin's real VM on a pty: MicroPython's WebAssembly port under Node (mcu/sim/vm/twin.mjs), its line relayed
+from a fresh pty, its /dev/twin served by mcu.sim.vm_bridge (the Cortex-M4 kernel behind q15attn, the modelled
+peripherals). The VM's REPL, heap, garbage collector, compiler and error messages are MicroPython's own; what the
+port lacks (soft reset, raw-paste, Ctrl-C reaching running code, a host folder as flash) twin.mjs supplies.
+
+`VmServer(root, clock_hz)` has PtyServer's surface: `.path`, `serve(stop)`, `close()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import tty
+from pathlib import Path
+
+from mcu.sim.peripherals import Peripherals
+from mcu.sim.vm_bridge import NATMOD_BYTES, Bridge
+
+VM_DIR = Path(__file__).resolve().parent / "vm"
+REPO = Path(__file__).resolve().parent.parent.parent
+#: The npm package of MicroPython's WebAssembly port, as scripts/setup.sh installs it.
+WASM_PACKAGE = REPO / ".cache" / "mpy-wasm" / "node_modules" / "@micropython" / "micropython-webassembly-pyscript"
+#: The heap of the board the twin stands for (an STM32F407's MicroPython: about 100 KB of GC heap).
+BOARD_HEAP = 102_400
+CTRL_C = 0x03
+READ_MAX = 4096
+STOP_S = 5
+
+
+def _unlimited_address_space() -> None:
+    """In node, before it runs: the twin's address-space cap (mcu.sim's --memory-limit, for Unicorn) lifted, since
+    V8 reserves gigabytes of address space for each wasm instance; the VM's heap is capped by twin.mjs itself."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+
+
+def vm_missing() -> str:
+    """Why the VM twin cannot run here ("" when it can)."""
+    if shutil.which("node") is None:
+        return "node is not installed (scripts/setup.sh installs Debian's nodejs)"
+    if not (WASM_PACKAGE / "micropython.mjs").is_file():
+        return f"the MicroPython WebAssembly port is not installed at {WASM_PACKAGE} (scripts/setup.sh)"
+    return ""
+
+
+class VmServer:
+    """A twin whose board is the real MicroPython VM, served on a fresh pty."""
+
+    def __init__(self, root: Path | str, clock_hz: int, heap: int = BOARD_HEAP, natmod_bytes: int = NATMOD_BYTES):
+        missing = vm_missing()
+        if missing:
+            raise RuntimeError(missing)
+        self.root = Path(root)
+        self.hardware = Peripherals(clock_hz)
+        self._master, self._slave = os.openpty()
+        tty.setraw(self._slave)
+        self.path = os.ttyname(self._slave)
+        self._closing = False
+        self.failure: BaseException | None = None
+        self._bridge_ours, theirs = socket.socketpair()
+        self._attention_read, self._attention_write = os.pipe()
+        os.set_blocking(self._attention_read, False)
+        os.set_blocking(self._attention_write, False)
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - node's diagnostics, closed by close()
+        self.process = subprocess.Popen(
+            ["node", str(VM_DIR / "twin.mjs"), str(WASM_PACKAGE), str(self.root), str(VM_DIR / "board"), str(heap),
+             str(theirs.fileno()), str(self._attention_read)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+            pass_fds=(theirs.fileno(), self._attention_read), cwd=VM_DIR, preexec_fn=_unlimited_address_space)
+        theirs.close()
+        os.close(self._attention_read)
+        self.bridge = Bridge(self._bridge_ours, self.hardware, natmod_bytes)
+        self._threads = [threading.Thread(target=target, name=name, daemon=True) for target, name in (
+            (self._to_vm, "twin-line-in"), (self._from_vm, "twin-line-out"), (self._serve_bridge, "twin-bridge"))]
+        for thread in self._threads:
+            thread.start()
+
+    def _to_vm(self) -> None:
+        """Host -> board: the pty's bytes to the VM's stdin; a Ctrl-C also to its attention fd."""
+        try:
+            while True:
+                try:
+                    data = os.read(self._master, READ_MAX)
+                except OSError:  # EIO: no client holds the pty's slave end now
+                    if self._closing:
+                        return
+                    threading.Event().wait(0.01)
+                    continue
+                if not data:
+                    return
+                if CTRL_C in data:
+                    with contextlib.suppress(BlockingIOError):
+                        os.write(self._attention_write, bytes([CTRL_C]) * data.count(CTRL_C))
+                self.process.stdin.write(data)
+                self.process.stdin.flush()
+        except (OSError, ValueError):
+            pass
+
+    def _from_vm(self) -> None:
+        """Board -> host: what the VM prints, to the pty."""
+        out = self.process.stdout
+        try:
+            while data := out.read1(READ_MAX):
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self._master, view):]
+        except (OSError, ValueError):
+            pass
+
+    def _serve_bridge(self) -> None:
+        try:
+            self.bridge.serve()
+        except OSError:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - reported by serve()
+            self.failure = exc
+            with contextlib.suppress(OSError):
+                self._bridge_ours.shutdown(socket.SHUT_RDWR)
+
+    def serve(self, stop: threading.Event) -> BaseException | None:
+        """Serve until `stop` is set or the VM ends; the exception that stopped it, if any."""
+        while not stop.wait(0.1):
+            if self.process.poll() is not None:
+                if self.failure is None and not self._closing:
+                    self.failure = RuntimeError(f"the VM exited with status {self.process.returncode}: "
+                                                f"{self.last_words()}")
+                break
+        return self.failure
+
+    def last_words(self) -> str:
+        """The last line node wrote to its stderr (cut to 300 characters), or "" for none."""
+        self._stderr.seek(0)
+        lines = [line.strip() for line in self._stderr.read()[-65536:].decode(errors="replace").splitlines()]
+        lines = [line for line in lines if line]
+        return lines[-1][:300] if lines else ""
+
+    def close(self) -> None:
+        self._closing = True
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=STOP_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        for fd in (self._master, self._slave, self._attention_write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with contextlib.suppress(OSError):
+            self._bridge_ours.close()
+        self._stderr.close()

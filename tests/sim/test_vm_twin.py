@@ -1,0 +1,121 @@
+"""The twin whose board is the real MicroPython VM (`python -m mcu.sim --vm`: the WebAssembly port under Node,
+mcu/sim/vm_process.py): driven by mpremote and by the host's own link code over its pty, as a board is."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from helpers import ROOT
+from helpers.twin import TwinWithOptions, client_env, emulator_missing
+from mcu.sim.vm_process import BOARD_HEAP, vm_missing
+
+pytestmark = pytest.mark.skipif(bool(vm_missing()), reason=vm_missing() or "-")
+
+
+@pytest.fixture(scope="module")
+def vm(tmp_path_factory):
+    with TwinWithOptions("--vm") as twin:
+        twin.env = client_env(tmp_path_factory.mktemp("xdg"))
+        yield twin
+
+
+def mpremote(twin, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mpremote", "connect", twin.port, *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, env=twin.env)
+
+
+def test_the_vm_says_it_is_the_f407_firmware(vm):
+    done = mpremote(vm, "exec", "import sys, os; print(sys.platform, sys.implementation._mpy, "
+                                "sys.implementation._machine); print(os.getcwd())")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0].strip() == "pyboard 7942 STM32F4DISC with STM32F407"
+    assert done.stdout.split("\n")[1].strip() == "/flash"
+
+
+def test_the_heap_is_the_boards_and_the_repl_answers_after_it_runs_out(vm):
+    code = ("import gc\ngc.collect()\nfree = gc.mem_free()\nkept = []\ntry:\n    while True:\n"
+            "        kept.append(bytearray(1000))\nexcept MemoryError:\n    pass\nprint(free, len(kept))\n")
+    done = mpremote(vm, "exec", code)
+    assert done.returncode == 0, done.stderr
+    free, blocks = map(int, done.stdout.split())
+    assert 0.7 * BOARD_HEAP < free < BOARD_HEAP  # what the VM and the twin's boot code leave of the board's heap
+    # 1000 B each; the growing list's old copies stay until the command ends (the port collects between commands)
+    assert 0.8 * free / 1016 < blocks <= free / 1000
+    done = mpremote(vm, "eval", "6 * 7")
+    assert (done.returncode, done.stdout.strip()) == (0, "42"), done.stderr
+    done = mpremote(vm, "exec", "x = bytearray(200000)")
+    said = done.stdout + done.stderr
+    assert done.returncode == 1 and "MemoryError: memory allocation failed, allocating 200000 bytes" in said
+
+
+def test_a_fragmented_heap_refuses_a_block_larger_than_its_largest_free_one(vm):
+    # the heap filled with 2 KB blocks, every other one freed: half the heap free, in holes of 2 KB. The port
+    # collects garbage between REPL commands, so the freeing and the asking are commands of their own.
+    fill = ("import gc\nchunks = []\ntry:\n    while True:\n        chunks.append(bytearray(2000))\n"
+            "except MemoryError:\n    pass\nfor i in range(0, len(chunks), 2):\n    chunks[i] = None\n")
+    ask = ("import gc\nfree = gc.mem_free()\ntry:\n    big = bytearray(8000)\n    print(free, 'fit')\n"
+           "except MemoryError:\n    print(free, 'refused')\n")
+    done = mpremote(vm, "exec", fill, "exec", ask)
+    assert done.returncode == 0, done.stderr
+    free, verdict = done.stdout.split()
+    assert int(free) > 30_000 and verdict == "refused", done.stdout
+
+
+def test_files_go_to_the_root_folder_and_back(vm, tmp_path):
+    script = tmp_path / "hello.py"
+    script.write_text("print('hello from flash')\n")
+    assert mpremote(vm, "fs", "cp", str(script), ":hello.py").returncode == 0
+    assert (vm.root / "hello.py").read_text() == script.read_text()
+    listed = mpremote(vm, "fs", "ls")
+    assert listed.returncode == 0 and "hello.py" in listed.stdout, listed.stderr
+    ran = mpremote(vm, "exec", "import hello")
+    assert ran.stdout.strip() == "hello from flash", ran.stderr
+    missing = mpremote(vm, "exec", "open('absent.txt')")
+    assert "OSError: [Errno 2] ENOENT" in missing.stdout + missing.stderr
+    assert mpremote(vm, "fs", "rm", ":hello.py").returncode == 0 and not (vm.root / "hello.py").exists()
+
+
+def test_soft_reset_gives_a_fresh_vm_on_the_same_flash(vm):
+    done = mpremote(vm, "exec", "import builtins; builtins.kbench_marker = 1", "soft-reset", "exec",
+                    "import builtins; print(hasattr(builtins, 'kbench_marker'))")
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
+
+
+def test_ctrl_c_interrupts_code_that_computes_and_prints(vm):
+    process = subprocess.Popen([sys.executable, "-m", "mpremote", "connect", vm.port, "exec",
+                                "i = 0\nwhile True:\n    i += 1\n    if i % 1000 == 0: print(i)\n"],
+                               cwd=ROOT, env=vm.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = process.stdout.readline()
+        assert first.strip().isdigit()
+        process.send_signal(2)  # mpremote sends Ctrl-C to the board, as a user's Ctrl-C
+        process.wait(timeout=30)
+    finally:
+        process.kill()
+    done = mpremote(vm, "eval", "1 + 1")
+    assert done.stdout.strip() == "2", done.stderr
+
+
+@pytest.mark.skipif(bool(emulator_missing()), reason=emulator_missing() or "-")
+@pytest.mark.parametrize("seq, dim, causal", [(128, 64, False), (97, 59, True)])
+def test_a_head_runs_on_the_vm_bit_exact_with_the_emulators_cycles(vm, seq, dim, causal):
+    from host.problem import AttentionProblem
+    from host.q15 import prepare
+    from mcu.deploy import deploy
+    from mcu.head import Session, run_head
+    from mcu.link import BoardLink
+
+    deploy(vm.port, 115200, say=lambda line: None)
+    problem = AttentionProblem(seq=seq, dim=dim, causal=causal)
+    quantized = prepare(problem, *problem.inputs(), 32)
+    with BoardLink(vm.port) as link:
+        hello = link.hello
+        head = run_head(Session(link, vm.port, "VM twin"), quantized.params, *quantized.head(0, 0), 1)
+    assert hello.machine == "STM32F4DISC with STM32F407" and hello.module_version == 3
+    assert hello.largest_block <= hello.heap_free < BOARD_HEAP
+    assert np.array_equal(head.out, quantized.expected()[0, 0])
+    assert head.cycles[0] > seq * seq * dim // (2 if causal else 1)  # at least a cycle per multiply-accumulate
