@@ -134,11 +134,12 @@ class VmServer:
         return self.failure
 
     def last_words(self) -> str:
-        """The last line node wrote to its stderr (cut to 300 characters), or "" for none."""
+        """The last error line node wrote to its stderr, else its last line (cut to 300 characters); "" for none."""
         self._stderr.seek(0)
         lines = [line.strip() for line in self._stderr.read()[-65536:].decode(errors="replace").splitlines()]
-        lines = [line for line in lines if line]
-        return lines[-1][:300] if lines else ""
+        lines = [line for line in lines if line and not line.startswith("Node.js v")]
+        errors = [line for line in lines if "Error" in line]
+        return (errors or lines or [""])[-1][:300]
 
     def close(self) -> None:
         self._closing = True

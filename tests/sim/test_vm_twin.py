@@ -119,3 +119,23 @@ def test_a_head_runs_on_the_vm_bit_exact_with_the_emulators_cycles(vm, seq, dim,
     assert hello.largest_block <= hello.heap_free < BOARD_HEAP
     assert np.array_equal(head.out, quantized.expected()[0, 0])
     assert head.cycles[0] > seq * seq * dim // (2 if causal else 1)  # at least a cycle per multiply-accumulate
+
+
+def test_the_framing_helpers_match_the_c_ones(vm):
+    from cobs import cobs
+
+    cases = [b"123456789", b"", b"\x00", b"\x01" * 254, b"\x01" * 255 + b"\x00\x02", bytes(range(256)) * 3]
+    code = ("import q15attn, binascii\nfor data in %r:\n    src = bytearray(data)\n"
+            "    out = bytearray(len(data) + 2 + len(data) // 254)\n    n = q15attn.cobs_encode(out, 0, src, 0, -1)\n"
+            "    print(q15attn.crc16(src, 0xFFFF, 0, -1), binascii.hexlify(out[:n]).decode())\n"
+            "buf = bytearray(b'\\x00\\x00' + bytes(range(1, 40)))\nn = q15attn.cobs_encode(buf, 0, buf, 2, -1)\n"
+            "print(binascii.hexlify(buf[:n]).decode())\n") % (cases,)
+    done = mpremote(vm, "exec", code)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.split("\n")
+    import binascii
+
+    for data, line in zip(cases, lines):
+        crc, encoded = line.split(" ") if " " in line.strip() else (line.strip(), "")
+        assert int(crc) == binascii.crc_hqx(data, 0xFFFF) and encoded.strip() == cobs.encode(data).hex(), data[:8]
+    assert lines[len(cases)].strip() == cobs.encode(bytes(range(1, 40))).hex()  # in place, the output ahead

@@ -27,6 +27,10 @@ import { hostFileSystem } from "./hostfs.mjs";
 
 const [, , packageDir, rootDir, standinDir, heapArg, bridgeArg, attentionArg] = process.argv;
 const HEAP = parseInt(heapArg, 10);
+// Heap given beyond HEAP for what the twin itself keeps in the VM (its boot code, the stand-ins of machine, pyb and
+// the bridge, which on a board are in flash); a ballast then leaves board code exactly the free heap a plain VM of
+// HEAP bytes has after boot.
+const TWIN_HEAP = 32 * 1024;
 const BRIDGE_FD = parseInt(bridgeArg, 10);
 const ATTENTION_FD = parseInt(attentionArg, 10);
 const KEPT_FOR_JS = 64 * 1024; // C heap left to the JS glue and the C library (runPython's code, opendir)
@@ -198,6 +202,56 @@ function bridge(read, buffer, offset, length) {
   return length;
 }
 
+// -- the framing helpers, at C speed (q15attn.crc16 and cobs_encode: mcu/native/kbench_frame.c) -------------------
+// The stand-in writes a request of int32s (op, then addresses in the VM's memory and lengths, its arguments already
+// checked) to /dev/twinjs; the device's write sees the VM's whole memory, computes in place and leaves the result
+// in the request's first word. No call leaves Node.
+
+const FRAMING_CRC16 = 1, FRAMING_COBS = 2;
+const CRC_TABLE = new Uint16Array(256);
+for (let i = 0; i < 256; i++) {
+  let crc = i << 8;
+  for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xFFFF : (crc << 1) & 0xFFFF;
+  CRC_TABLE[i] = crc;
+}
+
+function framing(buffer, offset, length) {
+  const memory = new Uint8Array(buffer.buffer);
+  const words = new Int32Array(buffer.buffer, buffer.byteOffset + offset, length >> 2);
+  const op = words[0];
+  if (op === FRAMING_CRC16) { // crc, address, n
+    let crc = words[1];
+    const at = words[2], end = at + words[3];
+    for (let i = at; i < end; i++) crc = ((crc << 8) & 0xFFFF) ^ CRC_TABLE[((crc >> 8) ^ memory[i]) & 0xFF];
+    words[0] = crc;
+  } else if (op === FRAMING_COBS) { // out address, data address, n: the encoded length back
+    const out = words[1], n = words[3];
+    const data = memory.slice(words[2], words[2] + n); // copied first: in place is safe
+    // a block ends at a zero (a code below 0xFF) or after 254 data bytes (0xFF); the next starts only when a byte
+    // comes for it, as kbench_frame.c does
+    let code = out, o = out + 1, run = 1;
+    for (let i = 0; i < n; i++) {
+      const byte = data[i];
+      if (run === 0xFF) {
+        memory[code] = run;
+        code = o++;
+        run = 1;
+      }
+      if (byte === 0) {
+        memory[code] = run;
+        code = o++;
+        run = 1;
+      } else {
+        memory[o++] = byte;
+        run += 1;
+      }
+    }
+    memory[code] = run;
+    words[0] = o - out;
+  } else words[0] = -1;
+  return length;
+}
+
 // -- the VM ------------------------------------------------------------------------------------------------------
 
 const { loadMicroPython } = await import(pathToFileURL(join(packageDir, "micropython.mjs")).href);
@@ -218,11 +272,22 @@ function capHeap(M) {
   if (kept) M._free(kept);
 }
 
+async function plainHeap() {
+  // the free and allocated heap of the port's VM of HEAP bytes just after boot, collected: what board code has
+  const plain = await loadMicroPython({ heapsize: HEAP, linebuffer: false, stdout: () => {}, stderr: () => {} });
+  plain.runPython("import gc\ngc.collect()");
+  plain.runPython("import gc\n_free = gc.mem_free() - (1 << 27)\n_alloc = gc.mem_alloc()");
+  return [plain.globals.get("_free"), plain.globals.get("_alloc")];
+}
+
+const [boardFree, boardAlloc] = await plainHeap();
+
 async function boot(raw) {
   // a fresh VM on the flash: the board after reset, in the raw REPL when `raw`, its banner muted
   muted = true;
   vm = null;
-  const next = await loadMicroPython({ heapsize: HEAP, linebuffer: false, stdin, stdout: emit, stderr: emit });
+  const next = await loadMicroPython({ heapsize: HEAP + TWIN_HEAP, linebuffer: false, stdin, stdout: emit,
+    stderr: emit });
   next.FS.mkdir("/flash");
   next.FS.mount(hostFileSystem(next.FS), { root: rootDir }, "/flash");
   next.FS.mkdir("/twin");
@@ -239,9 +304,18 @@ async function boot(raw) {
     write: (stream, buffer, offset, length) => bridge(false, buffer, offset, length),
   });
   next.FS.mkdev("/dev/twin", device);
+  const helpers = next.FS.makedev(64, 1);
+  next.FS.registerDevice(helpers, {
+    open: () => {},
+    close: () => {},
+    read: () => 0,
+    write: (stream, buffer, offset, length) => framing(buffer, offset, length),
+  });
+  next.FS.mkdev("/dev/twinjs", helpers);
   capHeap(next._module);
   vm = next;
-  vm.runPython(shim);
+  vm.runPython(shim); // it ends with a collection, which runs as the call returns
+  vm.runPython(`_kbench_settle(${boardFree}, ${boardAlloc})`);
   step = vm.globals.get("_kbench_step");
   vm.replInit();
   if (raw) vm.replProcessChar(0x01);

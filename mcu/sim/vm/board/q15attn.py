@@ -3,11 +3,15 @@
 # its cycles the emulator's; crc16 and cobs_encode there too. A natmod cannot load in the WebAssembly port. At
 # import it takes a ballast of the heap the native module's code takes on a board (a natmod's code lives in the GC
 # heap), as the Python side says.
+import struct
+import uctypes
+
 import _twin_bridge as _bridge
 
 _ballast = bytearray(_bridge.call(_bridge.HELLO))
-_crc = bytearray(4)
-_count = bytearray(4)
+_framing = open("/dev/twinjs", "wb")  # noqa: SIM115 - the framing helpers in Node (mcu/sim/vm/twin.mjs)
+_request = bytearray(16)
+_CRC16, _COBS = 1, 2
 
 
 def version():
@@ -42,14 +46,41 @@ def stream(q, k, vt, o, state, seq, dim, causal, bc, score_mult, score_shift, ro
                         sent=(q, k, vt, o, state), filled=(o, state))
 
 
+def _span(start, end, length):
+    if not 0 <= start <= length:
+        raise ValueError("start=%d is out of range; allowed: 0..%d" % (start, length))
+    if not -1 <= end <= length:
+        raise ValueError("end=%d is out of range; allowed: -1..%d" % (end, length))
+    end = length if end < 0 else end
+    if end < start:
+        raise ValueError("end=%d is out of range; allowed: %d..%d" % (end, start, length))
+    return start, end
+
+
+def _helper(op, a, b, c):
+    struct.pack_into("<4i", _request, 0, op, a, b, c)
+    _framing.write(_request)
+    return struct.unpack_from("<i", _request, 0)[0]
+
+
 def crc16(data, crc, start, end):
+    # CRC-16/CCITT-FALSE of data[start:end] (end -1: to the end) from `crc`, as kbench_frame.c computes it
     _ints(crc, start, end)
-    return _bridge.call(_bridge.CRC16, crc, start, end, sent=(data,))
+    if not 0 <= crc <= 0xFFFF:
+        raise ValueError("crc=%d is out of range; allowed: 0..65535" % crc)
+    start, end = _span(start, end, len(data))
+    return _helper(_CRC16, crc, uctypes.addressof(data) + start, end - start)
 
 
 def cobs_encode(out, at, data, start, end):
+    # COBS of data[start:end] into out from `at`, as kbench_frame.c encodes it: where it ends
     _ints(at, start, end)
-    n = _bridge.call(_bridge.COBS, at, start, end, len(out), sent=(data,))
-    view = memoryview(out)
-    _bridge._line.readinto(view[at:at + n])
-    return at + n
+    start, end = _span(start, end, len(data))
+    n = end - start
+    most = n + 1 + n // 254
+    if len(out) < most:
+        raise ValueError("out holds %d bytes; allowed: at least %d for COBS of %d bytes" % (len(out), most, n))
+    if not 0 <= at <= len(out) - most:
+        raise ValueError("at=%d is out of range; allowed: 0..%d" % (at, len(out) - most))
+    target = uctypes.addressof(out) + at
+    return at + _helper(_COBS, target, uctypes.addressof(data) + start, n)
