@@ -14,8 +14,11 @@ import resource
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
+import time
+import traceback
 import tty
 from pathlib import Path
 
@@ -29,6 +32,9 @@ WASM_PACKAGE = REPO / ".cache" / "mpy-wasm" / "node_modules" / "@micropython" / 
 #: The heap of the board the twin stands for (an STM32F407's MicroPython: about 100 KB of GC heap).
 BOARD_HEAP = 102_400
 CTRL_C = 0x03
+#: A VM that dies is replaced, unless this many died within this many seconds (then the twin stops).
+RESTARTS_MAX, RESTART_WINDOW_S = 5, 10.0
+RESTARTED = b"\r\nkbench twin: the VM stopped; reset\r\n"
 READ_MAX = 4096
 STOP_S = 5
 
@@ -57,81 +63,115 @@ class VmServer:
         if missing:
             raise RuntimeError(missing)
         self.root = Path(root)
-        self.hardware = Peripherals(clock_hz)
+        self.heap = heap
+        self.natmod_bytes = natmod_bytes
+        self.hardware = Peripherals(clock_hz)  # the board's clock and die: one for every VM of this twin
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)
-        self.path = os.ttyname(self._slave)
+        self.path = os.ttyname(self._slave)  # the same pty for every VM: a client's connection outlives a restart
         self._closing = False
         self.failure: BaseException | None = None
-        self._bridge_ours, theirs = socket.socketpair()
-        self._attention_read, self._attention_write = os.pipe()
-        os.set_blocking(self._attention_read, False)
-        os.set_blocking(self._attention_write, False)
+        self.restarts = 0
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - node's diagnostics, closed by close()
+        self._line_lock = threading.Lock()  # the pty's reader hands bytes to the VM that runs now
+        self._spawn()
+        threading.Thread(target=self._to_vm, name="twin-line-in", daemon=True).start()
+
+    def _spawn(self) -> None:
+        """A fresh VM (node) with its own pipes and bridge, its output relayed to the pty."""
+        self._stderr.seek(0)
+        self._stderr.truncate()  # last_words() is this VM's
+        self._bridge_ours, theirs = socket.socketpair()
+        attention_read, self._attention_write = os.pipe()
+        os.set_blocking(attention_read, False)
+        os.set_blocking(self._attention_write, False)
         self.process = subprocess.Popen(
-            ["node", str(VM_DIR / "twin.mjs"), str(WASM_PACKAGE), str(self.root), str(VM_DIR / "board"), str(heap),
-             str(theirs.fileno()), str(self._attention_read)],
+            ["node", str(VM_DIR / "twin.mjs"), str(WASM_PACKAGE), str(self.root), str(VM_DIR / "board"),
+             str(self.heap), str(theirs.fileno()), str(attention_read)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-            pass_fds=(theirs.fileno(), self._attention_read), cwd=VM_DIR, preexec_fn=_unlimited_address_space)
+            pass_fds=(theirs.fileno(), attention_read), cwd=VM_DIR, preexec_fn=_unlimited_address_space)
         theirs.close()
-        os.close(self._attention_read)
-        self.bridge = Bridge(self._bridge_ours, self.hardware, natmod_bytes)
-        self._threads = [threading.Thread(target=target, name=name, daemon=True) for target, name in (
-            (self._to_vm, "twin-line-in"), (self._from_vm, "twin-line-out"), (self._serve_bridge, "twin-bridge"))]
-        for thread in self._threads:
-            thread.start()
+        os.close(attention_read)
+        self.bridge = Bridge(self._bridge_ours, self.hardware, self.natmod_bytes)
+        for target, name in ((self._from_vm, "twin-line-out"), (self._serve_bridge, "twin-bridge")):
+            threading.Thread(target=target, args=(self.process, self.bridge), name=name, daemon=True).start()
 
     def _to_vm(self) -> None:
-        """Host -> board: the pty's bytes to the VM's stdin; a Ctrl-C also to its attention fd."""
-        try:
-            while True:
-                try:
-                    data = os.read(self._master, READ_MAX)
-                except OSError:  # EIO: no client holds the pty's slave end now
-                    if self._closing:
-                        return
-                    threading.Event().wait(0.01)
-                    continue
-                if not data:
+        """Host -> board: the pty's bytes to the running VM's stdin; a Ctrl-C also to its attention fd. Bytes that
+        reach a VM as it dies are lost, as a board's are when it resets."""
+        while not self._closing:
+            try:
+                data = os.read(self._master, READ_MAX)
+            except OSError:  # EIO: no client holds the pty's slave end now
+                if self._closing:
                     return
-                if CTRL_C in data:
-                    with contextlib.suppress(BlockingIOError):
-                        os.write(self._attention_write, bytes([CTRL_C]) * data.count(CTRL_C))
-                self.process.stdin.write(data)
-                self.process.stdin.flush()
-        except (OSError, ValueError):
-            pass
+                threading.Event().wait(0.01)
+                continue
+            if not data:
+                return
+            with self._line_lock:
+                try:
+                    if CTRL_C in data:
+                        with contextlib.suppress(BlockingIOError):
+                            os.write(self._attention_write, bytes([CTRL_C]) * data.count(CTRL_C))
+                    self.process.stdin.write(data)
+                    self.process.stdin.flush()
+                except (OSError, ValueError):
+                    pass  # the VM died: serve() starts another
 
-    def _from_vm(self) -> None:
-        """Board -> host: what the VM prints, to the pty."""
-        out = self.process.stdout
+    def _from_vm(self, process: subprocess.Popen, bridge: Bridge) -> None:
+        """Board -> host: what this VM prints, to the pty."""
         try:
-            while data := out.read1(READ_MAX):
+            while data := process.stdout.read1(READ_MAX):
                 view = memoryview(data)
                 while view:
                     view = view[os.write(self._master, view):]
         except (OSError, ValueError):
             pass
 
-    def _serve_bridge(self) -> None:
+    def _serve_bridge(self, process: subprocess.Popen, bridge: Bridge) -> None:
         try:
-            self.bridge.serve()
+            bridge.serve()
         except OSError:
             pass
-        except BaseException as exc:  # noqa: BLE001 - reported by serve()
-            self.failure = exc
+        except BaseException:  # noqa: BLE001 - the VM's call fails; the twin says why on its stderr
+            traceback.print_exc(file=sys.stderr)
             with contextlib.suppress(OSError):
-                self._bridge_ours.shutdown(socket.SHUT_RDWR)
+                bridge.line.shutdown(socket.SHUT_RDWR)
 
     def serve(self, stop: threading.Event) -> BaseException | None:
-        """Serve until `stop` is set or the VM ends; the exception that stopped it, if any."""
-        while not stop.wait(0.1):
-            if self.process.poll() is not None:
-                if self.failure is None and not self._closing:
-                    self.failure = RuntimeError(f"the VM exited with status {self.process.returncode}: "
-                                                f"{self.last_words()}")
+        """Serve until `stop` is set; a VM that dies is replaced by a fresh one on the same pty and flash (a reset),
+        saying so on the line, unless RESTARTS_MAX died within RESTART_WINDOW_S: then the reason it gave."""
+        deaths: list[float] = []
+        while not stop.wait(0.05):
+            if self.process.poll() is None or self._closing:
+                continue
+            now = time.monotonic()
+            deaths = [t for t in deaths if now - t < RESTART_WINDOW_S] + [now]
+            why = f"the VM exited with status {self.process.returncode}: {self.last_words()}"
+            if len(deaths) >= RESTARTS_MAX:
+                self.failure = RuntimeError(why)
                 break
+            print(f"kbench twin: {why}; starting another", file=sys.stderr, flush=True)
+            with self._line_lock:
+                self._end_vm()
+                with contextlib.suppress(OSError):
+                    os.write(self._master, RESTARTED)
+                self._spawn()
+            self.restarts += 1
         return self.failure
+
+    def _end_vm(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=STOP_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        for close in (lambda: os.close(self._attention_write), self._bridge_ours.close):
+            with contextlib.suppress(OSError):
+                close()
 
     def last_words(self) -> str:
         """The last error line node wrote to its stderr, else its last line (cut to 300 characters); "" for none."""
@@ -143,16 +183,8 @@ class VmServer:
 
     def close(self) -> None:
         self._closing = True
-        with contextlib.suppress(OSError):
-            self.process.stdin.close()
-        try:
-            self.process.wait(timeout=STOP_S)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        for fd in (self._master, self._slave, self._attention_write):
+        self._end_vm()
+        for fd in (self._master, self._slave):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        with contextlib.suppress(OSError):
-            self._bridge_ours.close()
         self._stderr.close()

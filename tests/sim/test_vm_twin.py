@@ -139,3 +139,54 @@ def test_the_framing_helpers_match_the_c_ones(vm):
         crc, encoded = line.split(" ") if " " in line.strip() else (line.strip(), "")
         assert int(crc) == binascii.crc_hqx(data, 0xFFFF) and encoded.strip() == cobs.encode(data).hex(), data[:8]
     assert lines[len(cases)].strip() == cobs.encode(bytes(range(1, 40))).hex()  # in place, the output ahead
+
+
+# -- what a hostile pass did to the CPython twin (issue 30): the VM answers each as a board would, and lives on ----
+
+HOSTILE = {
+    "a tuple nested 150,000 deep, hashed": "t = ()\nfor _ in range(150000):\n    t = (t,)\nhash(t)\n",
+    "1,000,000 nested map iterators": "it = iter([1])\nfor _ in range(1000000):\n    it = map(abs, it)\nlist(it)\n",
+    "a 1.3 GB bytearray": "b = bytearray(1300 * 1024 * 1024)\n",
+    "recursion without end": "def f(n):\n    return f(n + 1)\nf(0)\n",
+    "50 MB of output": "print('x' * 50000000)\n",
+    "appending 1 KB blocks until MemoryError": "b = []\nwhile True:\n    b.append(bytearray(1024))\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_board_code_gets_an_error_and_the_vm_answers_after(vm, case):
+    done = mpremote(vm, "exec", HOSTILE[case])
+    said = done.stdout + done.stderr
+    assert done.returncode == 1 and ("MemoryError" in said or "RuntimeError: maximum recursion depth" in said), said
+    after = mpremote(vm, "exec", "import q15attn; print(q15attn.version(), 6 * 7)")
+    assert after.stdout.split() == ["3", "42"], after.stdout + after.stderr
+
+
+def test_a_module_that_removes_itself_and_raises_gets_its_own_error(vm):
+    (vm.root / "selfish.py").write_text("import sys\nsys.modules.pop('selfish', None)\nraise ValueError('mine')\n")
+    try:
+        done = mpremote(vm, "exec", "import selfish")
+    finally:
+        (vm.root / "selfish.py").unlink()
+    assert "ValueError: mine" in done.stdout + done.stderr
+
+
+def test_a_vm_that_dies_is_replaced_on_the_same_pty_and_flash(vm):
+    import os
+    import signal
+    import time
+
+    (vm.root / "kept.txt").write_text("still here")
+    children = subprocess.run(["pgrep", "-P", str(vm.process.pid), "node"], capture_output=True, text=True)
+    nodes = [int(pid) for pid in children.stdout.split()]
+    assert len(nodes) == 1, children
+    os.kill(nodes[0], signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        again = subprocess.run(["pgrep", "-P", str(vm.process.pid), "node"], capture_output=True, text=True)
+        if again.stdout.split() and int(again.stdout.split()[0]) != nodes[0]:
+            break
+        time.sleep(0.1)
+    done = mpremote(vm, "exec", "print(open('kept.txt').read())")
+    assert done.stdout.strip() == "still here", done.stdout + done.stderr
+    assert vm.process.poll() is None
