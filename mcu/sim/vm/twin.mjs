@@ -36,6 +36,9 @@ const ATTENTION_FD = parseInt(attentionArg, 10);
 const KEPT_FOR_JS = 64 * 1024; // C heap left to the JS glue and the C library (runPython's code, opendir)
 const FORCED_EXIT = 256; // pyexec's PYEXEC_FORCED_EXIT: Ctrl-D at an empty raw REPL line, or sys.exit()
 const CTRL_C = 0x03;
+// Emscripten's errno numbers -> Linux's, which MicroPython's errno module and messages use
+const LINUX_ERRNO = { 63: 1, 44: 2, 29: 5, 60: 6, 8: 9, 6: 11, 48: 12, 2: 13, 10: 16, 20: 17, 75: 18, 54: 20, 31: 21,
+  28: 22, 33: 24, 51: 28, 69: 30, 37: 36, 55: 39, 32: 40 };
 const RAW_PASTE = [0x05, 0x41, 0x01];
 const RAW_PASTE_WINDOW = 128;
 const RAW_BANNER = "raw REPL; CTRL-B to exit\r\n>";
@@ -55,6 +58,8 @@ let held = null; // the REPL's end of command while the frame server runs (an ar
 
 let lastFlush = 0;
 let unsaid = []; // bytes the VM is about to print that the board would not
+let binary = false; // the frame server holds the line: bytes go out as they are
+let lastOut = 0;
 
 function emit(bytes) {
   // what the VM prints: out at once while code runs (a board's UART sends as it prints), held while the frame server
@@ -71,18 +76,24 @@ function emit(bytes) {
       held.push(byte);
       continue;
     }
-    if (outLength === out.length) {
-      const bigger = Buffer.alloc(out.length * 2);
-      out.copy(bigger);
-      out = bigger;
-    }
-    out[outLength++] = byte;
+    if (byte === 0x0A && lastOut !== 0x0D && !binary) put(0x0D); // the STM32 port's cooked output: \n as \r\n
+    lastOut = byte;
+    put(byte);
   }
   const now = performance.now();
   if (held === null && (outLength >= FLUSH_BYTES || now - lastFlush >= FLUSH_MS)) {
     flush();
     lastFlush = now;
   }
+}
+
+function put(byte) {
+  if (outLength === out.length) {
+    const bigger = Buffer.alloc(out.length * 2);
+    out.copy(bigger);
+    out = bigger;
+  }
+  out[outLength++] = byte;
 }
 
 function emitText(text) {
@@ -254,9 +265,32 @@ function framing(buffer, offset, length) {
 
 // -- the VM ------------------------------------------------------------------------------------------------------
 
+// The errors the port's C library gets from Emscripten's system calls, numbered as Linux (and so MicroPython's errno
+// module and messages) number them: each syscall import of the wasm returns the translated number.
+const instantiate = WebAssembly.instantiate;
+WebAssembly.instantiate = (binary, imports) => {
+  const linux = (code) => LINUX_ERRNO[code] ?? code;
+  const translated = new Set(); // Emscripten gives env and wasi_snapshot_preview1 the same object: once each
+  for (const space of Object.values(imports)) {
+    if (translated.has(space)) continue;
+    translated.add(space);
+    for (const [name, call] of Object.entries(space)) {
+      if (typeof call !== "function") continue;
+      if (name.startsWith("__syscall_")) space[name] = (...args) => {
+        const result = call(...args);
+        return result < 0 ? -linux(-result) : result;
+      };
+      else if (name.startsWith("fd_")) space[name] = (...args) => linux(call(...args)); // WASI: the errno itself
+    }
+  }
+  return instantiate(binary, imports);
+};
 const { loadMicroPython } = await import(pathToFileURL(join(packageDir, "micropython.mjs")).href);
 const shim = fs.readFileSync(join(standinDir, "_twin_boot.py"), "utf8");
 let serving = false;
+globalThis.kbenchBinary = () => {
+  binary = true;
+};
 globalThis.kbenchServing = () => {
   serving = true;
   held = [];
@@ -338,6 +372,7 @@ function serve() {
   }
   pollAttention(true); // judged as the server left them
   vm.runPython("import micropython\nmicropython.kbd_intr(-1)"); // the REPL's between commands (pyexec's)
+  binary = false;
   if (failure) emitText("\x04" + failure.replace(/\x04/g, "") + "\r\n\x04>");
   else emit(tail);
   flush();
