@@ -8,7 +8,6 @@ import builtins as _builtins
 import gc as _gc
 import os as _os
 import sys as _sys
-import micropython as _micropython
 
 import js as _js
 
