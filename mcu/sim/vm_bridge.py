@@ -2,7 +2,8 @@
 do itself. `q15attn`'s calls run the Cortex-M4 build of the kernel in the emulator (mcu/sim/q15module.py, with the
 binding's argument checks and messages; cycles as the emulator counts them, advancing the modelled clock and
 heating the modelled die), `crc16` and `cobs_encode` run there too, and `machine.freq()` and `pyb.ADCAll` read the
-modelled peripherals (mcu/sim/peripherals.py).
+modelled peripherals (mcu/sim/peripherals.py). The VM also says here when its frame server takes the line and
+leaves it (`serving`: the line faults of --faults apply then, as in the CPython twin).
 
 Wire (one request at a time): a header of 16 int32 (op, ten int arguments, the byte lengths of up to five
 buffers), the buffers; the reply (status, value, n): status 0 with the buffers the op fills, else n bytes of the
@@ -16,7 +17,7 @@ import struct
 
 from mcu.sim.peripherals import Peripherals
 
-HELLO, STATE_BYTES, ATTENTION, STREAM, CLOCK, TEMP_MILLI_C, VDDA_MILLI_V, CRC16, COBS = range(9)
+HELLO, STATE_BYTES, ATTENTION, STREAM, CLOCK, TEMP_MILLI_C, VDDA_MILLI_V, CRC16, COBS, SERVING = range(10)
 HEADER = struct.Struct("<16i")
 REPLY = struct.Struct("<iIi")
 ERRORS = {ValueError: 1, TypeError: 2, OverflowError: 3}
@@ -33,6 +34,7 @@ class Bridge:
         self.hardware = hardware
         self.natmod_bytes = natmod_bytes
         self.calls = 0
+        self.serving = False
         self._module = None
 
     def module(self):
@@ -74,6 +76,9 @@ class Bridge:
         """(value, the bytes of the buffers the op fills) for one request."""
         if op == HELLO:
             return self.natmod_bytes, b""
+        if op == SERVING:
+            self.serving = bool(args[0])
+            return 0, b""
         if op == CLOCK:
             return self.hardware.clock.hz, b""
         if op == TEMP_MILLI_C:
@@ -102,4 +107,4 @@ class Bridge:
             out = bytearray(out_size)
             stop = module.cobs_encode(out, at, data, start, end)
             return stop - at, bytes(out[at:stop])
-        raise ValueError(f"op={op} is not a twin bridge operation; allowed: 0..{COBS}")
+        raise ValueError(f"op={op} is not a twin bridge operation; allowed: 0..{SERVING}")

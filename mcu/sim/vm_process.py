@@ -22,6 +22,7 @@ import traceback
 import tty
 from pathlib import Path
 
+from mcu.sim.faults import FaultSpec, FaultyLine
 from mcu.sim.peripherals import Peripherals
 from mcu.sim.vm_bridge import NATMOD_BYTES, Bridge
 
@@ -58,7 +59,8 @@ def vm_missing() -> str:
 class VmServer:
     """A twin whose board is the real MicroPython VM, served on a fresh pty."""
 
-    def __init__(self, root: Path | str, clock_hz: int, heap: int = BOARD_HEAP, natmod_bytes: int = NATMOD_BYTES):
+    def __init__(self, root: Path | str, clock_hz: int, heap: int = BOARD_HEAP, natmod_bytes: int = NATMOD_BYTES,
+                 faults: FaultSpec = FaultSpec()):
         missing = vm_missing()
         if missing:
             raise RuntimeError(missing)
@@ -72,6 +74,8 @@ class VmServer:
         self._closing = False
         self.failure: BaseException | None = None
         self.restarts = 0
+        self._resetting = False  # a reset the line faults asked for: not a VM that died
+        self.faults = FaultyLine(faults, active=lambda: self.bridge.serving, reset=self._reset)
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - node's diagnostics, closed by close()
         self._line_lock = threading.Lock()  # the pty's reader hands bytes to the VM that runs now
         self._spawn()
@@ -111,6 +115,7 @@ class VmServer:
                 return
             with self._line_lock:
                 try:
+                    data = self.faults.inbound(data)
                     if CTRL_C in data:
                         with contextlib.suppress(BlockingIOError):
                             os.write(self._attention_write, bytes([CTRL_C]) * data.count(CTRL_C))
@@ -123,7 +128,7 @@ class VmServer:
         """Board -> host: what this VM prints, to the pty."""
         try:
             while data := process.stdout.read1(READ_MAX):
-                view = memoryview(data)
+                view = memoryview(self.faults.outbound(data))
                 while view:
                     view = view[os.write(self._master, view):]
         except (OSError, ValueError):
@@ -147,12 +152,15 @@ class VmServer:
             if self.process.poll() is None or self._closing:
                 continue
             now = time.monotonic()
-            deaths = [t for t in deaths if now - t < RESTART_WINDOW_S] + [now]
-            why = f"the VM exited with status {self.process.returncode}: {self.last_words()}"
-            if len(deaths) >= RESTARTS_MAX:
-                self.failure = RuntimeError(why)
-                break
-            print(f"kbench twin: {why}; starting another", file=sys.stderr, flush=True)
+            if self._resetting:  # the line faults' reset: a board reset, not a failure
+                self._resetting = False
+            else:
+                deaths = [t for t in deaths if now - t < RESTART_WINDOW_S] + [now]
+                why = f"the VM exited with status {self.process.returncode}: {self.last_words()}"
+                if len(deaths) >= RESTARTS_MAX:
+                    self.failure = RuntimeError(why)
+                    break
+                print(f"kbench twin: {why}; starting another", file=sys.stderr, flush=True)
             with self._line_lock:
                 self._end_vm()
                 with contextlib.suppress(OSError):
@@ -160,6 +168,16 @@ class VmServer:
                 self._spawn()
             self.restarts += 1
         return self.failure
+
+    def _reset(self) -> bool:
+        """The line faults' reset (FaultSpec.reset): the board resets while its frame server runs; serve() boots a
+        fresh VM. True when there was a VM to reset."""
+        if self.process.poll() is not None:
+            return False
+        self._resetting = True
+        self.bridge.serving = False
+        self.process.kill()
+        return True
 
     def _end_vm(self) -> None:
         with contextlib.suppress(OSError):

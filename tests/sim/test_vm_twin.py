@@ -190,3 +190,25 @@ def test_a_vm_that_dies_is_replaced_on_the_same_pty_and_flash(vm):
     done = mpremote(vm, "exec", "print(open('kept.txt').read())")
     assert done.stdout.strip() == "still here", done.stdout + done.stderr
     assert vm.process.poll() is None
+
+
+@pytest.mark.skipif(bool(emulator_missing()), reason=emulator_missing() or "-")
+@pytest.mark.parametrize("faults, seq, dim", [("reset=150", 128, 64), ("drop=0.0005,flip=0.0005,seed=7", 64, 32)])
+def test_a_head_through_line_faults_on_the_vm_is_bit_exact(faults, seq, dim):
+    from host.problem import AttentionProblem
+    from host.q15 import prepare
+    from mcu.deploy import deploy
+    from mcu.head import Session, run_head
+    from mcu.link import BoardLink
+
+    with TwinWithOptions("--vm", "--faults", faults) as twin:
+        deploy(twin.port, 115200, say=lambda line: None)
+        # with resets, a head of several chunks (the heap holds about 22 query rows of 128 x 64), each far fewer
+        # frames than a reset's period
+        problem = AttentionProblem(seq=seq, dim=dim, causal=False)
+        quantized = prepare(problem, *problem.inputs(), 32)
+        with BoardLink(twin.port) as link:
+            head = run_head(Session(link, twin.port, "VM twin"), quantized.params, *quantized.head(0, 0), 1)
+    assert np.array_equal(head.out, quantized.expected()[0, 0])
+    if faults.startswith("reset"):
+        assert len(head.sessions) > 1  # the resets cut sessions short, and the head went on in new ones

@@ -39,6 +39,7 @@ def _stepped_serve(module, rx=None, tx=None, kernel=None):
     # kbench_server.serve() as the twin runs it: begun and announced here, then stepped from JS one read at a time,
     # with a garbage collection after each (the port collects only between calls into the VM)
     _js.kbenchBinary()  # from the HELLO on, the line carries frames: no \n is cooked
+    _serving_line(1)
     server = module.begin(rx, tx, kernel)
     _serving[0] = module
     server.announce()
@@ -59,6 +60,11 @@ def _kbench_import(name, *rest):
     return module
 
 
+def _serving_line(on):
+    bridge = _standin("_twin_bridge")
+    bridge.call(bridge.SERVING, on)
+
+
 def _kbench_step():
     module = _serving[0]
     try:
@@ -66,12 +72,14 @@ def _kbench_step():
     except BaseException:
         module.end()
         _serving[0] = None
+        _serving_line(0)
         raise
     finally:
         _gc.collect()  # runs once this call has returned to JS
     if not going:
         module.end()
         _serving[0] = None
+        _serving_line(0)
     return 1 if going else 0
 
 
