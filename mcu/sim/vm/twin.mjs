@@ -23,6 +23,8 @@ import { closeSync, readSync, writeSync } from "fs";
 import * as fs from "fs";
 import { join } from "path";
 import { pathToFileURL } from "url";
+import { translateErrors } from "./errno.mjs";
+import { framing } from "./framing.mjs";
 import { hostFileSystem } from "./hostfs.mjs";
 
 const [, , packageDir, rootDir, standinDir, heapArg, bridgeArg, attentionArg] = process.argv;
@@ -36,9 +38,6 @@ const ATTENTION_FD = parseInt(attentionArg, 10);
 const KEPT_FOR_JS = 64 * 1024; // C heap left to the JS glue and the C library (runPython's code, opendir)
 const FORCED_EXIT = 256; // pyexec's PYEXEC_FORCED_EXIT: Ctrl-D at an empty raw REPL line, or sys.exit()
 const CTRL_C = 0x03;
-// Emscripten's errno numbers -> Linux's, which MicroPython's errno module and messages use
-const LINUX_ERRNO = { 63: 1, 44: 2, 29: 5, 60: 6, 8: 9, 6: 11, 48: 12, 2: 13, 10: 16, 20: 17, 75: 18, 54: 20, 31: 21,
-  28: 22, 33: 24, 51: 28, 69: 30, 37: 36, 55: 39, 32: 40 };
 const RAW_PASTE = [0x05, 0x41, 0x01];
 const RAW_PASTE_WINDOW = 128;
 const RAW_BANNER = "raw REPL; CTRL-B to exit\r\n>";
@@ -213,78 +212,9 @@ function bridge(read, buffer, offset, length) {
   return length;
 }
 
-// -- the framing helpers, at C speed (q15attn.crc16 and cobs_encode: mcu/native/kbench_frame.c) -------------------
-// The stand-in writes a request of int32s (op, then addresses in the VM's memory and lengths, its arguments already
-// checked) to /dev/twinjs; the device's write sees the VM's whole memory, computes in place and leaves the result
-// in the request's first word. No call leaves Node.
-
-const FRAMING_CRC16 = 1, FRAMING_COBS = 2;
-const CRC_TABLE = new Uint16Array(256);
-for (let i = 0; i < 256; i++) {
-  let crc = i << 8;
-  for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xFFFF : (crc << 1) & 0xFFFF;
-  CRC_TABLE[i] = crc;
-}
-
-function framing(buffer, offset, length) {
-  const memory = new Uint8Array(buffer.buffer);
-  const words = new Int32Array(buffer.buffer, buffer.byteOffset + offset, length >> 2);
-  const op = words[0];
-  if (op === FRAMING_CRC16) { // crc, address, n
-    let crc = words[1];
-    const at = words[2], end = at + words[3];
-    for (let i = at; i < end; i++) crc = ((crc << 8) & 0xFFFF) ^ CRC_TABLE[((crc >> 8) ^ memory[i]) & 0xFF];
-    words[0] = crc;
-  } else if (op === FRAMING_COBS) { // out address, data address, n: the encoded length back
-    const out = words[1], n = words[3];
-    const data = memory.slice(words[2], words[2] + n); // copied first: in place is safe
-    // a block ends at a zero (a code below 0xFF) or after 254 data bytes (0xFF); the next starts only when a byte
-    // comes for it, as kbench_frame.c does
-    let code = out, o = out + 1, run = 1;
-    for (let i = 0; i < n; i++) {
-      const byte = data[i];
-      if (run === 0xFF) {
-        memory[code] = run;
-        code = o++;
-        run = 1;
-      }
-      if (byte === 0) {
-        memory[code] = run;
-        code = o++;
-        run = 1;
-      } else {
-        memory[o++] = byte;
-        run += 1;
-      }
-    }
-    memory[code] = run;
-    words[0] = o - out;
-  } else words[0] = -1;
-  return length;
-}
-
 // -- the VM ------------------------------------------------------------------------------------------------------
 
-// The errors the port's C library gets from Emscripten's system calls, numbered as Linux (and so MicroPython's errno
-// module and messages) number them: each syscall import of the wasm returns the translated number.
-const instantiate = WebAssembly.instantiate;
-WebAssembly.instantiate = (binary, imports) => {
-  const linux = (code) => LINUX_ERRNO[code] ?? code;
-  const translated = new Set(); // Emscripten gives env and wasi_snapshot_preview1 the same object: once each
-  for (const space of Object.values(imports)) {
-    if (translated.has(space)) continue;
-    translated.add(space);
-    for (const [name, call] of Object.entries(space)) {
-      if (typeof call !== "function") continue;
-      if (name.startsWith("__syscall_")) space[name] = (...args) => {
-        const result = call(...args);
-        return result < 0 ? -linux(-result) : result;
-      };
-      else if (name.startsWith("fd_")) space[name] = (...args) => linux(call(...args)); // WASI: the errno itself
-    }
-  }
-  return instantiate(binary, imports);
-};
+translateErrors();
 const { loadMicroPython } = await import(pathToFileURL(join(packageDir, "micropython.mjs")).href);
 const shim = fs.readFileSync(join(standinDir, "_twin_boot.py"), "utf8");
 let serving = false;
