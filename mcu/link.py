@@ -45,7 +45,10 @@ TAIL = b"\x00" * 16
 #: Removes a previous deploy's modules from sys.modules (a redeploy takes effect without a reset), then starts.
 START_SERVER = ("import sys\nfor _m in ('kbench_server', 'kbench_framing', 'kbench_board'):\n"
                 "    sys.modules.pop(_m, None)\nimport kbench_server\nkbench_server.serve()\n")
-SERVER_ENDED = re.compile(rb"\x04([^\x04]*)\x04>")  # a raw REPL command's end: stdout end, traceback, prompt
+#: A raw REPL command's end: stdout's end, the traceback (text), the prompt, then only text (what the REPL says to
+#: frames sent after it, such as its banner). Not any 04 ... 04 > since the last frame: a frame still arriving (a
+#: board's USB packets, the VM twin's pieces) is random bytes where that turns up now and then.
+SERVER_ENDED = re.compile(rb"\x04([\t\r\n\x20-\x7e]*)\x04>[\t\r\n\x20-\x7e]*\Z")
 #: What a board prints after a reset and never appears in a frame (HELLO's texts hold "MicroPython v", so not that):
 #: the raw REPL banner, the soft reboot line, and the friendly banner's second line (after a hard reset).
 RESET_SIGNS = (b"raw REPL; CTRL-B to exit\r\n", b"MPY: soft reboot", b'Type "help()" for more information.')

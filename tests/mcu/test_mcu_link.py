@@ -255,3 +255,15 @@ def test_a_killed_sweep_resumes_without_losing_or_repeating_a_row(tmp_path):
     assert keys == sorted({(s, c) for s in ("17", "32", "48") for c in ("0", "1")})
     assert all(r["status"] == "ok" and r["bit_exact"] == "1" for r in after)
     assert [r["run_id"] for r in after[:len(before)]] == [r["run_id"] for r in before]  # kept, not redone
+
+
+def test_a_frame_still_arriving_is_not_taken_for_the_end_of_the_server():
+    from mcu.link import SERVER_ENDED
+
+    partial = bytes([0x91, 0x04, 0x33, 0xF7, 0x04, 0x3E, 0x8A, 0x12])  # random bytes of a frame: 04 .. 04 > inside
+    assert SERVER_ENDED.search(partial) is None
+    assert SERVER_ENDED.search(partial[:6]) is None  # cut right after "04 >", but binary between the 04s
+    ended = b"\x04Traceback (most recent call last):\r\nKeyboardInterrupt: \r\n\x04>"
+    assert SERVER_ENDED.search(ended).group(1).strip().endswith(b"KeyboardInterrupt:")
+    assert SERVER_ENDED.search(ended + b"raw REPL; CTRL-B to exit\r\n>")  # the REPL answering frames sent after
+    assert SERVER_ENDED.search(partial[:6] + b"\x9a") is None

@@ -99,9 +99,21 @@ function emitText(text) {
   emit(Buffer.from(text, "latin1"));
 }
 
+function pause() {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1); // 1 ms
+}
+
 function flush() {
+  // everything printed so far, to the line (Node may have made the pipe non-blocking: EAGAIN waits, loses nothing)
   let done = 0;
-  while (done < outLength) done += writeSync(1, out, done, outLength - done);
+  while (done < outLength) {
+    try {
+      done += writeSync(1, out, done, outLength - done);
+    } catch (error) {
+      if (error.code !== "EAGAIN") throw error;
+      pause();
+    }
+  }
   outLength = 0;
 }
 
@@ -296,7 +308,9 @@ function serve() {
   serving = false;
   let failure = "";
   try {
-    while (step()) {}
+    vm.runPython("_kbench_begin()"); // after the command's garbage is collected
+    flush();
+    while (step()) flush(); // a reply goes out whole when the step that made it returns
   } catch (error) {
     failure = String(error.message || error);
   }

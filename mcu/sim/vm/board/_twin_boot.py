@@ -35,15 +35,27 @@ def _standin(name):
     return module
 
 
+_begin = [None]
+
+
 def _stepped_serve(module, rx=None, tx=None, kernel=None):
-    # kbench_server.serve() as the twin runs it: begun and announced here, then stepped from JS one read at a time,
-    # with a garbage collection after each (the port collects only between calls into the VM)
+    # kbench_server.serve() as the twin runs it: the command returns at once (what it made is collected as it does:
+    # the port collects only between calls into the VM, and a board would collect inside begin() when it had to),
+    # then JS begins and announces the server (_kbench_begin) and steps it one read at a time, a collection after
+    # each
+    _begin[0] = (module, rx, tx, kernel)
+    _gc.collect()
+    _js.kbenchServing()
+
+
+def _kbench_begin():
+    module, rx, tx, kernel = _begin[0]
+    _begin[0] = None
     _js.kbenchBinary()  # from the HELLO on, the line carries frames: no \n is cooked
     _serving_line(1)
     server = module.begin(rx, tx, kernel)
     _serving[0] = module
     server.announce()
-    _js.kbenchServing()
 
 
 def _kbench_import(name, *rest):
