@@ -12,7 +12,7 @@ sys.implementation._mpy; --faults injects line faults (mcu/sim/faults.py). --mem
 address space (MEMORY_LIMIT_MIB by default, 0 for none) so that board code which allocates more than the host can
 spare (`b'a' * 2**31`) gets a MemoryError, as on a board, instead of taking the host's memory. --vm runs the board
 as the real MicroPython VM (its WebAssembly port under Node, a heap of the F407's size: mcu/sim/vm_process.py,
-docs/twin.md "The VM"); --mpy-abi does not apply to it yet.
+docs/twin.md "The VM twin").
 
 Exit status: 0 stopped (Ctrl-C, SIGTERM or SIGHUP while serving is how a twin is stopped, not an interruption);
 1 the twin's REPL failed; 2 bad arguments only (one `kbench: error:` line naming the value); 130 interrupted by
@@ -96,7 +96,7 @@ def serve(root: str | None, clock_hz: int, mpy_abi: int = MPY_ABI, faults: Fault
 
             if vm_missing():
                 raise TargetError(f"--vm: {vm_missing()}")
-            server = VmServer(root, clock_hz, faults=faults)
+            server = VmServer(root, clock_hz, faults=faults, mpy_abi=mpy_abi)
         else:
             server = PtyServer(root, clock_hz, mpy_abi, faults)
         stack.callback(server.close)

@@ -30,6 +30,8 @@ VM_DIR = Path(__file__).resolve().parent / "vm"
 REPO = Path(__file__).resolve().parent.parent.parent
 #: The npm package of MicroPython's WebAssembly port, as scripts/setup.sh installs it.
 WASM_PACKAGE = REPO / ".cache" / "mpy-wasm" / "node_modules" / "@micropython" / "micropython-webassembly-pyscript"
+#: sys.implementation._mpy of the F407 firmware: .mpy 6.3, armv7emsp
+F407_MPY_ABI = 7942
 #: The heap of the board the twin stands for (an STM32F407's MicroPython: about 100 KB of GC heap).
 BOARD_HEAP = 102_400
 CTRL_C = 0x03
@@ -60,12 +62,13 @@ class VmServer:
     """A twin whose board is the real MicroPython VM, served on a fresh pty."""
 
     def __init__(self, root: Path | str, clock_hz: int, heap: int = BOARD_HEAP, natmod_bytes: int = NATMOD_BYTES,
-                 faults: FaultSpec = FaultSpec()):
+                 faults: FaultSpec = FaultSpec(), mpy_abi: int = F407_MPY_ABI):
         missing = vm_missing()
         if missing:
             raise RuntimeError(missing)
         self.root = Path(root)
         self.heap = heap
+        self.mpy_abi = mpy_abi  # the sys.implementation._mpy the VM announces (the F407 firmware's by default)
         self.natmod_bytes = natmod_bytes
         self.hardware = Peripherals(clock_hz)  # the board's clock and die: one for every VM of this twin
         self._master, self._slave = os.openpty()
@@ -91,7 +94,7 @@ class VmServer:
         os.set_blocking(self._attention_write, False)
         self.process = subprocess.Popen(
             ["node", str(VM_DIR / "twin.mjs"), str(WASM_PACKAGE), str(self.root), str(VM_DIR / "board"),
-             str(self.heap), str(theirs.fileno()), str(attention_read)],
+             str(self.heap), str(theirs.fileno()), str(attention_read), str(self.mpy_abi)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
             pass_fds=(theirs.fileno(), attention_read), cwd=VM_DIR, preexec_fn=_unlimited_address_space)
         theirs.close()

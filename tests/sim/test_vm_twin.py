@@ -212,3 +212,11 @@ def test_a_head_through_line_faults_on_the_vm_is_bit_exact(faults, seq, dim):
     assert np.array_equal(head.out, quantized.expected()[0, 0])
     if faults.startswith("reset"):
         assert len(head.sessions) > 1  # the resets cut sessions short, and the head went on in new ones
+
+
+def test_a_vm_of_another_mpy_version_is_refused_by_deploy():
+    with TwinWithOptions("--vm", "--mpy-abi", str(7942 - 1)) as other:  # .mpy version 5
+        done = subprocess.run([sys.executable, "-m", "mcu.deploy", "--serial", other.port], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "the board reads .mpy v5" in done.stderr and "nothing copied" in done.stderr

@@ -2,7 +2,7 @@
 // under Node, with a GC heap of the board's size, its own REPL and the twin's root folder as its flash. Started by
 // mcu/sim/vm_process.py, which owns the pty, the line faults and the Cortex-M4 emulator behind q15attn:
 //
-//   node twin.mjs <package dir> <root dir> <stand-ins dir> <heap bytes> <bridge fd> <attention fd>
+//   node twin.mjs <package dir> <root dir> <stand-ins dir> <heap bytes> <bridge fd> <attention fd> <mpy abi>
 //
 // fd 0 and 1 are the board's serial line (pipes to the Python side), fd 2 diagnostics; the bridge fd carries the
 // stand-in modules' calls (q15attn's kernel, the modelled peripherals: mcu/sim/vm/board/*.py) byte for byte; the
@@ -27,7 +27,8 @@ import { translateErrors } from "./errno.mjs";
 import { framing } from "./framing.mjs";
 import { hostFileSystem } from "./hostfs.mjs";
 
-const [, , packageDir, rootDir, standinDir, heapArg, bridgeArg, attentionArg] = process.argv;
+const [, , packageDir, rootDir, standinDir, heapArg, bridgeArg, attentionArg, mpyAbiArg = "7942"] = process.argv;
+const MPY_ABI = parseInt(mpyAbiArg, 10); // the sys.implementation._mpy the VM announces
 const HEAP = parseInt(heapArg, 10);
 // Heap given beyond HEAP for what the twin itself keeps in the VM (its boot code, the stand-ins of machine, pyb and
 // the bridge, which on a board are in flash); a ballast then leaves board code exactly the free heap a plain VM of
@@ -267,6 +268,7 @@ async function boot(raw) {
   next.FS.mkdir("/flash");
   next.FS.mount(hostFileSystem(next.FS), { root: rootDir }, "/flash");
   next.FS.mkdir("/twin");
+  next.FS.writeFile("/twin/_twin_config.py", `MPY_ABI = ${MPY_ABI}\n`);
   for (const name of fs.readdirSync(standinDir)) {
     if (name.endsWith(".py") && name !== "_twin_boot.py") {
       next.FS.writeFile("/twin/" + name, fs.readFileSync(join(standinDir, name)));

@@ -3,6 +3,8 @@
 from sys import *  # noqa: F403 - all of the port's sys
 import sys as _sys
 
+from _twin_config import MPY_ABI as _MPY_ABI  # python -m mcu.sim --vm --mpy-abi (default the F407's, 7942)
+
 platform = "pyboard"
 
 
@@ -11,7 +13,7 @@ class _Implementation:
     name = "micropython"
     version = _sys.implementation.version
     _machine = "STM32F4DISC with STM32F407"
-    _mpy = 7942  # .mpy 6.3, armv7emsp
+    _mpy = _MPY_ABI
     _build = "STM32F4DISC"
 
     def __repr__(self):
