@@ -74,7 +74,8 @@ class Bridge:
 
     def answer(self, op: int, args: list[int], buffers: list[bytearray]) -> tuple[int, bytes]:
         """(value, the bytes of the buffers the op fills) for one request."""
-        if op == HELLO:
+        if op == HELLO:  # q15attn's import: the emulator starts then, as the module loads on a board
+            self.module()
             return self.natmod_bytes, b""
         if op == SERVING:
             self.serving = bool(args[0])

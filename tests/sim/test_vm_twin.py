@@ -52,6 +52,21 @@ def test_the_heap_is_the_boards_and_the_repl_answers_after_it_runs_out(vm):
     assert done.returncode == 1 and "MemoryError: memory allocation failed, allocating 200000 bytes" in said
 
 
+def test_a_commands_garbage_is_collected_before_the_next_and_gc_threshold_is_the_boards(vm):
+    # the twin asks for a collection after every allocation (gc.threshold(0) underneath), which the port runs as the
+    # command returns; board code sees the board's threshold: none (-1) until it sets one
+    done = mpremote(vm, "exec", "import gc\nprint(gc.mem_free())\n"
+                                "junk = [bytearray(1000) for i in range(10)]\njunk = None\n")
+    assert done.returncode == 0, done.stderr
+    before = int(done.stdout)
+    done = mpremote(vm, "resume", "exec", "import gc\nprint(gc.mem_free(), gc.threshold())\ngc.threshold(5000)\n"
+                                          "print(gc.threshold())\ngc.threshold(-1)\n")
+    assert done.returncode == 0, done.stderr
+    free, threshold, set_to = map(int, done.stdout.split())
+    assert free > before - 2000  # the 10 KB of junk (under the port's 16 KB threshold) went as the command returned
+    assert (threshold, set_to) == (-1, 4992)  # the board's gc rounds to its 16-byte blocks
+
+
 def test_a_fragmented_heap_refuses_a_block_larger_than_its_largest_free_one(vm):
     # the heap filled with 2 KB blocks, every other one freed: half the heap free, in holes of 2 KB. The port
     # collects garbage between REPL commands, so the freeing and the asking are commands of their own.

@@ -207,6 +207,18 @@ function lineByte(forCode) {
   }
 }
 
+function lineRead(buffer, offset, length) {
+  // the frame server's reads of the line (/dev/twinline, mcu/sim/vm/board/_twin_boot.py): sys.stdin.buffer's
+  // readinto as the STM32 port does it (it waits for every byte asked for), in one call rather than one per byte;
+  // a Ctrl-C that interrupts code ends the read there
+  for (let i = 0; i < length; i++) {
+    const c = lineByte(true);
+    if (c === null) return i;
+    buffer[offset + i] = c;
+  }
+  return length;
+}
+
 function stdin() {
   return lineByte(true);
 }
@@ -290,6 +302,17 @@ async function boot(raw) {
     write: (stream, buffer, offset, length) => framing(buffer, offset, length),
   });
   next.FS.mkdev("/dev/twinjs", helpers);
+  const line = next.FS.makedev(64, 2);
+  next.FS.registerDevice(line, {
+    open: () => {},
+    close: () => {},
+    read: (stream, buffer, offset, length) => lineRead(buffer, offset, length),
+    write: (stream, buffer, offset, length) => {
+      emit(buffer.subarray(offset, offset + length));
+      return length;
+    },
+  });
+  next.FS.mkdev("/dev/twinline", line);
   capHeap(next._module);
   vm = next;
   vm.runPython(shim); // it ends with a collection, which runs as the call returns

@@ -36,6 +36,8 @@ def _standin(name):
 
 
 _begin = [None]
+_line_in = open("/dev/twinline", "rb")  # noqa: SIM115 - the board's serial line (mcu/sim/vm/twin.mjs), for the VM's life
+_line_out = open("/dev/twinline", "wb")  # noqa: SIM115
 
 
 def _stepped_serve(module, rx=None, tx=None, kernel=None):
@@ -43,6 +45,8 @@ def _stepped_serve(module, rx=None, tx=None, kernel=None):
     # the port collects only between calls into the VM, and a board would collect inside begin() when it had to),
     # then JS begins and announces the server (_kbench_begin) and steps it one read at a time, a collection after
     # each
+    if rx is None:  # sys.stdin.buffer and sys.stdout.buffer as the twin's line device: a read is one call to JS
+        rx, tx = _line_in, (_line_out if tx is None else tx)
     _begin[0] = (module, rx, tx, kernel)
     _gc.collect()
     _js.kbenchServing()
@@ -78,16 +82,20 @@ def _serving_line(on):
 
 
 def _kbench_step():
+    # the frame server's reads up to the end of a frame (a frame's answer is what allocates), then back to JS, which
+    # collects what they allocated
     module = _serving[0]
+    server = module.active
+    decoder = server.decoder
     try:
-        going = module.active.step()
+        going = server.step()
+        while going and decoder.raw:  # within a frame: steps that only decode allocate nothing, so no collection
+            going = server.step()
     except BaseException:
         module.end()
         _serving[0] = None
         _serving_line(0)
         raise
-    finally:
-        _gc.collect()  # runs once this call has returned to JS
     if not going:
         module.end()
         _serving[0] = None
@@ -125,5 +133,9 @@ def _kbench_settle(board_free, board_alloc):
 for _name in ("_twin_bridge", "machine", "pyb", "_board_sys", "_board_gc", "_board_os", "_board_micropython"):
     _standin(_name)
 _sys.path[:] = ["", ".frozen", "/flash", "/flash/lib"]
+# Any allocation asks for a collection, which the port runs as control returns to JS (it cannot collect inside a
+# call): so whatever a REPL command or a step of the frame server allocated is collected as it returns, and a call
+# that allocated nothing costs no collection. Board code sees the board's threshold (_board_gc.py).
+_gc.threshold(0)
 _os.chdir("/flash")
 _gc.collect()
