@@ -251,17 +251,30 @@ class Q15Emulator:
                               f"({free} bytes of emulated SRAM free for buffers)")
         return addresses
 
-    def _place(self, params: tuple[int, ...], buffers: list[tuple[str, bytes]]) -> tuple[list[int], list[int]]:
+    def _place(self, params: tuple[int, ...], buffers: list[tuple[str, bytes]],
+               at: list[int] | None = None) -> tuple[list[int], list[int]]:
         """Parameters, buffer descriptors, two result words, a message and the buffers in emulated SRAM:
-        ([params, descriptors, results, message], [each buffer's address]). The buffers' bytes are not written yet."""
+        ([params, descriptors, results, message], [each buffer's address]). The buffers' bytes are not written yet.
+
+        `at`: the buffers' addresses in the caller's memory (the VM twin's), or None: buffers that overlap there are
+        placed overlapping the same way here (one region each group, its start at the same address mod 8), so that
+        an output sharing memory with an input is overwritten while it is read, as on the board."""
         param_bytes = b"".join(int(v).to_bytes(4, "little", signed=True) for v in params)
         descriptors = b"".join(ord(code).to_bytes(4, "little") + len(data).to_bytes(4, "little", signed=True)
                                for code, data in buffers)
-        addresses = self._layout([len(param_bytes), len(descriptors), 8, MESSAGE_BYTES]
-                                 + [len(data) for _, data in buffers])
+        regions = overlapping_regions([(start, len(data)) for start, (_, data) in zip(at, buffers)]) if at else None
+        if regions is None:
+            sizes = [len(data) for _, data in buffers]
+        else:
+            sizes = [start % 8 + size for start, size in regions[0]]
+        addresses = self._layout([len(param_bytes), len(descriptors), 8, MESSAGE_BYTES] + sizes)
         self.cpu.write(addresses[0], param_bytes)
         self.cpu.write(addresses[1], descriptors)
-        return addresses[:4], addresses[4:]
+        if regions is None:
+            return addresses[:4], addresses[4:]
+        spans, member = regions
+        bases = [base + start % 8 for base, (start, _) in zip(addresses[4:], spans)]
+        return addresses[:4], [bases[region] + offset for region, offset in member]
 
     def _refuse(self, describe: str, message: int, *args: int) -> None:
         """ValueError with the emulated kernel's own message: `describe` (q15attn_describe or _describe_stream) called
@@ -270,13 +283,13 @@ class Q15Emulator:
         raise ValueError(self.cpu.read(message, length).decode("ascii", "replace"))
 
     def attention(self, params: tuple[int, ...], buffers: list[tuple[str, bytes]], row0: int,
-                  out_nbytes: int) -> tuple[bytes, int, RunStats]:
+                  out_nbytes: int, at: list[int] | None = None) -> tuple[bytes, int, RunStats]:
         """params = (seq, dim, causal, bc, score_mult, score_shift); buffers = [(typecode, bytes)] for q, k, vt, o.
 
         Validation runs in the emulated kernel (q15attn_check_buffers, q15attn_describe): a bad argument raises
         ValueError with the kernel's own message. Returns (o bytes, DWT cycles measured by the kernel, stats)."""
         cpu = self.cpu
-        (p_addr, d_addr, n_addr, msg_addr), (q_addr, k_addr, vt_addr, o_addr) = self._place(params, buffers)
+        (p_addr, d_addr, n_addr, msg_addr), (q_addr, k_addr, vt_addr, o_addr) = self._place(params, buffers, at)
         status, _ = cpu.call("q15attn_check_buffers", p_addr, row0, d_addr, n_addr)
         if status != 0:
             self._refuse("q15attn_describe", msg_addr, status, p_addr, row0, d_addr)
@@ -293,12 +306,12 @@ class Q15Emulator:
         return cpu.read(o_addr, out_nbytes), cycles, stats
 
     def stream(self, params: tuple[int, ...], buffers: list[tuple[str, bytes]], row0: int,
-               key0: int) -> tuple[bytes, bytes, int, RunStats]:
+               key0: int, at: list[int] | None = None) -> tuple[bytes, bytes, int, RunStats]:
         """One key chunk of a streamed head: buffers = [(typecode, bytes)] for q, k, vt, o and state (k and vt the
         chunk's). Validation and refusals as `attention`. Returns (o bytes, state bytes, DWT cycles, stats); o is
         written only by the chunk that reaches the rows' last key, and a refusal leaves the state as it was."""
         cpu = self.cpu
-        (p_addr, d_addr, n_addr, msg_addr), addresses = self._place(params, buffers)
+        (p_addr, d_addr, n_addr, msg_addr), addresses = self._place(params, buffers, at)
         status, _ = cpu.call("q15attn_check_stream_buffers", p_addr, row0, key0, d_addr, n_addr, n_addr + 4)
         if status != 0:
             self._refuse("q15attn_describe_stream", msg_addr, status, p_addr, row0, key0, d_addr)
@@ -330,6 +343,23 @@ class Q15Emulator:
         values = (params.seq, params.dim, int(params.causal), params.bc, params.score_mult, params.score_shift)
         out, cycles, stats = self.attention(values, buffers, row0, q.nbytes)
         return np.frombuffer(out, dtype="<i2").reshape(q.shape).copy(), cycles, stats
+
+
+def overlapping_regions(spans: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Buffers given as (start, size) grouped where they overlap: ([(start, size) of each region], [(its region,
+    offset in it) for each buffer]). Empty buffers overlap nothing."""
+    order = sorted((i for i, (_, size) in enumerate(spans) if size), key=lambda i: spans[i][0])
+    order += [i for i, (_, size) in enumerate(spans) if not size]
+    regions: list[list[int]] = []
+    member: list[tuple[int, int]] = [(0, 0)] * len(spans)
+    for i in order:
+        start, size = spans[i]
+        if regions and size and start < regions[-1][1]:
+            regions[-1][1] = max(regions[-1][1], start + size)
+        else:
+            regions.append([start, start + size])
+        member[i] = (len(regions) - 1, start - regions[-1][0])
+    return [(start, end - start) for start, end in regions], member
 
 
 @functools.lru_cache(maxsize=1)

@@ -37,25 +37,25 @@ def make_module(clock_hz: int = BOARD_CLOCK_HZ, cycle_sink: Callable[[int], None
     emulator = shared_emulator()
     module = types.ModuleType("q15attn", "Q15 attention, the Cortex-M4 kernel executed by the board twin's emulator")
 
-    def attention(*args, **kwargs):
+    def attention(*args, at=None, **kwargs):
         positional("attention", args, kwargs, 10, 11)
         buffers = [tensor(name, value, name == "o") for name, value in zip(("q", "k", "vt", "o"), args[:4])]
         values = tuple(machine_int(x, name) for x, name in zip(args[4:10], PARAMS))
         row0 = position(args[10], "row0") if len(args) > 10 else 0
-        out, cycles, stats = emulator.attention(values, buffers, row0, len(buffers[3][1]))
+        out, cycles, stats = emulator.attention(values, buffers, row0, len(buffers[3][1]), at)
         memoryview(args[3]).cast("B")[:] = out
         if cycle_sink is not None:
             cycle_sink(stats.cycles)
         return cycles
 
-    def stream(*args, **kwargs):
+    def stream(*args, at=None, **kwargs):
         positional("stream", args, kwargs, 13, 13)
         buffers = [tensor(name, value, name == "o") for name, value in zip(("q", "k", "vt", "o"), args[:4])]
         state = args[4]
         buffers.append(state_buffer(state))
         values = tuple(machine_int(x, name) for x, name in zip(args[5:11], PARAMS))
         row0, key0 = position(args[11], "row0"), position(args[12], "key0")
-        out, held, cycles, stats = emulator.stream(values, buffers, row0, key0)
+        out, held, cycles, stats = emulator.stream(values, buffers, row0, key0, at)
         memoryview(args[3]).cast("B")[:] = out
         memoryview(state).cast("B")[:] = held
         if cycle_sink is not None:

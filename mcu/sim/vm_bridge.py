@@ -5,9 +5,9 @@ heating the modelled die), `crc16` and `cobs_encode` run there too, and `machine
 modelled peripherals (mcu/sim/peripherals.py). The VM also says here when its frame server takes the line and
 leaves it (`serving`: the line faults of --faults apply then, as in the CPython twin).
 
-Wire (one request at a time): a header of 16 int32 (op, ten int arguments, the byte lengths of up to five
-buffers), the buffers; the reply (status, value, n): status 0 with the buffers the op fills, else n bytes of the
-message of the error ERRORS[status].
+Wire (one request at a time): a header of 21 int32 (op, ten int arguments, the byte lengths of up to five
+buffers and their addresses in the VM's memory), the buffers; the reply (status, value, n): status 0 with the
+buffers the op fills, else n bytes of the message of the error ERRORS[status].
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import struct
 from mcu.sim.peripherals import Peripherals
 
 HELLO, STATE_BYTES, ATTENTION, STREAM, CLOCK, TEMP_MILLI_C, VDDA_MILLI_V, CRC16, COBS, SERVING = range(10)
-HEADER = struct.Struct("<16i")
+HEADER = struct.Struct("<21i")
 REPLY = struct.Struct("<iIi")
 ERRORS = {ValueError: 1, TypeError: 2, OverflowError: 3}
 #: Heap a native q15attn.mpy's code takes on a board (a natmod's code is copied into the GC heap): mpy_ld's "text
@@ -56,7 +56,7 @@ class Bridge:
     def serve(self) -> None:
         while (header := self.receive(HEADER.size)) is not None:
             op, *values = HEADER.unpack(header)
-            args, lengths = values[:10], values[10:]
+            args, lengths, addresses = values[:10], values[10:15], values[15:]
             buffers = []
             for n in lengths:
                 if n:
@@ -65,15 +65,17 @@ class Bridge:
                         return
                     buffers.append(bytearray(data))
             try:
-                value, data = self.answer(op, args, buffers)
+                value, data = self.answer(op, args, buffers, [a & 0xFFFFFFFF for a in addresses[:len(buffers)]])
             except tuple(ERRORS) as exc:
                 message = str(exc).encode()
                 self.line.sendall(REPLY.pack(ERRORS[type(exc)], 0, len(message)) + message)
                 continue
             self.line.sendall(REPLY.pack(0, value, 0) + data)
 
-    def answer(self, op: int, args: list[int], buffers: list[bytearray]) -> tuple[int, bytes]:
-        """(value, the bytes of the buffers the op fills) for one request."""
+    def answer(self, op: int, args: list[int], buffers: list[bytearray],
+               addresses: list[int] | None = None) -> tuple[int, bytes]:
+        """(value, the bytes of the buffers the op fills) for one request; `addresses`: where the buffers lie in the
+        VM's memory (a kernel's buffers that overlap there overlap in the emulator's memory too)."""
         if op == HELLO:  # q15attn's import: the emulator starts then, as the module loads on a board
             self.module()
             return self.natmod_bytes, b""
@@ -92,12 +94,12 @@ class Bridge:
         if op == ATTENTION:
             q, k, vt, o = (buffers + [bytearray()] * 4)[:4]
             self.calls += 1
-            cycles = module.attention(q, k, vt, o, *args[:7])
+            cycles = module.attention(q, k, vt, o, *args[:7], at=addresses)
             return cycles, bytes(o)
         if op == STREAM:
             q, k, vt, o, state = (buffers + [bytearray()] * 5)[:5]
             self.calls += 1
-            cycles = module.stream(q, k, vt, o, state, *args[:8])
+            cycles = module.stream(q, k, vt, o, state, *args[:8], at=addresses)
             return cycles, bytes(o) + bytes(state)
         if op == CRC16:
             data = buffers[0] if buffers else bytearray()

@@ -178,3 +178,13 @@ def test_module_streams_key_chunks_and_refuses_as_the_binding_does():
     assert np.array_equal(got, q15.attention_q15(q[row0:row0 + rows], k, v, params, row0))
     with pytest.raises(ValueError, match=re.escape("rows=0 is out of range; allowed: 1..32768")):
         module.state_bytes(6, 0)
+
+
+def test_overlapping_buffers_are_grouped_into_regions_with_their_offsets():
+    from mcu.sim.q15emu import overlapping_regions
+
+    # a and c overlap in part, b lies apart, d is empty (inside a), e starts where c ends: touching is not overlapping
+    spans = [(100, 40), (1000, 8), (130, 30), (110, 0), (160, 4)]
+    regions, member = overlapping_regions(spans)
+    assert regions == [(100, 60), (160, 4), (1000, 8), (110, 0)]
+    assert member == [(0, 0), (2, 0), (0, 30), (3, 0), (1, 0)]

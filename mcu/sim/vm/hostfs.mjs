@@ -90,7 +90,10 @@ export function hostFileSystem(FS) {
 
   const streamOps = {
     open(stream) {
-      if (!FS.isFile(stream.node.mode)) return;
+      if (FS.isDir(stream.node.mode)) return;
+      // a socket, FIFO, device or link in the root folder is listed but not a file: ENXIO, as Linux says for a
+      // socket (a FIFO opened on the host would block the board for good)
+      if (!FS.isFile(stream.node.mode)) throw new FS.ErrnoError(EMSCRIPTEN_ERRNO.ENXIO);
       const f = stream.flags;
       const flags = (f & O_ACCMODE) | (f & O_CREAT ? fs.constants.O_CREAT : 0) | (f & O_TRUNC ? fs.constants.O_TRUNC : 0)
         | (f & O_APPEND ? fs.constants.O_APPEND : 0) | (f & O_EXCL ? fs.constants.O_EXCL : 0);

@@ -2,13 +2,15 @@
 # byte for byte. A call writes a header of int32s and its buffers and reads the reply into preallocated buffers:
 # nothing is allocated per call but small ints, an error's message and the views of buffers it fills.
 #
-# Wire: request = HEADER (op, ten int arguments, then the byte lengths of up to five buffers) and the buffers;
+# Wire: request = HEADER (op, ten int arguments, the byte lengths of up to five buffers, then their addresses in the
+# VM's memory, so that the Python side lays out buffers that overlap here overlapping there too) and the buffers;
 # reply = REPLY (status, value, n), then the buffers the op fills when status is 0, else n bytes of message raised
 # as ERRORS[status].
 import struct
+import uctypes
 
 HELLO, STATE_BYTES, ATTENTION, STREAM, CLOCK, TEMP_MILLI_C, VDDA_MILLI_V, CRC16, COBS, SERVING = range(10)
-HEADER = "<16i"
+HEADER = "<21i"
 REPLY = "<iIi"
 ERRORS = (None, ValueError, TypeError, OverflowError)
 
@@ -19,7 +21,8 @@ _reply = bytearray(struct.calcsize(REPLY))
 
 def call(op, a=0, b=0, c=0, d=0, e=0, f=0, g=0, h=0, i=0, j=0, sent=(), filled=()):
     lengths = [len(x) for x in sent] + [0] * (5 - len(sent))
-    struct.pack_into(HEADER, _header, 0, op, a, b, c, d, e, f, g, h, i, j, *lengths)
+    addresses = [uctypes.addressof(x) for x in sent] + [0] * (5 - len(sent))
+    struct.pack_into(HEADER, _header, 0, op, a, b, c, d, e, f, g, h, i, j, *lengths, *addresses)
     _line.write(_header)
     for buffer in sent:
         _line.write(buffer)
