@@ -4,9 +4,15 @@ from os import *  # noqa: F403 - all of the port's os
 import sys as _sys
 
 
+from collections import namedtuple as _namedtuple
+
+_Uname = _namedtuple("uname", ("sysname", "nodename", "release", "version", "machine"))
+
+
 def uname():
+    # the firmware's attrtuple: a tuple whose fields are also attributes
     version = "%d.%d.%d" % _sys.implementation.version[:3]
-    return ("pyboard", "pyboard", version, "v%s on the kbench twin" % version, "STM32F4DISC with STM32F407")
+    return _Uname("pyboard", "pyboard", version, "v%s on the kbench twin" % version, "STM32F4DISC with STM32F407")
 
 
 def urandom(n):

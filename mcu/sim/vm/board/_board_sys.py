@@ -1,5 +1,8 @@
 # sys in the twin's VM (mcu/sim/vm/board/_twin_boot.py): the port's own, with the F407 firmware's identity: its
 # sys.implementation (so mcu.deploy's .mpy check and q15attn.mpy's architecture read as on a board) and platform.
+# What the port's sys holds in the VM's state rather than in its dict is here too: path and argv (the same lists, so
+# a change to their items is the port's; a new list assigned to sys.path is not). Unlike the firmware's read-only
+# module, this one takes new attributes (`sys.x = 1` works here and raises AttributeError on a board).
 from sys import *  # noqa: F403 - all of the port's sys
 import sys as _sys
 
@@ -22,4 +25,8 @@ class _Implementation:
 
 
 implementation = _Implementation()
+path = _sys.path
+argv = _sys.argv
+
+
 __name__ = "sys"

@@ -1,9 +1,11 @@
 # The twin's boot code, run by mcu/sim/vm/twin.mjs in each fresh VM before its REPL starts: what makes the
-# WebAssembly port stand for the STM32F407 firmware. Board code imports `sys`, `gc`, `os`, `micropython`,
-# `machine`, `pyb` and `q15attn` through the hook below and gets the board's modules from /twin
-# (mcu/sim/vm/board/): the port's own with what the F407 build has different (_board_*.py: sys.implementation and
-# sys.platform, gc.mem_free() without the port's split-heap allowance, os.uname), and the stand-ins whose calls go
-# to the twin's Python side through /dev/twin (q15attn's Cortex-M4 kernel, the modelled peripherals).
+# WebAssembly port stand for the STM32F407 firmware. Board code imports `sys`, `gc`, `os`, `machine`, `pyb` and
+# `q15attn` through the hook below and gets the board's modules from /twin (mcu/sim/vm/board/): the port's own with
+# what the F407 build has different (_board_*.py: sys.implementation and sys.platform, gc.mem_free() without the
+# port's split-heap allowance and the board's gc.threshold(), os.uname), and the stand-ins whose calls go to the
+# twin's Python side through /dev/twin (q15attn's Cortex-M4 kernel, the modelled peripherals). `micropython` is the
+# port's own: the twin judges the line's Ctrl-Cs when the frame server clears and restores the interrupt character
+# (code that calls kbd_intr itself has them judged at the twin's next look, within 5 ms).
 import builtins as _builtins
 import gc as _gc
 import os as _os
@@ -13,7 +15,7 @@ import js as _js
 
 _SPLIT = 1 << 27  # the port's gc_get_max_new_split(), which its gc.mem_free() adds to the real figure
 _STANDINS = ("machine", "pyb", "q15attn")
-_BOARD = ("sys", "gc", "os", "micropython")  # the port's own, as the F407 firmware has them: /twin/_board_*.py
+_BOARD = ("sys", "gc", "os")  # the port's own, as the F407 firmware has them: /twin/_board_*.py
 _import = _builtins.__import__
 _serving = [None]
 
@@ -57,6 +59,7 @@ def _kbench_begin():
     _begin[0] = None
     _js.kbenchBinary()  # from the HELLO on, the line carries frames: no \n is cooked
     _serving_line(1)
+    _js.kbenchInterruptCharChanging()  # the Ctrl-Cs so far are judged before begin() clears the interrupt character
     server = module.begin(rx, tx, kernel)
     _serving[0] = module
     server.announce()
@@ -92,15 +95,18 @@ def _kbench_step():
         while going and decoder.raw:  # within a frame: steps that only decode allocate nothing, so no collection
             going = server.step()
     except BaseException:
-        module.end()
-        _serving[0] = None
-        _serving_line(0)
+        _end(module)
         raise
     if not going:
-        module.end()
-        _serving[0] = None
-        _serving_line(0)
+        _end(module)
     return 1 if going else 0
+
+
+def _end(module):
+    _js.kbenchInterruptCharChanging()  # the Ctrl-Cs so far were the frame server's data: judged before end() sets it
+    module.end()
+    _serving[0] = None
+    _serving_line(0)
 
 
 _builtins.__import__ = _kbench_import
@@ -130,7 +136,7 @@ def _kbench_settle(board_free, board_alloc):
     board_gc.kept[0] = _gc.mem_alloc() - board_alloc
 
 
-for _name in ("_twin_bridge", "machine", "pyb", "_board_sys", "_board_gc", "_board_os", "_board_micropython"):
+for _name in ("_twin_bridge", "machine", "pyb", "_board_sys", "_board_gc", "_board_os"):
     _standin(_name)
 _sys.path[:] = ["", ".frozen", "/flash", "/flash/lib"]
 # Any allocation asks for a collection, which the port runs as control returns to JS (it cannot collect inside a
