@@ -286,3 +286,33 @@ def test_a_vm_of_another_mpy_version_is_refused_by_deploy():
                               capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert "the board reads .mpy v5" in done.stderr and "nothing copied" in done.stderr
+
+
+@pytest.mark.skipif(bool(emulator_missing()), reason=emulator_missing() or "-")
+@pytest.mark.parametrize("faults", ["", "reset=150,seed=3"])
+def test_a_sweep_on_the_vm_twin_gives_ok_bit_exact_rows(tmp_path, faults):
+    # host.compare --sim --sim-vm: the twin started with --vm, deployed, and the rows measured on it (the main job's
+    # 128 x 64 and an awkward 17 x 59), through a resetting line too (a reset each 150 frames: a chunk of the real
+    # heap's plan takes more than 40)
+    import csv
+
+    from helpers import run_module
+
+    done = run_module("host.compare", "--targets", "mcu", "--sim", "--sim-vm", "--seq", "17,128", "--dim", "59,64",
+                      "--heads", "1", "--causal", "both", "--out", str(tmp_path),
+                      *(["--sim-faults", faults] if faults else []), timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with open(tmp_path / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 8
+    assert all(r["status"] == "ok" and r["bit_exact"] == "1" for r in rows), [r["message"] for r in rows]
+    if faults:
+        assert any("session restarts" in r["message"] for r in rows)  # the resets did hit
+
+
+def test_sim_vm_without_sim_is_refused_in_one_line():
+    from helpers import run_module
+
+    done = run_module("host.compare", "--targets", "mcu", "--sim-vm", "--seq", "17")
+    assert done.returncode == 2
+    assert done.stderr.strip() == "kbench: error: --sim-vm needs --sim (it says which twin)"
