@@ -2,8 +2,6 @@
 # /flash), with what the STM32 port has besides: uname, urandom, sync, dupterm.
 from os import *  # noqa: F403 - all of the port's os
 import sys as _sys
-
-
 from collections import namedtuple as _namedtuple
 
 _Uname = _namedtuple("uname", ("sysname", "nodename", "release", "version", "machine"))

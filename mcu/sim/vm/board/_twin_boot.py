@@ -45,8 +45,8 @@ _line_out = open("/dev/twinline", "wb")  # noqa: SIM115
 def _stepped_serve(module, rx=None, tx=None, kernel=None):
     # kbench_server.serve() as the twin runs it: the command returns at once (what it made is collected as it does:
     # the port collects only between calls into the VM, and a board would collect inside begin() when it had to),
-    # then JS begins and announces the server (_kbench_begin) and steps it one read at a time, a collection after
-    # each
+    # then JS begins and announces the server (_kbench_begin) and steps it a frame at a time (_kbench_step), what a
+    # step allocated collected as it returns
     if rx is None:  # sys.stdin.buffer and sys.stdout.buffer as the twin's line device: a read is one call to JS
         rx, tx = _line_in, (_line_out if tx is None else tx)
     _begin[0] = (module, rx, tx, kernel)
