@@ -58,7 +58,6 @@ class Settings:
     baud: int = DEFAULT_BAUD
     sim: bool = False
     sim_faults: str = ""
-    sim_vm: bool = False  # the twin's board is the real MicroPython VM (python -m mcu.sim --vm)
 
     def __post_init__(self) -> None:
         if self.sim_faults:
@@ -69,8 +68,6 @@ class Settings:
             raise SpecError("--serial and --sim both given; allowed: one of them")
         if self.sim_faults and not self.sim:
             raise SpecError(f"--sim-faults {self.sim_faults!r} needs --sim (faults are injected by the twin)")
-        if self.sim_vm and not self.sim:
-            raise SpecError("--sim-vm needs --sim (it says which twin)")
 
 
 def add_options(group: argparse._ArgumentGroup) -> None:
@@ -84,19 +81,16 @@ def add_options(group: argparse._ArgumentGroup) -> None:
                        help="the board twin (python -m mcu.sim), started and deployed by the sweep")
     group.add_argument("--sim-faults", metavar="SPEC", default="",
                        help="line faults for the twin, e.g. drop=0.001,flip=0.001,delay=0.01,reset=200 (docs/twin.md)")
-    group.add_argument("--sim-vm", action="store_true",
-                       help="the twin's board is the real MicroPython VM (its WebAssembly port under Node, the F407's "
-                            "heap: docs/twin.md, 'The VM twin')")
 
 
 def settings(args: argparse.Namespace) -> Settings:
-    return Settings(serial=args.serial, baud=args.baud, sim=args.sim, sim_faults=args.sim_faults, sim_vm=args.sim_vm)
+    return Settings(serial=args.serial, baud=args.baud, sim=args.sim, sim_faults=args.sim_faults)
 
 
 #: A cluster worker owns a board (--serial PORT) or a twin (--sim), chosen by all of this target's options; its rows
 #: ask for one board.
 CLUSTER = ClusterNeeds(settings=Settings, options={"serial": "--serial", "baud": "--baud", "sim": "--sim",
-                                                   "sim_faults": "--sim-faults", "sim_vm": "--sim-vm"},
+                                                   "sim_faults": "--sim-faults"},
                        add_options=add_options, usage="--serial PORT | --sim", resource="stm32f407")
 
 
@@ -108,12 +102,11 @@ def available(settings: Settings = Settings()) -> tuple[bool, str]:
         return False, f"{exc.name} is not installed (pip install -e '.[mcu]')"
     if not settings.serial and not settings.sim:
         return False, "no board: pass --serial PORT (a board) or --sim (the board twin)"
-    if settings.sim_vm:
+    if settings.sim:
         from mcu.sim.vm_process import vm_missing
 
-        missing = vm_missing()
-        if missing:
-            return False, f"--sim-vm: {missing}"
+        if vm_missing():
+            return False, f"the board twin cannot run here: {vm_missing()}"
     return True, ""
 
 
@@ -136,7 +129,7 @@ def open_session(settings: Settings):
     with contextlib.ExitStack() as stack:
         twin = None
         if sim:
-            twin = stack.enter_context(start_twin(settings.sim_faults, vm=settings.sim_vm))
+            twin = stack.enter_context(start_twin(settings.sim_faults))
             from mcu.deploy import deploy
 
             port = twin.port

@@ -51,16 +51,15 @@ class TwinProcess:
     """One twin child: `start()` gives its pty path, `exit_code()` says whether it died, `restart()` starts another
     on the same root (the deployed files stay), `stop()` ends it and removes the root."""
 
-    def __init__(self, faults: str = "", vm: bool = False):
+    def __init__(self, faults: str = ""):
         self.faults = faults
-        self.vm = vm  # the board is the real MicroPython VM (python -m mcu.sim --vm)
         self.root = Path(tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-"))
         self.process: subprocess.Popen | None = None
         self.port = ""
 
     def start(self) -> str:
         command = [sys.executable, "-m", "mcu.sim", "--root", str(self.root), "--exit-on-stdin-eof",
-                   "--faults", self.faults, *(["--vm"] if self.vm else [])]
+                   "--faults", self.faults]
         self.process = subprocess.Popen(command,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         cwd=Path(__file__).resolve().parent.parent)
@@ -101,13 +100,13 @@ class TwinProcess:
 
 
 @contextlib.contextmanager
-def start_twin(faults: str = "", vm: bool = False):
+def start_twin(faults: str = ""):
     """A twin for a `with` block: yields the TwinProcess, started; stopped (and its root removed) at the end."""
     from mcu.sim.faults import FaultSpec
 
     FaultSpec.parse(faults, "--sim-faults")  # a bad spec is the user's error, reported before anything starts
     remove_stale_roots()
-    twin = TwinProcess(faults, vm)
+    twin = TwinProcess(faults)
     try:
         twin.start()
         yield twin

@@ -1,17 +1,22 @@
-"""Wall time of the same heads on the CPython twin and on the VM twin (`python -m mcu.sim --vm`), in one run.
+"""Wall time of the same work on the twin of an earlier commit (the CPython twin, by default) and on this tree's,
+in one run.
 
-    .venv/bin/python scripts/twin_heads_ab.py [--rounds 3]
+    .venv/bin/python scripts/twin_heads_ab.py [--rounds 3] [--before REV] [--main-job]
 
-Each round starts each twin afresh, deploys, and runs each head (seq 128, d 64, causal and not, as the main job's
-MCU rows) through mcu.head.run_head, planned from the twin's HELLO; the twins alternate within a round, so drift
-enters both. Prints a Markdown table: per twin and head the median wall time of the head (deploy excluded), its
-chunks' query rows, bit-exactness against host/q15.py, and the VM's ratio to the CPython twin.
+REV (default BEFORE, the last commit whose `python -m mcu.sim` was the CPython re-implementation of MicroPython) is
+checked out in a temporary git worktree and its twin runs from there; "after" is this checkout's twin (the real
+MicroPython VM). Each round starts each twin afresh, deploys, and runs each head (seq 128, d 64, causal and not, as
+the main job's MCU rows) through mcu.head.run_head, planned from the twin's HELLO; the twins alternate within a
+round, so drift enters both. With --main-job each round also times the main job's MCU rows (`python -m host.compare
+--targets mcu --sim`) in each tree. Prints a Markdown table: per twin and head the median wall time (deploy excluded),
+its chunks' query rows, bit-exactness against host/q15.py, and the ratio after / before.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import select
 import shutil
 import statistics
@@ -33,21 +38,36 @@ from mcu.head import Session, run_head  # noqa: E402
 from mcu.link import BoardLink  # noqa: E402
 
 HEADS = [(128, 64, False), (128, 64, True)]
-TWINS = {"CPython twin": (), "VM twin": ("--vm",)}
+#: The last commit with the CPython twin (issue 30 replaced it by the VM).
+BEFORE = "43178cf"
 
 
 @contextlib.contextmanager
-def twin(options: tuple[str, ...]):
-    """A twin on a fresh root: yields its pty; stopped at the end."""
-    root = Path(tempfile.mkdtemp(prefix="kbench-ab-"))
-    process = subprocess.Popen([sys.executable, "-m", "mcu.sim", "--root", str(root), "--exit-on-stdin-eof",
-                                *options], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               cwd=ROOT)
+def worktree(rev: str):
+    """`rev` checked out in a temporary worktree (removed at the end)."""
+    where = Path(tempfile.mkdtemp(prefix="kbench-before-"))
+    done = subprocess.run(["git", "worktree", "add", "--detach", str(where), rev], cwd=ROOT, capture_output=True,
+                          text=True)
+    if done.returncode:
+        raise SystemExit(f"kbench: error: --before {rev!r}: {done.stderr.strip()}")
     try:
-        ready, _, _ = select.select([process.stdout], [], [], 60)
+        yield where
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(where)], cwd=ROOT, capture_output=True)
+        shutil.rmtree(where, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def twin(tree: Path):
+    """The twin of `tree` on a fresh root: yields its pty; stopped at the end."""
+    root = Path(tempfile.mkdtemp(prefix="kbench-ab-"))
+    process = subprocess.Popen([sys.executable, "-m", "mcu.sim", "--root", str(root), "--exit-on-stdin-eof"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tree)
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], 120)
         port = process.stdout.readline().decode().strip() if ready else ""
         if not port.startswith("/dev/"):
-            raise SystemExit(f"kbench: the twin {options} did not start: {process.stderr.read()[-300:]!r}")
+            raise SystemExit(f"kbench: the twin of {tree} did not start: {process.stderr.read()[-300:]!r}")
         yield port
     finally:
         process.stdin.close()
@@ -58,40 +78,65 @@ def twin(options: tuple[str, ...]):
         shutil.rmtree(root, ignore_errors=True)
 
 
+def heads(name: str, tree: Path, walls: dict, facts: dict, round_: int) -> None:
+    with twin(tree) as port:
+        deploy(port, 115200, say=lambda line: None)
+        for seq, dim, causal in HEADS:
+            problem = AttentionProblem(seq=seq, dim=dim, causal=causal)
+            quantized = prepare(problem, *problem.inputs(), 32)
+            start = time.perf_counter()
+            with BoardLink(port) as link:
+                head = run_head(Session(link, port, name), quantized.params, *quantized.head(0, 0), 1)
+            wall = time.perf_counter() - start
+            key = (name, f"head {seq}x{dim}{' causal' if causal else ''}")
+            walls.setdefault(key, []).append(wall)
+            facts[key] = (head.rows, bool(np.array_equal(head.out, quantized.expected()[0, 0])), int(head.cycles[0]))
+            print(f"kbench: round {round_}: {name} {key[1]}: {wall:.2f} s", file=sys.stderr, flush=True)
+
+
+def main_job(name: str, tree: Path, walls: dict, facts: dict, round_: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="kbench-ab-out-") as out:
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "host.compare", "--targets", "mcu", "--sim", "--out", out],
+                              cwd=tree, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if done.returncode:
+            raise SystemExit(f"kbench: the main job failed in {tree}: {done.stderr[-400:]}")
+        with open(Path(out) / "results.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+    key = (name, "main job's MCU rows")
+    walls.setdefault(key, []).append(wall)
+    facts[key] = (f"{len(rows)} rows", all(r["status"] == "ok" and r["bit_exact"] == "1" for r in rows), "")
+    print(f"kbench: round {round_}: {name} main job: {wall:.1f} s", file=sys.stderr, flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
+    parser.add_argument("--before", default=BEFORE, help=f"the commit to compare against (default {BEFORE})")
+    parser.add_argument("--main-job", action="store_true", help="also time the main job's MCU rows in each tree")
     args = parser.parse_args()
-    walls: dict[tuple[str, tuple], list[float]] = {}
-    facts: dict[tuple[str, tuple], tuple] = {}
-    for r in range(args.rounds):
-        for name, options in (TWINS.items() if r % 2 == 0 else reversed(TWINS.items())):
-            with twin(options) as port:
-                deploy(port, 115200, say=lambda line: None)
-                for seq, dim, causal in HEADS:
-                    problem = AttentionProblem(seq=seq, dim=dim, causal=causal)
-                    quantized = prepare(problem, *problem.inputs(), 32)
-                    start = time.perf_counter()
-                    with BoardLink(port) as link:
-                        head = run_head(Session(link, port, name), quantized.params, *quantized.head(0, 0), 1)
-                    wall = time.perf_counter() - start
-                    key = (name, (seq, dim, causal))
-                    walls.setdefault(key, []).append(wall)
-                    facts[key] = (head.rows, bool(np.array_equal(head.out, quantized.expected()[0, 0])),
-                                  int(head.cycles[0]))
-                    print(f"kbench: round {r + 1}: {name} {seq}x{dim} causal={causal}: {wall:.2f} s", file=sys.stderr,
-                          flush=True)
-    print("| head | twin | wall (median) | query rows per chunk | bit-exact | cycles | VM / CPython |")
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: allowed 1 or more")
+    walls: dict[tuple[str, str], list[float]] = {}
+    facts: dict[tuple[str, str], tuple] = {}
+    with worktree(args.before) as old:
+        trees = {f"before ({args.before})": old, "after (this tree)": ROOT}
+        for r in range(args.rounds):
+            for name, tree in (trees.items() if r % 2 == 0 else reversed(trees.items())):
+                heads(name, tree, walls, facts, r + 1)
+                if args.main_job:
+                    main_job(name, tree, walls, facts, r + 1)
+    before, after = trees
+    print("| work | twin | wall (median) | query rows per chunk | all ok / bit-exact | cycles | after / before |")
     print("|---|---|---:|---:|---|---:|---:|")
-    for seq, dim, causal in HEADS:
-        shape = (seq, dim, causal)
-        base = statistics.median(walls[("CPython twin", shape)])
-        for name in TWINS:
-            median = statistics.median(walls[(name, shape)])
-            rows, exact, cycles = facts[(name, shape)]
-            ratio = f"{median / base:.2f}x" if name == "VM twin" else ""
-            print(f"| {seq}x{dim}{' causal' if causal else ''} | {name} | {median:.2f} s | {rows} | {exact} | "
-                  f"{cycles} | {ratio} |")
+    for work in dict.fromkeys(key[1] for key in walls):
+        base = statistics.median(walls[(before, work)])
+        for name in trees:
+            median = statistics.median(walls[(name, work)])
+            rows, exact, cycles = facts[(name, work)]
+            ratio = f"{median / base:.2f}x" if name == after else ""
+            print(f"| {work} | {name} | {median:.2f} s | {rows} | {exact} | {cycles} | {ratio} |")
     return 0
 
 

@@ -104,10 +104,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     item.add_marker(pytest.mark.skip(reason=reasons[marker]))
 
 
+def skip_without_a_twin() -> None:
+    from helpers.twin import twin_missing
+
+    if twin_missing():
+        pytest.skip(twin_missing())
+
+
 @pytest.fixture(scope="session")
 def twin():
     """The session's twin (`twin.port` its pty, `twin.root` its filesystem), for tests that use it as a board and
     leave it running: started once, as production starts it, and stopped at the end."""
+    skip_without_a_twin()
     with start_twin() as started:
         yield started
 
@@ -115,6 +123,7 @@ def twin():
 @pytest.fixture
 def fresh_twin():
     """A twin of the test's own, for tests that kill it, deploy to a clean board or need one nobody deployed to."""
+    skip_without_a_twin()
     with start_twin() as started:
         yield started
 

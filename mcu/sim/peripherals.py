@@ -19,6 +19,8 @@ import threading
 import time
 from typing import Callable
 
+DEFAULT_CLOCK_HZ = 168_000_000  # the F407's core clock as MicroPython's STM32 port sets it
+
 # Cortex-M4 system control space and DWT (ARMv7-M architecture reference manual).
 CPUID, CPUID_VALUE = 0xE000ED00, 0x410FC241  # Cortex-M4 r0p1
 DEMCR, DEMCR_TRCENA = 0xE000EDFC, 1 << 24

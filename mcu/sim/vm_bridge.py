@@ -1,9 +1,9 @@
 """The Python side of the twin VM's /dev/twin (mcu/sim/vm/board/_twin_bridge.py): what the WebAssembly port cannot
 do itself. `q15attn`'s calls run the Cortex-M4 build of the kernel in the emulator (mcu/sim/q15module.py, with the
 binding's argument checks and messages; cycles as the emulator counts them, advancing the modelled clock and
-heating the modelled die), `crc16` and `cobs_encode` run there too, and `machine.freq()` and `pyb.ADCAll` read the
-modelled peripherals (mcu/sim/peripherals.py). The VM also says here when its frame server takes the line and
-leaves it (`serving`: the line faults of --faults apply then, as in the CPython twin).
+heating the modelled die), `crc16` and `cobs_encode` run there too, and `machine.freq()`, `machine.mem8/16/32` and
+`pyb.ADCAll` reach the modelled peripherals (mcu/sim/peripherals.py). The VM also says here when its frame server
+takes the line and leaves it (`serving`: the line faults of --faults apply then).
 
 Wire (one request at a time): a header of 21 int32 (op, ten int arguments, the byte lengths of up to five
 buffers and their addresses in the VM's memory), the buffers; the reply (status, value, n): status 0 with the
@@ -17,7 +17,8 @@ import struct
 
 from mcu.sim.peripherals import Peripherals
 
-HELLO, STATE_BYTES, ATTENTION, STREAM, CLOCK, TEMP_MILLI_C, VDDA_MILLI_V, CRC16, COBS, SERVING = range(10)
+(HELLO, STATE_BYTES, ATTENTION, STREAM, CLOCK, TEMP_MILLI_C, VDDA_MILLI_V, CRC16, COBS, SERVING, MEM_READ,
+ MEM_WRITE) = range(12)
 HEADER = struct.Struct("<21i")
 REPLY = struct.Struct("<iIi")
 ERRORS = {ValueError: 1, TypeError: 2, OverflowError: 3}
@@ -88,18 +89,24 @@ class Bridge:
             return int(self.hardware.adc.core_temp() * 1000), b""
         if op == VDDA_MILLI_V:
             return int(self.hardware.adc.vref() * 1000), b""
+        if op == MEM_READ:
+            return self.hardware.memory.read(args[0] & 0xFFFFFFFF, args[1]), b""
+        if op == MEM_WRITE:
+            self.hardware.memory.write(args[0] & 0xFFFFFFFF, args[1], args[2] & 0xFFFFFFFF)
+            return 0, b""
         module = self.module()
         if op == STATE_BYTES:
             return module.state_bytes(args[0], args[1]), b""
         if op == ATTENTION:
             q, k, vt, o = (buffers + [bytearray()] * 4)[:4]
             self.calls += 1
-            cycles = module.attention(q, k, vt, o, *args[:7], at=addresses)
+            # the emulator's wall time is not the board's: the clock advances by the cycles the kernel reports
+            cycles = self.hardware.clock.excluding(module.attention)(q, k, vt, o, *args[:7], at=addresses)
             return cycles, bytes(o)
         if op == STREAM:
             q, k, vt, o, state = (buffers + [bytearray()] * 5)[:5]
             self.calls += 1
-            cycles = module.stream(q, k, vt, o, state, *args[:8], at=addresses)
+            cycles = self.hardware.clock.excluding(module.stream)(q, k, vt, o, state, *args[:8], at=addresses)
             return cycles, bytes(o) + bytes(state)
         if op == CRC16:
             data = buffers[0] if buffers else bytearray()
@@ -110,4 +117,4 @@ class Bridge:
             out = bytearray(out_size)
             stop = module.cobs_encode(out, at, data, start, end)
             return stop - at, bytes(out[at:stop])
-        raise ValueError(f"op={op} is not a twin bridge operation; allowed: 0..{SERVING}")
+        raise ValueError(f"op={op} is not a twin bridge operation; allowed: 0..{MEM_WRITE}")

@@ -3,14 +3,13 @@ from a fresh pty, its /dev/twin served by mcu.sim.vm_bridge (the Cortex-M4 kerne
 peripherals). The VM's REPL, heap, garbage collector, compiler and error messages are MicroPython's own; what the
 port lacks (soft reset, raw-paste, Ctrl-C reaching running code, a host folder as flash) twin.mjs supplies.
 
-`VmServer(root, clock_hz)` has PtyServer's surface: `.path`, `serve(stop)`, `close()`.
+`VmServer(root, clock_hz)`: `.path` (the pty), `serve(stop)`, `close()`; python -m mcu.sim serves one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import shutil
 import socket
 import subprocess
@@ -40,13 +39,6 @@ RESTARTS_MAX, RESTART_WINDOW_S = 5, 10.0
 RESTARTED = b"\r\nkbench twin: the VM stopped; reset\r\n"
 READ_MAX = 4096
 STOP_S = 5
-
-
-def _unlimited_address_space() -> None:
-    """In node, before it runs: the twin's address-space cap (mcu.sim's --memory-limit, for Unicorn) lifted, since
-    V8 reserves gigabytes of address space for each wasm instance; the VM's heap is capped by twin.mjs itself."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
 
 
 def vm_missing() -> str:
@@ -96,7 +88,7 @@ class VmServer:
             ["node", str(VM_DIR / "twin.mjs"), str(WASM_PACKAGE), str(self.root), str(VM_DIR / "board"),
              str(self.heap), str(theirs.fileno()), str(attention_read), str(self.mpy_abi)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-            pass_fds=(theirs.fileno(), attention_read), cwd=VM_DIR, preexec_fn=_unlimited_address_space)
+            pass_fds=(theirs.fileno(), attention_read), cwd=VM_DIR)
         theirs.close()
         os.close(attention_read)
         self.bridge = Bridge(self._bridge_ours, self.hardware, self.natmod_bytes)

@@ -1,6 +1,6 @@
-"""The board twin for tests: in-process (the REPL serving a Link: `Wire`), or as production starts it
-(mcu/twin_process.py: the `twin` fixtures of tests/conftest.py, `start_twin` for a twin with line faults), and why
-its emulated core cannot run here."""
+"""The board twin for tests: as production starts it (mcu/twin_process.py: the `twin` fixtures of tests/conftest.py,
+`start_twin` for a twin with line faults), with more of its options (`TwinWithOptions`), byte by byte on its pty
+(`Wire`), and why it or its emulated core cannot run here."""
 
 from __future__ import annotations
 
@@ -12,16 +12,17 @@ import subprocess
 import sys
 import threading
 import time
+import tty
+from pathlib import Path
 
 import pytest
 
 from helpers import ROOT
-from mcu.sim.interpreter import Interpreter
-from mcu.sim.repl import RAW_BANNER, Repl
-from mcu.sim.uart import Link
+from mcu.sim.peripherals import DEFAULT_CLOCK_HZ
 from mcu.twin_process import START_S, TwinProcess
 
-CLOCK_HZ = 168_000_000
+CLOCK_HZ = DEFAULT_CLOCK_HZ
+RAW_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 SOFT_RESET_REPLY = b"OK\r\nMPY: soft reboot\r\n" + RAW_BANNER + b">"
 
 
@@ -38,9 +39,11 @@ needs_emulator = pytest.mark.skipif(bool(emulator_missing()), reason=emulator_mi
 
 
 def twin_missing() -> str:
-    """Why a twin cannot serve a sweep here ("" when it can): mpremote drives it, Unicorn runs its core."""
+    """Why a twin cannot serve a sweep here ("" when it can): mpremote drives it, Unicorn runs its core, Node its VM."""
+    from mcu.sim.vm_process import vm_missing
+
     missing = [name for name in ("mpremote", "unicorn") if importlib.util.find_spec(name) is None]
-    return f"{', '.join(missing)} not installed (pip install -e '.[mcu]')" if missing else ""
+    return f"{', '.join(missing)} not installed (pip install -e '.[mcu]')" if missing else vm_missing()
 
 
 #: For the tests that sweep on the twin (`--sim`).
@@ -57,9 +60,13 @@ class TwinWithOptions(TwinProcess):
     --faults): the board of another .mpy version (--mpy-abi), or a twin as a shell starts it (no
     --exit-on-stdin-eof: only a signal ends it). Watched and stopped as TwinProcess is."""
 
-    def __init__(self, *options: str, exit_on_stdin_eof: bool = True):
+    def __init__(self, *options: str, exit_on_stdin_eof: bool = True, root: Path | None = None):
         super().__init__()
         self.options = (*(("--exit-on-stdin-eof",) if exit_on_stdin_eof else ()), *options)
+        self.own_root = root is None  # a root the test gave stays when the twin stops
+        if root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+            self.root = Path(root)
 
     def start(self) -> str:
         self.process = subprocess.Popen([sys.executable, "-m", "mcu.sim", "--root", str(self.root), *self.options],
@@ -79,27 +86,46 @@ class TwinWithOptions(TwinProcess):
     def __exit__(self, *exc_info) -> None:
         self.stop()
 
+    def stop(self) -> None:
+        if self.own_root:
+            super().stop()
+        else:
+            self._end()
+
 
 class Wire:
-    """The twin without a pty: the REPL serving a Link in a thread; the test sends bytes and expects bytes."""
+    """The twin byte by byte: `python -m mcu.sim` on `root` (kept when it stops) with `options`, its pty opened raw
+    here as a client would; the test sends bytes and expects bytes."""
 
-    def __init__(self, root):
+    def __init__(self, root, *options: str):
         self._out = bytearray()
         self._cond = threading.Condition()
-        self.link = Link(self._collect)
-        self.board = Interpreter(root, self.link, CLOCK_HZ)
-        self._thread = threading.Thread(target=Repl(self.link, self.board).serve, daemon=True)
+        self.twin = TwinWithOptions(*options, root=root)
+        self.port = self.twin.start()
+        self.fd = os.open(self.port, os.O_RDWR | os.O_NOCTTY)
+        tty.setraw(self.fd)
+        self._closed = False
+        self._thread = threading.Thread(target=self._collect, daemon=True)
         self._thread.start()
 
-    def _collect(self, data: bytes) -> None:
-        with self._cond:
-            self._out += data
-            self._cond.notify_all()
+    def _collect(self) -> None:
+        while not self._closed:
+            try:
+                ready, _, _ = select.select([self.fd], [], [], 0.1)
+                data = os.read(self.fd, 65536) if ready else b""
+            except OSError:
+                return
+            if data:
+                with self._cond:
+                    self._out += data
+                    self._cond.notify_all()
 
     def send(self, data: bytes) -> None:
-        self.link.feed(data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
 
-    def expect(self, ending: bytes, timeout: float = 5.0) -> bytes:
+    def expect(self, ending: bytes, timeout: float = 10.0) -> bytes:
         """Everything received up to and including the first `ending` (consumed); fails with what did come."""
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -119,10 +145,10 @@ class Wire:
         self.send(b"\x04")
         assert self.expect(b">").endswith(SOFT_RESET_REPLY)
 
-    def run(self, code: str, timeout: float = 5.0) -> tuple[bytes, bytes]:
+    def run(self, code: str, timeout: float = 10.0) -> tuple[bytes, bytes]:
         """One raw-paste command at the `>` prompt: (stdout, stderr)."""
         self.send(b"\x05A\x01")
-        assert self.expect(b"R\x01\x80\x00\x01") == b"R\x01\x80\x00\x01"
+        assert self.expect(b"R\x01\x80\x00\x01", timeout) == b"R\x01\x80\x00\x01"
         self.send(code.encode() + b"\x04")
         self.expect(b"\x04", timeout)  # the end of data, acknowledged (flow-control 0x01s before it)
         out = self.expect(b"\x04", timeout)[:-1]
@@ -130,5 +156,7 @@ class Wire:
         return out, err
 
     def close(self) -> None:
-        self.link.close()
+        self._closed = True
         self._thread.join(timeout=5)
+        os.close(self.fd)
+        self.twin.stop()

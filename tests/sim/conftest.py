@@ -1,15 +1,17 @@
-"""The twin's own tests: its REPL in-process over a Link (`wire`), at the raw REPL's prompt (`raw`), and its
-emulated Cortex-M4 (`emulator`: Unicorn, imported only by the tests that use it)."""
+"""The twin's own tests: its REPL byte by byte on its pty (`wire`: a twin of the test's own on tmp_path), at the raw
+REPL's prompt (`raw`), and its emulated Cortex-M4 (`emulator`: Unicorn, imported only by the tests that use it)."""
 
 from __future__ import annotations
 
 import pytest
 
-from helpers.twin import Wire
+from helpers.twin import Wire, twin_missing
 
 
 @pytest.fixture
 def wire(tmp_path):
+    if twin_missing():
+        pytest.skip(twin_missing())
     w = Wire(tmp_path)
     yield w
     w.close()

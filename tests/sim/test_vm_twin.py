@@ -1,4 +1,4 @@
-"""The twin whose board is the real MicroPython VM (`python -m mcu.sim --vm`: the WebAssembly port under Node,
+"""The twin, whose board is the real MicroPython VM (`python -m mcu.sim`: the WebAssembly port under Node,
 mcu/sim/vm_process.py): driven by mpremote and by the host's own link code over its pty, as a board is."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(bool(vm_missing()), reason=vm_missing() or "-")
 
 @pytest.fixture(scope="module")
 def vm(tmp_path_factory):
-    with TwinWithOptions("--vm") as twin:
+    with TwinWithOptions() as twin:
         twin.env = client_env(tmp_path_factory.mktemp("xdg"))
         yield twin
 
@@ -267,7 +267,7 @@ def test_a_head_through_line_faults_on_the_vm_is_bit_exact(faults, seq, dim):
     from mcu.head import Session, run_head
     from mcu.link import BoardLink
 
-    with TwinWithOptions("--vm", "--faults", faults) as twin:
+    with TwinWithOptions("--faults", faults) as twin:
         deploy(twin.port, 115200, say=lambda line: None)
         # with resets, a head of several chunks (the heap holds about 22 query rows of 128 x 64), each far fewer
         # frames than a reset's period
@@ -281,7 +281,7 @@ def test_a_head_through_line_faults_on_the_vm_is_bit_exact(faults, seq, dim):
 
 
 def test_a_vm_of_another_mpy_version_is_refused_by_deploy():
-    with TwinWithOptions("--vm", "--mpy-abi", str(7942 - 1)) as other:  # .mpy version 5
+    with TwinWithOptions("--mpy-abi", str(7942 - 1)) as other:  # .mpy version 5
         done = subprocess.run([sys.executable, "-m", "mcu.deploy", "--serial", other.port], cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
@@ -291,14 +291,14 @@ def test_a_vm_of_another_mpy_version_is_refused_by_deploy():
 @pytest.mark.skipif(bool(emulator_missing()), reason=emulator_missing() or "-")
 @pytest.mark.parametrize("faults", ["", "reset=150,seed=3"])
 def test_a_sweep_on_the_vm_twin_gives_ok_bit_exact_rows(tmp_path, faults):
-    # host.compare --sim --sim-vm: the twin started with --vm, deployed, and the rows measured on it (the main job's
+    # host.compare --sim: the twin started, deployed, and the rows measured on it (the main job's
     # 128 x 64 and an awkward 17 x 59), through a resetting line too (a reset each 150 frames: a chunk of the real
     # heap's plan takes more than 40)
     import csv
 
     from helpers import run_module
 
-    done = run_module("host.compare", "--targets", "mcu", "--sim", "--sim-vm", "--seq", "17,128", "--dim", "59,64",
+    done = run_module("host.compare", "--targets", "mcu", "--sim", "--seq", "17,128", "--dim", "59,64",
                       "--heads", "1", "--causal", "both", "--out", str(tmp_path),
                       *(["--sim-faults", faults] if faults else []), timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -308,11 +308,3 @@ def test_a_sweep_on_the_vm_twin_gives_ok_bit_exact_rows(tmp_path, faults):
     assert all(r["status"] == "ok" and r["bit_exact"] == "1" for r in rows), [r["message"] for r in rows]
     if faults:
         assert any("session restarts" in r["message"] for r in rows)  # the resets did hit
-
-
-def test_sim_vm_without_sim_is_refused_in_one_line():
-    from helpers import run_module
-
-    done = run_module("host.compare", "--targets", "mcu", "--sim-vm", "--seq", "17")
-    assert done.returncode == 2
-    assert done.stderr.strip() == "kbench: error: --sim-vm needs --sim (it says which twin)"

@@ -42,9 +42,9 @@ const CTRL_C = 0x03;
 const RAW_PASTE = [0x05, 0x41, 0x01];
 const RAW_PASTE_WINDOW = 128;
 const RAW_BANNER = "raw REPL; CTRL-B to exit\r\n>";
+const STATIC_DATA_BYTES = 1 << 20; // the port's static data (its module tables among them) lies below this
+const QSTR_NULL = 2; // MP_OBJ_NEW_QSTR(MP_QSTRnull): a key no import looks up
 const ATTENTION_POLL_MS = 5;
-const FLUSH_BYTES = 256; // output held at most this long while code runs (the REPL's own replies go out at once)
-const FLUSH_MS = 5;
 
 const quietStderr = process.stderr.write.bind(process.stderr);
 process.stderr.write = (chunk, ...rest) => /Cannot enlarge memory/.test(String(chunk)) || quietStderr(chunk, ...rest);
@@ -56,7 +56,6 @@ let outLength = 0;
 let muted = false; // while a fresh VM boots: its banner is not the board's
 let held = null; // the REPL's end of command while the frame server runs (an array of bytes), else null
 
-let lastFlush = 0;
 let unsaid = []; // bytes the VM is about to print that the board would not
 let binary = false; // the frame server holds the line: bytes go out as they are
 let lastOut = 0;
@@ -80,11 +79,9 @@ function emit(bytes) {
     lastOut = byte;
     put(byte);
   }
-  const now = performance.now();
-  if (held === null && (outLength >= FLUSH_BYTES || now - lastFlush >= FLUSH_MS)) {
-    flush();
-    lastFlush = now;
-  }
+  // what code prints goes out as it prints, as a board's UART sends it (code may compute for long after); the frame
+  // server's replies go out when its step returns
+  if (held === null && !binary) flush();
 }
 
 function put(byte) {
@@ -159,8 +156,10 @@ function executing() {
   return vm !== null && vm._module._mp_hal_get_interrupt_char() === CTRL_C;
 }
 
+let interrupts = 0; // Ctrl-Cs that interrupted the VM
+
 function interrupt() {
-  if (process.env.KBENCH_VM_DEBUG) process.stderr.write(`interrupt: announced ${announced} delivered ${delivered} ${verdicts}\n${new Error().stack}\n`);
+  interrupts += 1;
   vm._module._mp_sched_keyboard_interrupt();
 }
 
@@ -188,7 +187,18 @@ function pollAttention(now = false, idle = false) {
   }
 }
 
-globalThis.kbenchInterruptCharChanging = () => pollAttention(true);
+
+function sleep(ms) {
+  // time.sleep_ms on the board (mcu/sim/vm/board/_board_time.py): the port's own busy-waits without looking at the
+  // line; here in 1 ms naps, each looking for a Ctrl-C, ended early by one (the VM raises it as the call returns)
+  const end = performance.now() + ms;
+  const before = interrupts;
+  flush();
+  while (performance.now() < end && interrupts === before) {
+    pollAttention(true);
+    pause();
+  }
+}
 
 function lineByte(forCode) {
   // a byte for running code (`forCode`: its stdin) or for the REPL; a Ctrl-C that interrupts code is not delivered
@@ -241,15 +251,56 @@ function bridge(read, buffer, offset, length) {
 
 translateErrors();
 const { loadMicroPython } = await import(pathToFileURL(join(packageDir, "micropython.mjs")).href);
-const shim = fs.readFileSync(join(standinDir, "_twin_boot.py"), "utf8");
 let serving = false;
-globalThis.kbenchBinary = () => {
-  binary = true;
-};
-globalThis.kbenchServing = () => {
-  serving = true;
-  held = [];
-};
+
+function control(buffer, offset, length) {
+  // /dev/twinctl, the boot code's calls to this side (mcu/sim/vm/board/_twin_boot.py): a letter each, a sleep's
+  // milliseconds after its letter as 4 bytes little-endian
+  for (let i = offset; i < offset + length; i++) {
+    const command = String.fromCharCode(buffer[i] & 0xFF);
+    if (command === "B") binary = true; // from the frame server's HELLO on, the line carries frames: nothing cooked
+    else if (command === "S") { // the frame server takes the line when the command returns
+      serving = true;
+      held = [];
+    } else if (command === "I") pollAttention(true); // the interrupt character is about to change
+    else if (command === "Z") {
+      const ms = new Uint8Array(buffer.buffer, buffer.byteOffset + i + 1, 4); // the device's buffer is HEAP8
+      sleep((ms[0] | (ms[1] << 8) | (ms[2] << 16) | (ms[3] << 24)) >>> 0);
+      i += 4;
+    }
+  }
+  return length;
+}
+
+function readOnlyOutsideTheFlash(FS) {
+  // the VM's own folders (the port's MEMFS, in Node's memory) take nothing from board code: a board's files are in
+  // /flash, and a file written elsewhere here would grow the twin without bound
+  const folders = ["/"];
+  for (let i = 0; i < folders.length; i++) {
+    for (const name of FS.readdir(folders[i])) {
+      const at = (folders[i] === "/" ? "" : folders[i]) + "/" + name;
+      if (name === "." || name === ".." || at === "/flash" || at === "/proc" || at === "/dev") continue;
+      const mode = FS.lstat(at).mode;
+      if (FS.isDir(mode)) folders.push(at);
+      else if (FS.isFile(mode)) FS.chmod(at, 0o444);
+    }
+  }
+  for (const folder of folders) FS.chmod(folder, 0o555);
+  FS.chmod("/dev", 0o555);
+}
+
+function cutFromTheHost(M, addresses) {
+  // the port's js and jsffi modules reach Node's globalThis (process, and through it the host): board code must not.
+  // Their entries in the builtin module table (a qstr key, then the module) get the key of no name (an import never
+  // asks for it), and js's attribute delegation to globalThis (the module, then its function) is cut.
+  for (let at = 0; at < STATIC_DATA_BYTES; at += 4) {
+    const word = M.getValue(at, "i32") >>> 0;
+    if (!addresses.includes(word)) continue;
+    const before = M.getValue(at - 4, "i32") >>> 0;
+    if ((before & 7) === 2) M.setValue(at - 4, QSTR_NULL, "i32");
+    else M.setValue(at, 0, "i32");
+  }
+}
 
 function capHeap(M) {
   // eat the C allocator so that the GC heap cannot grow beyond `heapsize`: the port adds a heap area of at least the
@@ -271,8 +322,9 @@ async function plainHeap() {
 
 const [boardFree, boardAlloc] = await plainHeap();
 
-async function boot(raw) {
-  // a fresh VM on the flash: the board after reset, in the raw REPL when `raw`, its banner muted
+async function boot(raw, banner = false) {
+  // a fresh VM on the flash: the board after reset, in the raw REPL when `raw`, in the friendly one with its banner
+  // when `banner` (at power-on nobody listens yet: no banner, as a USB board's goes nowhere)
   muted = true;
   vm = null;
   const next = await loadMicroPython({ heapsize: HEAP + TWIN_HEAP, linebuffer: false, stdin, stdout: emit,
@@ -282,7 +334,7 @@ async function boot(raw) {
   next.FS.mkdir("/twin");
   next.FS.writeFile("/twin/_twin_config.py", `MPY_ABI = ${MPY_ABI}\n`);
   for (const name of fs.readdirSync(standinDir)) {
-    if (name.endsWith(".py") && name !== "_twin_boot.py") {
+    if (name.endsWith(".py")) {
       next.FS.writeFile("/twin/" + name, fs.readFileSync(join(standinDir, name)));
     }
   }
@@ -313,17 +365,31 @@ async function boot(raw) {
     },
   });
   next.FS.mkdev("/dev/twinline", line);
+  const control_ = next.FS.makedev(64, 3);
+  next.FS.registerDevice(control_, {
+    open: () => {},
+    close: () => {},
+    read: () => 0,
+    write: (stream, buffer, offset, length) => control(buffer, offset, length),
+  });
+  next.FS.mkdev("/dev/twinctl", control_);
+  readOnlyOutsideTheFlash(next.FS);
   capHeap(next._module);
   vm = next;
-  vm.runPython(shim); // it ends with a collection, which runs as the call returns
-  vm.runPython(`_kbench_settle(${boardFree}, ${boardAlloc})`);
-  step = vm.globals.get("_kbench_step");
+  // the boot code as a module of its own: board code's globals are a board's (only __name__)
+  vm.runPython("import sys\nsys.path.insert(0, '/twin')\nimport _twin_boot");
+  twin = vm.globals.get("_twin_boot"); // gone from sys.modules: board code cannot import it
+  cutFromTheHost(vm._module, [...twin._kbench_js_modules()]);
+  twin._kbench_settle(boardFree, boardAlloc); // it ends with a collection, which runs as the call returns
+  muted = false;
+  twin._kbench_boot_files(raw); // boot.py, then main.py unless in the raw REPL, as the STM32 port runs them
+  muted = raw || !banner; // the friendly REPL's banner and prompt, as a board prints them after its boot files
   vm.replInit();
   if (raw) vm.replProcessChar(0x01);
   muted = false;
 }
 
-let step = null;
+let twin = null;
 
 function serve() {
   // the frame server a REPL command started, one line read per call (a collection after each); then the REPL's end
@@ -333,24 +399,26 @@ function serve() {
   serving = false;
   let failure = "";
   try {
-    vm.runPython("_kbench_begin()"); // after the command's garbage is collected
+    twin._kbench_begin(); // after the command's garbage is collected
     flush();
-    while (step()) flush(); // a reply goes out whole when the step that made it returns
+    while (twin._kbench_step()) flush(); // a reply goes out whole when the step that made it returns
   } catch (error) {
     failure = String(error.message || error);
   }
   pollAttention(true); // judged as the server left them
-  vm.runPython("import micropython\nmicropython.kbd_intr(-1)"); // the REPL's between commands (pyexec's)
+  twin._kbench_kbd_off(); // the REPL's between commands (pyexec's)
   binary = false;
   if (failure) emitText("\x04" + failure.replace(/\x04/g, "") + "\r\n\x04>");
   else emit(tail);
   flush();
 }
 
+let rawRepl = false; // the REPL the board is in: raw (Ctrl-A) or friendly (Ctrl-B); a soft reset keeps it
+
 async function softReset() {
   emitText("MPY: soft reboot\r\n");
-  await boot(true);
-  emitText(RAW_BANNER);
+  await boot(rawRepl, true);
+  if (rawRepl) emitText(RAW_BANNER);
 }
 
 function rawPaste() {
@@ -402,6 +470,7 @@ for (;;) {
   } else {
     pollAttention(true, true);
     result = vm.replProcessChar(c);
+    if (c === 0x01 || c === 0x02) rawRepl = c === 0x01 || (rawRepl && c !== 0x02);
   }
   if (serving) serve();
   if (result === FORCED_EXIT) await softReset();

@@ -1,6 +1,8 @@
 # os in the twin's VM (mcu/sim/vm/board/_twin_boot.py): the port's own (its files are the twin's root folder at
-# /flash), with what the STM32 port has besides: uname, urandom, sync, dupterm.
+# /flash), with what the STM32 port has besides (uname, urandom, sync, dupterm) and ilistdir's entries as the
+# board's FAT gives them: (name, type, inode, size), where the port's POSIX VFS gives no size.
 from os import *  # noqa: F403 - all of the port's os
+import os as _os
 import sys as _sys
 from collections import namedtuple as _namedtuple
 
@@ -11,6 +13,18 @@ def uname():
     # the firmware's attrtuple: a tuple whose fields are also attributes
     version = "%d.%d.%d" % _sys.implementation.version[:3]
     return _Uname("pyboard", "pyboard", version, "v%s on the kbench twin" % version, "STM32F4DISC with STM32F407")
+
+
+def ilistdir(path="."):
+    for entry in _os.ilistdir(path):
+        name, kind = entry[0], entry[1]
+        size = 0
+        if kind == 0x8000:
+            try:
+                size = _os.stat(path.rstrip("/") + "/" + name if path else name)[6]
+            except OSError:
+                pass
+        yield (name, kind, 0, size)
 
 
 def urandom(n):

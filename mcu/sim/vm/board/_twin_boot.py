@@ -1,21 +1,23 @@
-# The twin's boot code, run by mcu/sim/vm/twin.mjs in each fresh VM before its REPL starts: what makes the
-# WebAssembly port stand for the STM32F407 firmware. Board code imports `sys`, `gc`, `os`, `machine`, `pyb` and
-# `q15attn` through the hook below and gets the board's modules from /twin (mcu/sim/vm/board/): the port's own with
-# what the F407 build has different (_board_*.py: sys.implementation and sys.platform, gc.mem_free() without the
-# port's split-heap allowance and the board's gc.threshold(), os.uname), and the stand-ins whose calls go to the
-# twin's Python side through /dev/twin (q15attn's Cortex-M4 kernel, the modelled peripherals). `micropython` is the
-# port's own: the twin judges the line's Ctrl-Cs when the frame server clears and restores the interrupt character
-# (code that calls kbd_intr itself has them judged at the twin's next look, within 5 ms).
+# The twin's boot code, imported by mcu/sim/vm/twin.mjs in each fresh VM before its REPL starts (a module of its own:
+# board code's globals are a board's): what makes the WebAssembly port stand for the STM32F407 firmware. Board code
+# imports `sys`, `gc`, `os`, `time`, `machine`, `pyb` and `q15attn` (with or without the old `u` prefix) through the
+# hook below and gets the board's modules from /twin (mcu/sim/vm/board/): the port's own with what the F407 build has
+# different (_board_*.py: sys.implementation and sys.platform, gc.mem_free() without the port's split-heap allowance
+# and the board's gc.threshold(), os.uname and ilistdir's sizes, sleeps a Ctrl-C ends), and the stand-ins whose calls
+# go to the twin's Python side through /dev/twin (q15attn's Cortex-M4 kernel, the modelled peripherals). The port's
+# `js` and `jsffi` reach the host: twin.mjs cuts them from the module table, and board code gets ImportError for
+# them as on a board. `micropython` is the port's own: the twin judges the line's Ctrl-Cs when the frame server
+# clears and restores the interrupt character (code that calls kbd_intr itself has them judged at the twin's next
+# look, within 5 ms). Calls to the JS side are letters written to /dev/twinctl.
 import builtins as _builtins
 import gc as _gc
 import os as _os
 import sys as _sys
 
-import js as _js
-
 _SPLIT = 1 << 27  # the port's gc_get_max_new_split(), which its gc.mem_free() adds to the real figure
 _STANDINS = ("machine", "pyb", "q15attn")
-_BOARD = ("sys", "gc", "os")  # the port's own, as the F407 firmware has them: /twin/_board_*.py
+_BOARD = ("sys", "gc", "os", "time")  # the port's own, as the F407 firmware has them: /twin/_board_*.py
+_HOST = ("js", "jsffi")  # the port's way to the host, which a board has not
 _import = _builtins.__import__
 _serving = [None]
 
@@ -38,6 +40,7 @@ def _standin(name):
 
 
 _begin = [None]
+_control = open("/dev/twinctl", "wb")  # noqa: SIM115 - the JS side's calls (mcu/sim/vm/twin.mjs), for the VM's life
 _line_in = open("/dev/twinline", "rb")  # noqa: SIM115 - the board's serial line (mcu/sim/vm/twin.mjs), for the VM's life
 _line_out = open("/dev/twinline", "wb")  # noqa: SIM115
 
@@ -51,16 +54,17 @@ def _stepped_serve(module, rx=None, tx=None, kernel=None):
         rx, tx = _line_in, (_line_out if tx is None else tx)
     _begin[0] = (module, rx, tx, kernel)
     _gc.collect()
-    _js.kbenchServing()
+    _control.write(b"S")
 
 
 def _kbench_begin():
     module, rx, tx, kernel = _begin[0]
     _begin[0] = None
-    _js.kbenchBinary()  # from the HELLO on, the line carries frames: no \n is cooked
+    _control.write(b"B")  # from the HELLO on, the line carries frames: no \n is cooked
     _serving_line(1)
-    _js.kbenchInterruptCharChanging()  # the Ctrl-Cs so far are judged before begin() clears the interrupt character
+    _control.write(b"I")  # the Ctrl-Cs so far are judged before begin() clears the interrupt character
     server = module.begin(rx, tx, kernel)
+    _collect_before_setup(module, server)
     _serving[0] = module
     server.announce()
 
@@ -68,6 +72,10 @@ def _kbench_begin():
 def _kbench_import(name, *rest):
     if _loading[0]:
         return _import(name, *rest)
+    if name[:1] == "u" and (name[1:] in _BOARD or name[1:] in _STANDINS):
+        name = name[1:]  # the firmware's old names: uos is os
+    if name in _HOST:
+        raise ImportError("no module named '%s'" % name)
     if name in _BOARD:
         return _standin("_board_" + name)
     if name in _STANDINS:
@@ -84,6 +92,32 @@ def _serving_line(on):
     bridge.call(bridge.SERVING, on)
 
 
+class _Collect(BaseException):
+    # raised through the server's step by a SETUP that freed the tensors before it: caught in _kbench_step
+    pass
+
+
+_deferred = [None]  # the SETUP request (kind, seq, payload) to answer at the next step, after the collection
+
+
+def _collect_before_setup(module, server):
+    # A board's SETUP frees the last head's tensors and carves the new ones in one request: gc.collect() inside it
+    # gives their heap back first. The port cannot collect inside a call, so here a SETUP that has tensors to free
+    # frees them and ends the step (JS collects as it returns); the next step answers the same request, on the heap
+    # a board would have.
+    setup = server.handlers[module.SETUP]
+
+    def setup_after_a_collection(payload):
+        if _deferred[0] is None and any(t is not None for t in server.tensors):
+            server.free()
+            _deferred[0] = (server.decoder.kind, server.decoder.seq, bytes(payload))
+            raise _Collect
+        _deferred[0] = None
+        return setup(payload)
+
+    server.handlers[module.SETUP] = setup_after_a_collection
+
+
 def _kbench_step():
     # the frame server's reads up to the end of a frame (a frame's answer is what allocates), then back to JS, which
     # collects what they allocated
@@ -91,9 +125,15 @@ def _kbench_step():
     server = module.active
     decoder = server.decoder
     try:
+        if _deferred[0] is not None:  # the SETUP a collection came between
+            kind, seq, payload = _deferred[0]
+            server.send(server.respond(kind, seq, memoryview(payload)))
+            return 1
         going = server.step()
         while going and decoder.raw:  # within a frame: steps that only decode allocate nothing, so no collection
             going = server.step()
+    except _Collect:
+        return 1
     except BaseException:
         _end(module)
         raise
@@ -103,7 +143,8 @@ def _kbench_step():
 
 
 def _end(module):
-    _js.kbenchInterruptCharChanging()  # the Ctrl-Cs so far were the frame server's data: judged before end() sets it
+    _deferred[0] = None
+    _control.write(b"I")  # the Ctrl-Cs so far were the frame server's data: judged before end() sets it
     module.end()
     _serving[0] = None
     _serving_line(0)
@@ -136,7 +177,41 @@ def _kbench_settle(board_free, board_alloc):
     board_gc.kept[0] = _gc.mem_alloc() - board_alloc
 
 
-for _name in ("_twin_bridge", "machine", "pyb", "_board_sys", "_board_gc", "_board_os"):
+def _kbench_js_modules():
+    # where the port's js and jsffi modules lie, for twin.mjs to cut them from its module table
+    found = tuple(id(_import(name)) for name in _HOST)
+    for name in _HOST:
+        _sys.modules.pop(name, None)
+    return found
+
+
+def _kbench_kbd_off():
+    import micropython
+
+    micropython.kbd_intr(-1)  # the REPL's between commands (pyexec's)
+
+
+def _kbench_boot_files(raw):
+    # the board's globals as after a reset, then boot.py and (unless in the raw REPL) main.py from the flash, their
+    # errors printed, as the STM32 port runs them
+    import __main__
+
+    scope = __main__.__dict__
+    scope.clear()
+    scope["__name__"] = "__main__"
+    for name in ("boot.py",) if raw else ("boot.py", "main.py"):
+        try:
+            with open(name) as f:
+                source = f.read()
+        except OSError:
+            continue
+        try:
+            exec(compile(source, name, "exec"), scope)
+        except BaseException as exc:  # noqa: BLE001 - printed, as the firmware prints a boot file's error
+            _sys.print_exception(exc)
+
+
+for _name in ("_twin_bridge", "machine", "pyb", "_board_sys", "_board_gc", "_board_os", "_board_time"):
     _standin(_name)
 _sys.path[:] = ["", ".frozen", "/flash", "/flash/lib"]
 # Any allocation asks for a collection, which the port runs as control returns to JS (it cannot collect inside a
@@ -144,4 +219,5 @@ _sys.path[:] = ["", ".frozen", "/flash", "/flash/lib"]
 # that allocated nothing costs no collection. Board code sees the board's threshold (_board_gc.py).
 _gc.threshold(0)
 _os.chdir("/flash")
+_sys.modules.pop("_twin_boot", None)  # twin.mjs holds it; board code cannot import it
 _gc.collect()

@@ -23,10 +23,20 @@ def limits():
 
 
 def _ints(*values):
+    # the binding's mp_obj_get_int: an int that fits the board's machine word
     for value in values:
         if not isinstance(value, int):
             raise TypeError("can't convert %s to int" % type(value).__name__)
+        if not -0x80000000 <= value <= 0x7FFFFFFF:
+            raise OverflowError("overflow converting long int to machine word")
     return values
+
+
+def _positional(name, args, low, high):
+    # the binding's functions take positional arguments only (MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN)
+    if not low <= len(args) <= high:
+        raise TypeError("function expected at most %d arguments, got %d" % (high, len(args)) if len(args) > high
+                        else "function missing %d required positional arguments" % (low - len(args)))
 
 
 def state_bytes(dim, rows):
@@ -34,13 +44,18 @@ def state_bytes(dim, rows):
     return _bridge.call(_bridge.STATE_BYTES, dim, rows)
 
 
-def attention(q, k, vt, o, seq, dim, causal, bc, score_mult, score_shift, row0=0):
+def attention(*args):
+    _positional("attention", args, 10, 11)
+    q, k, vt, o, seq, dim, causal, bc, score_mult, score_shift = args[:10]
+    row0 = args[10] if len(args) > 10 else 0
     _ints(seq, dim, causal, bc, score_mult, score_shift, row0)
     return _bridge.call(_bridge.ATTENTION, seq, dim, causal, bc, score_mult, score_shift, row0, 0,
                         sent=(q, k, vt, o), filled=(o,))
 
 
-def stream(q, k, vt, o, state, seq, dim, causal, bc, score_mult, score_shift, row0, key0):
+def stream(*args):
+    _positional("stream", args, 13, 13)
+    q, k, vt, o, state, seq, dim, causal, bc, score_mult, score_shift, row0, key0 = args
     _ints(seq, dim, causal, bc, score_mult, score_shift, row0, key0)
     return _bridge.call(_bridge.STREAM, seq, dim, causal, bc, score_mult, score_shift, row0, key0,
                         sent=(q, k, vt, o, state), filled=(o, state))
