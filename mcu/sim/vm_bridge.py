@@ -14,17 +14,33 @@ from __future__ import annotations
 
 import socket
 import struct
+from dataclasses import dataclass
 
 from mcu.sim.peripherals import Peripherals
 
 (HELLO, STATE_BYTES, ATTENTION, STREAM, CLOCK, TEMP_MILLI_C, VDDA_MILLI_V, CRC16, COBS, SERVING, MEM_READ,
- MEM_WRITE) = range(12)
+ MEM_WRITE, INTERRUPT_MAP) = range(13)
 HEADER = struct.Struct("<21i")
 REPLY = struct.Struct("<iIi")
 ERRORS = {ValueError: 1, TypeError: 2, OverflowError: 3}
 #: Heap a native q15attn.mpy's code takes on a board (a natmod's code is copied into the GC heap): mpy_ld's "text
 #: size: 13080" for q15attn.mpy version 3 (ARCH armv7emsp), rounded up to the GC's 16-byte blocks.
 NATMOD_BYTES = 13_088
+
+
+@dataclass(frozen=True)
+class InterruptMap:
+    """Where, in the VM's memory, a Ctrl-C's KeyboardInterrupt is scheduled (mcu/sim/vm/twin.mjs's mapInterrupts):
+    the marker at `marker_at` finds that memory in node's address space (mcu/sim/vm_process.py)."""
+
+    marker_at: int
+    pending_at: int  # MP_STATE_THREAD(mp_pending_exception)
+    exception: int  # &MP_STATE_VM(mp_kbd_exception), what a Ctrl-C makes pending
+    sched_at: int  # MP_STATE_VM(sched_state) (0: none changes)
+    sched_value: int
+    interrupt_char_at: int  # mp_interrupt_char
+    marker: bytes = b""
+    taken_at: int = 0  # the count of Ctrl-Cs the Python side judged, which twin.mjs reads
 
 
 class Bridge:
@@ -36,6 +52,7 @@ class Bridge:
         self.natmod_bytes = natmod_bytes
         self.calls = 0
         self.serving = False
+        self.interrupt_map: InterruptMap | None = None  # what a Ctrl-C writes in this VM (twin.mjs, at boot)
         self._module = None
 
     def module(self):
@@ -83,6 +100,9 @@ class Bridge:
         if op == SERVING:
             self.serving = bool(args[0])
             return 0, b""
+        if op == INTERRUPT_MAP:  # sent by twin.mjs itself, not by board code
+            self.interrupt_map = InterruptMap(*args[:6], marker=struct.pack("<3i", *args[6:9]), taken_at=args[9])
+            return 0, b""
         if op == CLOCK:
             return self.hardware.clock.hz, b""
         if op == TEMP_MILLI_C:
@@ -117,4 +137,4 @@ class Bridge:
             out = bytearray(out_size)
             stop = module.cobs_encode(out, at, data, start, end)
             return stop - at, bytes(out[at:stop])
-        raise ValueError(f"op={op} is not a twin bridge operation; allowed: 0..{MEM_WRITE}")
+        raise ValueError(f"op={op} is not a twin bridge operation; allowed: 0..{INTERRUPT_MAP}")

@@ -9,12 +9,15 @@ port lacks (soft reset, raw-paste, Ctrl-C reaching running code, a host folder a
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 import traceback
@@ -23,7 +26,7 @@ from pathlib import Path
 
 from mcu.sim.faults import FaultSpec, FaultyLine
 from mcu.sim.peripherals import Peripherals
-from mcu.sim.vm_bridge import NATMOD_BYTES, Bridge
+from mcu.sim.vm_bridge import NATMOD_BYTES, Bridge, InterruptMap
 
 VM_DIR = Path(__file__).resolve().parent / "vm"
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -38,6 +41,8 @@ CTRL_C = 0x03
 RESTARTS_MAX, RESTART_WINDOW_S = 5, 10.0
 RESTARTED = b"\r\nkbench twin: the VM stopped; reset\r\n"
 READ_MAX = 4096
+#: A Ctrl-C's attention byte the VM leaves unread this long, while code runs, is taken by the Python side.
+DEAF_S = 0.05
 STOP_S = 5
 
 
@@ -48,6 +53,37 @@ def vm_missing() -> str:
     if not (WASM_PACKAGE / "micropython.mjs").is_file():
         return f"the MicroPython WebAssembly port is not installed at {WASM_PACKAGE} (scripts/setup.sh)"
     return ""
+
+
+class VmMemory:
+    """The VM's linear memory in node's address space (/proc/PID/mem, which a parent may read and write): found as
+    the mapping that holds the interrupt map's marker at its offset."""
+
+    def __init__(self, pid: int, where: InterruptMap):
+        self._fd = os.open(f"/proc/{pid}/mem", os.O_RDWR)
+        try:
+            with open(f"/proc/{pid}/maps") as maps:
+                starts = [int(line.split("-", 1)[0], 16) for line in maps if line.split()[1].startswith("rw")]
+            self.base = next(start for start in starts if self._marked(start, where))
+        except (StopIteration, OSError, ValueError):
+            os.close(self._fd)
+            raise OSError("the VM's memory was not found in node's") from None
+
+    def _marked(self, start: int, where: InterruptMap) -> bool:
+        try:
+            return os.pread(self._fd, len(where.marker), start + where.marker_at) == where.marker
+        except OSError:
+            return False
+
+    def read(self, at: int) -> int:
+        return struct.unpack("<i", os.pread(self._fd, 4, self.base + at))[0]
+
+    def write(self, at: int, value: int) -> None:
+        os.pwrite(self._fd, struct.pack("<i", value - (1 << 32) if value >= 1 << 31 else value), self.base + at)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
 
 
 class VmServer:
@@ -90,7 +126,8 @@ class VmServer:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
             pass_fds=(theirs.fileno(), attention_read), cwd=VM_DIR)
         theirs.close()
-        os.close(attention_read)
+        self._attention_read = attention_read  # kept: a Ctrl-C the VM leaves unread is taken from here (_take_ctrl_c)
+        self._memory = None
         self.bridge = Bridge(self._bridge_ours, self.hardware, self.natmod_bytes)
         for target, name in ((self._from_vm, "twin-line-out"), (self._serve_bridge, "twin-bridge")):
             threading.Thread(target=target, args=(self.process, self.bridge), name=name, daemon=True).start()
@@ -114,10 +151,40 @@ class VmServer:
                     if CTRL_C in data:
                         with contextlib.suppress(BlockingIOError):
                             os.write(self._attention_write, bytes([CTRL_C]) * data.count(CTRL_C))
+                        threading.Timer(DEAF_S, self._take_ctrl_c, args=(self.process, data.count(CTRL_C))).start()
                     self.process.stdin.write(data)
                     self.process.stdin.flush()
                 except (OSError, ValueError):
                     pass  # the VM died: serve() starts another
+
+    def _take_ctrl_c(self, process: subprocess.Popen, count: int) -> None:
+        """A Ctrl-C whose attention byte the VM left unread for DEAF_S while code runs with the interrupt character set
+        (a loop that only computes, a kernel call: no JS runs to look) is judged here, as a UART interrupt would judge
+        it: its KeyboardInterrupt is written into the VM's memory, where the VM's next check raises it, and twin.mjs
+        is told by the count at `taken_at`. Without access to node's memory (no ptrace rights) it waits for the VM to
+        look, as before."""
+        with self._line_lock:
+            if process is not self.process or process.poll() is not None or self.bridge.interrupt_map is None:
+                return
+            try:
+                memory = self._memory or VmMemory(process.pid, self.bridge.interrupt_map)
+            except OSError:
+                return
+            self._memory = memory
+            where = self.bridge.interrupt_map
+            for _ in range(count):
+                unread = struct.unpack("i", fcntl.ioctl(self._attention_read, termios.FIONREAD, b"\0" * 4))[0]
+                if not unread or memory.read(where.interrupt_char_at) != CTRL_C:
+                    return
+                try:
+                    os.read(self._attention_read, 1)
+                except BlockingIOError:
+                    return  # twin.mjs read it first: its verdict
+                memory.write(where.exception + 8, 0)  # the exception's traceback_data, as mp_sched_keyboard_interrupt
+                if where.sched_at:
+                    memory.write(where.sched_at, where.sched_value)
+                memory.write(where.pending_at, where.exception)
+                memory.write(where.taken_at, memory.read(where.taken_at) + 1)
 
     def _from_vm(self, process: subprocess.Popen, bridge: Bridge) -> None:
         """Board -> host: what this VM prints, to the pty."""
@@ -182,7 +249,11 @@ class VmServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        for close in (lambda: os.close(self._attention_write), self._bridge_ours.close):
+        if self._memory is not None:
+            self._memory.close()
+            self._memory = None
+        for close in (lambda: os.close(self._attention_write), lambda: os.close(self._attention_read),
+                      self._bridge_ours.close):
             with contextlib.suppress(OSError):
                 close()
 

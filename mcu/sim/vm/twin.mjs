@@ -44,6 +44,7 @@ const RAW_PASTE_WINDOW = 128;
 const RAW_BANNER = "raw REPL; CTRL-B to exit\r\n>";
 const STATIC_DATA_BYTES = 1 << 20; // the port's static data (its module tables among them) lies below this
 const QSTR_NULL = 2; // MP_OBJ_NEW_QSTR(MP_QSTRnull): a key no import looks up
+const INTERRUPT_MAP = 12; // the bridge's op for it (mcu/sim/vm_bridge.py)
 const ATTENTION_POLL_MS = 5;
 
 const quietStderr = process.stderr.write.bind(process.stderr);
@@ -163,12 +164,25 @@ function interrupt() {
   vm._module._mp_sched_keyboard_interrupt();
 }
 
+function absorbTaken() {
+  // Ctrl-Cs whose attention byte the Python side took itself, having found the VM deaf to it (computing without
+  // printing or reading, or in a kernel call): it wrote the pending KeyboardInterrupt into the VM's memory
+  if (taken === 0) return;
+  const count = vm._module.getValue(taken, "i32");
+  for (; takenSeen < count; takenSeen++) {
+    announced += 1;
+    interrupts += 1;
+    if (announced > delivered) verdicts.push(true);
+  }
+}
+
 function pollAttention(now = false, idle = false) {
   // Ctrl-Cs the line carried since the last look, judged by the interrupt character as it is now (`idle`: no code
   // runs, and they are the REPL's)
   const time = performance.now();
   if (!now && time - lastPoll < ATTENTION_POLL_MS) return;
   lastPoll = time;
+  absorbTaken();
   for (;;) {
     let n = 0;
     try {
@@ -206,6 +220,7 @@ function lineByte(forCode) {
   for (;;) {
     const c = nextByte();
     if (c !== CTRL_C) return c;
+    pollAttention(true, !forCode); // its attention byte, written before it, is judged first
     delivered += 1;
     if (delivered <= announced) {
       if (verdicts.shift()) continue; // it interrupted the VM already
@@ -255,7 +270,7 @@ let serving = false;
 
 function control(buffer, offset, length) {
   // /dev/twinctl, the boot code's calls to this side (mcu/sim/vm/board/_twin_boot.py): a letter each, a sleep's
-  // milliseconds after its letter as 4 bytes little-endian
+  // milliseconds after its letter as 4 bytes little-endian; a read gives the interrupt character
   for (let i = offset; i < offset + length; i++) {
     const command = String.fromCharCode(buffer[i] & 0xFF);
     if (command === "B") binary = true; // from the frame server's HELLO on, the line carries frames: nothing cooked
@@ -287,6 +302,68 @@ function readOnlyOutsideTheFlash(FS) {
   }
   for (const folder of folders) FS.chmod(folder, 0o555);
   FS.chmod("/dev", 0o555);
+}
+
+let taken = 0; // the VM's word where the Python side counts the Ctrl-Cs it judged (0: none yet)
+let takenSeen = 0;
+
+function staticWords(M) {
+  const words = new Int32Array(STATIC_DATA_BYTES / 4);
+  for (let i = 0; i < words.length; i++) words[i] = M.getValue(i * 4, "i32");
+  return words;
+}
+
+function changedWords(M, before) {
+  const changed = [];
+  for (let i = 0; i < before.length; i++) {
+    const now = M.getValue(i * 4, "i32");
+    if (now !== before[i]) changed.push([i * 4, now]);
+  }
+  return changed;
+}
+
+function mapInterrupts(M, runPython) {
+  // What a Ctrl-C writes in the VM (the words _mp_sched_keyboard_interrupt changes: the pending exception, the
+  // scheduler's state) and where the interrupt character is (the word micropython.kbd_intr sets), found by
+  // comparing the static data before and after, and a marker by which the Python side finds the VM's memory in
+  // node's. Sent over the bridge (op INTERRUPT_MAP); the Python side writes those words itself when a Ctrl-C goes
+  // unread while code runs with the interrupt character set (mcu/sim/vm_process.py).
+  const block = M._malloc(32);
+  const marker = new Uint8Array(16);
+  globalThis.crypto.getRandomValues(marker);
+  for (let i = 0; i < 16; i++) M.setValue(block + i, marker[i], "i8");
+  M.setValue(block + 16, 0, "i32");
+  let before = staticWords(M);
+  M._mp_sched_keyboard_interrupt();
+  const writes = changedWords(M, before);
+  for (const [at] of writes) M.setValue(at, before[at / 4], "i32");
+  const character = [];
+  for (const value of [5, 7, -1]) {
+    before = staticWords(M);
+    runPython(`import micropython\nmicropython.kbd_intr(${value})`);
+    character.push(new Set(changedWords(M, before).filter(([, now]) => now === value).map(([at]) => at)));
+  }
+  // the same words for all three, and unchanged by other code (a stack slot that held the value is not)
+  let found = [...character[0]].filter((at) => character[1].has(at) && character[2].has(at));
+  runPython("import micropython\nmicropython.kbd_intr(9)");
+  for (const code of ["x = [i * i for i in range(20)]", "import gc\ngc.collect()", "x = {'a': 1}\nx = str(x)"]) {
+    runPython(code);
+    found = found.filter((at) => M.getValue(at, "i32") === 9);
+  }
+  runPython("import micropython\nmicropython.kbd_intr(-1)");
+  const [pendingAt, exception] = writes.find(([, value]) => value >= 1024 && value < STATIC_DATA_BYTES) ?? [];
+  if (found.length !== 1 || !pendingAt || writes.length > 2) return; // not the port this was written for: no map
+  const [schedAt, schedValue] = writes.find(([at]) => at !== pendingAt) ?? [0, 0];
+  const header = Buffer.alloc(84); // the bridge's request header (mcu/sim/vm/board/_twin_bridge.py): op, 10 ints
+  const words = new Int32Array(marker.buffer);
+  const ints = [INTERRUPT_MAP, block, pendingAt, exception, schedAt, schedValue, found[0], words[0], words[1],
+    words[2], block + 16];
+  ints.forEach((value, i) => header.writeInt32LE(value | 0, 4 * i));
+  bridge(false, header, 0, header.length);
+  const reply = Buffer.alloc(12);
+  bridge(true, reply, 0, reply.length);
+  taken = block + 16;
+  takenSeen = 0;
 }
 
 function cutFromTheHost(M, addresses) {
@@ -369,7 +446,10 @@ async function boot(raw, banner = false) {
   next.FS.registerDevice(control_, {
     open: () => {},
     close: () => {},
-    read: () => 0,
+    read: (stream, buffer, offset, length) => { // the interrupt character as a byte (0xFF: none)
+      if (length > 0) buffer[offset] = vm._module._mp_hal_get_interrupt_char() & 0xFF;
+      return Math.min(length, 1);
+    },
     write: (stream, buffer, offset, length) => control(buffer, offset, length),
   });
   next.FS.mkdev("/dev/twinctl", control_);
@@ -380,6 +460,8 @@ async function boot(raw, banner = false) {
   vm.runPython("import sys\nsys.path.insert(0, '/twin')\nimport _twin_boot");
   twin = vm.globals.get("_twin_boot"); // gone from sys.modules: board code cannot import it
   cutFromTheHost(vm._module, [...twin._kbench_js_modules()]);
+  taken = 0;
+  mapInterrupts(vm._module, (code) => twin._kbench_exec(code));
   twin._kbench_settle(boardFree, boardAlloc); // it ends with a collection, which runs as the call returns
   muted = false;
   twin._kbench_boot_files(raw); // boot.py, then main.py unless in the raw REPL, as the STM32 port runs them

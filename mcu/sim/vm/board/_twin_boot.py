@@ -185,6 +185,11 @@ def _kbench_js_modules():
     return found
 
 
+def _kbench_exec(code):
+    # twin.mjs's probes at boot (mapInterrupts), in a namespace of their own
+    exec(code, {})
+
+
 def _kbench_kbd_off():
     import micropython
 

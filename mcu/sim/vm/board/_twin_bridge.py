@@ -6,6 +6,7 @@
 # VM's memory, so that the Python side lays out buffers that overlap here overlapping there too) and the buffers;
 # reply = REPLY (status, value, n), then the buffers the op fills when status is 0, else n bytes of message raised
 # as ERRORS[status].
+import micropython as _micropython
 import struct
 import uctypes
 
@@ -21,7 +22,27 @@ _header = bytearray(struct.calcsize(HEADER))
 _reply = bytearray(struct.calcsize(REPLY))
 
 
+_control = open("/dev/twinctl", "r+b")  # noqa: SIM115 - the interrupt character, and "I" to have Ctrl-Cs judged
+_char = bytearray(1)
+
+
 def call(op, a=0, b=0, c=0, d=0, e=0, f=0, g=0, h=0, i=0, j=0, sent=(), filled=()):
+    # A call is a native call on a board: a Ctrl-C during it interrupts the code after it returns, never the
+    # exchange with the Python side; so the interrupt character is off for the exchange, and the Ctrl-Cs that came
+    # meanwhile are judged once it is back, with nothing left to do here before the caller's next check raises
+    _control.readinto(_char)
+    masked = _char[0] != 0xFF
+    if masked:
+        _micropython.kbd_intr(-1)
+    try:
+        return _exchange(op, a, b, c, d, e, f, g, h, i, j, sent, filled)
+    finally:
+        if masked:
+            _micropython.kbd_intr(_char[0])
+            _control.write(b"I")
+
+
+def _exchange(op, a, b, c, d, e, f, g, h, i, j, sent, filled):
     # in bytes, whatever the buffer (an array's len() counts its items)
     lengths = [len(x) if isinstance(x, (bytes, bytearray)) else _null.write(x) for x in sent] + [0] * (5 - len(sent))
     addresses = [uctypes.addressof(x) for x in sent] + [0] * (5 - len(sent))

@@ -22,6 +22,9 @@ class _Mem:
     def __init__(self, width):
         self._width = width
 
+    def __repr__(self):
+        return "<%d-bit memory>" % (8 * self._width)
+
     def _address(self, index):
         address = index & 0xFFFFFFFF
         if address & (self._width - 1):
