@@ -15,16 +15,23 @@ def uname():
     return _Uname("pyboard", "pyboard", version, "v%s on the kbench twin" % version, "STM32F4DISC with STM32F407")
 
 
-def ilistdir(path="."):
-    for entry in _os.ilistdir(path):
-        name, kind = entry[0], entry[1]
+def ilistdir(*args):
+    # the flash's entries as the board's FAT gives them, with their size (the port's POSIX VFS gives 3-tuples);
+    # anything else (the VFS root's mount points, another mounted filesystem) as the port gives it
+    path = args[0] if args else ""
+    where = path if path.startswith("/") else _os.getcwd().rstrip("/") + "/" + path
+    on_flash = where == "/flash" or where.startswith("/flash/")
+    for entry in _os.ilistdir(*args):
+        if not on_flash or len(entry) != 3:
+            yield entry
+            continue
         size = 0
-        if kind == 0x8000:
+        if entry[1] == 0x8000:
             try:
-                size = _os.stat(path.rstrip("/") + "/" + name if path else name)[6]
+                size = _os.stat(where.rstrip("/") + "/" + entry[0])[6]
             except OSError:
                 pass
-        yield (name, kind, 0, size)
+        yield (entry[0], entry[1], 0, size)
 
 
 def urandom(n):
