@@ -19,19 +19,33 @@ from dataclasses import dataclass
 from mcu.sim.peripherals import Peripherals
 
 (HELLO, STATE_BYTES, ATTENTION, STREAM, CLOCK, TEMP_MILLI_C, VDDA_MILLI_V, CRC16, COBS, SERVING, MEM_READ,
- MEM_WRITE, INTERRUPT_MAP) = range(13)
+ MEM_WRITE) = range(12)
 HEADER = struct.Struct("<21i")
 REPLY = struct.Struct("<iIi")
 ERRORS = {ValueError: 1, TypeError: 2, OverflowError: 3}
 #: Heap a native q15attn.mpy's code takes on a board (a natmod's code is copied into the GC heap): mpy_ld's "text
 #: size: 13080" for q15attn.mpy version 3 (ARCH armv7emsp), rounded up to the GC's 16-byte blocks.
 NATMOD_BYTES = 13_088
+#: The VM's static data lies below this (mcu/sim/vm/twin.mjs's STATIC_DATA_BYTES): an interrupt map's addresses too.
+STATIC_DATA_BYTES = 1 << 20
+#: twin.mjs's interrupt map record: marker_at, pending_at, exception, sched_at, sched_value, interrupt_char_at, the
+#: marker's three words, taken_at.
+MAP_RECORD = struct.Struct("<10i")
 
 
 @dataclass(frozen=True)
 class InterruptMap:
-    """Where, in the VM's memory, a Ctrl-C's KeyboardInterrupt is scheduled (mcu/sim/vm/twin.mjs's mapInterrupts):
-    the marker at `marker_at` finds that memory in node's address space (mcu/sim/vm_process.py)."""
+    """Where, in the VM's memory, a Ctrl-C's KeyboardInterrupt is scheduled (mcu/sim/vm/twin.mjs's mapInterrupts,
+    sent at each boot on a pipe of its own, which board code cannot reach): the marker at `marker_at` finds that
+    memory in node's address space (mcu/sim/vm_process.py)."""
+
+    @classmethod
+    def parse(cls, record: bytes) -> "InterruptMap | None":
+        """The map in twin.mjs's record of MAP_RECORD.size bytes (None: the VM found none)."""
+        ints = MAP_RECORD.unpack(record)
+        if not ints[0] or not all(0 < a < STATIC_DATA_BYTES for a in (*ints[:3], ints[5], ints[9])):
+            return None
+        return cls(*ints[:6], marker=struct.pack("<3i", *ints[6:9]), taken_at=ints[9])
 
     marker_at: int
     pending_at: int  # MP_STATE_THREAD(mp_pending_exception)
@@ -52,7 +66,6 @@ class Bridge:
         self.natmod_bytes = natmod_bytes
         self.calls = 0
         self.serving = False
-        self.interrupt_map: InterruptMap | None = None  # what a Ctrl-C writes in this VM (twin.mjs, at boot)
         self._module = None
 
     def module(self):
@@ -100,9 +113,6 @@ class Bridge:
         if op == SERVING:
             self.serving = bool(args[0])
             return 0, b""
-        if op == INTERRUPT_MAP:  # sent by twin.mjs itself, not by board code
-            self.interrupt_map = InterruptMap(*args[:6], marker=struct.pack("<3i", *args[6:9]), taken_at=args[9])
-            return 0, b""
         if op == CLOCK:
             return self.hardware.clock.hz, b""
         if op == TEMP_MILLI_C:
@@ -137,4 +147,4 @@ class Bridge:
             out = bytearray(out_size)
             stop = module.cobs_encode(out, at, data, start, end)
             return stop - at, bytes(out[at:stop])
-        raise ValueError(f"op={op} is not a twin bridge operation; allowed: 0..{INTERRUPT_MAP}")
+        raise ValueError(f"op={op} is not a twin bridge operation; allowed: 0..{MEM_WRITE}")

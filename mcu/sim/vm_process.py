@@ -26,7 +26,7 @@ from pathlib import Path
 
 from mcu.sim.faults import FaultSpec, FaultyLine
 from mcu.sim.peripherals import Peripherals
-from mcu.sim.vm_bridge import NATMOD_BYTES, Bridge, InterruptMap
+from mcu.sim.vm_bridge import MAP_RECORD, NATMOD_BYTES, Bridge, InterruptMap
 
 VM_DIR = Path(__file__).resolve().parent / "vm"
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -117,20 +117,38 @@ class VmServer:
         self._stderr.seek(0)
         self._stderr.truncate()  # last_words() is this VM's
         self._bridge_ours, theirs = socket.socketpair()
+        maps_read, maps_write = os.pipe()
         attention_read, self._attention_write = os.pipe()
         os.set_blocking(attention_read, False)
         os.set_blocking(self._attention_write, False)
         self.process = subprocess.Popen(
             ["node", str(VM_DIR / "twin.mjs"), str(WASM_PACKAGE), str(self.root), str(VM_DIR / "board"),
-             str(self.heap), str(theirs.fileno()), str(attention_read), str(self.mpy_abi)],
+             str(self.heap), str(theirs.fileno()), str(attention_read), str(self.mpy_abi), str(maps_write)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-            pass_fds=(theirs.fileno(), attention_read), cwd=VM_DIR)
+            pass_fds=(theirs.fileno(), attention_read, maps_write), cwd=VM_DIR)
         theirs.close()
+        os.close(maps_write)
+        self.interrupt_map: InterruptMap | None = None  # where a Ctrl-C is written in this VM (twin.mjs, each boot)
         self._attention_read = attention_read  # kept: a Ctrl-C the VM leaves unread is taken from here (_take_ctrl_c)
         self._memory = None
         self.bridge = Bridge(self._bridge_ours, self.hardware, self.natmod_bytes)
         for target, name in ((self._from_vm, "twin-line-out"), (self._serve_bridge, "twin-bridge")):
             threading.Thread(target=target, args=(self.process, self.bridge), name=name, daemon=True).start()
+        threading.Thread(target=self._read_maps, args=(self.process, maps_read), name="twin-maps", daemon=True).start()
+
+    def _read_maps(self, process: subprocess.Popen, maps_read: int) -> None:
+        """twin.mjs's interrupt map at each boot of this node (a soft reset boots a fresh VM in it)."""
+        with os.fdopen(maps_read, "rb") as maps:
+            while record := maps.read(MAP_RECORD.size):
+                if len(record) < MAP_RECORD.size:
+                    return
+                with self._line_lock:
+                    if process is not self.process:
+                        return
+                    if self._memory is not None:
+                        self._memory.close()
+                    self._memory = None
+                    self.interrupt_map = InterruptMap.parse(record)
 
     def _to_vm(self) -> None:
         """Host -> board: the pty's bytes to the running VM's stdin; a Ctrl-C also to its attention fd. Bytes that
@@ -164,14 +182,14 @@ class VmServer:
         is told by the count at `taken_at`. Without access to node's memory (no ptrace rights) it waits for the VM to
         look, as before."""
         with self._line_lock:
-            if process is not self.process or process.poll() is not None or self.bridge.interrupt_map is None:
+            where = self.interrupt_map
+            if process is not self.process or process.poll() is not None or where is None:
                 return
             try:
-                memory = self._memory or VmMemory(process.pid, self.bridge.interrupt_map)
+                memory = self._memory or VmMemory(process.pid, where)
             except OSError:
                 return
             self._memory = memory
-            where = self.bridge.interrupt_map
             for _ in range(count):
                 unread = struct.unpack("i", fcntl.ioctl(self._attention_read, termios.FIONREAD, b"\0" * 4))[0]
                 if not unread or memory.read(where.interrupt_char_at) != CTRL_C:

@@ -228,6 +228,15 @@ def test_hostile_board_code_gets_an_error_and_the_vm_answers_after(vm, case):
     assert after.stdout.split() == ["3", "42"], after.stdout + after.stderr
 
 
+def test_board_code_cannot_aim_the_twins_memory_writes(vm):
+    # the interrupt map (where the Python side writes a Ctrl-C into node's memory) comes from twin.mjs on a pipe of
+    # its own, at each boot; the bridge board code reaches has no such operation (tests/sim/test_sim_repl.py
+    # interrupts a loop that only computes)
+    done = mpremote(vm, "exec", "import _twin_bridge as b\ntry:\n    b.call(12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)\n"
+                                "except ValueError as e:\n    print(e)\n")
+    assert done.stdout.strip() == "op=12 is not a twin bridge operation; allowed: 0..11", done.stdout + done.stderr
+
+
 def test_a_module_that_removes_itself_and_raises_gets_its_own_error(vm):
     (vm.root / "selfish.py").write_text("import sys\nsys.modules.pop('selfish', None)\nraise ValueError('mine')\n")
     try:

@@ -2,7 +2,7 @@
 // under Node, with a GC heap of the board's size, its own REPL and the twin's root folder as its flash. Started by
 // mcu/sim/vm_process.py, which owns the pty, the line faults and the Cortex-M4 emulator behind q15attn:
 //
-//   node twin.mjs <package dir> <root dir> <stand-ins dir> <heap bytes> <bridge fd> <attention fd> <mpy abi>
+//   node twin.mjs <package dir> <root dir> <stand-ins dir> <heap bytes> <bridge fd> <attention fd> <mpy abi> <map fd>
 //
 // fd 0 and 1 are the board's serial line (pipes to the Python side), fd 2 diagnostics; the bridge fd carries the
 // stand-in modules' calls (q15attn's kernel, the modelled peripherals: mcu/sim/vm/board/*.py) byte for byte; the
@@ -27,7 +27,9 @@ import { translateErrors } from "./errno.mjs";
 import { framing } from "./framing.mjs";
 import { hostFileSystem } from "./hostfs.mjs";
 
-const [, , packageDir, rootDir, standinDir, heapArg, bridgeArg, attentionArg, mpyAbiArg = "7942"] = process.argv;
+const [, , packageDir, rootDir, standinDir, heapArg, bridgeArg, attentionArg, mpyAbiArg = "7942", mapArg = "-1"] =
+  process.argv;
+const MAP_FD = parseInt(mapArg, 10); // the interrupt map goes out here at each boot (mcu/sim/vm_process.py)
 const MPY_ABI = parseInt(mpyAbiArg, 10); // the sys.implementation._mpy the VM announces
 const HEAP = parseInt(heapArg, 10);
 // Heap given beyond HEAP for what the twin itself keeps in the VM (its boot code, the stand-ins of machine, pyb and
@@ -44,7 +46,6 @@ const RAW_PASTE_WINDOW = 128;
 const RAW_BANNER = "raw REPL; CTRL-B to exit\r\n>";
 const STATIC_DATA_BYTES = 1 << 20; // the port's static data (its module tables among them) lies below this
 const QSTR_NULL = 2; // MP_OBJ_NEW_QSTR(MP_QSTRnull): a key no import looks up
-const INTERRUPT_MAP = 12; // the bridge's op for it (mcu/sim/vm_bridge.py)
 const ATTENTION_POLL_MS = 5;
 
 const quietStderr = process.stderr.write.bind(process.stderr);
@@ -326,8 +327,8 @@ function mapInterrupts(M, runPython) {
   // What a Ctrl-C writes in the VM (the words _mp_sched_keyboard_interrupt changes: the pending exception, the
   // scheduler's state) and where the interrupt character is (the word micropython.kbd_intr sets), found by
   // comparing the static data before and after, and a marker by which the Python side finds the VM's memory in
-  // node's. Sent over the bridge (op INTERRUPT_MAP); the Python side writes those words itself when a Ctrl-C goes
-  // unread while code runs with the interrupt character set (mcu/sim/vm_process.py).
+  // node's. Written to MAP_FD, a pipe board code has no way to; the Python side writes those words itself when a
+  // Ctrl-C goes unread while code runs with the interrupt character set (mcu/sim/vm_process.py).
   const block = M._malloc(32);
   const marker = new Uint8Array(16);
   globalThis.crypto.getRandomValues(marker);
@@ -352,17 +353,16 @@ function mapInterrupts(M, runPython) {
   }
   runPython("import micropython\nmicropython.kbd_intr(-1)");
   const [pendingAt, exception] = writes.find(([, value]) => value >= 1024 && value < STATIC_DATA_BYTES) ?? [];
-  if (found.length !== 1 || !pendingAt || writes.length > 2) return; // not the port this was written for: no map
+  // not the port this was written for: a map of zeros
+  const mapped = found.length === 1 && pendingAt && writes.length <= 2;
   const [schedAt, schedValue] = writes.find(([at]) => at !== pendingAt) ?? [0, 0];
-  const header = Buffer.alloc(84); // the bridge's request header (mcu/sim/vm/board/_twin_bridge.py): op, 10 ints
+  const record = Buffer.alloc(40); // mcu/sim/vm_bridge.py's MAP_RECORD
   const words = new Int32Array(marker.buffer);
-  const ints = [INTERRUPT_MAP, block, pendingAt, exception, schedAt, schedValue, found[0], words[0], words[1],
-    words[2], block + 16];
-  ints.forEach((value, i) => header.writeInt32LE(value | 0, 4 * i));
-  bridge(false, header, 0, header.length);
-  const reply = Buffer.alloc(12);
-  bridge(true, reply, 0, reply.length);
-  taken = block + 16;
+  const ints = mapped ? [block, pendingAt, exception, schedAt, schedValue, found[0], words[0], words[1], words[2],
+    block + 16] : [];
+  ints.forEach((value, i) => record.writeInt32LE(value | 0, 4 * i));
+  if (MAP_FD >= 0) writeSync(MAP_FD, record);
+  taken = mapped ? block + 16 : 0;
   takenSeen = 0;
 }
 
