@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import socket
 import struct
-from dataclasses import dataclass
 
 from mcu.sim.peripherals import Peripherals
 
@@ -26,35 +25,6 @@ ERRORS = {ValueError: 1, TypeError: 2, OverflowError: 3}
 #: Heap a native q15attn.mpy's code takes on a board (a natmod's code is copied into the GC heap): mpy_ld's "text
 #: size: 13080" for q15attn.mpy version 3 (ARCH armv7emsp), rounded up to the GC's 16-byte blocks.
 NATMOD_BYTES = 13_088
-#: The VM's static data lies below this (mcu/sim/vm/twin.mjs's STATIC_DATA_BYTES): an interrupt map's addresses too.
-STATIC_DATA_BYTES = 1 << 20
-#: twin.mjs's interrupt map record: marker_at, pending_at, exception, sched_at, sched_value, interrupt_char_at, the
-#: marker's three words, taken_at.
-MAP_RECORD = struct.Struct("<10i")
-
-
-@dataclass(frozen=True)
-class InterruptMap:
-    """Where, in the VM's memory, a Ctrl-C's KeyboardInterrupt is scheduled (mcu/sim/vm/twin.mjs's mapInterrupts,
-    sent at each boot on a pipe of its own, which board code cannot reach): the marker at `marker_at` finds that
-    memory in node's address space (mcu/sim/vm_process.py)."""
-
-    @classmethod
-    def parse(cls, record: bytes) -> "InterruptMap | None":
-        """The map in twin.mjs's record of MAP_RECORD.size bytes (None: the VM found none)."""
-        ints = MAP_RECORD.unpack(record)
-        if not ints[0] or not all(0 < a < STATIC_DATA_BYTES for a in (*ints[:3], ints[5], ints[9])):
-            return None
-        return cls(*ints[:6], marker=struct.pack("<3i", *ints[6:9]), taken_at=ints[9])
-
-    marker_at: int
-    pending_at: int  # MP_STATE_THREAD(mp_pending_exception)
-    exception: int  # &MP_STATE_VM(mp_kbd_exception), what a Ctrl-C makes pending
-    sched_at: int  # MP_STATE_VM(sched_state) (0: none changes)
-    sched_value: int
-    interrupt_char_at: int  # mp_interrupt_char
-    marker: bytes = b""
-    taken_at: int = 0  # the count of Ctrl-Cs the Python side judged, which twin.mjs reads
 
 
 class Bridge:

@@ -356,7 +356,7 @@ function mapInterrupts(M, runPython) {
   // not the port this was written for: a map of zeros
   const mapped = found.length === 1 && pendingAt && writes.length <= 2;
   const [schedAt, schedValue] = writes.find(([at]) => at !== pendingAt) ?? [0, 0];
-  const record = Buffer.alloc(40); // mcu/sim/vm_bridge.py's MAP_RECORD
+  const record = Buffer.alloc(40); // mcu/sim/vm_process.py's MAP_RECORD
   const words = new Int32Array(marker.buffer);
   const ints = mapped ? [block, pendingAt, exception, schedAt, schedValue, found[0], words[0], words[1], words[2],
     block + 16] : [];

@@ -5,10 +5,11 @@
 # different (_board_*.py: sys.implementation and sys.platform, gc.mem_free() without the port's split-heap allowance
 # and the board's gc.threshold(), os.uname and ilistdir's sizes, sleeps a Ctrl-C ends), and the stand-ins whose calls
 # go to the twin's Python side through /dev/twin (q15attn's Cortex-M4 kernel, the modelled peripherals). The port's
-# `js` and `jsffi` reach the host: twin.mjs cuts them from the module table, and board code gets ImportError for
-# them as on a board. `micropython` is the port's own: the twin judges the line's Ctrl-Cs when the frame server
-# clears and restores the interrupt character (code that calls kbd_intr itself has them judged at the twin's next
-# look, within 5 ms). Calls to the JS side are letters written to /dev/twinctl.
+# `js` and `jsffi` reach the host: twin.mjs cuts them from the module table (_kbench_js_modules says where they lie),
+# so board code gets the port's own ImportError for them, as on a board. `micropython` is the port's own: the twin
+# judges the line's Ctrl-Cs when code prints, reads the line or sleeps, when the frame server clears and restores the
+# interrupt character, and (through the VM's memory, mcu/sim/vm_process.py) when code only computes. Calls to the JS
+# side are letters written to /dev/twinctl.
 import builtins as _builtins
 import gc as _gc
 import os as _os
@@ -74,8 +75,6 @@ def _kbench_import(name, *rest):
         return _import(name, *rest)
     if name[:1] == "u" and (name[1:] in _BOARD or name[1:] in _STANDINS):
         name = name[1:]  # the firmware's old names: uos is os
-    if name in _HOST:
-        raise ImportError("no module named '%s'" % name)
     if name in _BOARD:
         return _standin("_board_" + name)
     if name in _STANDINS:

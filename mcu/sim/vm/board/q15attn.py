@@ -32,7 +32,7 @@ def _ints(*values):
     return values
 
 
-def _positional(name, args, low, high):
+def _positional(args, low, high):
     # the binding's functions take positional arguments only (MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN)
     if not low <= len(args) <= high:
         raise TypeError("function expected at most %d arguments, got %d" % (high, len(args)) if len(args) > high
@@ -45,7 +45,7 @@ def state_bytes(dim, rows):
 
 
 def attention(*args):
-    _positional("attention", args, 10, 11)
+    _positional(args, 10, 11)
     q, k, vt, o, seq, dim, causal, bc, score_mult, score_shift = args[:10]
     row0 = args[10] if len(args) > 10 else 0
     _ints(seq, dim, causal, bc, score_mult, score_shift, row0)
@@ -54,7 +54,7 @@ def attention(*args):
 
 
 def stream(*args):
-    _positional("stream", args, 13, 13)
+    _positional(args, 13, 13)
     q, k, vt, o, state, seq, dim, causal, bc, score_mult, score_shift, row0, key0 = args
     _ints(seq, dim, causal, bc, score_mult, score_shift, row0, key0)
     return _bridge.call(_bridge.STREAM, seq, dim, causal, bc, score_mult, score_shift, row0, key0,
