@@ -12,6 +12,7 @@ Exit status: 0 deployed or up to date (or built); 1 refused or failed (the board
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sys
 from dataclasses import dataclass
@@ -111,10 +112,11 @@ def deploy(port: str, baud: int, q15attn: Path | None = None, say=print) -> list
             say(note)
         say(f"q15attn on the board: {module_status(transport)}")
         transport.exit_raw_repl()
-    except TransportError as exc:
+    except (TransportError, OSError) as exc:  # pyserial's SerialException is an OSError: the port went away
         raise LinkError(f"{port}: {exc}") from None
     finally:
-        transport.close()
+        with contextlib.suppress(OSError):  # closing a port that went away fails too (pyserial's RTS ioctl: EIO)
+            transport.close()
     return lines
 
 

@@ -22,7 +22,7 @@ SOURCES = ("attention_q15.c", "attention_q15_stream.c", "attention_q15_describe.
 #: A cold `make arm` (cross-compile, link, objdump) takes a few seconds on the 2-core VM; this bounds a hung tool.
 MAKE_TIMEOUT_S = 300
 #: What each target needs beyond make and a C compiler, said when it fails.
-NEEDS = {"host": "a host C compiler (cc)",
+NEEDS = {"host": "a host C compiler (cc)", "twin": "a host C compiler (cc)",
          "arm": "arm-none-eabi-gcc (Debian: gcc-arm-none-eabi; scripts/setup.sh installs it)"}
 
 

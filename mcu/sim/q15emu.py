@@ -10,7 +10,8 @@ Cycle model (`costs`): every instruction gets a cost from the Cortex-M4 instruct
 multiplies and DSP multiply-accumulates 1, divides 7 (2..12 on silicon, data-dependent), loads 2 or 1 when
 pipelined behind another load, stores 1, LDM/STM/PUSH/POP 1+N, VFP per its class); a taken branch adds a pipeline
 refill of 2 (1..3 on silicon). Costs are summed per basic block once (capstone disassembly) and the Unicorn block
-hook adds a block's sum, so the hook runs once per block, not per instruction. docs/twin.md says what is ignored.
+hook adds a block's sum, so the hook runs once per block, not per instruction (in C:
+mcu/sim/blockcount.py). docs/twin.md says what is ignored.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 from host import q15
 from host.errors import UnavailableError
 from mcu.native_build import BUILD, built
+from mcu.sim.blockcount import NativeCounter
 from mcu.cycles import TWIN_EMULATION_CAP_S, kernel_cycles, twin_seconds
 
 ELF = BUILD / "attention_q15_m4.elf"
@@ -105,9 +107,12 @@ class RunStats:
 
 
 class CortexM4:
-    """One emulated Cortex-M4 with the kernel's ELF loaded; `call` runs a function of it to completion."""
+    """One emulated Cortex-M4 with the kernel's ELF loaded; `call` runs a function of it to completion.
 
-    def __init__(self, elf: Path | None = None):
+    `native_count`: count the cycle model in C (mcu/sim/blockcount.py) where it builds, else in a Python hook;
+    `counting` says which, and why."""
+
+    def __init__(self, elf: Path | None = None, native_count: bool = True):
         try:
             import capstone
             import unicorn
@@ -147,7 +152,14 @@ class CortexM4:
         self._previous_end: int | None = None
         self.demcr = 0
         self.dwt_ctrl = 0
-        self.uc.hook_add(unicorn.UC_HOOK_BLOCK, self._on_block)
+        self.counter: NativeCounter | None = None
+        self.counting = "Python (asked for)"
+        if native_count:
+            self.counter, why = NativeCounter.open(self.uc, SRAM, (self.heap_start - SRAM) & ~1, self._cost,
+                                                   TAKEN_BRANCH_REFILL)
+            self.counting = "C (mcu/native/twin_blockcount.c)" if self.counter else why
+        if self.counter is None:
+            self.uc.hook_add(unicorn.UC_HOOK_BLOCK, self._on_block)
 
     # --- cycle model -----------------------------------------------------------------------------------------
 
@@ -165,6 +177,10 @@ class CortexM4:
             self._blocks[address] = block
         return block
 
+    def _cost(self, address: int, size: int) -> tuple[int, int]:
+        block = self._block(address, size)
+        return block.cycles, block.instructions
+
     def _on_block(self, uc, address: int, size: int, user_data) -> None:
         block = self._block(address, size)
         stats = self._stats
@@ -177,11 +193,17 @@ class CortexM4:
 
     def cycle_count(self) -> int:
         """Modelled cycles so far, up to (not including) the instruction at PC: what CYCCNT reads mid-block."""
-        if self._current is None:
+        if self.counter is not None:
+            running = self.counter.running()
+            if running is None:
+                return 0
+            current, start = self._blocks[running[0]], running[1]
+        elif self._current is None:
             return self._stats.cycles
+        else:
+            current, start = self._current, self._current_start
         pc = self.uc.reg_read(self._arm.UC_ARM_REG_PC) & ~1
-        done = sum(cost for address, cost in self._current.steps if address < pc)
-        return self._current_start + done
+        return start + sum(cost for address, cost in current.steps if address < pc)
 
     def _mmio_read(self, uc, offset: int, size: int, user_data) -> int:
         address = PPB + offset
@@ -217,9 +239,15 @@ class CortexM4:
         self.uc.reg_write(arm.UC_ARM_REG_SP, sp)
         self.uc.reg_write(arm.UC_ARM_REG_LR, RETURN_ADDRESS | 1)
         self._stats, self._current, self._previous_end = RunStats(), None, None
+        if self.counter is not None:
+            self.counter.reset()
         start = time.perf_counter()
         self.uc.emu_start(self.symbols[name] | 1, RETURN_ADDRESS, timeout=int(timeout_s * 1e6))
         self._stats.wall_s = time.perf_counter() - start
+        if self.counter is not None:
+            counter = self.counter
+            self._stats.cycles, self._stats.instructions, self._stats.blocks = \
+                counter.cycles, counter.instructions, counter.blocks
         if (self.uc.reg_read(arm.UC_ARM_REG_PC) & ~1) != RETURN_ADDRESS:
             expected = f"; this call was expected to need ~{expected_s:.0f} s" if expected_s is not None else ""
             raise TimeoutError(f"{name} did not return within the twin's emulation cap of {timeout_s:.0f} s"
@@ -237,8 +265,8 @@ class CortexM4:
 class Q15Emulator:
     """The kernel's API on the emulated core: buffers placed in emulated SRAM as on the board."""
 
-    def __init__(self, elf: Path | None = None):
-        self.cpu = CortexM4(elf)
+    def __init__(self, elf: Path | None = None, native_count: bool = True):
+        self.cpu = CortexM4(elf, native_count)
 
     def _layout(self, sizes: list[int]) -> list[int]:
         addresses, cursor = [], self.cpu.heap_start

@@ -26,8 +26,6 @@ from pathlib import Path
 import numpy as np
 
 from helpers import ROOT, WASM_PACKAGE, have
-from host.problem import AttentionProblem
-from host.q15 import prepare
 
 BOARD_SCRIPT = ROOT / "tests" / "micropython" / "board.mjs"
 #: Stand-ins the board's files get: q15attn (the native module cannot load in wasm) and machine (freq() only).
@@ -47,32 +45,6 @@ STOP_S = 5
 HELLO, STATE_BYTES, ATTENTION, STREAM = 0, 1, 2, 3
 HEADER = struct.Struct("<16i")
 REPLY = struct.Struct("<iIi")
-
-
-#: The shapes issue 29 saw fail under MicroPython's unix port at 100 KB (7 of 9 with .mpy, 8 of 9 from source):
-#: (seq, dim, causal), at Bc HEAD_BC.
-ISSUE_SHAPES = [(512, 64, False), (512, 64, True), (1000, 32, False), (300, 32, True), (647, 32, False),
-                (323, 64, True), (2000, 16, True), (256, 128, False), (100, 8, False)]
-#: The main job's MCU heads besides those (python -m host.compare's default seq 128, 256, 512 at dim 64, causal both).
-MAIN_SHAPES = [(128, 64, False), (128, 64, True), (256, 64, False), (256, 64, True)]
-HEAD_BC = 32
-
-
-def run_wasm_head(seq: int, dim: int, causal: bool, mpy: bool):
-    """One seeded head through mcu.head.run_head on a fresh WebAssembly board, planned from its HELLO:
-    (HeadResult, the expected int16 output from host/q15.py, the HELLO, the board)."""
-    from mcu.head import Session, run_head
-    from mcu.link import BoardLink
-
-    problem = AttentionProblem(seq=seq, dim=dim, causal=causal)
-    quantized = prepare(problem, *problem.inputs(), HEAD_BC)
-    with WasmBoard(mpy=mpy) as board, BoardLink(board.port) as link:
-        hello = link.hello
-        head = run_head(Session(link, board.port, "WebAssembly board"), quantized.params, *quantized.head(0, 0),
-                        1)
-    if board.q15_failure is not None:
-        raise board.q15_failure
-    return head, quantized.expected()[0, 0], hello, board
 
 
 def wasm_board_missing() -> str:

@@ -1,7 +1,7 @@
 """The board's heap as the host and the server see it (issue 29): HELLO's largest block (protocol 4) found by trying,
 the planner's budget bounded by it, and SETUP's tensors in one block (views of it), or each in its own where the heap
 has no block that large. The server runs under CPython here with a bytearray that fails as a fragmented heap would;
-tests/mcu/test_mcu_wasm_board.py runs it on a real MicroPython heap."""
+tests/mcu/test_mcu_twin_heap.py runs it on the twin's real MicroPython heap."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ pytest.importorskip("unicorn", reason="unicorn is not installed (pip install -e 
 
 import numpy as np
 
-from helpers import run_module
+from helpers import ROOT, run_module
 from helpers.twin import TwinWithOptions
 from host import q15
 from host.errors import LinkError
@@ -86,6 +87,26 @@ def test_deploy_refuses_a_board_of_another_mpy_version():
         assert "the board reads .mpy v5" in done.stderr and "the file is .mpy version 6" in done.stderr
         assert "nothing copied" in done.stderr and len(done.stderr.strip().splitlines()) == 1
         assert "kbench_server" not in mpremote(other.port, "ls")
+
+
+def test_deploy_to_a_port_that_goes_away_is_one_line():
+    # a pty whose far end closes as deploy starts talking: pyserial's "device reports readiness to read but returned
+    # no data" is a link error, not a traceback
+    master, slave = os.openpty()
+    name = os.ttyname(slave)
+    deploy = subprocess.Popen([sys.executable, "-m", "mcu.deploy", "--serial", name], cwd=ROOT, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        os.read(master, 64)  # deploy's first bytes (its Ctrl-C and Ctrl-A)
+        os.close(master)
+        _, err = deploy.communicate(timeout=60)
+    finally:
+        os.close(slave)
+        if deploy.poll() is None:
+            deploy.kill()
+    assert deploy.returncode == 1, err
+    assert err.startswith(f"kbench: {name}: ") and len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
 
 
 def test_twin_refuses_a_foreign_mpy_as_micropython_does(fresh_twin):

@@ -49,6 +49,26 @@ def test_cycles_are_deterministic_and_grow_with_the_work(emulator):
 
 
 @needs_emulator
+@pytest.mark.parametrize("seq,dim,causal,bc", [(17, 59, True, 5), (40, 16, False, 32)])
+def test_the_c_block_hook_counts_what_the_python_hook_counts(emulator, seq, dim, causal, bc):
+    # the cycle model counted in C (mcu/native/twin_blockcount.c) and in the Python hook: the same cycles, the same
+    # DWT reading (taken mid-block by the kernel), instructions and blocks, call after call
+    from mcu.sim.q15emu import Q15Emulator
+
+    assert emulator.cpu.counter is not None, emulator.cpu.counting
+    python = Q15Emulator(native_count=False)
+    assert python.cpu.counter is None and python.cpu.counting == "Python (asked for)"
+    params, q, k, v = random_case(np.random.default_rng(seq), seq, dim, causal, bc)
+    for _ in range(2):
+        out_c, dwt_c, stats_c = emulator.run(params, q, k, v)
+        out_py, dwt_py, stats_py = python.run(params, q, k, v)
+        assert np.array_equal(out_c, out_py)
+        assert (dwt_c, stats_c.cycles, stats_c.instructions, stats_c.blocks) == \
+            (dwt_py, stats_py.cycles, stats_py.instructions, stats_py.blocks)
+        assert 0 < dwt_c < stats_c.cycles
+
+
+@needs_emulator
 def test_bad_arguments_raise_the_kernels_messages(emulator):
     good = [("h", bytes(24))] * 4
     with pytest.raises(ValueError, match=r"^dim=300 is out of range; allowed: 1\.\.256$"):

@@ -221,7 +221,10 @@ function lineByte(forCode) {
   for (;;) {
     const c = nextByte();
     if (c !== CTRL_C) return c;
-    pollAttention(true, !forCode); // its attention byte, written before it, is judged first
+    // its attention byte, written before it, is judged first; for code that has the interrupt character off (the
+    // frame server's binary frames are full of 0x03) it is data whatever that byte says, and the byte is left to the
+    // next look (it is counted as judged on delivery)
+    if (!forCode || executing()) pollAttention(true, !forCode);
     delivered += 1;
     if (delivered <= announced) {
       if (verdicts.shift()) continue; // it interrupted the VM already
