@@ -31,7 +31,7 @@ typedef struct {
 
 void kb_on_block(void *uc, uint64_t address, uint32_t size, void *user_data) {
     kb_counter *counter = (kb_counter *)user_data;
-    uint32_t cycles, instructions;
+    uint32_t cycles = 0, instructions = 0; /* stay 0 if `miss` fails (ctypes prints its exception) */
     uint64_t slot = (address - counter->base) >> 1;
     (void)uc;
     if (address >= counter->base && slot < counter->slots && counter->cycles[slot] != 0) {
