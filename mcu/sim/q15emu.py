@@ -16,7 +16,10 @@ mcu/sim/blockcount.py). docs/twin.md says what is ignored.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +87,28 @@ def instruction_cycles(mnemonic: str, operands: str, previous_was_load: bool) ->
     if name.startswith("v"):
         return VFP_CYCLES.get(name, 1)
     return 1  # ALU, shifts, multiplies and DSP multiply-accumulates (single-cycle on the M4), branches, IT
+
+
+@contextlib.contextmanager
+def interrupts_after_the_call():
+    """A Ctrl-C (SIGINT) during an emulated call is raised once the call returns. Raised inside Unicorn, it would
+    land in one of its callbacks (the DWT read, a block's costing), which the binding reports and swallows, leaving
+    a wrong cycle count in a call that goes on. Only the main thread receives signals; elsewhere nothing changes."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:  # None: a handler set in C
+        yield
+        return
+    pending: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pending:  # the handler that was there gets it now: Python's raises KeyboardInterrupt, a tool's its own
+        if callable(previous):
+            previous(signal.SIGINT, None)
+        elif previous == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)
 
 
 @dataclass
@@ -242,7 +267,8 @@ class CortexM4:
         if self.counter is not None:
             self.counter.reset()
         start = time.perf_counter()
-        self.uc.emu_start(self.symbols[name] | 1, RETURN_ADDRESS, timeout=int(timeout_s * 1e6))
+        with interrupts_after_the_call():
+            self.uc.emu_start(self.symbols[name] | 1, RETURN_ADDRESS, timeout=int(timeout_s * 1e6))
         self._stats.wall_s = time.perf_counter() - start
         if self.counter is not None:
             counter = self.counter
