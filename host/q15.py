@@ -1,7 +1,9 @@
 """The Q15 attention contract as a bit-accurate numpy model (docs/q15.md is the specification).
 
-Every Q15 target (the C kernel on the host and on the Cortex-M4, the board twin, the ASIC datapath model) must give
-exactly the int16 outputs of `attention_q15` for the same inputs and parameters. The model is vectorised over query
+Every Q15 target (the C kernel on the host and on the Cortex-M4, the board twin, the ASIC datapath model and its RTL)
+must give exactly the outputs of `attention_q15` (int16 values and each row's output shift, `Q15Out`) for the same
+inputs and parameters. This is version 2 of the contract (`CONTRACT_VERSION`): the key block Bc is the contract's
+(`BC`, the same for every target) and every output row carries its own exponent. The model is vectorised over query
 rows and walks keys in blocks of Bc, as the kernel does; a seq 256, dim 64 head takes a few milliseconds.
 
 Also here: the helpers every Q15 target uses to turn float tensors into Q15 and back (`quantize`, `dequantize`),
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,13 +23,22 @@ from host.errors import SpecError
 from host.checks import check_int
 from host.problem import AttentionProblem
 
+#: The contract's version (docs/q15.md): 1 took Bc from the hardware and gave outputs in V's scale; 2 fixes Bc for
+#: every target and gives each output row its own exponent.
+CONTRACT_VERSION = 2
+#: The contract's key block: every target computes a problem at this Bc (the board's kernel, its twin, the ASIC
+#: datapath whatever its array's width, the RTL), so that all give the same bits for one problem.
+BC = 64
+
 # The same limits as mcu/native/attention_q15.h.
 SEQ_MAX = 32768
 DIM_MAX = 256
 #: Bc of the C kernel (its block's scores and probabilities live on the stack).
 BC_MAX = 64
-#: Bc of this model and of the ASIC datapath (codesign), whose key block is its array's width, up to 256 columns.
+#: Bc this model and the ASIC datapath model accept (tools that study other blocks than `BC`).
 MODEL_BC_MAX = 256
+#: An output row's shift g is 0..OUT_SHIFT_MAX: the row is o · 2^(s_V - 15 - g).
+OUT_SHIFT_MAX = 31
 MULT_MIN, MULT_MAX = 1 << 14, (1 << 15) - 1
 SHIFT_MIN, SHIFT_MAX = 1, 62
 #: Range of the per-tensor power-of-two exponent s (a tensor is q · 2^(s-15)).
@@ -136,11 +148,28 @@ def exp2_q15(delta: np.ndarray) -> np.ndarray:
     return np.where(n >= 16, 0, np.minimum(p, Q15_ONE_CAP))
 
 
-def attention_q15(q: np.ndarray, k: np.ndarray, v: np.ndarray, params: Q15Params, row0: int = 0) -> np.ndarray:
+class Q15Out(NamedTuple):
+    """A Q15 head's output: int16 values (..., d) and each row's shift g (..., uint8, 0..OUT_SHIFT_MAX); a row stands
+    for o · 2^(s_V - 15 - g), s_V the exponent of V."""
+
+    o: np.ndarray
+    shift: np.ndarray
+
+    def same_bits(self, other: "Q15Out") -> bool:
+        """Whether `other` holds the same values and shifts (the contract's bit-exactness)."""
+        return bool(np.array_equal(self.o, other.o) and np.array_equal(self.shift, other.shift))
+
+    def dequantize(self, exponent: int) -> np.ndarray:
+        """The output as float64, for V's exponent s_V."""
+        return np.asarray(self.o, dtype=np.float64) * np.exp2(
+            exponent - 15 - np.asarray(self.shift, dtype=np.float64))[..., None]
+
+
+def attention_q15(q: np.ndarray, k: np.ndarray, v: np.ndarray, params: Q15Params, row0: int = 0) -> Q15Out:
     """The contract's output rows row0 .. row0+len(q)-1 for one head.
 
     q: (rows, dim) int16 query rows; k, v: (seq, dim) int16 (the kernel receives V transposed; the arithmetic is the
-    same). Returns (rows, dim) int16, in V's scale.
+    same). Returns the rows' int16 values (rows, dim) and their output shifts (rows,): row i is o_i · 2^(s_V-15-g_i).
     """
     seq, dim = params.seq, params.dim
     q, k, v = (np.asarray(a) for a in (q, k, v))
@@ -217,23 +246,40 @@ class StreamState:
             self.acc = self.acc + p @ vb
         self.next_key = key0 + nkeys
 
-    def finish(self) -> np.ndarray:
-        """The rows' int16 outputs, once every key has been taken."""
+    def finish(self) -> Q15Out:
+        """The rows' outputs, once every key has been taken."""
         if self.next_key != self.key_end:
             raise SpecError(f"the rows have taken keys 0..{self.next_key - 1} of 0..{self.key_end - 1}: send the rest "
                             "first")
         return divide_q15(self.acc, self.l)
 
 
-def divide_q15(acc: np.ndarray, l: np.ndarray) -> np.ndarray:
-    """O = acc / l rounded to int16: l normalised to 16 significant bits (both shifted by the same s with
-    rounding), then magnitudes divided with round half up, the sign restored, and the result saturated."""
-    bits = np.frexp(l.astype(np.float64))[1]  # bit length of l >= 1 (exact: l < 2^53)
-    s = np.maximum(bits - 16, 0)
+def bit_length(x: np.ndarray) -> np.ndarray:
+    """The bit length of each non-negative int64 (0 for 0), exactly: frexp is exact below 2^53 and the values here
+    (l < 2^30, |A| < 2^46) stay below it."""
+    return np.frexp(np.asarray(x, dtype=np.float64))[1].astype(np.int64)
+
+
+def output_shift(acc: np.ndarray, l: np.ndarray) -> np.ndarray:
+    """Each row's output shift g (docs/q15.md §6): g = clamp(bitlen(l) − bitlen(max_c |A_c|) + 14, 0, OUT_SHIFT_MAX),
+    0 for a row whose accumulators are all 0. It puts the row's largest |A|·2^g / l in [2^13, 2^15)."""
+    peak = np.abs(acc).max(axis=-1, keepdims=True)
+    g = np.clip(bit_length(l) - bit_length(peak) + 14, 0, OUT_SHIFT_MAX)
+    return np.where(peak == 0, 0, g)
+
+
+def divide_q15(acc: np.ndarray, l: np.ndarray) -> Q15Out:
+    """O = A · 2^g / l per row, rounded to int16: the row's shift g from `output_shift`; l normalised to 16 significant
+    bits (shifted right by s with rounding) and A shifted by g − s (left exactly, or right with rounding); magnitudes
+    divided with round half up, the sign restored, and the result saturated."""
+    g = output_shift(acc, l)
+    s = np.maximum(bit_length(l) - 16, 0)
     l_n = round_shift(l, s)
-    acc_n = round_shift(acc, s)
+    t = s - g  # A's net right shift
+    acc_n = np.where(t >= 0, round_shift(acc, np.maximum(t, 0)), np.left_shift(acc, np.maximum(-t, 0)))
     mag = (np.abs(acc_n) + (l_n >> 1)) // l_n
-    return np.clip(np.where(acc_n < 0, -mag, mag), -32768, 32767).astype(np.int16)
+    o = np.clip(np.where(acc_n < 0, -mag, mag), -32768, 32767).astype(np.int16)
+    return Q15Out(o, g[..., 0].astype(np.uint8))
 
 
 @dataclass(frozen=True)
@@ -251,21 +297,22 @@ class Quantized:
         """(q, k, v) of one head, each (N, d) int16."""
         return self.q[b, h], self.k[b, h], self.v[b, h]
 
-    def expected(self) -> np.ndarray:
-        """The contract's int16 output (B, H, N, d): the model run on every head."""
-        out = np.empty(self.q.shape, dtype=np.int16)
+    def expected(self) -> Q15Out:
+        """The contract's output, values (B, H, N, d) and shifts (B, H, N): the model run on every head."""
+        out = Q15Out(np.empty(self.q.shape, dtype=np.int16), np.empty(self.q.shape[:-1], dtype=np.uint8))
         for b in range(self.q.shape[0]):
             for h in range(self.q.shape[1]):
-                out[b, h] = attention_q15(*self.head(b, h), self.params)
+                out.o[b, h], out.shift[b, h] = attention_q15(*self.head(b, h), self.params)
         return out
 
-    def dequantize(self, out: np.ndarray) -> np.ndarray:
-        """An int16 output (in V's scale) as float64."""
-        return dequantize(out, self.exponents[2])
+    def dequantize(self, out: Q15Out) -> np.ndarray:
+        """An output (values and row shifts) as float64."""
+        return out.dequantize(self.exponents[2])
 
 
-def prepare(problem: AttentionProblem, q: np.ndarray, k: np.ndarray, v: np.ndarray, bc: int) -> Quantized:
-    """Quantise float Q, K, V (B, H, N, d) per tensor and derive the parameters every Q15 target is given."""
+def prepare(problem: AttentionProblem, q: np.ndarray, k: np.ndarray, v: np.ndarray, bc: int = BC) -> Quantized:
+    """Quantise float Q, K, V (B, H, N, d) per tensor and derive the parameters every Q15 target is given (at the
+    contract's key block `BC` unless a tool asks for another)."""
     (qq, sq), (kq, sk), (vq, sv) = quantize(q), quantize(k), quantize(v)
     mult, shift = score_scale(sq, sk, problem.dim)
     params = Q15Params(problem.seq, problem.dim, problem.causal, bc, mult, shift)
@@ -299,8 +346,8 @@ def error_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, quantized: Quantize
     return quantisation + arithmetic
 
 
-def run_problem(problem: AttentionProblem, bc: int = 16) -> tuple[np.ndarray, np.ndarray]:
-    """Quantise the problem's inputs per tensor, run the model on every head; (int16 O, float64 dequantised O)."""
-    quantized = prepare(problem, *problem.inputs(), min(bc, BC_MAX))
+def run_problem(problem: AttentionProblem, bc: int = BC) -> tuple[Q15Out, np.ndarray]:
+    """Quantise the problem's inputs per tensor, run the model on every head; (Q15 output, float64 dequantised O)."""
+    quantized = prepare(problem, *problem.inputs(), bc)
     out = quantized.expected()
     return out, quantized.dequantize(out)
