@@ -327,7 +327,9 @@ def error_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, quantized: Quantize
     output by at most (e^(2δ) − 1)·max|V| + ε_V. Arithmetic: each of the K weights errs by at most E LSB (EXP2 0.97,
     the score's rounding 0.17, and M's relative error 2⁻¹⁵ on exponent differences up to 2·zmax), giving
     2·K·E·max|V|/32767; each rescale, the divisor's normalisation and the 32767 cap add their relative errors times
-    max|V|; the output's rounding adds half an LSB of V's scale.
+    max|V|; the division adds at most one LSB of the row's scale 2^(s_V−15−g) ≤ 2^(s_V−15) (half an LSB of rounding,
+    and at most another half where a quotient rounds to 32768 and saturates; with v2's row shift g the LSB shrinks
+    with the row, so V's LSB bounds every row).
     """
     params = quantized.params
     sq, sk, sv = quantized.exponents
@@ -337,12 +339,12 @@ def error_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, quantized: Quantize
     q_norm = float(np.max(np.linalg.norm(q.astype(np.float64), axis=-1)))
     k_norm = float(np.max(np.linalg.norm(k.astype(np.float64), axis=-1)))
     delta = (q_norm * eps_k * math.sqrt(d) + k_norm * eps_q * math.sqrt(d) + d * eps_q * eps_k) / math.sqrt(d)
-    quantisation = math.expm1(2.0 * delta) * vmax + eps_v
+    quantisation = math.expm1(2.0 * delta) * vmax + eps_v  # the inputs' rounding, V's half LSB included
     z_max = (q_norm + eps_q * math.sqrt(d)) * (k_norm + eps_k * math.sqrt(d)) / math.sqrt(d) * math.log2(math.e)
     per_weight = 0.97 + 0.17 + 32767 * 2.0**-15 * 2.0 * z_max * math.log(2.0)  # E, in LSB of Q15
     rescales = -(-keys // params.bc)
     relative = rescales * 0.5 / 32767 + 2.0**-17 + 2.0**-15
-    arithmetic = 2.0 * keys * per_weight * vmax / 32767 + relative * vmax + eps_v
+    arithmetic = 2.0 * keys * per_weight * vmax / 32767 + relative * vmax + 2.0 * eps_v  # eps_v: half V's LSB
     return quantisation + arithmetic
 
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from host.errors import SpecError
 from host.problem import AttentionProblem
+from host.q15 import Q15Out
 from host.reference import ErrorMetrics, errors
 
 #: Unit roundoff of each storage precision (half the distance from 1 to the next float).
@@ -90,22 +91,33 @@ def check_float(out: np.ndarray, problem: AttentionProblem, gold: np.ndarray) ->
                     f"{problem.dtype} tolerance {SAFETY:g}·(u_store + u_acc·(1+√d+√N))")
 
 
-def check_q15(out: np.ndarray, expected: np.ndarray, dequantized: np.ndarray, gold: np.ndarray,
-              bound: float) -> Verdict:
-    """Judge a Q15 output: `out` (int16) must equal the model's `expected` bit for bit, and `dequantized` (float)
-    must stay within the contract's worst-case max-abs `bound` of the golden."""
+def check_q15(out: Q15Out, expected: Q15Out, dequantized: np.ndarray, gold: np.ndarray, bound: float) -> Verdict:
+    """Judge a Q15 output: `out` (int16 values and row shifts) must equal the model's `expected` bit for bit, and
+    `dequantized` (float) must stay within the contract's worst-case max-abs `bound` of the golden."""
     metrics = errors(dequantized, gold)
-    exact = bool(out.shape == expected.shape and np.array_equal(out, expected))
+    exact = out.same_bits(expected)
     failures = []
     if not exact:
-        differ = np.argwhere(out != expected) if out.shape == expected.shape else np.zeros((0, out.ndim), int)
-        where = "; ".join(f"O{tuple(int(i) for i in idx)}: got {int(out[tuple(idx)])}, model "
-                          f"{int(expected[tuple(idx)])}" for idx in differ[:MISMATCHES_SHOWN])
-        failures.append(f"not bit-exact with host/q15.py ({len(differ)} of {out.size} elements differ"
-                        + (f": {where})" if where else f"; shapes {out.shape} vs {expected.shape})"))
+        failures.append("not bit-exact with host/q15.py (" + _differences(out, expected) + ")")
     if not metrics.max_abs <= bound:
         failures.append(f"max_abs {metrics.max_abs:.3g} > the contract's bound {bound:.3g}")
     return _verdict(metrics, math.inf, bound, exact, failures, dequantized, gold, "Q15 contract")
+
+
+def _differences(out: Q15Out, expected: Q15Out) -> str:
+    """Which values and row shifts differ, e.g. '2 of 64 values differ: O(0, 1, 5, 2): got 3, model 4; ...'."""
+    parts = []
+    for name, got, want, label in (("values", out.o, expected.o, "O"), ("row shifts", out.shift, expected.shift, "g")):
+        got, want = np.asarray(got), np.asarray(want)
+        if got.shape != want.shape:
+            parts.append(f"{name}: shapes {got.shape} vs {want.shape}")
+            continue
+        differ = np.argwhere(got != want)
+        if len(differ):
+            where = "; ".join(f"{label}{tuple(int(i) for i in idx)}: got {int(got[tuple(idx)])}, model "
+                              f"{int(want[tuple(idx)])}" for idx in differ[:MISMATCHES_SHOWN])
+            parts.append(f"{len(differ)} of {got.size} {name} differ: {where}")
+    return "; ".join(parts)
 
 
 def _verdict(metrics: ErrorMetrics, rel_limit: float, abs_limit: float, exact: bool | None, failures: list[str],

@@ -67,7 +67,7 @@ def test_small_mistakes_are_wrong_and_say_where(change, needle):
 def quantized_case(seq, dim, causal, seed=0):
     problem = AttentionProblem(heads=2, seq=seq, dim=dim, causal=causal, seed=seed)
     q, k, v = problem.inputs()
-    quantized = q15.prepare(problem, q, k, v, 16)
+    quantized = q15.prepare(problem, q, k, v)
     return problem, (q, k, v), quantized, golden(problem)
 
 
@@ -76,7 +76,7 @@ def test_the_model_is_ok_and_inside_its_bound(seq, dim, causal):
     problem, (q, k, v), quantized, gold = quantized_case(seq, dim, causal)
     out = quantized.expected()
     bound = q15.error_bound(q, k, v, quantized)
-    verdict = check_q15(out, out.copy(), quantized.dequantize(out), gold, bound)
+    verdict = check_q15(out, q15.Q15Out(out.o.copy(), out.shift.copy()), quantized.dequantize(out), gold, bound)
     assert verdict.status == "ok" and verdict.bit_exact is True and verdict.max_abs_limit == bound
     assert verdict.metrics.max_abs <= bound
 
@@ -84,18 +84,28 @@ def test_the_model_is_ok_and_inside_its_bound(seq, dim, causal):
 def test_one_flipped_bit_is_wrong_and_named():
     problem, (q, k, v), quantized, gold = quantized_case(33, 8, False)
     expected = quantized.expected()
-    out = expected.copy()
-    out[0, 1, 4, 2] ^= 1
+    out = q15.Q15Out(expected.o.copy(), expected.shift.copy())
+    out.o[0, 1, 4, 2] ^= 1
     verdict = check_q15(out, expected, quantized.dequantize(out), gold, q15.error_bound(q, k, v, quantized))
     assert verdict.status == "wrong" and verdict.bit_exact is False
-    assert "1 of 528 elements differ" in verdict.message and "O(0, 1, 4, 2)" in verdict.message
+    assert "1 of 528 values differ" in verdict.message and "O(0, 1, 4, 2)" in verdict.message
+
+
+def test_one_wrong_row_shift_is_wrong_and_named():
+    problem, (q, k, v), quantized, gold = quantized_case(33, 8, False)
+    expected = quantized.expected()
+    out = q15.Q15Out(expected.o.copy(), expected.shift.copy())
+    out.shift[0, 0, 7] += 1
+    verdict = check_q15(out, expected, quantized.dequantize(out), gold, q15.error_bound(q, k, v, quantized))
+    assert verdict.status == "wrong" and verdict.bit_exact is False
+    assert "1 of 66 row shifts differ" in verdict.message and "g(0, 0, 7)" in verdict.message
 
 
 def test_garbage_that_matches_a_broken_model_still_breaks_the_bound():
     """If the model and the kernel were wrong together (here: both output zeros), bit-exactness holds and the
     contract's bound is what catches it, at sizes where the worst case is below max|O|."""
     problem, (q, k, v), quantized, gold = quantized_case(16, 16, False)
-    zeros = np.zeros(problem.shape, dtype=np.int16)
+    zeros = q15.Q15Out(np.zeros(problem.shape, dtype=np.int16), np.zeros(problem.shape[:-1], dtype=np.uint8))
     bound = q15.error_bound(q, k, v, quantized)
     verdict = check_q15(zeros, zeros, quantized.dequantize(zeros), gold, bound)
     assert bound < np.abs(gold).max() and verdict.status == "wrong" and "contract's bound" in verdict.message
