@@ -158,3 +158,21 @@ def test_every_target_gets_the_contracts_block():
     problem = AttentionProblem(seq=8, dim=4)
     assert q15.prepare(problem, *problem.inputs()).params.bc == q15.BC == 64 and q15.CONTRACT_VERSION == 2
 
+
+
+def test_the_worked_example_of_the_contract():
+    """docs/q15.md §9: the numbers there, worked by hand in exact integers, are the model's."""
+    q = np.array([[12000, -9000]], np.int16)
+    k = np.array([[-16384, 4096], [8192, 8192], [20000, -3000]], np.int16)
+    v = np.array([[3000, -1200], [-2500, 900], [400, 1800]], np.int16)
+    mult, shift = q15.score_scale(0, 0, 2)
+    assert (mult, shift) == (16714, 28)
+    state = q15.StreamState.start(q, 0, q15.Q15Params(3, 2, False, 2, mult, shift))
+    state.absorb(k[:2], v[:2], 0)
+    assert (int(state.m[0, 0]), int(state.l[0, 0]), state.acc[0].tolist()) == (1530, 60414, [1023500, -3686100])
+    state.absorb(k[2:], v[2:], 2)
+    assert (int(state.l[0, 0]), state.acc[0].tolist()) == (84267, [13979280, 55838393])
+    out = state.finish()
+    assert out.o.tolist() == [[5309, 21204]] and out.shift.tolist() == [5]
+    one_block = q15.attention_q15(q, k, v, q15.Q15Params(3, 2, False, 3, mult, shift))
+    assert one_block.o.tolist() == [[5308, 21204]] and one_block.shift.tolist() == [5]
