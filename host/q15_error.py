@@ -60,7 +60,7 @@ def kind_list(text: str) -> tuple[str, ...]:
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="python -m host.q15_error", doc=__doc__)
     parser.add_argument("--seq", type=int_list("seq", 1, SEQ_MAX), default=(16, 256, 1024, 4096, 16384, 32768),
-                        metavar="LIST", help="sequence lengths N, comma-separated (default 16,256,1024,4096,16384,32768)")
+                        metavar="LIST", help="sequence lengths N (default 16,256,1024,4096,16384,32768)")
     parser.add_argument("--dim", type=int_list("dim", 1, DIM_MAX), default=(16, 64, 128), metavar="LIST",
                         help="head dimensions d, comma-separated (default 16,64,128)")
     parser.add_argument("--causal", choices=("0", "1", "both"), default="both", help="causal masking (default both)")
