@@ -110,7 +110,8 @@ def deploy(port: str, baud: int, q15attn: Path | None = None, say=print) -> list
             say(lines[-1])
         if note:
             say(note)
-        say(f"q15attn on the board: {module_status(transport)}")
+        status = module_status(transport)
+        say(f"q15attn on the board: {status}{stale_module_note(status)}")
         transport.exit_raw_repl()
     except (TransportError, OSError) as exc:  # pyserial's SerialException is an OSError: the port went away
         raise LinkError(f"{port}: {exc}") from None
@@ -125,6 +126,19 @@ def module_status(transport) -> str:
     transport.exec("try:\n import q15attn\n _kb = 'version %d' % q15attn.version()\n"
                    "except Exception as e:\n _kb = 'missing (%s)' % e\n")
     return transport.eval("_kb")
+
+
+def stale_module_note(status: str) -> str:
+    """What to say after module_status's 'version N' when N is older than the contract this host computes needs
+    (mcu.messages.MODULE_VERSION): the host and the server would refuse it. '' otherwise."""
+    from mcu.messages import MODULE_VERSION
+
+    words = status.split()
+    if len(words) != 2 or words[0] != "version" or not words[1].isdigit() or int(words[1]) >= MODULE_VERSION:
+        return ""
+    return (f" (older than the version {MODULE_VERSION} this host and server need, Q15 contract v2: build q15attn.mpy "
+            f"of this tree, make -C mcu/native mpy MPY_DIR=<micropython checkout>, and deploy again; a q15attn baked "
+            f"into the firmware needs a new firmware)")
 
 
 def build_parser() -> Parser:

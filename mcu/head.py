@@ -1,11 +1,12 @@
 """One attention head on a board (or the twin) through the frame protocol, resumable across lost sessions.
 
 A resident head (the planner's plan: K and V^T fit the board's heap) is SETUP, LOAD K and V^T, then per chunk of
-query rows LOAD Q, RUN and READ O. A streamed head is SETUP with the plan's key chunk, then per chunk of query rows
-LOAD Q and, for each key chunk in key order, LOAD that chunk of K and V^T and STREAM it into the rows' state on the
-board; the last one leaves O to READ. The LOADs of a tensor go windowed (several frames in flight,
-mcu.link.BoardLink.load), the rest one at a time; LOAD and READ move their bytes in the link's chunks, which shrink on
-a noisy line (mcu/chunks.py). Chunks of query rows are independent, so a session lost
+query rows LOAD Q, RUN and READ O and its row shifts. A streamed head is SETUP with the plan's key chunk, then per
+chunk of query rows LOAD Q and, for each key chunk in key order, LOAD that chunk of K and V^T and STREAM it into the
+rows' state on the board; the last one leaves O and its row shifts to READ. The head's output is a `q15.Q15Out`
+(values (seq, d), shifts (seq,)), as the contract's model gives it. The LOADs of a tensor go windowed (several
+frames in flight, mcu.link.BoardLink.load), the rest one at a time; LOAD and READ move their bytes in the link's
+chunks, which shrink on a noisy line (mcu/chunks.py). Chunks of query rows are independent, so a session lost
 mid-head (a reset board, a restarted twin) costs only the chunk in flight, whose state died with the session: the
 next session sets the head up again and goes on with the rows not done, a streamed chunk from its first key. After a
 session that completed no chunk, the next one takes chunks half as large as the last one's, so that a line resetting
@@ -69,7 +70,7 @@ class Session:
 
 @dataclass(frozen=True)
 class HeadResult:
-    out: np.ndarray  # (seq, dim) int16
+    out: q15.Q15Out  # values (seq, dim) int16, row shifts (seq,) uint8
     cycles: np.ndarray  # (repeats,) summed over chunks
     temp_c: float | None
     vdda_v: float | None
@@ -95,7 +96,7 @@ class _Progress:
     dim: int
     repeats: int
     done: np.ndarray = None  # (seq,) bool
-    out: np.ndarray = None  # (seq, dim) int16
+    out: q15.Q15Out = None  # values (seq, dim) int16, row shifts (seq,) uint8
     cycles: np.ndarray = None  # (repeats,) int64
     sensors: tuple = (None, None)
     sessions: list[int] = field(default_factory=list)
@@ -106,7 +107,7 @@ class _Progress:
 
     def __post_init__(self) -> None:
         self.done = np.zeros(self.seq, dtype=bool)
-        self.out = np.empty((self.seq, self.dim), dtype=np.int16)
+        self.out = q15.Q15Out(np.empty((self.seq, self.dim), dtype=np.int16), np.empty(self.seq, dtype=np.uint8))
         self.cycles = np.zeros(self.repeats, dtype=np.int64)
 
     def chunks(self, rows: int):
@@ -212,7 +213,9 @@ def _run_plan(session: Session, params: q15.Q15Params, q: np.ndarray, k: np.ndar
             _check_timed(reply)
             cycles = np.asarray(reply.cycles, dtype=np.int64)
         data = link.read(m.Tensor.O, 2 * nrows * dim)
-        progress.out[row0:row0 + nrows] = np.frombuffer(bytes(data), dtype="<i2").reshape(nrows, dim)
+        shifts = link.read(m.Tensor.OSHIFT, nrows)  # each row's g: the row stands for o · 2^(s_V - 15 - g)
+        progress.out.o[row0:row0 + nrows] = np.frombuffer(bytes(data), dtype="<i2").reshape(nrows, dim)
+        progress.out.shift[row0:row0 + nrows] = np.frombuffer(bytes(shifts), dtype=np.uint8)
         progress.cycles += cycles
         progress.done[row0:row0 + nrows] = True
         progress.sensors = (reply.temp_c, reply.vdda_v)

@@ -44,10 +44,14 @@ class Status(enum.IntEnum):
 
 
 class Tensor(enum.IntEnum):
+    """What LOAD writes and READ reads: Q, K, V^T (int16 rows), O (int16 rows) and OSHIFT, O's row shifts (a u8 per
+    query row, READ only; protocol 5)."""
+
     Q = 0
     K = 1
     VT = 2
     O = 3
+    OSHIFT = 4
 
 
 SETUP = struct.Struct("<HHBBHBHH")  # seq, dim, causal, bc, score_mult, score_shift, rows, keys (< seq: streamed)
@@ -67,7 +71,13 @@ RUN_REPLY = struct.Struct("<BiI")  # status, temp_milli_c, vdda_milli_v; then a 
 #: before; fewer: one key chunk at a time, with the query rows' state); STREAM runs one chunk.
 #: 4 (issue 29): HELLO's reply ends with largest_block:u32, the largest block the heap could give when it was
 #: measured (gc.mem_free() counts every free block; the tensors need one); SETUP puts them in one block when it can.
-PROTOCOL = 4
+#: 5 (issue 31, Q15 contract v2): every output row has its own shift; the kernel writes them beside O (RUN, and the
+#: STREAM that divides) and READ returns them as tensor OSHIFT (4), a u8 per row; SETUP allocates `rows` bytes more
+#: for them. Layouts are otherwise protocol 4's. The server refuses a q15attn older than MODULE_VERSION.
+PROTOCOL = 5
+#: The q15attn version (`version()`, HELLO's `module`) whose kernel computes the contract this protocol carries (v2:
+#: a shift per output row); an older one computes contract v1 and is refused by the server and by the host.
+MODULE_VERSION = 4
 REPEAT_MAX = 255
 NO_TEMP = -(1 << 31)
 NO_CYCLES = 0xFFFFFFFF
@@ -128,6 +138,18 @@ class Hello:
     def module_present(self) -> bool:
         return self.module_version > 0
 
+    def module_refusal(self, port: str) -> str:
+        """Why this board's q15attn cannot run this host's contract, in one line ('' when it can: the version this
+        protocol needs, or later)."""
+        if not self.module_present:
+            return (f"{port}: q15attn is not on the board (deploy q15attn.mpy with python -m mcu.deploy --serial "
+                    f"{port}, or bake it into the firmware)")
+        if self.module_version < MODULE_VERSION:
+            return (f"{port}: q15attn on the board is version {self.module_version}; this host needs version "
+                    f"{MODULE_VERSION} (Q15 contract v2: output row shifts): re-deploy with python -m mcu.deploy "
+                    f"--serial {port}")
+        return ""
+
     @classmethod
     def parse(cls, payload: bytes) -> "Hello":
         payload = bytes(payload)
@@ -177,9 +199,9 @@ class RunReply:
 
 def tensor_bytes(seq: int, dim: int, rows: int, keys: int | None = None) -> int:
     """The heap SETUP allocates (as the server): K and V^T for `keys` keys (default all seq, resident), Q and O for
-    `rows` query rows, int16 each, and a streamed head's state (keys < seq)."""
+    `rows` query rows, int16 each, O's row shifts (a byte per row), and a streamed head's state (keys < seq)."""
     keys = seq if keys is None else keys
-    return 2 * dim * (2 * keys + 2 * rows) + (state_bytes(dim, rows) if keys < seq else 0)
+    return 2 * dim * (2 * keys + 2 * rows) + rows + (state_bytes(dim, rows) if keys < seq else 0)
 
 
 def state_bytes(dim: int, rows: int) -> int:

@@ -3,16 +3,17 @@
 The frame server keeps `reserve` bytes free for frames and the interpreter; the planner works with HELLO's free heap
 less that reserve and SLACK, and no more than HELLO's largest block less BLOCK_MARGIN (SETUP puts the tensors in one
 block: free heap is not contiguous heap). Where K and V^T fit whole (2·seq·dim int16 each) beside at least one query
-row, the head is resident: K and V^T go once, then Q and O in chunks of `rows` query rows, the largest that fits,
-spread evenly over the fewest chunks. Where they do not, the head is streamed (docs/q15.md §7, docs/protocol.md):
-the board holds `keys` keys of K and V^T at a time (a multiple of Bc) and the online-softmax state of `rows` query
-rows (mcu.messages.tensor_bytes, state_bytes), and every chunk of query rows takes all key chunks in turn. Each
+row, the head is resident: K and V^T go once, then Q and O (and O's row shifts, a byte per row) in chunks of `rows`
+query rows, the largest that fits, spread evenly over the fewest chunks. Where they do not, the head is streamed
+(docs/q15.md §7, docs/protocol.md): the board holds `keys` keys of K and V^T at a time (a multiple of Bc, the
+contract's `host.q15.BC` = 64 for every head a target runs) and the online-softmax state of `rows` query rows
+(mcu.messages.tensor_bytes, state_bytes), and every chunk of query rows takes all key chunks in turn. Each
 query chunk sends K and V^T again, and each key chunk costs a request, so the planner picks the (rows, keys) that
 fits with the least link cost: bytes sent plus CALL_COST_BYTES per STREAM. It refuses with one line naming the limit
 only when not even one query row and one key block fit.
 
     python -m mcu.planner [--heap-free BYTES] [--reserve BYTES] [--largest-block BYTES] [--dim 32,64]
-                          [--seq 512,32768] [--bc 32]
+                          [--seq 512,32768] [--bc 64]
 
 prints, per dim, the largest resident seq and the plan of each seq (default: the twin's 100 KB heap as its HELLO
 reports it). A head that does not fit is a row saying why, and the whole table is printed; then one line counts the
@@ -31,7 +32,7 @@ from typing import Sequence
 
 from host.cli_common import Parser, guard, int_list, integer
 from host.errors import SpecError, TargetError
-from host.q15 import BC_MAX, DIM_MAX, SEQ_MAX
+from host.q15 import BC, BC_MAX, DIM_MAX, SEQ_MAX
 from mcu.messages import state_bytes, tensor_bytes
 
 #: The twin's HELLO on its 100 KB heap after mcu.deploy and the server start (python -m mcu.link_bench prints it).
@@ -118,9 +119,14 @@ def room_text(heap_free: int, reserve: int, largest: int | None) -> str:
     return text
 
 
+def row_bytes(dim: int) -> int:
+    """Bytes one more query row takes on the board, resident: its Q and O (int16) and its output shift (a byte)."""
+    return 4 * dim + 1
+
+
 def largest_seq(dim: int, heap_free: int, reserve: int, largest: int | None = None) -> int:
     """The longest sequence whose K and V^T fit whole beside one query row (0 if none does): a resident head."""
-    return max(0, min(SEQ_MAX, (budget(heap_free, reserve, largest) - 4 * dim) // (4 * dim)))
+    return max(0, min(SEQ_MAX, (budget(heap_free, reserve, largest) - row_bytes(dim)) // (4 * dim)))
 
 
 def _spread(seq: int, rows: int) -> tuple[int, int]:
@@ -129,7 +135,7 @@ def _spread(seq: int, rows: int) -> tuple[int, int]:
     return math.ceil(seq / chunks), chunks
 
 
-def plan(seq: int, dim: int, heap_free: int, reserve: int, bc: int = 1, cap: int | None = None,
+def plan(seq: int, dim: int, heap_free: int, reserve: int, bc: int = BC, cap: int | None = None,
          largest: int | None = None) -> Plan:
     """The plan for one (seq, dim) head with key blocks of Bc: resident where K and V^T fit, else streamed; or
     DoesNotFit. `cap` (bytes) lowers the room below the heap's budget: the best plan whose tensors take at most that.
@@ -137,14 +143,14 @@ def plan(seq: int, dim: int, heap_free: int, reserve: int, bc: int = 1, cap: int
     room = budget(heap_free, reserve, largest)
     room = room if cap is None else min(cap, room)
     if tensor_bytes(seq, dim, 1) <= room:
-        rows, chunks = _spread(seq, min(seq, (room - 4 * seq * dim) // (4 * dim)))
+        rows, chunks = _spread(seq, min(seq, (room - 4 * seq * dim) // row_bytes(dim)))
         return Plan(seq, dim, rows, chunks, tensor_bytes(seq, dim, rows), room, seq)
     if not 1 <= bc <= BC_MAX:
         raise TargetError(f"bc={bc} is out of range; allowed: 1..{BC_MAX}")
     best = None
-    row_bytes = 4 * dim + state_bytes(dim, 1) - state_bytes(dim, 0)  # Q, O and the state of one more row
+    per_row = row_bytes(dim) + state_bytes(dim, 1) - state_bytes(dim, 0)  # Q, O, shift and state of one more row
     for keys in range(bc, seq, bc):
-        rows = min(seq, (room - 4 * dim * keys - state_bytes(dim, 0)) // row_bytes)
+        rows = min(seq, (room - 4 * dim * keys - state_bytes(dim, 0)) // per_row)
         if rows < 1:
             break
         rows, chunks = _spread(seq, rows)
@@ -198,7 +204,8 @@ def build_parser() -> Parser:
                         help="head dimensions d, comma-separated (default 32,64)")
     parser.add_argument("--seq", type=int_list("seq", 1, SEQ_MAX), default=(512, 4096, SEQ_MAX), metavar="LIST",
                         help=f"sequence lengths N, comma-separated (default 512,4096,{SEQ_MAX})")
-    parser.add_argument("--bc", type=integer("bc", 1, BC_MAX), default=32, help="keys per block Bc (default 32)")
+    parser.add_argument("--bc", type=integer("bc", 1, BC_MAX), default=BC,
+                        help=f"keys per block Bc (default {BC}, the contract's: host.q15.BC)")
     return parser
 
 

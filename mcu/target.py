@@ -3,18 +3,21 @@
 Its options (`add_options`): `--serial PORT [--baud N]`, or `--sim [--sim-faults SPEC]`.
 `open_session(settings)` connects for a whole sweep: with `sim` it starts `python -m mcu.sim` as a child (a pipe
 on its stdin, so it ends with the host), deploys the board code to it with mcu.deploy and connects to its pty; with
-`serial` it connects to the board (deploy first with `python -m mcu.deploy --serial PORT`). `run` quantises the
-problem per tensor with host/q15.py's `prepare` (as every Q15 target does), and for every head: SETUP with the planner's
-chunking, LOAD K and V^T, then per chunk of query rows LOAD Q, RUN (warm-up + timed repeats on the board) and READ
-O; a head whose K and V^T do not fit the board's heap is streamed, a key chunk at a time (mcu/head.py). A session lost
-mid-head (the board reset) is restarted and the head redone, so every row is measured once and whole; a SETUP or LOAD
-the board refuses for memory is retried with a smaller plan (rows, then keys) before the row is `oom`, and the row's
-message counts the replans per head. The row: latency = DWT cycles / clock (all heads and chunks of one repeat; measured
-by a board's counter, modelled by the twin's cycle model, as its timing_source says), the verdict (bit-exact with the
-model and within the contract's error bound: host/verdict.py), max_abs and rel_l2 of the dequantised output against the
-float64 golden, temperature and VDDA after the run (measured by a board's ADC, modelled by the twin), the Cortex-M4's
-datasheet roof (SMLALD: 2 MACs per cycle; SRAM: 4 bytes per cycle) for the roofline, and the energy of the row's
-problem: latency × the F407's datasheet run current × VDD (mcu/power.py), with the figure used in the row's message.
+`serial` it connects to the board (deploy first with `python -m mcu.deploy --serial PORT`); a q15attn on the board
+older than the contract this host computes (mcu.messages.MODULE_VERSION) is refused there, in one line. `run`
+quantises the problem per tensor with host/q15.py's `prepare` at the contract's Bc (`q15.BC`, as every Q15 target
+does; the row's bc), and for every head: SETUP with the planner's chunking, LOAD K and V^T, then per chunk of query
+rows LOAD Q, RUN (warm-up + timed repeats on the board) and READ O and its row shifts; a head whose K and V^T do not
+fit the board's heap is streamed, a key chunk at a time (mcu/head.py). The heads' outputs make one `q15.Q15Out`. A
+session lost mid-head (the board reset) is restarted and the head redone, so every row is measured once and whole; a
+SETUP or LOAD the board refuses for memory is retried with a smaller plan (rows, then keys) before the row is `oom`, and
+the row's message counts the replans per head. The row: latency = DWT cycles / clock (all heads and chunks of one
+repeat; measured by a board's counter, modelled by the twin's cycle model, as its timing_source says), the verdict
+(bit-exact with the model and within the contract's error bound: host/verdict.py), max_abs and rel_l2 of the dequantised
+output against the float64 golden, temperature and VDDA after the run (measured by a board's ADC, modelled by the twin),
+the Cortex-M4's datasheet roof (SMLALD: 2 MACs per cycle; SRAM: 4 bytes per cycle) for the roofline, and the energy of
+the row's problem: latency × the F407's datasheet run current × VDD (mcu/power.py), with the figure used in the row's
+message.
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ from mcu.head import Session, run_head  # Session is also re-exported for caller
 KERNELS = {"q15": "q15"}
 #: warm-up and timed repeats when the sweep does not set them: DWT cycles barely vary, and the twin's are exact.
 REPEATS = (0, 1)
-BC = 32  # keys per online-softmax block on the board
 DEFAULT_BAUD = 115200
 #: The Cortex-M4's roof (ARM Cortex-M4 TRM): SMLALD retires two 16×16 multiply-accumulates per cycle (4 operations
 #: in the FLOP convention), and the core moves at most one 32-bit word per cycle to or from SRAM.
@@ -144,9 +146,9 @@ def open_session(settings: Settings):
         stack.callback(link.close)
         kind = "twin" if sim else "board"
         description = f"{hello.machine} ({kind}, {hello.clock_hz / 1e6:g} MHz, heap {hello.heap_total} B)"
-        if not hello.module_present:
-            raise UnavailableError(f"{port}: q15attn is not on the {kind} (deploy q15attn.mpy with python -m "
-                                   "mcu.deploy, or bake it into the firmware)")
+        refusal = hello.module_refusal(port)  # missing, or older than the contract this host computes
+        if refusal:
+            raise UnavailableError(refusal)
         yield Session(link, port, description, twin=twin)
 
 
@@ -155,21 +157,22 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
     session: Session | None = options.session
     if session is None:
         raise UnavailableError("the MCU target has no session (host.compare opens one with --serial or --sim)")
-    quantized = q15.prepare(problem, inputs.q, inputs.k, inputs.v, BC)
+    quantized = q15.prepare(problem, inputs.q, inputs.k, inputs.v)  # at the contract's Bc (q15.BC), as every target
     repeats = options.warmup + options.iters
     if repeats > 255:
         raise SpecError(f"warmup + iters = {repeats} is out of range for the MCU; allowed: 1..255")
     stats = session.link.stats
     before = (stats.retries, stats.restarts, stats.rejected)
     notes_before = len(session.notes)
-    out = np.empty(problem.shape, dtype=np.int16)  # (B, H, N, d) Q15 in V's scale
+    out = q15.Q15Out(np.empty(problem.shape, dtype=np.int16),  # (B, H, N, d) Q15 values
+                     np.empty(problem.shape[:-1], dtype=np.uint8))  # (B, H, N) each row's shift
     cycles = np.zeros(repeats, dtype=np.int64)
     head = None
     resumed, replanned, streamed = [], [], ""
     for b in range(problem.batch):
         for h in range(problem.heads):
             head = run_head(session, quantized.params, *quantized.head(b, h), repeats)
-            out[b, h] = head.out
+            out.o[b, h], out.shift[b, h] = head.out
             cycles += head.cycles
             if head.keys < problem.seq:
                 streamed = (f"streamed: {head.keys} keys of K and V^T on the board at a time, query rows in chunks of "
@@ -186,7 +189,8 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
     timing = summarize((timed / clock * 1e3).tolist())
     energy = power.energy(timing.p50_ms / 1e3, clock)
     return [options.context.result(
-        problem, target="mcu", kernel=options.kernel, device=session.description, br=head.rows, bc=BC,
+        problem, target="mcu", kernel=options.kernel, device=session.description, br=head.rows,
+        bc=quantized.params.bc,
         warmup=options.warmup, **timing.as_fields(), timing_source=TWIN_TIMING if session.is_twin else BOARD_TIMING,
         peak_gflops=M4_OPS_PER_CYCLE * clock / 1e9, peak_gbps=M4_SRAM_BYTES_PER_CYCLE * clock / 1e9,
         peak_source=f"datasheet: Cortex-M4 SMLALD 2 MAC/cycle, SRAM 4 B/cycle at {clock / 1e6:g} MHz",

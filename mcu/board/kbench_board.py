@@ -7,10 +7,11 @@ NO_TEMP = -(1 << 31)  # temp_milli_c when the board has no temperature sensor
 
 
 def carve(rows, keys, dim, state):
-    # Q, K, V^T, O and a streamed head's state (None if not streamed) as views of one block of the heap, the state
-    # first (a bytearray's storage is 8-byte aligned, as the kernel wants the state); where no block is that large
-    # (a fragmented heap), each in a block of its own. MemoryError if even those do not fit.
-    sizes = (2 * rows * dim, 2 * keys * dim, 2 * keys * dim, 2 * rows * dim)
+    # Q, K, V^T, O, O's row shifts (a byte per row) and a streamed head's state (None if not streamed) as views of
+    # one block of the heap, the state first (a bytearray's storage is 8-byte aligned, as the kernel wants the
+    # state) and the shifts last (the int16 tensors stay 2-byte aligned); where no block is that large (a fragmented
+    # heap), each in a block of its own. MemoryError if even those do not fit.
+    sizes = (2 * rows * dim, 2 * keys * dim, 2 * keys * dim, 2 * rows * dim, rows)
     try:
         arena = memoryview(bytearray(state + sum(sizes)))
     except MemoryError:

@@ -7,8 +7,11 @@
 # SETUP; a request that cannot fit is refused with E_MEMORY, never a MemoryError crash. A head whose K and V^T do not
 # fit is streamed: SETUP asks for `keys` < seq, the server then holds one key chunk of K and V^T and the query rows'
 # online-softmax state (q15attn.state_bytes), and STREAM runs one chunk into that state (the kernel refuses a chunk
-# out of order or a state of other rows, so a resent or stale request can never mix heads). The same file runs under
-# CPython in the tests and in the board twin.
+# out of order or a state of other rows, so a resent or stale request can never mix heads). Every output row comes
+# with its own shift (Q15 contract v2, docs/q15.md §6): the kernel writes one byte per row beside O, as the row is
+# divided, and READ returns those bytes as tensor OSHIFT. A q15attn older than version MODULE_MIN computes the
+# contract's previous version (no shifts): the server then refuses SETUP with E_MODULE, naming both versions, so
+# no RUN or STREAM ever calls it. The same file runs under CPython in the tests and in the board twin.
 
 import gc
 import struct
@@ -22,8 +25,9 @@ try:
 except ImportError:  # CPython tests
     micropython = None
 
-SERVER_VERSION = "3"
-PROTOCOL = 4  # mcu/messages.py keeps the history
+SERVER_VERSION = "4"
+PROTOCOL = 5  # mcu/messages.py keeps the history
+MODULE_MIN = 4  # the q15attn version whose kernel computes the contract this server speaks (v2: row shifts)
 
 # request types; a reply has the request's type | REPLY
 HELLO, SETUP, LOAD, RUN, READ, BYE, STREAM = 1, 2, 3, 4, 5, 6, 7
@@ -33,8 +37,8 @@ REPLY = 0x80
 OK, E_TYPE, E_PAYLOAD, E_STATE, E_MEMORY, E_MODULE, E_KERNEL, E_INTERNAL = 0, 1, 2, 3, 4, 5, 6, 7
 
 # tensors addressed by LOAD and READ
-TENSOR_Q, TENSOR_K, TENSOR_VT, TENSOR_O = 0, 1, 2, 3
-STATE_SLOT = 4  # where a streamed head's state is kept among the tensors; not addressable by LOAD or READ
+TENSOR_Q, TENSOR_K, TENSOR_VT, TENSOR_O, TENSOR_OSHIFT = 0, 1, 2, 3, 4  # OSHIFT: one u8 per output row
+STATE_SLOT = 5  # where a streamed head's state is kept among the tensors; not addressable by LOAD or READ
 
 MAX_DATA = 1024  # tensor bytes per LOAD or READ frame
 FRAME_LIMIT = 2 * (MAX_DATA + 64)  # longest (decoded) frame the server buffers; anything longer is dropped
@@ -50,7 +54,7 @@ NO_TEMP = board.NO_TEMP
 NO_CYCLES = 0xFFFFFFFF  # a cycle count when the kernel is not timed (not a Cortex-M4)
 MAX_REPLY = MAX_DATA + 64  # the longest reply payload (READ's, RUN's cycles, HELLO's texts); messages are cut to fit
 LOADABLE = (TENSOR_Q, TENSOR_K, TENSOR_VT)
-READABLE = (TENSOR_Q, TENSOR_K, TENSOR_VT, TENSOR_O)
+READABLE = (TENSOR_Q, TENSOR_K, TENSOR_VT, TENSOR_O, TENSOR_OSHIFT)
 LOAD_HEAD = framing.HEADER_SIZE + 5  # the data's index in a LOAD frame (after tensor:u8, offset:u32)
 MEMORY_TEXT = b"out of memory while answering"
 
@@ -68,8 +72,8 @@ SETUP_REPLY_FMT = "<BII"  # status, bytes needed, bytes free
 
 def tensor_bytes(seq, dim, rows, keys, state_bytes=0):
     # what SETUP allocates: K and V^T for `keys` keys (all seq of them, or a streamed chunk), Q and O for `rows`
-    # query rows, int16 each; and a streamed head's state
-    return 2 * dim * (2 * keys + 2 * rows) + state_bytes
+    # query rows, int16 each, O's row shifts (a byte per row); and a streamed head's state
+    return 2 * dim * (2 * keys + 2 * rows) + rows + state_bytes
 
 
 class Refused(Exception):
@@ -83,6 +87,7 @@ class Server:
         self.kernel = kernel
         framing.use_native(kernel)  # C CRC and COBS where q15attn (3) has them
         self.kernel_error = kernel_error  # why q15attn could not be imported, for E_MODULE
+        self.module = module_version(kernel)  # q15attn's version(), 0 without it; below MODULE_MIN it is refused
         self.window = window  # LOAD requests the host may have in flight (HELLO says so)
         # Every frame buffer is allocated here, once: the request frame is decoded in place in the decoder's; a
         # reply is built in place in `out` (LOAD's in `out_load`), and written from there.
@@ -105,7 +110,7 @@ class Server:
         self.loads_at = 0
         self.last_kind = self.last_seq = -1
         self.problem = None  # (seq, dim, causal, bc, score_mult, score_shift, rows, keys)
-        self.tensors = [None, None, None, None, None]
+        self.tensors = [None] * (STATE_SLOT + 1)
         self.running = True
         self.handlers = {HELLO: self.hello, SETUP: self.setup, LOAD: self.load, RUN: self.run, READ: self.read,
                          BYE: self.bye, STREAM: self.stream}
@@ -233,12 +238,7 @@ class Server:
         free = gc.mem_free()
         total = free + gc.mem_alloc()
         impl = sys.implementation
-        module = 0
-        if self.kernel is not None:
-            try:
-                module = self.kernel.version()
-            except Exception:  # noqa: BLE001 - a module without version() still counts as present
-                module = 1
+        module = self.module
         texts = (getattr(impl, "_machine", sys.platform), sys.version, SERVER_VERSION)
         largest = board.largest_block(free)
         body = (struct.pack(HELLO_REPLY_FMT, OK, PROTOCOL, getattr(impl, "_mpy", 0) & 0xFFFF, board.clock_hz(), free,
@@ -256,14 +256,16 @@ class Server:
             raise Refused(E_PAYLOAD, "seq=%d dim=%d rows=%d keys=%d; allowed: seq, dim >= 1 and 1 <= rows, keys <= seq"
                           % (seq, dim, rows, keys))
         self.free()
+        if 0 < self.module < MODULE_MIN:
+            raise Refused(E_MODULE, self.too_old())
         state = 0
         if keys < seq and (bc < 1 or keys % bc):
             raise Refused(E_PAYLOAD, "keys=%d with bc=%d; allowed: a streamed head's key chunk is a multiple of bc"
                           % (keys, bc))
         if keys < seq:
             if self.kernel is None or not hasattr(self.kernel, "stream"):
-                raise Refused(E_MODULE, "a streamed head (keys=%d < seq=%d) needs q15attn version 2 with stream(); "
-                              "redeploy q15attn.mpy" % (keys, seq))
+                raise Refused(E_MODULE, "a streamed head (keys=%d < seq=%d) needs q15attn %d or later, with "
+                              "stream(); re-deploy with python -m mcu.deploy" % (keys, seq, MODULE_MIN))
             try:
                 state = self.kernel.state_bytes(dim, rows)
             except ValueError as exc:
@@ -274,7 +276,7 @@ class Server:
             raise Refused(E_MEMORY, "tensors need %d bytes + %d reserve; the heap has %d free"
                           % (need, RESERVE, free))
         try:
-            self.tensors = board.carve(rows, keys, dim, state)
+            self.tensors = board.carve(rows, keys, dim, state)  # Q, K, V^T, O, OSHIFT, state
         except MemoryError:
             self.free()
             raise Refused(E_MEMORY, "tensors need %d bytes; allocation failed with %d free, the largest block %d"
@@ -323,11 +325,12 @@ class Server:
                           % (nrows, repeat, rows, REPEAT_MAX))
         q = memoryview(self.tensors[TENSOR_Q])[:2 * nrows * dim]
         o = memoryview(self.tensors[TENSOR_O])[:2 * nrows * dim]
+        oshift = memoryview(self.tensors[TENSOR_OSHIFT])[:nrows]
         k, vt = self.tensors[TENSOR_K], self.tensors[TENSOR_VT]
         out, p = self.out.buffer, self.out.payload + struct.calcsize(RUN_REPLY_FMT)
         for r in range(repeat):
             try:
-                took = self.kernel.attention(q, k, vt, o, seq, dim, causal, bc, mult, shift, row0)
+                took = self.kernel.attention(q, k, vt, o, oshift, seq, dim, causal, bc, mult, shift, row0)
             except ValueError as exc:
                 raise Refused(E_KERNEL, str(exc))
             struct.pack_into("<I", out, p + 4 * r, NO_CYCLES if took is None else took & 0xFFFFFFFF)
@@ -344,11 +347,12 @@ class Server:
                           "nrows=%d nkeys=%d; allowed: nrows 1..%d, nkeys 1..%d" % (nrows, nkeys, rows, keys))
         q = memoryview(self.tensors[TENSOR_Q])[:2 * nrows * dim]
         o = memoryview(self.tensors[TENSOR_O])[:2 * nrows * dim]
+        oshift = memoryview(self.tensors[TENSOR_OSHIFT])[:nrows]  # written by the chunk that divides
         k = memoryview(self.tensors[TENSOR_K])[:2 * nkeys * dim]
         vt = memoryview(self.tensors[TENSOR_VT])[:2 * nkeys * dim]
         state = memoryview(self.tensors[STATE_SLOT])[:self.kernel.state_bytes(dim, nrows)]
         try:
-            took = self.kernel.stream(q, k, vt, o, state, seq, dim, causal, bc, mult, shift, row0, key0)
+            took = self.kernel.stream(q, k, vt, o, oshift, state, seq, dim, causal, bc, mult, shift, row0, key0)
         except ValueError as exc:
             raise Refused(E_KERNEL, str(exc))
         struct.pack_into("<I", self.out.buffer, self.out.payload + struct.calcsize(RUN_REPLY_FMT),
@@ -374,6 +378,11 @@ class Server:
                 request, keys, seq, "RUN (every key resident)" if keys == seq else "STREAM (key chunks)"))
         return self.problem
 
+    def too_old(self):
+        # the refusal of a q15attn whose kernel computes an older contract
+        return ("q15attn is version %d; this server (%s) needs version %d or later (Q15 contract v2: output row "
+                "shifts): re-deploy with python -m mcu.deploy" % (self.module, SERVER_VERSION, MODULE_MIN))
+
     def ran(self, calls):
         # the reply to RUN or STREAM: the sensors, then each call's cycles (written after them by the caller)
         temp, vdda = board.diagnostics()
@@ -392,9 +401,19 @@ class Server:
         return target
 
     def free(self):
-        self.tensors = [None, None, None, None, None]
+        self.tensors = [None] * (STATE_SLOT + 1)
         self.problem = None
         gc.collect()
+
+
+def module_version(kernel):
+    # q15attn's version(): 0 without the module, 1 for one without version() (the first had none)
+    if kernel is None:
+        return 0
+    try:
+        return kernel.version()
+    except Exception:  # noqa: BLE001 - a module without version() still counts as present
+        return 1
 
 
 def short_text(text):

@@ -42,30 +42,50 @@ class FakeGc:
 
 
 class CopyKernel:
-    """A stand-in q15attn: o = q (so the data path is visible), cycles 1000 + row0; counts its calls."""
+    """A stand-in q15attn of the version the server needs: o = q and each row's shift (row0 + i) % 32 (so the data
+    path is visible), cycles 1000 + row0; counts its calls."""
 
-    def __init__(self):
+    def __init__(self, version: int = 4):
         self.calls = 0
+        self._version = version
 
     def version(self) -> int:
-        return 1
+        return self._version
 
-    def attention(self, q, k, vt, o, seq, dim, causal, bc, mult, shift, row0=0):
+    def attention(self, q, k, vt, o, oshift, seq, dim, causal, bc, mult, shift, row0=0):
         self.calls += 1
         if bc > 64:
             raise ValueError(f"bc={bc} is out of range; allowed: 1..64")
         memoryview(o)[:] = memoryview(q)
+        for i in range(len(oshift)):
+            oshift[i] = (row0 + i) % 32
         return 1000 + row0
 
     def state_bytes(self, dim, rows):
         return 32 + rows * 8 * (2 * ((dim + 1) // 2) + 2)
 
-    def stream(self, q, k, vt, o, state, seq, dim, causal, bc, mult, shift, row0, key0):
+    def stream(self, q, k, vt, o, oshift, state, seq, dim, causal, bc, mult, shift, row0, key0):
         """o = the chunk's first keys (so the K path is visible; ValueError when they are fewer than o's bytes),
-        cycles 500 + key0 + len(state) (so the state's size is visible); test_protocol.py's WASM_PROGRAM mirrors it."""
+        each row's shift key0 % 32, cycles 500 + key0 + len(state) (so the state's size is visible);
+        test_protocol.py's WASM_PROGRAM mirrors it."""
         self.calls += 1
         memoryview(o)[:] = memoryview(k)[:len(o)]
+        for i in range(len(oshift)):
+            oshift[i] = key0 % 32
         return 500 + key0 + len(state)
+
+
+def head_of(out, b: int = 0, h: int = 0):
+    """Head (b, h) of a model output (host.q15.Q15Out, values (B, H, N, d), shifts (B, H, N)): values (N, d), shifts
+    (N,)."""
+    return type(out)(out.o[b, h], out.shift[b, h])
+
+
+def mismatches(out, expected) -> str:
+    """The first differences between two heads' Q15Out (values and row shifts), for an assertion's message."""
+    where = [f"O[{i}, {j}] {out.o[i, j]} != {expected.o[i, j]}" for i, j in zip(*(out.o != expected.o).nonzero())]
+    where += [f"g[{i}] {out.shift[i]} != {expected.shift[i]}" for (i,) in zip(*(out.shift != expected.shift).nonzero())]
+    return ", ".join(where[:5])
 
 
 class FakeClock:

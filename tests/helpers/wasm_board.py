@@ -43,7 +43,7 @@ STOP_S = 5
 
 # tests/micropython/q15attn.py's wire
 HELLO, STATE_BYTES, ATTENTION, STREAM = 0, 1, 2, 3
-HEADER = struct.Struct("<16i")
+HEADER = struct.Struct("<17i")  # tests/micropython/q15attn.py HEADER_FMT
 REPLY = struct.Struct("<iIi")
 
 
@@ -200,8 +200,8 @@ class WasmBoard:
         from mcu import q15_c
         from mcu.cycles import kernel_cycles
 
-        q, k, vt, o, state = (self._receive(n) if n and (i < 3 or op == STREAM) else b""
-                              for i, n in enumerate(lengths)) if op >= ATTENTION else (b"",) * 5
+        q, k, vt, o, oshift, state = (self._receive(n) if n and (i < 3 or op == STREAM) else b""
+                                      for i, n in enumerate(lengths)) if op >= ATTENTION else (b"",) * 6
         reply: tuple[int, int, bytes] = (0, 0, b"")
         if op == HELLO:
             reply = (0, self.ballast, b"")
@@ -216,17 +216,20 @@ class WasmBoard:
             lib = q15_c.library()
             q16, k16, vt16 = (np.frombuffer(b, dtype=np.int16).copy() for b in (q, k, vt))
             out = np.frombuffer(o, dtype=np.int16).copy() if op == STREAM else np.zeros(lengths[3] // 2, np.int16)
+            shift = np.frombuffer(oshift, dtype=np.uint8).copy() if op == STREAM else np.zeros(lengths[4], np.uint8)
             if op == ATTENTION:
-                status = lib.q15attn_rows(ctypes.byref(p), row0, nrows, q16, k16, vt16, out)
-                message = q15_c.check_buffers(fields, row0, [("h", n) for n in lengths[:4]])[2] if status else ""
+                status = lib.q15attn_rows(ctypes.byref(p), row0, nrows, q16, k16, vt16, out, shift)
+                buffers = [("h", n) for n in lengths[:4]] + [("B", lengths[4])]
+                message = q15_c.check_buffers(fields, row0, buffers)[2] if status else ""
                 cycles = kernel_cycles(seq, dim, row0, nrows, bool(causal))
                 extra = b""
             else:
                 state64 = np.frombuffer(state, dtype=np.int64).copy()
-                status = lib.q15attn_stream(ctypes.byref(p), row0, nrows, key0, nkeys, q16, k16, vt16, state64, out)
+                status = lib.q15attn_stream(ctypes.byref(p), row0, nrows, key0, nkeys, q16, k16, vt16, state64, out,
+                                            shift)
                 message = q15_c.check_stream_buffers(fields, row0, key0, tuple(lengths), status)[3] if status else ""
                 cycles = kernel_cycles(seq, dim, row0, nrows, bool(causal), key0, key0 + nkeys)
                 extra = state64.tobytes()
-            reply = (1, 0, message.encode()) if status else (0, cycles, out.tobytes() + extra)
+            reply = (1, 0, message.encode()) if status else (0, cycles, out.tobytes() + shift.tobytes() + extra)
         status, value, data = reply
         self._q15.sendall(REPLY.pack(status, value, len(data) if status else 0) + data)

@@ -51,7 +51,7 @@ def hello(monkeypatch, largest: int) -> m.Hello:
 
 def test_hello_says_the_largest_block_beside_the_free_heap(monkeypatch):
     said = hello(monkeypatch, 36_864)
-    assert said.protocol == m.PROTOCOL == 4 and said.heap_free == 79_000
+    assert said.protocol == m.PROTOCOL == 5 and said.heap_free == 79_000
     assert 36_864 - 16 <= said.largest_block <= 36_864
 
 
@@ -70,19 +70,20 @@ def test_hello_refuses_a_largest_block_beyond_the_free_heap_and_reads_a_refusal_
 
 def test_the_planner_plans_within_the_largest_block_less_its_margin():
     free, reserve = 79_000, 8192
-    unbounded = planner.plan(512, 32, free, reserve, 32)
-    bounded = planner.plan(512, 32, free, reserve, 32, largest=36_864)
+    unbounded = planner.plan(512, 32, free, reserve, 64)
+    bounded = planner.plan(512, 32, free, reserve, 64, largest=36_864)
     assert unbounded.need > 36_864 - planner.BLOCK_MARGIN  # the free heap alone would plan a block the heap lacks
     assert bounded.need <= 36_864 - planner.BLOCK_MARGIN < unbounded.need
     assert planner.budget(free, reserve, 36_864) == 36_864 - planner.BLOCK_MARGIN
     assert planner.budget(free, reserve, 79_000) == free - reserve - planner.SLACK  # a whole heap: free bounds it
-    # the largest resident seq at dim 32: K and V^T (4·seq·32 bytes) and one query row (128) within the block
-    assert planner.largest_seq(32, free, reserve, 36_864) == (36_864 - planner.BLOCK_MARGIN - 128) // 128
+    # the largest resident seq at dim 32: K and V^T (4·seq·32 bytes) and one query row (Q and O, 128, and its shift,
+    # 1) within the block
+    assert planner.largest_seq(32, free, reserve, 36_864) == (36_864 - planner.BLOCK_MARGIN - 129) // 128
 
 
 def test_a_head_that_fits_no_block_says_the_block_bounded_it():
     with pytest.raises(planner.DoesNotFit, match=r"its largest block 2000 - 512 margin; 79000 free - 8192 reserve"):
-        planner.plan(4096, 256, 79_000, 8192, 32, largest=2000)
+        planner.plan(4096, 256, 79_000, 8192, 64, largest=2000)
 
 
 def test_the_planner_cli_refuses_a_block_larger_than_the_free_heap(capsys):
@@ -103,7 +104,7 @@ class StreamKernel:
     """What SETUP asks of q15attn for a streamed head."""
 
     def version(self):
-        return 3
+        return 4
 
     def state_bytes(self, dim, rows):
         return m.state_bytes(dim, rows)
@@ -116,23 +117,26 @@ def test_setup_puts_the_tensors_in_one_block_state_first(monkeypatch):
     monkeypatch.setattr(board, "gc", FakeGc(free=90_000))
     server = board.Server(None, None, StreamKernel(), "")
     assert setup(server, 100, 16, 10, 32)[0] == m.Status.OK
-    q, k, vt, o, state = server.tensors
+    q, k, vt, o, oshift, state = server.tensors
     assert all(isinstance(t, memoryview) for t in server.tensors)
     arena = state.obj
-    assert all(t.obj is arena for t in (q, k, vt, o))  # views of one bytearray
-    assert [len(t) for t in server.tensors] == [320, 1024, 1024, 320, m.state_bytes(16, 10)]
+    assert all(t.obj is arena for t in (q, k, vt, o, oshift))  # views of one bytearray
+    assert [len(t) for t in server.tensors] == [320, 1024, 1024, 320, 10, m.state_bytes(16, 10)]
     assert len(arena) == m.tensor_bytes(100, 16, 10, 32)
     q[:] = b"\x01" * 320
+    oshift[:] = b"\x02" * 10
     assert bytes(k[:4]) == bytes(4) and bytes(state[-4:]) == bytes(4)  # the views do not overlap
+    assert bytes(o[-4:]) == bytes(4) and bytes(arena[-10:]) == b"\x02" * 10  # the shifts are the block's end
 
 
 def test_setup_on_a_heap_without_one_large_block_gives_each_tensor_its_own(monkeypatch):
     monkeypatch.setattr(board, "gc", FakeGc(free=90_000))
     server = board.Server(None, None, None, "")
     monkeypatch.setattr(board_facts, "bytearray", FragmentedHeap(20_000), raising=False)
-    assert setup(server, 300, 32, 300, 300)[0] == m.Status.OK  # 76,800 B: four blocks of 19,200
-    assert [type(t) for t in server.tensors[:4]] == [bytearray] * 4 and server.tensors[4] is None
+    assert setup(server, 300, 32, 300, 300)[0] == m.Status.OK  # 77,100 B: four blocks of 19,200 and the shifts, 300
+    assert [type(t) for t in server.tensors[:5]] == [bytearray] * 5 and server.tensors[5] is None
+    assert [len(t) for t in server.tensors[:5]] == [19_200] * 4 + [300]
     monkeypatch.setattr(board_facts, "bytearray", FragmentedHeap(10_000), raising=False)
     body = setup(server, 300, 32, 300, 300, request=3)  # a new request: the same seq would get the reply kept
     assert body[0] == m.Status.E_MEMORY
-    assert "tensors need 76800 bytes; allocation failed with 90000 free, the largest block" in body[1:].decode()
+    assert "tensors need 77100 bytes; allocation failed with 90000 free, the largest block" in body[1:].decode()

@@ -3,10 +3,11 @@ the board side is the real frame server (mcu/board/kbench_server.py) answering e
 line between them loses, corrupts or withholds exactly the frames a test names. What is checked: at most `window`
 requests are ever in flight; a lost request or a lost reply costs a resend of that frame alone, answered from the
 server's cache (nothing written twice while the reply is kept); the data written is the data sent; a server that
-allows fewer than the host asks for gets fewer; a reset under a window is SessionLost; and a server of another
-protocol is refused before its HELLO is parsed. Then the twin's side of a window, its serial line: answers held back
-while requests are queued go out together, and a board out of bytes pulls the line itself. The same exchanges over
-the twin, with a noisy line and resets, are in tests/mcu/test_mcu_link.py and tests/mcu/test_mcu_recovery.py."""
+allows fewer than the host asks for gets fewer; and a reset under a window is SessionLost (a server of another protocol
+is refused before its HELLO is parsed: tests/mcu/test_protocol_versions.py). Then the twin's side of a window, its
+serial line: answers held back while requests are queued go out together, and a board out of bytes pulls the line
+itself. The same exchanges over the twin, with a noisy line and resets, are in tests/mcu/test_mcu_link.py and
+tests/mcu/test_mcu_recovery.py."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from mcu import frame as host
 from mcu import link as link_module
 from mcu import link_window
 from mcu import messages as m
-from mcu.link import FLUSH, BoardLink, SessionLost, ServerMissing
+from mcu.link import FLUSH, BoardLink, SessionLost
 
 board_framing = board_module("kbench_framing")  # the board's modules by their names on the board
 board = board_module("kbench_server")
@@ -219,14 +220,3 @@ def test_only_load_goes_windowed(line):
 def test_a_window_outside_its_range_is_refused_naming_it():
     with pytest.raises(ValueError, match=r"^window=0 is out of range; allowed: 1..255 LOAD requests in flight$"):
         BoardLink("port", window=0)
-
-
-def test_a_server_of_protocol_1_is_refused_before_its_hello_is_parsed(monkeypatch):
-    """Protocol 1's HELLO reply has no window byte; the host reads the protocol first and says to redeploy."""
-    old = m.HELLO_REPLY.pack(0, 1, 7942, 168_000_000, 89_756, 102_400, 8192, 1024, 1) + b"\x01a\x01b\x01c"
-    port = type("Port", (), {"write": lambda self, data: None})()
-    link = BoardLink("ttyACM0")
-    link._transport = type("Transport", (), {"serial": port})()
-    with pytest.raises(ServerMissing, match=rf"kbench_server speaks protocol 1; this host speaks {m.PROTOCOL} "
-                                            r"\(redeploy: python -m mcu.deploy --serial ttyACM0\)"):
-        link._accept(old)

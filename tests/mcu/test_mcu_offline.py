@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from host.q15 import SEQ_MAX
+from host.q15 import BC, SEQ_MAX
 from mcu.messages import state_bytes
 from mcu.planner import CALL_COST_BYTES, SLACK, TWIN_HEAP_FREE, DoesNotFit, largest_seq, plan
 from mcu.sim.faults import FaultSpec, FaultyLine
@@ -19,10 +19,10 @@ from helpers.board import FakeClock
 @pytest.mark.parametrize("dim", [1, 32, 59, 64, 256])
 def test_the_largest_resident_seq_fits_and_one_more_is_streamed(dim):
     seq = largest_seq(dim, 89_067, 8192)
-    resident = plan(seq, dim, 89_067, 8192, 32)
+    resident = plan(seq, dim, 89_067, 8192, BC)
     assert not resident.streamed and resident.need <= 89_067 - 8192 - SLACK
-    streamed = plan(seq + 1, dim, 89_067, 8192, 32)
-    assert streamed.streamed and streamed.keys % 32 == 0 and streamed.need <= streamed.budget
+    streamed = plan(seq + 1, dim, 89_067, 8192, BC)
+    assert streamed.streamed and streamed.keys % BC == 0 and streamed.need <= streamed.budget
 
 
 @pytest.mark.parametrize("dim", [1, 8, 59, 64, 128])
@@ -32,34 +32,38 @@ def test_every_seq_up_to_the_contract_fits_the_twins_heap(dim):
     seqs = sorted({1, 17, 97, 1025, SEQ_MAX} | {n + d for e in range(1, 16) for n in [1 << e] for d in (-1, 0, 1)}
                   - {SEQ_MAX + 1})
     for seq in seqs:
-        layout = plan(seq, dim, TWIN_HEAP_FREE, 8192, 32)
-        # what SETUP allocates: the key chunk's K and V^T, Q and O for the rows, and the state when streamed
+        layout = plan(seq, dim, TWIN_HEAP_FREE, 8192, BC)
+        # what SETUP allocates: the key chunk's K and V^T, Q and O for the rows, a shift byte per row, and the state
+        # when streamed
         state = state_bytes(dim, layout.rows) if layout.streamed else 0
-        assert layout.need == 2 * dim * (2 * layout.keys + 2 * layout.rows) + state <= layout.budget, seq
+        assert layout.need == 2 * dim * (2 * layout.keys + 2 * layout.rows) + layout.rows + state <= layout.budget, seq
+        assert layout.keys == seq or layout.keys % BC == 0, seq
         assert sum(n for _, n in layout.row_blocks()) == seq and layout.chunks * layout.rows >= seq
 
 
 def test_a_streamed_plan_is_the_cheapest_that_fits():
-    """At seq 4096, d 64 on the twin's heap: the state of a row (8·(64 + 2) = 528 B) and its Q and O (256 B) cost
-    more heap than a key's K and V^T (256 B), so larger key chunks take rows away; the planner's choice costs no more
-    link traffic (K and V^T per query chunk, plus CALL_COST_BYTES per STREAM) than any other key chunk size."""
-    chosen = plan(4096, 64, TWIN_HEAP_FREE, 8192, 32)
+    """At seq 4096, d 64 on the twin's heap: the state of a row (8·(64 + 2) = 528 B), its Q and O (256 B) and its
+    shift (1 B) cost more heap than a key's K and V^T (256 B), so larger key chunks take rows away; the planner's
+    choice costs no more link traffic (K and V^T per query chunk, plus CALL_COST_BYTES per STREAM) than any other key
+    chunk size on the Bc grid."""
+    chosen = plan(4096, 64, TWIN_HEAP_FREE, 8192, BC)
     room = chosen.budget
 
     def cost(keys):
-        rows = min(4096, (room - 256 * keys - 32) // (256 + 528))
+        rows = min(4096, (room - 256 * keys - 32) // (256 + 1 + 528))
         chunks = -(-4096 // rows)
         return chunks * (4 * 4096 * 64 + -(-4096 // keys) * CALL_COST_BYTES)
 
-    assert cost(chosen.keys) == min(cost(keys) for keys in range(32, 4096, 32) if (room - 256 * keys - 32) >= 784)
+    assert chosen.keys % BC == 0
+    assert cost(chosen.keys) == min(cost(keys) for keys in range(BC, 4096, BC) if (room - 256 * keys - 32) >= 785)
 
 
 def test_a_head_that_cannot_fit_even_streamed_names_the_limit():
-    # 2·256·(2·32 + 2·1) K, V^T, Q and O, + 32 + 8·(256 + 2) state = 33,792 + 2,096
-    with pytest.raises(DoesNotFit, match=r"seq=1000 dim=256 needs 35888 bytes of board heap even streamed \(32 keys "
-                                         r"of K and V\^T at Bc=32, one query row and its state\); the board has 10784 "
+    # 2·256·(2·64 + 2·1) K, V^T, Q and O, + 1 shift, + 32 + 8·(256 + 2) state = 66,560 + 1 + 2,096 = 68,657
+    with pytest.raises(DoesNotFit, match=r"seq=1000 dim=256 needs 68657 bytes of board heap even streamed \(64 keys "
+                                         r"of K and V\^T at Bc=64, one query row and its state\); the board has 10784 "
                                          r"\(20000 free - 8192 reserve - 1024 slack\)"):
-        plan(1000, 256, 20_000, 8192, 32)
+        plan(1000, 256, 20_000, 8192, BC)
 
 
 def test_plan_spreads_rows_evenly_over_the_fewest_chunks():
@@ -81,8 +85,10 @@ def test_planner_cli_prints_the_largest_resident_seq_and_the_plans():
 def test_planner_cli_exits_1_after_the_table_when_a_head_does_not_fit():
     done = run_module("mcu.planner", "--heap-free", "20000", "--dim", "32,256", "--seq", "512")
     assert done.returncode == 1, done.stderr
-    assert "| 256 | 9 | 512 | does not fit: seq=512 dim=256 needs 35888 bytes" in done.stdout
-    assert "| 32 | 83 | 512 | 32 chunk(s)" in done.stdout  # the heads that fit are still printed
+    # dim 256: (10784 - (4·256 + 1)) // (4·256) = 9 resident keys; streamed, 2·256·(2·64 + 2) + 1 + 32 + 8·258
+    assert "| 256 | 9 | 512 | does not fit: seq=512 dim=256 needs 68657 bytes" in done.stdout
+    # dim 32: (10784 - 129) // 128 = 83; seq 512 streams, and the heads that fit are still printed
+    assert f"| 32 | 83 | 512 | {plan(512, 32, 20_000, 8192, BC).describe()} |" in done.stdout
     assert done.stderr.strip().splitlines() == ["kbench: 1 of 2 heads do not fit the board's heap (seq=512 "
                                                 "dim=256): see their rows"]
 

@@ -20,6 +20,7 @@ from host.errors import TargetError
 from host.problem import AttentionProblem
 from host.target_api import Inputs, RunContext, RunOptions
 from mcu import messages as m
+from host.q15 import BC
 from mcu import target
 from mcu.head import Session, run_head
 from mcu.planner import TWIN_HEAP_FREE, DoesNotFit, plan, smaller
@@ -51,8 +52,8 @@ class RefusingBoard:
             return self._setup(payload)
         if kind == m.Kind.RUN:
             row0, nrows, repeats = m.RUN.unpack(payload)
-            self.tensors[m.Tensor.O] = q15_c.attention_rows(self.params, self.tensors[m.Tensor.Q][:nrows], self.k(),
-                                                             self.v(), row0)
+            self.tensors[m.Tensor.O], self.tensors[m.Tensor.OSHIFT] = q15_c.attention_rows(
+                self.params, self.tensors[m.Tensor.Q][:nrows], self.k(), self.v(), row0)
             return m.RUN_REPLY.pack(m.Status.OK, m.NO_TEMP, 0) + b"".join(
                 (1000 + row0).to_bytes(4, "little") for _ in range(repeats))
         if kind == m.Kind.STREAM:
@@ -61,7 +62,7 @@ class RefusingBoard:
                 self.stream = q15_c.StreamedRows(self.params, self.tensors[m.Tensor.Q][:nrows], row0)
             out = self.stream.take(self.k()[:nkeys], self.v()[:nkeys], key0)
             if out is not None:
-                self.tensors[m.Tensor.O] = out
+                self.tensors[m.Tensor.O], self.tensors[m.Tensor.OSHIFT] = out
             return m.RUN_REPLY.pack(m.Status.OK, m.NO_TEMP, 0) + (10 + key0).to_bytes(4, "little")
         raise AssertionError(f"unexpected request {kind!r}")
 
@@ -91,15 +92,17 @@ class RefusingBoard:
         return np.ascontiguousarray(self.tensors[m.Tensor.VT].T)
 
     def read(self, tensor, nbytes, offset=0):
-        data = self.tensors[tensor].astype("<i2").tobytes()[offset:offset + nbytes]
+        dtype = "u1" if tensor == m.Tensor.OSHIFT else "<i2"
+        data = self.tensors[tensor].astype(dtype).tobytes()[offset:offset + nbytes]
         assert len(data) == nbytes
         return data
 
 
 def head(seq, dim, causal, seed=3):
-    """(params, q, k, v, the model's whole-head output): the problem quantised as the MCU target does."""
+    """(params, q, k, v, the model's whole-head output): the problem quantised as the MCU target does (at the
+    contract's Bc)."""
     problem = AttentionProblem(heads=1, seq=seq, dim=dim, causal=causal, seed=seed)
-    quantized = q15.prepare(problem, *problem.inputs(), target.BC)
+    quantized = q15.prepare(problem, *problem.inputs())
     q, k, v = quantized.head(0, 0)
     return quantized.params, q, k, v, q15.attention_q15(q, k, v, quantized.params)
 
@@ -109,38 +112,38 @@ def test_smaller_halves_rows_then_keys_and_every_plan_needs_less():
     the end: rows halve (spread over the fewest chunks), then at one row the keys halve on the Bc grid; the bytes
     fall at every step, no key chunk grows, and the last plan is one query row with one Bc block of keys."""
     for seq, dim in ((300, 32), (512, 64)):
-        layout = plan(seq, dim, TWIN_HEAP_FREE, 8192, 32)
+        layout = plan(seq, dim, TWIN_HEAP_FREE, 8192, BC)
         steps = [layout]
-        while (layout := smaller(layout, TWIN_HEAP_FREE, 8192, 32)) is not None:
+        while (layout := smaller(layout, TWIN_HEAP_FREE, 8192, BC)) is not None:
             before = steps[-1]
             assert layout.need < before.need and layout.keys <= before.keys
             if before.rows > 1:
                 assert layout.keys == before.keys and layout.rows <= before.rows // 2 + 1
                 assert layout.rows == -(-seq // layout.chunks)  # spread: the fewest chunks of at most half the rows
             else:
-                assert layout.streamed and layout.keys % 32 == 0 and layout.keys <= before.keys // 2
+                assert layout.streamed and layout.keys % BC == 0 and layout.keys <= before.keys // 2
             steps.append(layout)
-        assert (steps[-1].rows, steps[-1].keys) == (1, 32), [s.label() for s in steps]
+        assert (steps[-1].rows, steps[-1].keys) == (1, BC), [s.label() for s in steps]
 
 
 def test_plan_under_a_cap_is_the_best_plan_within_those_bytes():
-    free = plan(300, 32, TWIN_HEAP_FREE, 8192, 32)
-    capped = plan(300, 32, TWIN_HEAP_FREE, 8192, 32, cap=free.need // 2)
-    assert capped.need <= free.need // 2 and capped.budget == free.need // 2
-    # the cap is below K and V^T whole with one row (4·300·32 + 128 = 38,528 B): streamed
-    assert capped.streamed and capped.keys % 32 == 0
-    assert plan(300, 32, TWIN_HEAP_FREE, 8192, 32, cap=10 ** 9) == free  # a cap above the budget changes nothing
+    free = plan(300, 32, TWIN_HEAP_FREE, 8192, BC)
+    capped = plan(300, 32, TWIN_HEAP_FREE, 8192, BC, cap=free.need // 3)
+    assert capped.need <= free.need // 3 and capped.budget == free.need // 3
+    # the cap (77,100 // 3) is below K and V^T whole with one row (4·300·32 + 128 + 1 = 38,529 B): streamed
+    assert capped.streamed and capped.keys % BC == 0
+    assert plan(300, 32, TWIN_HEAP_FREE, 8192, BC, cap=10 ** 9) == free  # a cap above the budget changes nothing
 
 
 @pytest.mark.parametrize("seq, dim, causal", [(300, 32, True), (97, 59, False), (512, 64, False)])
 def test_setups_refused_above_a_figure_are_replanned_and_the_head_is_bit_exact(seq, dim, causal):
-    """The board takes at most a third of the planner's first plan: the head replans (rows first) until a SETUP
+    """The board takes at most half the planner's first plan: the head replans (rows first) until a SETUP
     fits, runs, and its output is the model's whole-head output exactly."""
     params, q, k, v, expected = head(seq, dim, causal)
-    first = plan(seq, dim, TWIN_HEAP_FREE, 8192, 32)
-    board = RefusingBoard(setup_limit=first.need // 3)
+    first = plan(seq, dim, TWIN_HEAP_FREE, 8192, BC)
+    board = RefusingBoard(setup_limit=first.need // 2)
     got = run_head(Session(board, "fake", "fake"), params, q, k, v, 1)
-    np.testing.assert_array_equal(got.out, expected)
+    assert got.out.same_bits(expected)
     refused = [s for s in board.setups if not s[2]]
     assert got.replans == len(refused) >= 1 and got.refused == ("SETUP",) * len(refused)
     assert board.setups[0][:2] == (first.rows, first.keys) and board.setups[-1][2]
@@ -149,20 +152,21 @@ def test_setups_refused_above_a_figure_are_replanned_and_the_head_is_bit_exact(s
 
 
 def test_a_resident_head_refused_down_to_one_row_is_streamed_with_fewer_keys():
-    """300×32 is resident on the twin's heap in one chunk (76,800 B); a board that takes no more than one query row
-    with 128 keys (16,816 B) makes the head halve its rows down to one (still 38,528 B for K and V^T whole), then
-    stream half the keys on the Bc grid (150 → 128), within which the planner's cheapest plan is 30 rows of 32 keys
-    (4·32·32 + 30·(128 + 272) + 32 = 16,128 B; ten query chunks of 10 STREAMs cost less link than 15 of 5)."""
+    """300×32 is resident on the twin's heap in one chunk (4·300·32 + 300·(128 + 1) = 77,100 B); a board that takes
+    no more than one query row with 128 keys (4·32·128 + 129 + 32 + 272 = 16,817 B) makes the head halve its rows
+    down to one (still 38,529 B for K and V^T whole), then stream half the keys on the Bc grid (150 → 128), within
+    which the planner's cheapest plan is 20 rows of 64 keys: (16,817 - 4·32·64 - 32) // (129 + 272) = 21 rows, spread
+    over 15 chunks of 20, 4·32·64 + 20·(129 + 272) + 32 = 16,244 B (at 128 keys one row would fit)."""
     params, q, k, v, expected = head(300, 32, True)
-    first = plan(300, 32, TWIN_HEAP_FREE, 8192, 32)
+    first = plan(300, 32, TWIN_HEAP_FREE, 8192, BC)
     assert not first.streamed and first.rows == 300
     board = RefusingBoard(setup_limit=m.tensor_bytes(300, 32, 1, 128))
     got = run_head(Session(board, "fake", "fake"), params, q, k, v, 1)
-    np.testing.assert_array_equal(got.out, expected)
+    assert got.out.same_bits(expected)
     # halved and spread: 75 // 2 = 37 takes 9 chunks, of ceil(300 / 9) = 34; 17 takes 18 of 17; 8 takes 38 of 8 ...
     assert [s[:2] for s in board.setups if not s[2]] == [(r, 300) for r in (300, 150, 75, 34, 17, 8, 4, 2, 1)]
-    assert board.setups[-1] == (30, 32, True) and (got.keys, got.rows, got.replans) == (32, 30, 9)
-    assert got.plans[-2:] == ("1×all (38,528 B)", "30×32 (16,128 B)")
+    assert board.setups[-1] == (20, 64, True) and (got.keys, got.rows, got.replans) == (64, 20, 9)
+    assert got.plans[-2:] == ("1×all (38,529 B)", "20×64 (16,244 B)")
 
 
 def test_a_load_refused_mid_head_replans_and_keeps_the_rows_done():
@@ -170,13 +174,13 @@ def test_a_load_refused_mid_head_replans_and_keeps_the_rows_done():
     Q) is refused once: the two chunks done stay done, the head SETUPs again with half the rows (spread: 56) and
     finishes the other 250 rows, bit-exact."""
     params, q, k, v, expected = head(500, 32, True)
-    first = plan(500, 32, TWIN_HEAP_FREE, 8192, 32)
+    first = plan(500, 32, TWIN_HEAP_FREE, 8192, BC)
     assert not first.streamed and (first.rows, first.chunks) == (125, 4)
     board = RefusingBoard(refuse_loads=(5,))
     got = run_head(Session(board, "fake", "fake"), params, q, k, v, 1)
-    np.testing.assert_array_equal(got.out, expected)
+    assert got.out.same_bits(expected)
     assert got.replans == 1 and got.refused == ("LOAD",)
-    assert [s[0] for s in board.setups] == [first.rows, smaller(first, TWIN_HEAP_FREE, 8192, 32).rows]
+    assert [s[0] for s in board.setups] == [first.rows, smaller(first, TWIN_HEAP_FREE, 8192, BC).rows]
     assert board.setups[-1][0] == 56 and board.loads == 2 + 3 + 2 + 5  # 250 rows left: 5 chunks of at most 56
 
 
@@ -186,14 +190,14 @@ def test_a_board_that_refuses_every_plan_is_one_oom_naming_the_plans_tried():
     with pytest.raises(DoesNotFit) as caught:
         run_head(Session(board, "fake", "fake"), params, q, k, v, 1)
     assert caught.value.status == "oom"
-    layout, labels = plan(300, 32, TWIN_HEAP_FREE, 8192, 32), []
+    layout, labels = plan(300, 32, TWIN_HEAP_FREE, 8192, BC), []
     while layout is not None:
         labels.append(f"{layout.label()} (SETUP)")
-        layout = smaller(layout, TWIN_HEAP_FREE, 8192, 32)
+        layout = smaller(layout, TWIN_HEAP_FREE, 8192, BC)
     text = str(caught.value)
     assert text.startswith("board refused SETUP: E_MEMORY: tensors need ")
     assert f"no smaller plan: the board refused {len(labels)} plan(s) for memory, query rows×keys: " in text
-    assert text.endswith(", ".join(labels)) and labels[-1].startswith("1×32 (")
+    assert text.endswith(", ".join(labels)) and labels[-1].startswith(f"1×{BC} (")
     assert len(board.setups) == len(labels)
 
 
@@ -221,10 +225,10 @@ def test_the_row_says_how_many_replans_each_head_took():
     """Two heads on a board that takes less than the first plan: each replans, the row is ok and bit-exact and
     its message names the replans of each head and the plans in turn; a head that needed none adds nothing."""
     problem = AttentionProblem(heads=2, seq=300, dim=32, causal=True, seed=5)
-    first = plan(300, 32, TWIN_HEAP_FREE, 8192, 32)
+    first = plan(300, 32, TWIN_HEAP_FREE, 8192, BC)
     [row] = run_row(RefusingBoard(setup_limit=first.need - 1), problem)
     assert row.status == "ok" and row.bit_exact
-    second = smaller(first, TWIN_HEAP_FREE, 8192, 32)
+    second = smaller(first, TWIN_HEAP_FREE, 8192, BC)
     for h in (0, 1):
         assert (f"head 0,{h}: 1 replan after E_MEMORY (SETUP): query rows×keys {first.label()} → "
                 f"{second.label()}") in row.message
@@ -239,7 +243,7 @@ def test_a_row_whose_head_fits_no_plan_is_oom():
     session = Session(RefusingBoard(setup_limit=0), "fake", "scripted board")
     [row] = measure(Job("mcu", "q15", problem), lambda: Inputs(problem), target, (0, 1),
                     RunContext("run", "rev", "host"), session=session)
-    assert row.status == "oom" and "no smaller plan" in row.message and "1×32 (" in row.message
+    assert row.status == "oom" and "no smaller plan" in row.message and f"1×{BC} (" in row.message
     assert isinstance(DoesNotFit("x"), TargetError)
 
 
@@ -248,17 +252,17 @@ def test_the_twin_refuses_a_setup_the_planner_overestimated_and_the_head_replans
     """The twin's heap estimate is not a fragmented heap, and a heap filled through the raw REPL before the server
     starts only lowers HELLO's figure (so the planner plans smaller and nothing is refused). So the planner is told
     of a 200,000 B free heap whatever HELLO says, as a fragmented board's free figure overstates what it can
-    allocate: 200×64 is then planned as one chunk of 200 rows (4·200·64 + 4·64·200 = 102,400 B, more than the
+    allocate: 200×64 is then planned as one chunk of 200 rows (4·200·64 + (4·64 + 1)·200 = 102,600 B, more than the
     twin's whole 100 KB heap), which the real server on the twin refuses (E_MEMORY: more than gc.mem_free() less the
-    reserve); the head replans to 100 rows (76,800 B; fewer if the twin's free heap is below that and the reserve),
-    and the row is ok, bit-exact, and names the replans."""
+    reserve); the head replans to 100 rows (51,200 + 257·100 = 76,900 B; fewer if the twin's free heap is below that
+    and the reserve), and the row is ok, bit-exact, and names the replans."""
     from host.results_file import ResultsFile
     from host.sweep import cli as compare
     from mcu import planner
 
     real = planner.plan
 
-    def overestimated(seq, dim, heap_free, reserve, bc=1, cap=None, largest=None):
+    def overestimated(seq, dim, heap_free, reserve, bc=BC, cap=None, largest=None):
         return real(seq, dim, 200_000, reserve, bc, cap)  # neither the free heap nor its largest block bounds it
 
     monkeypatch.setattr(planner, "plan", overestimated)
@@ -266,5 +270,5 @@ def test_the_twin_refuses_a_setup_the_planner_overestimated_and_the_head_replans
                          "1", "--out", str(tmp_path)])
     [row] = ResultsFile(tmp_path / "results.csv").read()
     assert code == 0 and row.status == "ok" and row.bit_exact, row.message
-    assert re.search(r"head 0,0: \d+ replans? after E_MEMORY \(SETUP[^)]*\): query rows×keys 200×all \(102,400 B\) "
-                     r"→ 100×all \(76,800 B\)", row.message), row.message
+    assert re.search(r"head 0,0: \d+ replans? after E_MEMORY \(SETUP[^)]*\): query rows×keys 200×all \(102,600 B\) "
+                     r"→ 100×all \(76,900 B\)", row.message), row.message

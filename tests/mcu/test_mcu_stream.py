@@ -5,9 +5,9 @@ flight restarts from its first key: its state died with the session), a twin kil
 resumed sweep.
 
 Heads stream naturally on the twin's real 100 KB heap at seq 128, dim 64 (its largest free block, with the frame
-server's buffers in the heap, holds no 32 KB K and V^T whole); the
-noisy tests shrink the heap the planner sees instead (`small_heap`), so that a dim-8 head streams in frames of at
-most 512 bytes, which the noisy line lets through (tests/mcu/test_mcu_link.py says why 1 KB frames do not)."""
+server's buffers in the heap, holds no 32 KB K and V^T whole), in key chunks of the contract's Bc (64); the
+noisy tests shrink the heap the planner sees instead (`small_heap`), so that a dim-8 head streams in key chunks of
+one Bc block (1 KB of K, cut smaller by the link's chunk policy once the line loses a frame: mcu/chunks.py)."""
 
 from __future__ import annotations
 
@@ -33,16 +33,17 @@ from mcu.deploy import deploy
 from mcu.link import BoardLink
 from mcu.twin_process import start_twin
 
-#: The heap the noisy tests let the planner see: room for 32 keys of K and V^T at dim 8 (1 KB) and 16 query rows
-#: (Q, O and state: 16 · (32 + 80) B) beside the server's reserve and the planner's slack.
-SMALL_HEAP = planner.SERVER_RESERVE + planner.SLACK + 1024 + 32 + 16 * 112
+#: The heap the noisy tests let the planner see: room for one Bc block of K and V^T at dim 8 (64 keys: 2 KB), the
+#: state's header (32 B) and 16 query rows (Q, O, shift and state: 16 · (32 + 1 + 80) B) beside the server's reserve
+#: and the planner's slack.
+SMALL_HEAP = planner.SERVER_RESERVE + planner.SLACK + 4 * 8 * q15.BC + 32 + 16 * 113
 
 
 @pytest.fixture
 def small_heap(monkeypatch):
     real = planner.plan
 
-    def plan(seq, dim, heap_free, reserve, bc=1, largest=None):
+    def plan(seq, dim, heap_free, reserve, bc=q15.BC, largest=None):
         return real(seq, dim, min(heap_free, SMALL_HEAP), reserve, bc, largest=largest)
 
     monkeypatch.setattr(planner, "plan", plan)
@@ -63,10 +64,10 @@ def test_streamed_heads_repeat_bit_exact_with_the_same_cycles(small_heap):
             for seq, dim, causal in ((97, 8, True), (130, 7, False), (300, 3, True)):
                 rng = np.random.default_rng(seq)
                 q, k, v = (rng.integers(-32768, 32768, (seq, dim)).astype(np.int16) for _ in range(3))
-                params = q15.Q15Params(seq, dim, causal, 32, 23170, 22)
+                params = q15.Q15Params(seq, dim, causal, q15.BC, 23170, 22)
                 head = target.run_head(session, params, q, k, v, repeats=2)
-                assert head.keys < seq, "the small heap makes the head stream"
-                assert np.array_equal(head.out, q15.attention_q15(q, k, v, params)), (seq, dim, causal)
+                assert head.keys == q15.BC < seq, "the small heap makes the head stream, one Bc block at a time"
+                assert head.out.same_bits(q15.attention_q15(q, k, v, params)), (seq, dim, causal)
                 assert head.cycles[0] == head.cycles[1] > 0
 
 
@@ -75,7 +76,7 @@ def test_streamed_rows_of_a_sweep_are_ok_and_say_so(tmp_path):
                          "both", "--out", str(tmp_path)]) == 0
     got = ResultsFile(tmp_path / "results.csv").read()
     assert len(got) == 2 and all(r.status == "ok" and r.bit_exact is True for r in got)
-    assert all("streamed: 32 keys of K and V^T on the board at a time" in r.message for r in got)
+    assert all(f"streamed: {q15.BC} keys of K and V^T on the board at a time" in r.message for r in got)
 
 
 def test_a_noisy_line_streams_bit_exact(tmp_path, small_heap):
@@ -130,7 +131,7 @@ def test_a_twin_killed_mid_stream_is_restarted_and_the_head_redone(monkeypatch, 
     assert compare.main(["--targets", "mcu", "--sim", "--seq", "128", "--dim", "64", "--heads", "2", "--causal", "0",
                          "--out", str(tmp_path)]) == 0
     [row] = ResultsFile(tmp_path / "results.csv").read()
-    assert killed and killed[0][2] == 32  # (row0, nrows, key0, nkeys): the second key chunk of the first block
+    assert killed and killed[0][2] == q15.BC  # (row0, nrows, key0, nkeys): the second key chunk of the first block
     assert row.status == "ok" and row.bit_exact is True
     assert "the twin exited (status -9) and was restarted" in row.message
 

@@ -13,14 +13,17 @@ from host.results_file import ResultsFile
 from mcu import target
 
 
-@pytest.mark.parametrize("corrupt", [False, True])
+@pytest.mark.parametrize("corrupt", [None, "value", "shift"])
 def test_a_corrupted_board_output_gives_a_wrong_row(monkeypatch, tmp_path, corrupt):
+    """One bit of one value, or of one row's shift (contract v2: a row is o · 2^(s_V - 15 - g)), per head."""
     real = target.run_head
 
     def run_head(session, params, q, k, v, repeats):
         head = real(session, params, q, k, v, repeats)
-        if corrupt:
-            head.out[3, 1] ^= 4  # one bit of one element, as a flaky SRAM cell or a bad READ would leave it
+        if corrupt == "value":
+            head.out.o[3, 1] ^= 4  # one bit of one element, as a flaky SRAM cell or a bad READ would leave it
+        elif corrupt == "shift":
+            head.out.shift[3] ^= 1  # one bit of row 3's shift: the whole row off by a factor of 2
         return head
 
     monkeypatch.setattr(target, "run_head", run_head)
@@ -34,6 +37,7 @@ def test_a_corrupted_board_output_gives_a_wrong_row(monkeypatch, tmp_path, corru
         4 * row.clock_hz / 1e9)
     if corrupt:
         assert code == 1 and row.status == "wrong" and row.bit_exact is False
-        assert "not bit-exact with host/q15.py (2 of 272 elements differ" in row.message  # one per head
+        differ = "2 of 272 values differ" if corrupt == "value" else "2 of 34 row shifts differ"  # one per head
+        assert f"not bit-exact with host/q15.py ({differ}" in row.message, row.message
     else:
         assert code == 0 and row.status == "ok" and row.bit_exact is True and np.isfinite(row.max_abs)

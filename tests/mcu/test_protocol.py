@@ -47,10 +47,11 @@ def test_host_and_board_share_the_contract():
         assert getattr(m, name).format == getattr(board, name + "_FMT"), name
     for name in ("HELLO", "SETUP", "RUN"):
         assert getattr(m, name + "_REPLY").format == getattr(board, name + "_REPLY_FMT"), name
-    assert (m.REPLY, m.PROTOCOL, m.REPEAT_MAX, m.NO_TEMP, m.NO_CYCLES) == \
-        (board.REPLY, board.PROTOCOL, board.REPEAT_MAX, board.NO_TEMP, board.NO_CYCLES)
+    assert (m.REPLY, m.PROTOCOL, m.MODULE_VERSION, m.REPEAT_MAX, m.NO_TEMP, m.NO_CYCLES) == \
+        (board.REPLY, board.PROTOCOL, board.MODULE_MIN, board.REPEAT_MAX, board.NO_TEMP, board.NO_CYCLES)
     for seq, dim, rows in ((1, 1, 1), (97, 59, 13), (1024, 64, 1024)):
-        assert m.tensor_bytes(seq, dim, rows) == board.tensor_bytes(seq, dim, rows, seq)
+        assert m.tensor_bytes(seq, dim, rows) == board.tensor_bytes(seq, dim, rows, seq) == \
+            2 * dim * (2 * seq + 2 * rows) + rows  # K, V^T, Q, O int16, and a shift byte per row
     for seq, dim, rows, keys in ((97, 59, 13, 32), (32768, 64, 92, 32)):  # streamed: a key chunk and the rows' state
         assert m.tensor_bytes(seq, dim, rows, keys) == board.tensor_bytes(seq, dim, rows, keys,
                                                                           q15_c.state_bytes(dim, rows))
@@ -65,13 +66,16 @@ def test_hello_reports_the_board(server):
 
 
 def test_a_head_through_the_server_round_trips_the_data(server):
+    """Q in, O and its row shifts out: the stand-in kernel copies Q to O and writes row i's shift (row0 + i) % 32, so
+    each chunk's shifts read back are its own rows'."""
     seq, dim, rows = 17, 59, 6
     rng = np.random.default_rng(1)
     q = rng.integers(-32768, 32767, (seq, dim), dtype=np.int16)
     setup = ask(server, m.Kind.SETUP, m.SETUP.pack(seq, dim, 1, 16, 20000, 20, rows, seq)).payload
     status, need, _ = m.SETUP_REPLY.unpack(setup)
     assert status == m.Status.OK and need == m.tensor_bytes(seq, dim, rows)
-    out = bytearray()
+    assert len(server.tensors[m.Tensor.OSHIFT]) == rows
+    out, shifts = bytearray(), bytearray()
     for row0 in range(0, seq, rows):
         chunk = q[row0:row0 + rows].astype("<i2").tobytes()
         for offset in range(0, len(chunk), 1000):
@@ -83,7 +87,12 @@ def test_a_head_through_the_server_round_trips_the_data(server):
         for offset in range(0, len(chunk), 1000):
             count = min(1000, len(chunk) - offset)
             out += m.check_status(m.Kind.READ, ask(server, m.Kind.READ, m.READ.pack(m.Tensor.O, offset, count)).payload)
+        shifts += m.check_status(m.Kind.READ, ask(server, m.Kind.READ, m.READ.pack(m.Tensor.OSHIFT, 0, nrows),
+                                                  seq=8).payload)  # not O's seq: that READ's reply is kept
     assert np.array_equal(np.frombuffer(bytes(out), dtype="<i2").reshape(seq, dim), q)
+    assert list(shifts) == [row % 32 for row in range(seq)]
+    body = ask(server, m.Kind.READ, m.READ.pack(m.Tensor.OSHIFT, 0, rows + 1)).payload  # past the rows' bytes
+    assert body[0] == m.Status.E_PAYLOAD and f"bytes 0..{rows + 1} of tensor 4; allowed: 0..{rows}" in body[1:].decode()
 
 
 def test_a_retried_request_is_answered_from_the_cache_not_redone(server):
@@ -135,6 +144,7 @@ def test_refusals_after_setup(server):
     for seq, (payload, status, words) in enumerate((
             (m.LOAD.pack(m.Tensor.K, 60) + b"\x01" * 8, m.Status.E_PAYLOAD, "bytes 60..68 of tensor 1"),
             (m.LOAD.pack(m.Tensor.O, 0) + b"\x01", m.Status.E_PAYLOAD, "tensor 3"),
+            (m.LOAD.pack(m.Tensor.OSHIFT, 0) + b"\x01", m.Status.E_PAYLOAD, "tensor 4"),  # the kernel's output only
     )):
         body = ask(server, m.Kind.LOAD, payload, seq=seq).payload
         assert body[0] == status and words in body.decode("utf-8", "replace")
@@ -151,20 +161,23 @@ class HostKernel:
     def __init__(self):
         self.calls = 0
 
+    def version(self):
+        return m.MODULE_VERSION  # the binding of this build (mcu/native/attention_q15.h Q15ATTN_VERSION)
+
     def state_bytes(self, dim, rows):
         return q15_c.state_bytes(dim, rows)
 
-    def stream(self, q, k, vt, o, state, seq, dim, causal, bc, mult, shift, row0, key0):
+    def stream(self, q, k, vt, o, oshift, state, seq, dim, causal, bc, mult, shift, row0, key0):
         import ctypes
 
         self.calls += 1
         views = [np.frombuffer(x, dtype=t) for x, t in ((q, "<i2"), (k, "<i2"), (vt, "<i2"), (state, "<i8"),
-                                                          (o, "<i2"))]
+                                                          (o, "<i2"), (oshift, "u1"))]
         params = q15_c.Params(seq, dim, causal, bc, mult, shift)
         nrows, nkeys = views[0].size // dim, views[1].size // dim
         status = q15_c.library().q15attn_stream(ctypes.byref(params), row0, nrows, key0, nkeys, *views)
         if status:
-            sizes = tuple(len(x) for x in (q, k, vt, o, state))
+            sizes = tuple(len(x) for x in (q, k, vt, o, oshift, state))
             raise ValueError(q15_c.check_stream_buffers(params_dict(params), row0, key0, sizes, status)[3])
         return 500 + key0
 
@@ -173,13 +186,15 @@ def params_dict(params) -> dict:
     return {name: getattr(params, name) for name, _ in params._fields_}
 
 
-def _streamed_head(server, q, k, v, params, rows: int, keys: int) -> np.ndarray:
+def _streamed_head(server, q, k, v, params, rows: int, keys: int):
     """A streamed head through the server as mcu/head.py sends it: per chunk of query rows, LOAD Q, then per key
-    chunk LOAD K and V^T and STREAM; READ O after the last."""
+    chunk LOAD K and V^T and STREAM; READ O and its row shifts after the last. Returns the head's Q15Out."""
+    from host.q15 import Q15Out
+
     seq, dim = params.seq, params.dim
     ask(server, m.Kind.SETUP, m.SETUP.pack(seq, dim, int(params.causal), params.bc, params.score_mult,
                                            params.score_shift, rows, keys))
-    out, n = np.empty_like(q), iter(range(1, 1 << 16))
+    out, n = Q15Out(np.empty_like(q), np.empty(seq, dtype=np.uint8)), iter(range(1, 1 << 16))
     for row0 in range(0, seq, rows):
         nrows = min(rows, seq - row0)
         ask(server, m.Kind.LOAD, m.LOAD.pack(m.Tensor.Q, 0) + q[row0:row0 + nrows].tobytes(), seq=next(n))
@@ -194,7 +209,9 @@ def _streamed_head(server, q, k, v, params, rows: int, keys: int) -> np.ndarray:
             assert reply.cycles == (500 + key0,)
         body = m.check_status(m.Kind.READ, ask(server, m.Kind.READ, m.READ.pack(m.Tensor.O, 0, 2 * nrows * dim),
                                                seq=next(n)).payload)
-        out[row0:row0 + nrows] = np.frombuffer(body, dtype="<i2").reshape(nrows, dim)
+        out.o[row0:row0 + nrows] = np.frombuffer(body, dtype="<i2").reshape(nrows, dim)
+        out.shift[row0:row0 + nrows] = np.frombuffer(m.check_status(m.Kind.READ, ask(
+            server, m.Kind.READ, m.READ.pack(m.Tensor.OSHIFT, 0, nrows), seq=next(n)).payload), dtype=np.uint8)
     return out
 
 
@@ -206,9 +223,12 @@ def test_a_streamed_head_through_the_server_equals_the_model(monkeypatch, causal
     server = board.Server(io.BytesIO(), io.BytesIO(), HostKernel())
     rng = np.random.default_rng(5)
     q, k, v = (rng.integers(-32768, 32768, (97, 7)).astype("<i2") for _ in range(3))
+    q[[5, 60]] = 0  # rows that weigh every key alike: their output (V's mean) is small and gets a larger shift
     params = Q15Params(97, 7, causal, 16, 23170, 24)
     setup_need = board.tensor_bytes(97, 7, 13, 32, q15_c.state_bytes(7, 13))
-    assert np.array_equal(_streamed_head(server, q, k, v, params, 13, 32), attention_q15(q, k, v, params))
+    expected = attention_q15(q, k, v, params)
+    got = _streamed_head(server, q, k, v, params, 13, 32)
+    assert got.same_bits(expected) and len(set(expected.shift.tolist())) > 1  # the shifts do carry each row's own
     assert setup_need == m.tensor_bytes(97, 7, 13, 32)
 
 
@@ -242,7 +262,10 @@ def test_stream_refusals_never_mix_state(monkeypatch):
         assert ask(server, m.Kind.STREAM, m.STREAM.pack(0, 40, key0, key1 - key0), seq=12 + 3 * n).payload == first
         assert kernel.calls == calls + 1  # the resend was answered from the cache
     body = m.check_status(m.Kind.READ, ask(server, m.Kind.READ, m.READ.pack(m.Tensor.O, 0, 320), seq=30).payload)
-    assert np.array_equal(np.frombuffer(body, dtype="<i2").reshape(40, 4), attention_q15(q, k, v, params))
+    shifts = m.check_status(m.Kind.READ, ask(server, m.Kind.READ, m.READ.pack(m.Tensor.OSHIFT, 0, 40), seq=29).payload)
+    expected = attention_q15(q, k, v, params)
+    assert np.array_equal(np.frombuffer(body, dtype="<i2").reshape(40, 4), expected.o)
+    assert np.array_equal(np.frombuffer(shifts, dtype=np.uint8), expected.shift)
     ask(server, m.Kind.SETUP, m.SETUP.pack(40, 4, 0, 8, 23170, 24, 40, 40), seq=31)
     with pytest.raises(m.BoardRefused, match="E_STATE: STREAM on a head set up with keys=40 of seq=40; allowed: RUN"):
         m.RunReply.parse(ask(server, m.Kind.STREAM, m.STREAM.pack(0, 40, 0, 8), seq=32).payload)
@@ -252,10 +275,10 @@ def test_a_streamed_setup_needs_a_kernel_with_stream(monkeypatch):
     from types import SimpleNamespace
 
     monkeypatch.setattr(board, "gc", FakeGc())
-    version_1 = SimpleNamespace(version=lambda: 1, attention=CopyKernel().attention)  # no stream(), no state_bytes()
-    server = board.Server(io.BytesIO(), io.BytesIO(), version_1)
+    no_stream = SimpleNamespace(version=lambda: 4, attention=CopyKernel().attention)  # no stream(), no state_bytes()
+    server = board.Server(io.BytesIO(), io.BytesIO(), no_stream)
     body = ask(server, m.Kind.SETUP, m.SETUP.pack(40, 4, 0, 8, 23170, 24, 40, 16)).payload
-    assert body[0] == m.Status.E_MODULE and "needs q15attn version 2 with stream()" in body[1:].decode()
+    assert body[0] == m.Status.E_MODULE and "needs q15attn 4 or later, with stream()" in body[1:].decode()
 
 
 def test_without_q15attn_run_is_refused_with_the_import_error(monkeypatch):
@@ -364,14 +387,18 @@ import kbench_server as board
 
 class Kernel:
     def version(self):
-        return 1
-    def attention(self, q, k, vt, o, seq, dim, causal, bc, mult, shift, row0=0):
+        return 4
+    def attention(self, q, k, vt, o, oshift, seq, dim, causal, bc, mult, shift, row0=0):
         o[:] = q
+        for i in range(len(oshift)):
+            oshift[i] = (row0 + i) % 32
         return 1000 + row0
     def state_bytes(self, dim, rows):
         return 32 + rows * 8 * (2 * ((dim + 1) // 2) + 2)
-    def stream(self, q, k, vt, o, state, seq, dim, causal, bc, mult, shift, row0, key0):
+    def stream(self, q, k, vt, o, oshift, state, seq, dim, causal, bc, mult, shift, row0, key0):
         memoryview(o)[:] = memoryview(k)[:len(o)]
+        for i in range(len(oshift)):
+            oshift[i] = key0 % 32
         return 500 + key0 + len(state)
 
 tx = io.BytesIO()
@@ -390,11 +417,12 @@ def test_server_under_real_micropython_gives_the_same_replies(tmp_path, monkeypa
     q = bytes(range(1, 97))
     requests = [(m.Kind.SETUP, m.SETUP.pack(12, 4, 1, 4, 20000, 20, 12, 12)), (m.Kind.LOAD, m.LOAD.pack(0, 0) + q),
                 (m.Kind.RUN, m.RUN.pack(0, 12, 2)), (m.Kind.READ, m.READ.pack(3, 0, 96)),
-                (m.Kind.RUN, m.RUN.pack(0, 12, 2)),
+                (m.Kind.READ, m.READ.pack(4, 0, 12)), (m.Kind.RUN, m.RUN.pack(0, 12, 2)),
                 (m.Kind.READ, m.READ.pack(3, 90, 20)), (77, b"?"), (m.Kind.HELLO, b""),
                 (m.Kind.SETUP, m.SETUP.pack(12, 4, 0, 4, 20000, 20, 6, 8)), (m.Kind.LOAD, m.LOAD.pack(1, 0) + q[:64]),
-                (m.Kind.STREAM, m.STREAM.pack(0, 6, 0, 6)), (m.Kind.RUN, m.RUN.pack(0, 6, 1)),
-                (m.Kind.READ, m.READ.pack(3, 0, 48)), (m.Kind.BYE, b"")]
+                (m.Kind.STREAM, m.STREAM.pack(0, 6, 8, 6)), (m.Kind.RUN, m.RUN.pack(0, 6, 1)),
+                (m.Kind.READ, m.READ.pack(3, 0, 48)), (m.Kind.READ, m.READ.pack(4, 0, 6)),
+                (m.Kind.READ, m.READ.pack(4, 0, 7)), (m.Kind.BYE, b"")]
     stream = b"".join(PAD + host.encode(kind, 100 + i, payload) for i, (kind, payload) in enumerate(requests))
     program = tmp_path / "program.py"
     program.write_text(f"REQUESTS = {stream.hex()!r}\n" + WASM_PROGRAM)
@@ -412,7 +440,10 @@ def test_server_under_real_micropython_gives_the_same_replies(tmp_path, monkeypa
 
     assert [comparable(f) for f in micro] == [comparable(f) for f in cpython]
     assert struct.unpack_from("<B", micro[4].payload)[0] == 0 and micro[4].payload[1:] == q
-    assert m.Hello.parse(micro[0].payload).module_present
+    assert micro[5].payload == b"\x00" + bytes(range(12))  # the rows' shifts, (row0 + i) % 32 from the stand-in
+    assert micro[15].payload == b"\x00" + bytes([8]) * 6  # the STREAM's (key0 8 % 32), for the 6 rows
+    assert micro[16].payload[0] == m.Status.E_PAYLOAD  # 7 bytes of a 6-row head's shifts
+    assert m.Hello.parse(micro[0].payload).module_version == 4
 
 
 class _FailsOnce(io.BytesIO):
