@@ -17,8 +17,9 @@ from host.errors import UnavailableError
 NATIVE = Path(__file__).resolve().parent / "native"
 BUILD = NATIVE / "build"
 #: What every build output depends on (the Makefile's prerequisites for `host` and `arm`).
-SOURCES = ("attention_q15.c", "attention_q15_stream.c", "attention_q15_describe.c", "kbench_frame.c", "attention_q15.h",
-           "attention_q15_core.h", "attention_q15_pair.h", "kbench_frame.h", "Makefile")
+SOURCES = ("attention_q15.c", "attention_q15_divide.c", "attention_q15_stream.c", "attention_q15_describe.c",
+           "kbench_frame.c", "attention_q15.h", "attention_q15_core.h", "attention_q15_pair.h", "kbench_frame.h",
+           "Makefile")
 #: A cold `make arm` (cross-compile, link, objdump) takes a few seconds on the 2-core VM; this bounds a hung tool.
 MAKE_TIMEOUT_S = 300
 #: What each target needs beyond make and a C compiler, said when it fails.

@@ -26,7 +26,7 @@ from mcu import q15_c
 from host.cli_common import Parser, Stages, guard, int_list, integer
 from host.errors import TargetError
 from host.problem import AttentionProblem
-from host.q15 import BC_MAX, DIM_MAX, SEQ_MAX, attention_q15, error_bound, prepare
+from host.q15 import BC_MAX, DIM_MAX, SEQ_MAX, Q15Out, attention_q15, error_bound, prepare
 from host.reference import attention, golden
 from host.verdict import check_q15
 
@@ -46,8 +46,9 @@ def check_kernel(problem: AttentionProblem, bc: int) -> None:
     TargetError with the verdict's message when it fails."""
     q, k, v = problem.inputs()
     quantized = prepare(problem, q, k, v, bc)
-    expected = quantized.expected()  # (1, 1, N, d)
-    out = q15_c.attention_rows(quantized.params, *quantized.head(0, 0))[None, None]
+    expected = quantized.expected()  # values (1, 1, N, d), shifts (1, 1, N)
+    head = q15_c.attention_rows(quantized.params, *quantized.head(0, 0))
+    out = Q15Out(head.o[None, None], head.shift[None, None])
     verdict = check_q15(out, expected, quantized.dequantize(out), golden(problem), error_bound(q, k, v, quantized))
     if not verdict.passed:
         raise TargetError(f"host C kernel, seq {problem.seq}, dim {problem.dim}, Bc {bc}: {verdict.message}",

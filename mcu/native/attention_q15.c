@@ -2,12 +2,14 @@
  * Q15 attention for one head with keys streamed in blocks of Bc (online softmax): the C implementation of
  * docs/q15.md, bit-exact with host/q15.py. See attention_q15.h for the API and buffer layouts.
  *
- * Query rows go two at a time (q15attn_absorb_pair: 2x2 register blocking, every load of K and Vᵀ serves both rows) when
- * dim <= 64, else one at a time (q15attn_absorb_row). Both take a span of keys into a state that q15attn_rows keeps
- * on the stack and q15attn_stream (attention_q15_stream.c) in the caller's buffer between key chunks. On a Cortex-M4 (__ARM_FEATURE_SIMD32) the dot products use SMLALD,
- * two 16x16 products added into a 64-bit accumulator per instruction, and the two-row kernels are hand-scheduled
- * Thumb-2 (docs/performance.md has the cycle counts); elsewhere portable C computes the same exact sums. Right
- * shifts of negative values are arithmetic (as gcc and clang define them), which the rounding steps rely on.
+ * Query rows go two at a time (q15attn_absorb_pair: 2x2 register blocking, every load of K and Vᵀ serves both rows)
+ * when dim <= 64, else one at a time (q15attn_absorb_row). Both take a span of keys into a state that q15attn_rows
+ * keeps on the stack and q15attn_stream (attention_q15_stream.c) in the caller's buffer between key chunks; the
+ * division (docs/q15.md §6, each row's shift g) is attention_q15_divide.c. On a Cortex-M4 (__ARM_FEATURE_SIMD32) the
+ * dot products use SMLALD, two 16x16 products added into a 64-bit accumulator per instruction, and the two-row
+ * kernels are hand-scheduled Thumb-2 (docs/performance.md has the cycle counts); elsewhere portable C computes the
+ * same exact sums. Right shifts of negative values are arithmetic (as gcc and clang define them), which the rounding
+ * steps rely on.
  */
 #include "attention_q15.h"
 #include "attention_q15_core.h"
@@ -48,14 +50,6 @@ static const uint32_t exp2_table[65] = {
 static inline int64_t round_shift(int64_t x, int32_t s) {
     return (x + ((int64_t)1 << (s - 1))) >> s;
 }
-
-/* dot2 and divide_q15 are inlined into their callers: a call's register saves and restores cost about a tenth of a
- * short dot product, and more than a division. */
-#if defined(__GNUC__)
-#define Q15ATTN_ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define Q15ATTN_ALWAYS_INLINE inline
-#endif
 
 /* Two adjacent int16 as one word, element 0 in the low half (a plain load on little-endian targets). */
 static inline uint32_t load_pair(const int16_t *x) {
@@ -152,36 +146,6 @@ static inline int32_t score(int64_t dot, const q15attn_params *p) {
         return 2147483647;
     }
     return z < INT32_LOWEST ? INT32_LOWEST : (int32_t)z;
-}
-
-/* One output: A' = RSH(acc, s) (acc itself when s = 0; half = 2^(s-1) or 0), then (|A'| + ln/2) / ln on
- * magnitudes, the sign put back, saturated to int16. |A'| < 2^32 (docs/q15.md step 6), so A' is its low word and
- * the sign of the 64-bit sum: RSH in 32-bit halves, without a 64-bit shift by a variable amount. */
-static Q15ATTN_ALWAYS_INLINE int16_t divide_q15(int64_t acc, int32_t s, uint32_t half, uint32_t ln) {
-    const uint64_t u = (uint64_t)acc + half;
-    const uint32_t hi = (uint32_t)(u >> 32);
-    const uint32_t low = ((uint32_t)u >> s) | ((hi << (31 - s)) << 1);   /* A' mod 2^32 */
-    const int negative = (int32_t)hi < 0;
-    const uint32_t quotient = ((negative ? 0u - low : low) + (ln >> 1)) / ln;   /* <= 2^17: fits int32 */
-    const int32_t o = negative ? -(int32_t)quotient : (int32_t)quotient;
-    return (int16_t)(o > 32767 ? 32767 : o < -32768 ? -32768 : o);
-}
-
-/* O = A / l for one row (docs/q15.md step 6): l normalised once to 16 significant bits, RSH(l, s) with
- * s = max(0, bits(l) - 16) (0..15, as l < 2^31), then each column. Column 2g is at acc[g·stride], 2g+1 next to it. */
-void q15attn_divide_row(const int64_t *acc, int32_t stride, int64_t l, int32_t dim, int16_t *o) {
-    const int32_t bits = 64 - __builtin_clzll((unsigned long long)l);
-    const int32_t s = bits > 16 ? bits - 16 : 0;
-    const uint32_t half = s > 0 ? 1u << (s - 1) : 0u;
-    const uint32_t ln = (uint32_t)(s > 0 ? round_shift(l, s) : l);
-    int32_t c = 0;
-    for (; c + 1 < dim; c += 2, acc += stride) {
-        o[c] = divide_q15(acc[0], s, half, ln);
-        o[c + 1] = divide_q15(acc[1], s, half, ln);
-    }
-    if (c < dim) {
-        o[c] = divide_q15(acc[0], s, half, ln);
-    }
 }
 
 /* One output row (attention_q15_core.h): the span's keys below nkeys in blocks of Bc, online-rescaled softmax. */
@@ -324,10 +288,10 @@ int q15attn_check(const q15attn_params *p, int32_t row0, int32_t nrows) {
     return Q15ATTN_OK;
 }
 
-int q15attn_check_buffers(const q15attn_params *p, int32_t row0, const q15attn_buffer bufs[4], int32_t *nrows) {
+int q15attn_check_buffers(const q15attn_params *p, int32_t row0, const q15attn_buffer bufs[5], int32_t *nrows) {
     static const int errors[4] = {Q15ATTN_E_LEN_Q, Q15ATTN_E_LEN_K, Q15ATTN_E_LEN_VT, Q15ATTN_E_LEN_O};
-    for (int i = 0; i < 4; i++) {
-        if (bufs[i].typecode != 'h') {
+    for (int i = 0; i < 5; i++) {
+        if (bufs[i].typecode != (i < 4 ? 'h' : 'B')) {
             return Q15ATTN_E_TYPECODE;
         }
     }
@@ -349,30 +313,33 @@ int q15attn_check_buffers(const q15attn_params *p, int32_t row0, const q15attn_b
         return errors[3];
     }
     *nrows = len_q / p->dim;
+    if (bufs[4].nbytes < *nrows) {
+        return Q15ATTN_E_LEN_OSHIFT;
+    }
     return q15attn_check(p, row0, *nrows);
 }
 
 /* Output rows i and i+1 in one pass: their state on the stack. */
 static void pair_one_pass(const q15attn_params *p, const int16_t *q0, int32_t nkeys0, const q15attn_span *s,
-    int16_t *o0) {
+    int16_t *o0, uint8_t *shift0) {
     int64_t acc[PAIR_DIM_MAX * 2], l[2];
     int32_t m[2];
     q15attn_absorb_pair(p, q0, nkeys0, s, acc, l, m);
-    q15attn_divide_row(acc, 4, l[0], p->dim, o0);
-    q15attn_divide_row(acc + 2, 4, l[1], p->dim, o0 + p->dim);
+    q15attn_divide_row(acc, 4, l[0], p->dim, o0, shift0);
+    q15attn_divide_row(acc + 2, 4, l[1], p->dim, o0 + p->dim, shift0 + 1);
 }
 
 /* One output row in one pass. */
 static void row_one_pass(const q15attn_params *p, const int16_t *qi, int32_t nkeys, const q15attn_span *s,
-    int16_t *oi) {
+    int16_t *oi, uint8_t *shift) {
     int64_t acc[p->dim], l;
     int32_t m;
     q15attn_absorb_row(p, qi, nkeys, s, acc, &l, &m);
-    q15attn_divide_row(acc, 2, l, p->dim, oi);
+    q15attn_divide_row(acc, 2, l, p->dim, oi, shift);
 }
 
 int q15attn_rows(const q15attn_params *p, int32_t row0, int32_t nrows,
-    const int16_t *q, const int16_t *k, const int16_t *vt, int16_t *o) {
+    const int16_t *q, const int16_t *k, const int16_t *vt, int16_t *o, uint8_t *oshift) {
     int status = q15attn_check(p, row0, nrows);
     if (status != Q15ATTN_OK) {
         return status;
@@ -382,12 +349,12 @@ int q15attn_rows(const q15attn_params *p, int32_t row0, int32_t nrows,
     if (q15attn_use_pairs(p)) {
         for (; r + 1 < nrows; r += 2) {
             const int32_t i = row0 + r;
-            pair_one_pass(p, q + r * p->dim, p->causal ? i + 1 : p->seq, &all, o + r * p->dim);
+            pair_one_pass(p, q + r * p->dim, p->causal ? i + 1 : p->seq, &all, o + r * p->dim, oshift + r);
         }
     }
     for (; r < nrows; r++) {
         const int32_t i = row0 + r;
-        row_one_pass(p, q + r * p->dim, p->causal ? i + 1 : p->seq, &all, o + r * p->dim);
+        row_one_pass(p, q + r * p->dim, p->causal ? i + 1 : p->seq, &all, o + r * p->dim, oshift + r);
     }
     return Q15ATTN_OK;
 }
@@ -400,13 +367,13 @@ uint32_t q15attn_dwt_start(void) {
 }
 
 int q15attn_rows_timed(const q15attn_params *p, int32_t row0, int32_t nrows,
-    const int16_t *q, const int16_t *k, const int16_t *vt, int16_t *o, uint32_t *cycles) {
+    const int16_t *q, const int16_t *k, const int16_t *vt, int16_t *o, uint8_t *oshift, uint32_t *cycles) {
     int status = q15attn_check(p, row0, nrows);
     if (status != Q15ATTN_OK) {
         return status;
     }
     uint32_t start = q15attn_dwt_start();
-    q15attn_rows(p, row0, nrows, q, k, vt, o);
+    q15attn_rows(p, row0, nrows, q, k, vt, o, oshift);
     *cycles = DWT_CYCCNT - start;
     return Q15ATTN_OK;
 }

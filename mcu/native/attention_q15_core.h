@@ -1,14 +1,22 @@
 /*
  * The kernel's inner routines shared by its two entry points, one-pass (attention_q15.c, q15attn_rows) and streamed
- * (attention_q15_stream.c, q15attn_stream): a private header of those two files, not part of the API
- * (attention_q15.h). Each routine takes a span of keys into the online-softmax state of one or two query rows (m, l
- * and the accumulators A of docs/q15.md step 4); the division (step 6) is separate, so the state can wait in memory
- * between key chunks.
+ * (attention_q15_stream.c, q15attn_stream): a private header of those files and of the division's
+ * (attention_q15_divide.c), not part of the API (attention_q15.h). Each routine takes a span of keys into the
+ * online-softmax state of one or two query rows (m, l and the accumulators A of docs/q15.md step 4); the division
+ * (step 6) is separate, so the state can wait in memory between key chunks.
  */
 #ifndef ATTENTION_Q15_CORE_H
 #define ATTENTION_Q15_CORE_H
 
 #include "attention_q15.h"
+
+/* dot2 and the divisions are inlined into their callers: a call's register saves and restores cost about a tenth of a
+ * short dot product, and more than a division. */
+#if defined(__GNUC__)
+#define Q15ATTN_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define Q15ATTN_ALWAYS_INLINE inline
+#endif
 
 /* Keys key0 .. key1-1 of a head, as a call holds them: k points at key key0's row, vt at Vᵀ's column 0 for key
  * key0, and a row of Vᵀ is `stride` elements long (seq in one pass, the chunk's length when streamed). */
@@ -38,9 +46,9 @@ void q15attn_absorb_row(const q15attn_params *p, const int16_t *qi, int32_t nkey
 void q15attn_absorb_pair(const q15attn_params *p, const int16_t *q0, int32_t nkeys0, const q15attn_span *s,
     int64_t *acc, int64_t l[2], int32_t m[2]);
 
-/* O = A / l for one row: column 2g at acc[g·stride], 2g+1 next to it (stride 2 for a row's own accumulators, 4 for
- * a row of a pair). */
-void q15attn_divide_row(const int64_t *acc, int32_t stride, int64_t l, int32_t dim, int16_t *o);
+/* O = A · 2^g / l for one row (docs/q15.md §6), its shift g chosen from the row's largest |A| and written to *shift:
+ * column 2j at acc[j·stride], 2j+1 next to it (stride 2 for a row's own accumulators, 4 for a row of a pair). */
+void q15attn_divide_row(const int64_t *acc, int32_t stride, int64_t l, int32_t dim, int16_t *o, uint8_t *shift);
 
 #if defined(__arm__) && defined(__ARM_ARCH_7EM__)
 #define DEMCR (*(volatile uint32_t *)0xE000EDFCu)

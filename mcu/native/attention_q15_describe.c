@@ -50,9 +50,9 @@ static void put_range(text *t, const char *name, int32_t value, int32_t low, int
     put_int(t, high);
 }
 
-int32_t q15attn_describe(int status, const q15attn_params *p, int32_t row0, const q15attn_buffer bufs[4],
+int32_t q15attn_describe(int status, const q15attn_params *p, int32_t row0, const q15attn_buffer bufs[5],
     char *buf, int32_t size) {
-    static const char *const names[4] = {"q", "k", "vt", "o"};
+    static const char *const names[5] = {"q", "k", "vt", "o", "oshift"};
     text t = {buf, 0, size};
     const int32_t len_q = bufs ? bufs[0].nbytes / 2 : 0;
     switch (status) {
@@ -89,13 +89,14 @@ int32_t q15attn_describe(int status, const q15attn_params *p, int32_t row0, cons
             put(&t, ")");
             break;
         case Q15ATTN_E_TYPECODE:
-            for (int i = 0; i < 4; i++) {
-                if (bufs && bufs[i].typecode != 'h') {
+            for (int i = 0; i < 5; i++) {
+                if (bufs && bufs[i].typecode != (i < 4 ? 'h' : 'B')) {
                     char code[2] = {(char)bufs[i].typecode, 0};
                     put(&t, names[i]);
                     put(&t, " has typecode '");
                     put(&t, code);
-                    put(&t, "'; allowed: 'h' (array('h'), int16)");
+                    put(&t, i < 4 ? "'; allowed: 'h' (array('h'), int16)"
+                                  : "'; allowed: 'B' (bytearray or array('B'), uint8)");
                     break;
                 }
             }
@@ -119,6 +120,22 @@ int32_t q15attn_describe(int status, const q15attn_params *p, int32_t row0, cons
             put(&t, " but len(q)=");
             put_int(&t, len_q);
             break;
+        case Q15ATTN_E_LEN_OSHIFT: {
+            const int32_t nrows = p->dim > 0 ? len_q / p->dim : 0, have = bufs ? bufs[4].nbytes : 0;
+            if (have == 0) {
+                put(&t, "oshift is missing (0 bytes)");
+            } else {
+                put(&t, "len(oshift)=");
+                put_int(&t, have);
+                put(&t, " is too small");
+            }
+            put(&t, "; allowed: at least ");
+            put_int(&t, nrows);
+            put(&t, " bytes (one shift per row, ");
+            put_int(&t, nrows);
+            put(&t, " rows)");
+            break;
+        }
         default:
             put(&t, "unknown status ");
             put_int(&t, status);
@@ -130,18 +147,18 @@ int32_t q15attn_describe(int status, const q15attn_params *p, int32_t row0, cons
 }
 
 int32_t q15attn_describe_stream(int status, const q15attn_params *p, int32_t row0, int32_t key0,
-    const q15attn_buffer bufs[5], char *buf, int32_t size) {
+    const q15attn_buffer bufs[6], char *buf, int32_t size) {
     text t = {buf, 0, size};
     const int32_t dim = p->dim > 0 ? p->dim : 1;
     const int32_t nrows = bufs[0].nbytes / 2 / dim, nkeys = bufs[1].nbytes / 2 / dim;
     const int32_t end = p->causal && nrows > 0 ? last_of(row0, nrows + 1) : p->seq;   /* the rows' key end */
     switch (status) {
         case Q15ATTN_E_TYPECODE:
-            if (bufs[4].typecode != 'h') {
+            if (bufs[5].typecode != 'h') {
                 put(&t, "state must be a bytearray");
                 break;
             }
-            return q15attn_describe(status, p, row0, bufs, buf, size);
+            return q15attn_describe(status, p, row0, bufs, buf, size);   /* q, k, vt, o, oshift as one pass's */
         case Q15ATTN_E_LEN_K:
             put(&t, "len(k)=");
             put_int(&t, bufs[1].nbytes / 2);
@@ -156,7 +173,7 @@ int32_t q15attn_describe_stream(int status, const q15attn_params *p, int32_t row
             break;
         case Q15ATTN_E_LEN_STATE:
             put(&t, "len(state)=");
-            put_int(&t, bufs[4].nbytes);
+            put_int(&t, bufs[5].nbytes);
             put(&t, " but ");
             put_int(&t, nrows);
             put(&t, " rows of dim=");

@@ -42,10 +42,10 @@ int q15attn_check_stream(const q15attn_params *p, int32_t row0, int32_t nrows, i
     return Q15ATTN_OK;
 }
 
-int q15attn_check_stream_buffers(const q15attn_params *p, int32_t row0, int32_t key0, const q15attn_buffer bufs[5],
+int q15attn_check_stream_buffers(const q15attn_params *p, int32_t row0, int32_t key0, const q15attn_buffer bufs[6],
     int32_t *nrows, int32_t *nkeys) {
-    for (int i = 0; i < 5; i++) {
-        if (bufs[i].typecode != 'h') {
+    for (int i = 0; i < 6; i++) {
+        if (bufs[i].typecode != (i == 4 ? 'B' : 'h')) {   /* oshift is uint8; the state is raw storage ('h') */
             return Q15ATTN_E_TYPECODE;
         }
     }
@@ -68,7 +68,10 @@ int q15attn_check_stream_buffers(const q15attn_params *p, int32_t row0, int32_t 
     }
     *nrows = len_q / p->dim;
     *nkeys = len_k / p->dim;
-    if (*nrows > Q15ATTN_SEQ_MAX || bufs[4].nbytes != q15attn_state_bytes(p->dim, *nrows)) {
+    if (bufs[4].nbytes < *nrows) {
+        return Q15ATTN_E_LEN_OSHIFT;
+    }
+    if (*nrows > Q15ATTN_SEQ_MAX || bufs[5].nbytes != q15attn_state_bytes(p->dim, *nrows)) {
         return *nrows > Q15ATTN_SEQ_MAX ? Q15ATTN_E_ROWS : Q15ATTN_E_LEN_STATE;
     }
     return q15attn_check_stream(p, row0, *nrows, key0, *nkeys);
@@ -92,7 +95,7 @@ static int64_t *row_state(int64_t *state, int32_t r, int32_t dim) {
 }
 
 int q15attn_stream(const q15attn_params *p, int32_t row0, int32_t nrows, int32_t key0, int32_t nkeys,
-    const int16_t *q, const int16_t *k, const int16_t *vt, int64_t *state, int16_t *o) {
+    const int16_t *q, const int16_t *k, const int16_t *vt, int64_t *state, int16_t *o, uint8_t *oshift) {
     int status = q15attn_check_stream(p, row0, nrows, key0, nkeys);
     if (status != Q15ATTN_OK) {
         return status;
@@ -128,30 +131,31 @@ int q15attn_stream(const q15attn_params *p, int32_t row0, int32_t nrows, int32_t
     if (end < q15attn_key_end(p, row0, nrows)) {
         return Q15ATTN_OK;
     }
-    r = 0;  /* the last chunk: O = A / l, row by row as the state holds them */
+    r = 0;  /* the last chunk: O = A · 2^g / l, row by row as the state holds them */
     if (pairs) {
         for (; r + 1 < nrows; r += 2) {
             const int64_t *u = row_state(state, r, dim);
-            q15attn_divide_row(u, 4, u[4 * groups], dim, o + r * dim);
-            q15attn_divide_row(u + 2, 4, u[4 * groups + 1], dim, o + (r + 1) * dim);
+            q15attn_divide_row(u, 4, u[4 * groups], dim, o + r * dim, oshift + r);
+            q15attn_divide_row(u + 2, 4, u[4 * groups + 1], dim, o + (r + 1) * dim, oshift + r + 1);
         }
     }
     for (; r < nrows; r++) {
         const int64_t *u = row_state(state, r, dim);
-        q15attn_divide_row(u, 2, u[2 * groups], dim, o + r * dim);
+        q15attn_divide_row(u, 2, u[2 * groups], dim, o + r * dim, oshift + r);
     }
     return Q15ATTN_OK;
 }
 
 #if defined(__arm__) && defined(__ARM_ARCH_7EM__)
 int q15attn_stream_timed(const q15attn_params *p, int32_t row0, int32_t nrows, int32_t key0, int32_t nkeys,
-    const int16_t *q, const int16_t *k, const int16_t *vt, int64_t *state, int16_t *o, uint32_t *cycles) {
+    const int16_t *q, const int16_t *k, const int16_t *vt, int64_t *state, int16_t *o, uint8_t *oshift,
+    uint32_t *cycles) {
     const int checked = q15attn_check_stream(p, row0, nrows, key0, nkeys);
     if (checked != Q15ATTN_OK) {
         return checked;
     }
     const uint32_t start = q15attn_dwt_start();
-    const int status = q15attn_stream(p, row0, nrows, key0, nkeys, q, k, vt, state, o);
+    const int status = q15attn_stream(p, row0, nrows, key0, nkeys, q, k, vt, state, o, oshift);
     *cycles = DWT_CYCCNT - start;
     return status;
 }

@@ -7,6 +7,7 @@ add_library(usermod_q15attn INTERFACE)
 target_sources(usermod_q15attn INTERFACE
     ${CMAKE_CURRENT_LIST_DIR}/modq15attn.c
     ${CMAKE_CURRENT_LIST_DIR}/attention_q15.c
+    ${CMAKE_CURRENT_LIST_DIR}/attention_q15_divide.c
     ${CMAKE_CURRENT_LIST_DIR}/attention_q15_stream.c
     ${CMAKE_CURRENT_LIST_DIR}/attention_q15_describe.c
     ${CMAKE_CURRENT_LIST_DIR}/kbench_frame.c

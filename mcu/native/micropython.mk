@@ -7,6 +7,7 @@ Q15ATTN_DIR := $(USERMOD_DIR)
 # The binding is scanned for qstrs; the kernel has none (pure C99, no MicroPython headers).
 SRC_USERMOD_C += $(Q15ATTN_DIR)/modq15attn.c
 SRC_USERMOD_LIB_C += $(Q15ATTN_DIR)/attention_q15.c
+SRC_USERMOD_LIB_C += $(Q15ATTN_DIR)/attention_q15_divide.c
 SRC_USERMOD_LIB_C += $(Q15ATTN_DIR)/attention_q15_stream.c
 SRC_USERMOD_LIB_C += $(Q15ATTN_DIR)/attention_q15_describe.c
 SRC_USERMOD_LIB_C += $(Q15ATTN_DIR)/kbench_frame.c

@@ -8,20 +8,22 @@
  *     globals table registered with MP_REGISTER_MODULE.
  *
  * Python API:
- *   attention(q, k, vt, o, seq, dim, causal, bc, score_mult, score_shift[, row0]) -> cycles or None
+ *   attention(q, k, vt, o, oshift, seq, dim, causal, bc, score_mult, score_shift[, row0]) -> cycles or None
  *       q, k, vt and o are array('h') or bytearray (raw little-endian int16, 2-byte aligned: the frame server keeps
- *       the tensors it receives in bytearrays); o is written. Computes output rows row0 .. row0 + len(q) // dim - 1 (layouts
- *       in attention_q15.h). Returns the DWT cycle count of the compute on an ARMv7E-M core (Cortex-M4/M7), None on
- *       other architectures. A bad argument raises ValueError with the kernel's message, which names the value and
- *       the allowed range.
- *   stream(q, k, vt, o, state, seq, dim, causal, bc, score_mult, score_shift, row0, key0) -> cycles or None
+ *       the tensors it receives in bytearrays); o is written. oshift is a writable bytearray or array('B') of at
+ *       least one byte per row: oshift[r] gets row r's output shift g (docs/q15.md §6: the row is o · 2^(s_V-15-g)).
+ *       Computes output rows row0 .. row0 + len(q) // dim - 1 (layouts in attention_q15.h). Returns the DWT cycle
+ *       count of the compute on an ARMv7E-M core (Cortex-M4/M7), None on other architectures. A bad argument raises
+ *       ValueError with the kernel's message, which names the value and the allowed range.
+ *   stream(q, k, vt, o, oshift, state, seq, dim, causal, bc, score_mult, score_shift, row0, key0) -> cycles or None
  *       One key chunk of a streamed head (attention_q15.h, docs/q15.md §7): k holds keys key0 .. key0 + len(k) //
  *       dim - 1 and vt their dim x nkeys columns of Vᵀ; state is a bytearray of state_bytes(dim, rows), kept by the
  *       caller between chunks (8-byte aligned, as a bytearray's own storage is). The chunk that reaches the rows'
- *       last key writes o. Refusals raise ValueError with the kernel's message.
+ *       last key writes o and oshift. Refusals raise ValueError with the kernel's message.
  *   state_bytes(dim, rows) -> the state's size in bytes
  *   limits() -> (SEQ_MAX, DIM_MAX, BC_MAX)
- *   version() -> Q15ATTN_VERSION (2: stream and state_bytes exist; 3: crc16 and cobs_encode)
+ *   version() -> Q15ATTN_VERSION (2: stream and state_bytes exist; 3: crc16 and cobs_encode; 4: contract v2, the
+ *       oshift argument of attention and stream)
  *   crc16(data, crc, start, end) -> the CRC-16/CCITT-FALSE of data[start:end] continuing from crc (end -1: to the
  *       end of data); cobs_encode(out, at, data, start, end) -> the index in out after the COBS of data[start:end]
  *       written from out[at] (out may be data itself when the output cannot overtake the input). The frame server's
@@ -123,8 +125,22 @@ static void buffer_arg(mp_obj_t arg, qstr name, mp_uint_t flags, mp_buffer_info_
     buffer->nbytes = info->len > INT32_MAX ? INT32_MAX : (int32_t)info->len;
 }
 
+/* The buffer behind oshift, one uint8 per output row: a bytearray (or a memoryview of one) or array('B') is 'B'
+ * for the kernel; another typecode goes as it is, for the kernel to refuse naming it. TypeError, as buffer_arg's, if
+ * it has no writable buffer (None, bytes). */
+static void shift_arg(mp_obj_t arg, mp_buffer_info_t *info, q15attn_buffer *buffer) {
+    if (!mp_get_buffer(arg, info, MP_BUFFER_WRITE)) {
+        mp_obj_t items[1] = {MP_OBJ_NEW_QSTR(mp_obj_get_type(arg)->name)};
+        raise_format(&mp_type_TypeError,
+                     Q15ATTN_FORMAT("oshift is %s; allowed: a writable bytearray or array('B'), a byte per row"), 1,
+                     items);
+    }
+    buffer->typecode = info->typecode == Q15ATTN_BYTEARRAY_TYPECODE ? 'B' : (int32_t)info->typecode;
+    buffer->nbytes = info->len > INT32_MAX ? INT32_MAX : (int32_t)info->len;
+}
+
 /* Raise ValueError with the kernel's one-line message for status. */
-static void raise_status(int status, const q15attn_params *p, int32_t row0, const q15attn_buffer bufs[4]) {
+static void raise_status(int status, const q15attn_params *p, int32_t row0, const q15attn_buffer bufs[5]) {
     char message[Q15ATTN_MESSAGE_SIZE];
     int32_t len = q15attn_describe(status, p, row0, bufs, message, (int32_t)sizeof(message));
     mp_raise_type_arg(&mp_type_ValueError, mp_obj_new_str(message, (size_t)len));
@@ -141,13 +157,14 @@ static void params_arg(const mp_obj_t *args, q15attn_params *p) {
 }
 
 static mp_obj_t q15attn_attention(size_t n_args, const mp_obj_t *args) {
-    enum { ARG_q, ARG_k, ARG_vt, ARG_o, ARG_seq, ARG_row0 = ARG_seq + 6 };
-    mp_buffer_info_t info[4];
-    q15attn_buffer bufs[4];
+    enum { ARG_q, ARG_k, ARG_vt, ARG_o, ARG_oshift, ARG_seq, ARG_row0 = ARG_seq + 6 };
+    mp_buffer_info_t info[5];
+    q15attn_buffer bufs[5];
     buffer_arg(args[ARG_q], MP_QSTR_q, MP_BUFFER_READ, &info[0], &bufs[0]);
     buffer_arg(args[ARG_k], MP_QSTR_k, MP_BUFFER_READ, &info[1], &bufs[1]);
     buffer_arg(args[ARG_vt], MP_QSTR_vt, MP_BUFFER_READ, &info[2], &bufs[2]);
     buffer_arg(args[ARG_o], MP_QSTR_o, MP_BUFFER_WRITE, &info[3], &bufs[3]);
+    shift_arg(args[ARG_oshift], &info[4], &bufs[4]);
 
     q15attn_params p;
     params_arg(args + ARG_seq, &p);
@@ -163,11 +180,12 @@ static mp_obj_t q15attn_attention(size_t n_args, const mp_obj_t *args) {
     const int16_t *k = info[1].buf;
     const int16_t *vt = info[2].buf;
     int16_t *o = info[3].buf;
+    uint8_t *oshift = info[4].buf;
     #if Q15ATTN_TIMED
     uint32_t cycles = 0;
-    status = q15attn_rows_timed(&p, row0, nrows, q, k, vt, o, &cycles);
+    status = q15attn_rows_timed(&p, row0, nrows, q, k, vt, o, oshift, &cycles);
     #else
-    status = q15attn_rows(&p, row0, nrows, q, k, vt, o);
+    status = q15attn_rows(&p, row0, nrows, q, k, vt, o, oshift);
     #endif
     if (status != Q15ATTN_OK) {
         raise_status(status, &p, row0, bufs);
@@ -178,39 +196,40 @@ static mp_obj_t q15attn_attention(size_t n_args, const mp_obj_t *args) {
     return mp_const_none;
     #endif
 }
-static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(q15attn_attention_obj, 10, 11, q15attn_attention);
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(q15attn_attention_obj, 11, 12, q15attn_attention);
 
 /* Raise ValueError with the kernel's one-line message for a streamed call's status. */
 static void raise_stream_status(int status, const q15attn_params *p, int32_t row0, int32_t key0,
-    const q15attn_buffer bufs[5]) {
+    const q15attn_buffer bufs[6]) {
     char message[Q15ATTN_MESSAGE_SIZE + 64];
     int32_t len = q15attn_describe_stream(status, p, row0, key0, bufs, message, (int32_t)sizeof(message));
     mp_raise_type_arg(&mp_type_ValueError, mp_obj_new_str(message, (size_t)len));
 }
 
 static mp_obj_t q15attn_stream_fn(size_t n_args, const mp_obj_t *args) {
-    enum { ARG_q, ARG_k, ARG_vt, ARG_o, ARG_state, ARG_seq, ARG_row0 = ARG_seq + 6, ARG_key0 };
-    mp_buffer_info_t info[5];
-    q15attn_buffer bufs[5];
+    enum { ARG_q, ARG_k, ARG_vt, ARG_o, ARG_oshift, ARG_state, ARG_seq, ARG_row0 = ARG_seq + 6, ARG_key0 };
+    mp_buffer_info_t info[6];
+    q15attn_buffer bufs[6];
     buffer_arg(args[ARG_q], MP_QSTR_q, MP_BUFFER_READ, &info[0], &bufs[0]);
     buffer_arg(args[ARG_k], MP_QSTR_k, MP_BUFFER_READ, &info[1], &bufs[1]);
     buffer_arg(args[ARG_vt], MP_QSTR_vt, MP_BUFFER_READ, &info[2], &bufs[2]);
     buffer_arg(args[ARG_o], MP_QSTR_o, MP_BUFFER_WRITE, &info[3], &bufs[3]);
-    if (!mp_get_buffer(args[ARG_state], &info[4], MP_BUFFER_WRITE)) {
+    shift_arg(args[ARG_oshift], &info[4], &bufs[4]);
+    if (!mp_get_buffer(args[ARG_state], &info[5], MP_BUFFER_WRITE)) {
         mp_obj_t items[1] = {MP_OBJ_NEW_QSTR(mp_obj_get_type(args[ARG_state])->name)};
         raise_format(&mp_type_TypeError, Q15ATTN_FORMAT("state is %s; allowed: a bytearray of state_bytes(dim, rows)"),
                      1, items);
     }
-    if (info[4].typecode != Q15ATTN_BYTEARRAY_TYPECODE && info[4].typecode != 'h') {
-        const char code = (char)info[4].typecode;
+    if (info[5].typecode != Q15ATTN_BYTEARRAY_TYPECODE && info[5].typecode != 'h') {
+        const char code = (char)info[5].typecode;
         mp_obj_t items[1] = {mp_obj_new_str(&code, 1)};
         raise_format(&mp_type_ValueError,
                      Q15ATTN_FORMAT("state has typecode '%s'; allowed: a bytearray of state_bytes(dim, rows)"), 1, items);
     }
-    bufs[4].typecode = 'h';
-    bufs[4].nbytes = info[4].len > INT32_MAX ? INT32_MAX : (int32_t)info[4].len;
-    if (((uintptr_t)info[4].buf & 7u) != 0) {
-        mp_obj_t items[1] = {MP_OBJ_NEW_SMALL_INT((mp_int_t)((uintptr_t)info[4].buf & 7u))};
+    bufs[5].typecode = 'h';
+    bufs[5].nbytes = info[5].len > INT32_MAX ? INT32_MAX : (int32_t)info[5].len;
+    if (((uintptr_t)info[5].buf & 7u) != 0) {
+        mp_obj_t items[1] = {MP_OBJ_NEW_SMALL_INT((mp_int_t)((uintptr_t)info[5].buf & 7u))};
         raise_format(&mp_type_ValueError,
                      Q15ATTN_FORMAT("state starts at an address = %d mod 8; allowed: 0 mod 8 (a whole bytearray, or a "
                                     "memoryview of one at a multiple of 8)"), 1, items);
@@ -230,12 +249,13 @@ static mp_obj_t q15attn_stream_fn(size_t n_args, const mp_obj_t *args) {
     const int16_t *k = info[1].buf;
     const int16_t *vt = info[2].buf;
     int16_t *o = info[3].buf;
-    int64_t *state = info[4].buf;
+    uint8_t *oshift = info[4].buf;
+    int64_t *state = info[5].buf;
     #if Q15ATTN_TIMED
     uint32_t cycles = 0;
-    status = q15attn_stream_timed(&p, row0, nrows, key0, nkeys, q, k, vt, state, o, &cycles);
+    status = q15attn_stream_timed(&p, row0, nrows, key0, nkeys, q, k, vt, state, o, oshift, &cycles);
     #else
-    status = q15attn_stream(&p, row0, nrows, key0, nkeys, q, k, vt, state, o);
+    status = q15attn_stream(&p, row0, nrows, key0, nkeys, q, k, vt, state, o, oshift);
     #endif
     if (status != Q15ATTN_OK) {
         raise_stream_status(status, &p, row0, key0, bufs);
@@ -246,7 +266,7 @@ static mp_obj_t q15attn_stream_fn(size_t n_args, const mp_obj_t *args) {
     return mp_const_none;
     #endif
 }
-static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(q15attn_stream_obj, 13, 13, q15attn_stream_fn);
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(q15attn_stream_obj, 14, 14, q15attn_stream_fn);
 
 static mp_obj_t q15attn_state_bytes_fn(mp_obj_t dim_in, mp_obj_t rows_in) {
     const int32_t dim = int32_arg(dim_in, MP_QSTR_dim, 1, Q15ATTN_DIM_MAX);

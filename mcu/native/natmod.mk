@@ -3,7 +3,8 @@
 # and passes a Python that has pyelftools; ARCH=x64 builds a module for the unix port, to test the binding.
 
 MOD = q15attn
-SRC = modq15attn.c attention_q15.c attention_q15_stream.c attention_q15_describe.c kbench_frame.c
+SRC = modq15attn.c attention_q15.c attention_q15_divide.c attention_q15_stream.c attention_q15_describe.c \
+    kbench_frame.c
 ARCH ?= armv7emsp
 
 # dynruntime.mk would leave $(MOD).mpy beside the sources; keep objects and the module under build/$(ARCH)/.

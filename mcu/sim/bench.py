@@ -1,6 +1,6 @@
 """Speed and modelled cycles of the board twin on one head, each output checked bit for bit against host/q15.py.
 
-    python -m mcu.sim.bench [--seq 128] [--dim 64] [--bc 16,64] [--causal {0,1,both}] [--keys 32,128]
+    python -m mcu.sim.bench [--seq 128] [--dim 64] [--bc 64] [--causal {0,1,both}] [--keys 64,128]
 
 For each key block Bc: the wall time of the emulated call, emulated instructions per second, the modelled DWT
 cycles, cycles per multiply-accumulate (2·N²·d MACs, N²·d when causal) next to SMLALD's 0.5-cycle bound, and the
@@ -23,7 +23,7 @@ import numpy as np
 from host.cli_common import Parser, guard, int_list, integer
 from host.errors import SpecError, TargetError
 from host.problem import AttentionProblem
-from host.q15 import BC_MAX, DIM_MAX, SEQ_MAX, Q15Params, attention_q15, quantize, score_scale
+from host.q15 import BC, BC_MAX, DIM_MAX, SEQ_MAX, Q15Out, Q15Params, attention_q15, quantize, score_scale
 from mcu.sim.q15emu import BOARD_CLOCK_HZ, Q15Emulator, RunStats
 
 
@@ -32,11 +32,11 @@ STREAM_ROWS = 32
 
 
 def streamed(emulator: Q15Emulator, params: Q15Params, q: np.ndarray, k: np.ndarray, v: np.ndarray,
-             keys: int) -> tuple[np.ndarray, int, RunStats]:
+             keys: int) -> tuple[Q15Out, int, RunStats]:
     """One head through q15attn_stream, STREAM_ROWS query rows at a time, each through every key chunk of `keys`
-    keys up to its last: (o, DWT cycles summed, stats summed)."""
+    keys up to its last: (output values and row shifts, DWT cycles summed, stats summed)."""
     values = (params.seq, params.dim, int(params.causal), params.bc, params.score_mult, params.score_shift)
-    out, total, stats = np.empty_like(q), 0, RunStats()
+    out, total, stats = Q15Out(np.empty_like(q), np.empty(q.shape[0], dtype=np.uint8)), 0, RunStats()
     for row0 in range(0, params.seq, STREAM_ROWS):
         rows = np.ascontiguousarray(q[row0:row0 + STREAM_ROWS], dtype="<i2")
         state = bytes(emulator.state_bytes(params.dim, rows.shape[0]))
@@ -45,12 +45,13 @@ def streamed(emulator: Q15Emulator, params: Q15Params, q: np.ndarray, k: np.ndar
             key1 = min(end, key0 + keys)
             chunk = [("h", rows.tobytes()), ("h", np.ascontiguousarray(k[key0:key1], dtype="<i2").tobytes()),
                      ("h", np.ascontiguousarray(v[key0:key1].T, dtype="<i2").tobytes()), ("h", bytes(rows.nbytes)),
-                     ("h", state)]
-            o, state, cycles, call = emulator.stream(values, chunk, row0, key0)
+                     ("B", bytes(rows.shape[0])), ("h", state)]
+            o, shift, state, cycles, call = emulator.stream(values, chunk, row0, key0)
             total += cycles
             stats.wall_s += call.wall_s
             stats.instructions += call.instructions
-        out[row0:row0 + rows.shape[0]] = np.frombuffer(o, dtype="<i2").reshape(rows.shape)
+        out.o[row0:row0 + rows.shape[0]] = np.frombuffer(o, dtype="<i2").reshape(rows.shape)
+        out.shift[row0:row0 + rows.shape[0]] = np.frombuffer(shift, dtype=np.uint8)
     return out, total, stats
 
 
@@ -73,13 +74,22 @@ def bench(seq: int, dim: int, bcs: tuple[int, ...], causal: bool, keys: tuple[in
             out, cycles, stats = (emulator.run(params, qh, kh, vh) if chunk is None
                                   else streamed(emulator, params, qh, kh, vh, chunk))
             label = f"all {seq} (one pass)" if chunk is None else f"{chunk} (streamed)"
-            if not np.array_equal(out, expected):
-                at = tuple(int(i) for i in np.argwhere(out != expected)[0])
+            if not out.same_bits(expected):
                 raise TargetError(f"the twin's Bc {bc}, keys {label} output is not bit-exact with host/q15.py: "
-                                  f"O{at} = {out[at]}, model {expected[at]}", status="wrong")
+                                  f"{first_difference(out, expected)}", status="wrong")
             lines.append(f"| {bc} | {label} | {stats.wall_s:.2f} | {stats.instructions / stats.wall_s / 1e6:.2f} | "
                          f"{cycles:,} | {cycles / macs:.2f} | {cycles / BOARD_CLOCK_HZ * 1e3:.1f} | yes |")
     return "\n".join(lines)
+
+
+def first_difference(out: Q15Out, expected: Q15Out) -> str:
+    """The first differing value or row shift, e.g. 'O(3, 5) = 12, model 13' or 'g(3) = 4, model 5'."""
+    for label, got, want in (("O", out.o, expected.o), ("g", out.shift, expected.shift)):
+        differ = np.argwhere(got != want)
+        if len(differ):
+            at = tuple(int(i) for i in differ[0])
+            return f"{label}{at} = {got[at]}, model {want[at]}"
+    return "no difference"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,8 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seq", type=integer("seq", 1, 512), default=128,
                         help="sequence length N of the one head (default 128)")
     parser.add_argument("--dim", type=integer("dim", 1, DIM_MAX), default=64, help="head dimension d (default 64)")
-    parser.add_argument("--bc", type=int_list("bc", 1, BC_MAX), default=(16, 64), metavar="LIST",
-                        help="key blocks Bc, comma-separated: one table row each (default 16,64)")
+    parser.add_argument("--bc", type=int_list("bc", 1, BC_MAX), default=(BC,), metavar="LIST",
+                        help=f"key blocks Bc, comma-separated: one table row each (default {BC}, the contract's)")
     parser.add_argument("--causal", choices=("0", "1", "both"), default="0",
                         help="causal masking; both runs the head with each mask (default 0)")
     parser.add_argument("--keys", type=int_list("keys", 1, SEQ_MAX), default=(), metavar="LIST",

@@ -4,8 +4,9 @@
 
 The same MicroPython program runs on the board (through mpremote) and on a twin this command starts: it builds
 deterministic Q15 inputs on the device, calls `q15attn.attention` for each case and prints the DWT cycles and a
-checksum of the output. The host checks every checksum against host/q15.py and prints, per case, board cycles /
-twin cycles. Without --serial only the twin runs (its cycles and checksums are still checked).
+checksum of the output (its values, then each row's shift). The host checks every checksum against host/q15.py and
+prints, per case, board cycles / twin cycles. Without --serial only the twin runs (its cycles and checksums are still
+checked).
 
 Exit status: 0 the table printed (a case whose checksum differs says DIFFER in it); 1 a device, the link or the twin
 failed; 2 bad arguments only (one `kbench: error:` line naming the value); 130 interrupted (Ctrl-C).
@@ -43,10 +44,13 @@ for seq, dim, bc, mult, shift in {cases}:
     k = fill(2 + seq, seq * dim)
     vt = fill(3 + seq, seq * dim)
     o = array.array('h', bytes(2 * seq * dim))
-    cycles = q15attn.attention(q, k, vt, o, seq, dim, 0, bc, mult, shift)
+    g = bytearray(seq)
+    cycles = q15attn.attention(q, k, vt, o, g, seq, dim, 0, bc, mult, shift)
     total = 0
     for i in range(len(o)):
         total = (total * 31 + o[i]) & 0xffffffff
+    for i in range(len(g)):
+        total = (total * 31 + g[i]) & 0xffffffff
     print('case', seq, dim, bc, cycles, total)
 """
 
@@ -61,6 +65,7 @@ def fill(seed: int, n: int) -> np.ndarray:
 
 
 def checksum(values: np.ndarray) -> int:
+    """The device program's checksum of a sequence of ints."""
     total = 0
     for value in values.ravel().tolist():
         total = (total * 31 + value) & 0xFFFFFFFF
@@ -68,11 +73,12 @@ def checksum(values: np.ndarray) -> int:
 
 
 def expected_checksum(seq: int, dim: int, bc: int) -> int:
-    """host/q15.py's output for the case, checksummed as the device does."""
+    """host/q15.py's output for the case, checksummed as the device does: the values, then the row shifts."""
     mult, shift = score_scale(SCORE_EXPONENT, SCORE_EXPONENT, dim)
     q, k = fill(1 + seq, seq * dim).reshape(seq, dim), fill(2 + seq, seq * dim).reshape(seq, dim)
     v = fill(3 + seq, seq * dim).reshape(dim, seq).T  # the device fills Vᵀ
-    return checksum(attention_q15(q, k, np.ascontiguousarray(v), Q15Params(seq, dim, False, bc, mult, shift)))
+    out = attention_q15(q, k, np.ascontiguousarray(v), Q15Params(seq, dim, False, bc, mult, shift))
+    return checksum(np.concatenate([out.o.ravel().astype(np.int32), out.shift.astype(np.int32)]))
 
 
 def program(cases: tuple[tuple[int, int, int], ...]) -> str:

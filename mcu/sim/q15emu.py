@@ -337,13 +337,16 @@ class Q15Emulator:
         raise ValueError(self.cpu.read(message, length).decode("ascii", "replace"))
 
     def attention(self, params: tuple[int, ...], buffers: list[tuple[str, bytes]], row0: int,
-                  out_nbytes: int, at: list[int] | None = None) -> tuple[bytes, int, RunStats]:
-        """params = (seq, dim, causal, bc, score_mult, score_shift); buffers = [(typecode, bytes)] for q, k, vt, o.
+                  out_nbytes: int, at: list[int] | None = None) -> tuple[bytes, bytes, int, RunStats]:
+        """params = (seq, dim, causal, bc, score_mult, score_shift); buffers = [(typecode, bytes)] for q, k, vt, o
+        and oshift (typecode 'B', a byte per row).
 
         Validation runs in the emulated kernel (q15attn_check_buffers, q15attn_describe): a bad argument raises
-        ValueError with the kernel's own message. Returns (o bytes, DWT cycles measured by the kernel, stats)."""
+        ValueError with the kernel's own message. Returns (o bytes, oshift bytes, DWT cycles measured by the kernel,
+        stats)."""
         cpu = self.cpu
-        (p_addr, d_addr, n_addr, msg_addr), (q_addr, k_addr, vt_addr, o_addr) = self._place(params, buffers, at)
+        (p_addr, d_addr, n_addr, msg_addr), (q_addr, k_addr, vt_addr, o_addr, s_addr) = \
+            self._place(params, buffers, at)
         status, _ = cpu.call("q15attn_check_buffers", p_addr, row0, d_addr, n_addr)
         if status != 0:
             self._refuse("q15attn_describe", msg_addr, status, p_addr, row0, d_addr)
@@ -352,18 +355,21 @@ class Q15Emulator:
             cpu.write(address, data)
         seq, dim, causal = params[0], params[1], bool(params[2])
         expected_s = twin_seconds(kernel_cycles(seq, dim, row0, nrows, causal))
-        status, stats = cpu.call("q15attn_rows_timed", p_addr, row0, nrows, q_addr, k_addr, vt_addr, o_addr, n_addr,
-                                 expected_s=expected_s)
+        if buffers[4][1]:  # what the call does not write stays as the caller had it
+            cpu.write(s_addr, buffers[4][1])
+        status, stats = cpu.call("q15attn_rows_timed", p_addr, row0, nrows, q_addr, k_addr, vt_addr, o_addr, s_addr,
+                                 n_addr, expected_s=expected_s)
         if status != 0:
             raise ValueError(f"q15attn_rows_timed returned status {status}")
         cycles = int.from_bytes(cpu.read(n_addr, 4), "little")
-        return cpu.read(o_addr, out_nbytes), cycles, stats
+        return cpu.read(o_addr, out_nbytes), cpu.read(s_addr, len(buffers[4][1])), cycles, stats
 
     def stream(self, params: tuple[int, ...], buffers: list[tuple[str, bytes]], row0: int,
-               key0: int, at: list[int] | None = None) -> tuple[bytes, bytes, int, RunStats]:
-        """One key chunk of a streamed head: buffers = [(typecode, bytes)] for q, k, vt, o and state (k and vt the
-        chunk's). Validation and refusals as `attention`. Returns (o bytes, state bytes, DWT cycles, stats); o is
-        written only by the chunk that reaches the rows' last key, and a refusal leaves the state as it was."""
+               key0: int, at: list[int] | None = None) -> tuple[bytes, bytes, bytes, int, RunStats]:
+        """One key chunk of a streamed head: buffers = [(typecode, bytes)] for q, k, vt, o, oshift and state (k and
+        vt the chunk's). Validation and refusals as `attention`. Returns (o bytes, oshift bytes, state bytes, DWT
+        cycles, stats); o and oshift are written only by the chunk that reaches the rows' last key, and a refusal
+        leaves the state as it was."""
         cpu = self.cpu
         (p_addr, d_addr, n_addr, msg_addr), addresses = self._place(params, buffers, at)
         status, _ = cpu.call("q15attn_check_stream_buffers", p_addr, row0, key0, d_addr, n_addr, n_addr + 4)
@@ -375,28 +381,31 @@ class Q15Emulator:
             cpu.write(address, data)
         seq, dim, causal = params[0], params[1], bool(params[2])
         expected_s = twin_seconds(kernel_cycles(seq, dim, row0, nrows, causal, key0, key0 + nkeys))
-        q_addr, k_addr, vt_addr, o_addr, s_addr = addresses
+        q_addr, k_addr, vt_addr, o_addr, g_addr, s_addr = addresses
         status, stats = cpu.call("q15attn_stream_timed", p_addr, row0, nrows, key0, nkeys, q_addr, k_addr, vt_addr,
-                                 s_addr, o_addr, n_addr, expected_s=expected_s)
+                                 s_addr, o_addr, g_addr, n_addr, expected_s=expected_s)
         if status != 0:
             self._refuse("q15attn_describe_stream", msg_addr, status, p_addr, row0, key0, d_addr)
         cycles = int.from_bytes(cpu.read(n_addr, 4), "little")
-        return cpu.read(o_addr, len(buffers[3][1])), cpu.read(s_addr, len(buffers[4][1])), cycles, stats
+        return (cpu.read(o_addr, len(buffers[3][1])), cpu.read(g_addr, len(buffers[4][1])),
+                cpu.read(s_addr, len(buffers[5][1])), cycles, stats)
 
     def state_bytes(self, dim: int, nrows: int) -> int:
         """q15attn_state_bytes of the emulated kernel."""
         return self.cpu.call("q15attn_state_bytes", dim, nrows)[0]
 
     def run(self, params: q15.Q15Params, q: np.ndarray, k: np.ndarray, v: np.ndarray,
-            row0: int = 0) -> tuple[np.ndarray, int, RunStats]:
-        """One head on the twin: q (rows, d), k and v (seq, d) int16 → (o int16 (rows, d), DWT cycles, stats)."""
+            row0: int = 0) -> tuple[q15.Q15Out, int, RunStats]:
+        """One head on the twin: q (rows, d), k and v (seq, d) int16 → (Q15Out: o int16 (rows, d) and each row's
+        shift uint8 (rows,); DWT cycles; stats)."""
         q = np.ascontiguousarray(q, dtype="<i2")
         vt = np.ascontiguousarray(np.asarray(v, dtype="<i2").T)
         buffers = [("h", q.tobytes()), ("h", np.ascontiguousarray(k, dtype="<i2").tobytes()), ("h", vt.tobytes()),
-                   ("h", bytes(q.nbytes))]
+                   ("h", bytes(q.nbytes)), ("B", bytes(q.shape[0]))]
         values = (params.seq, params.dim, int(params.causal), params.bc, params.score_mult, params.score_shift)
-        out, cycles, stats = self.attention(values, buffers, row0, q.nbytes)
-        return np.frombuffer(out, dtype="<i2").reshape(q.shape).copy(), cycles, stats
+        out, shift, cycles, stats = self.attention(values, buffers, row0, q.nbytes)
+        return (q15.Q15Out(np.frombuffer(out, dtype="<i2").reshape(q.shape).copy(),
+                           np.frombuffer(shift, dtype=np.uint8).copy()), cycles, stats)
 
 
 def overlapping_regions(spans: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:

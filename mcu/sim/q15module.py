@@ -6,8 +6,8 @@ the natmod's C (mcu/native/kbench_frame.c) byte for byte, behind the binding's a
 Arguments are taken as the binding takes them, with its messages: ints as machine words (a float is a TypeError, a
 value beyond int32 an OverflowError naming it and its range), row0 and key0 within 0..32767, buffers by the buffer
 protocol (a bytearray, or a writable memoryview of one, is raw int16 and must start on a 2-byte boundary; a streamed
-head's state on an 8-byte one); everything else is validated by the emulated kernel itself, whose ValueError carries
-its own message.
+head's state on an 8-byte one; oshift, the rows' output shifts, a writable bytearray or array('B')); everything else
+is validated by the emulated kernel itself, whose ValueError carries its own message.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ RANGES = {"seq": (1, SEQ_MAX), "dim": (1, DIM_MAX), "causal": (0, 1), "bc": (1, 
           "score_mult": (q15.MULT_MIN, q15.MULT_MAX), "score_shift": (q15.SHIFT_MIN, q15.SHIFT_MAX),
           "row0": (0, SEQ_MAX - 1), "key0": (0, SEQ_MAX - 1), "rows": (1, SEQ_MAX)}
 PARAMS = ("seq", "dim", "causal", "bc", "score_mult", "score_shift")
+#: The binding's Q15ATTN_VERSION (mcu/native/attention_q15.h): 4, contract v2 (each output row's shift in oshift).
+VERSION = 4
 
 
 def make_module(clock_hz: int = BOARD_CLOCK_HZ, cycle_sink: Callable[[int], None] | None = None):
@@ -38,25 +40,29 @@ def make_module(clock_hz: int = BOARD_CLOCK_HZ, cycle_sink: Callable[[int], None
     module = types.ModuleType("q15attn", "Q15 attention, the Cortex-M4 kernel executed by the board twin's emulator")
 
     def attention(*args, at=None, **kwargs):
-        positional("attention", args, kwargs, 10, 11)
+        positional("attention", args, kwargs, 11, 12)
         buffers = [tensor(name, value, name == "o") for name, value in zip(("q", "k", "vt", "o"), args[:4])]
-        values = tuple(machine_int(x, name) for x, name in zip(args[4:10], PARAMS))
-        row0 = position(args[10], "row0") if len(args) > 10 else 0
-        out, cycles, stats = emulator.attention(values, buffers, row0, len(buffers[3][1]), at)
+        buffers.append(shift_buffer(args[4]))
+        values = tuple(machine_int(x, name) for x, name in zip(args[5:11], PARAMS))
+        row0 = position(args[11], "row0") if len(args) > 11 else 0
+        out, shift, cycles, stats = emulator.attention(values, buffers, row0, len(buffers[3][1]), at)
         memoryview(args[3]).cast("B")[:] = out
+        memoryview(args[4]).cast("B")[:] = shift
         if cycle_sink is not None:
             cycle_sink(stats.cycles)
         return cycles
 
     def stream(*args, at=None, **kwargs):
-        positional("stream", args, kwargs, 13, 13)
+        positional("stream", args, kwargs, 14, 14)
         buffers = [tensor(name, value, name == "o") for name, value in zip(("q", "k", "vt", "o"), args[:4])]
-        state = args[4]
+        buffers.append(shift_buffer(args[4]))
+        state = args[5]
         buffers.append(state_buffer(state))
-        values = tuple(machine_int(x, name) for x, name in zip(args[5:11], PARAMS))
-        row0, key0 = position(args[11], "row0"), position(args[12], "key0")
-        out, held, cycles, stats = emulator.stream(values, buffers, row0, key0, at)
+        values = tuple(machine_int(x, name) for x, name in zip(args[6:12], PARAMS))
+        row0, key0 = position(args[12], "row0"), position(args[13], "key0")
+        out, shift, held, cycles, stats = emulator.stream(values, buffers, row0, key0, at)
         memoryview(args[3]).cast("B")[:] = out
+        memoryview(args[4]).cast("B")[:] = shift
         memoryview(state).cast("B")[:] = held
         if cycle_sink is not None:
             cycle_sink(stats.cycles)
@@ -87,7 +93,7 @@ def make_module(clock_hz: int = BOARD_CLOCK_HZ, cycle_sink: Callable[[int], None
         setattr(module, function.__name__, function)
     crc16.framing = cobs_encode.framing = True  # the frame server's helpers, microseconds: not the timed kernel
     module.limits = lambda: (SEQ_MAX, DIM_MAX, BC_MAX)
-    module.version = lambda: 3
+    module.version = lambda: VERSION
     module.CLOCK_HZ = clock_hz
     return module
 
@@ -129,6 +135,21 @@ def tensor(name: str, value, writable: bool) -> tuple[str, bytes]:
         raise ValueError(f"{name} starts at an odd address; allowed: a 2-byte boundary (a bytearray, or a memoryview "
                          "of one at an even offset)")
     return code, view.tobytes()
+
+
+def shift_buffer(value) -> tuple[str, bytes]:
+    """(typecode, bytes) of oshift, the rows' output shifts, or the binding's TypeError (no writable buffer: None,
+    bytes). A bytearray or a writable memoryview of bytes is 'B' for the kernel, an array its own typecode; the
+    kernel refuses any but 'B', and a length below one byte per row, with its own message."""
+    try:
+        view = memoryview(value)
+    except TypeError:
+        view = None
+    if view is None or view.readonly:
+        raise TypeError(f"oshift is {type(value).__name__}; allowed: a writable bytearray or array('B'), a byte per "
+                        "row")
+    code = binding_typecode(value)
+    return ("B" if code == "h" and not isinstance(value, array.array) else code), view.tobytes()
 
 
 def state_buffer(value) -> tuple[str, bytes]:

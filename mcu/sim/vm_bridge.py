@@ -5,9 +5,10 @@ heating the modelled die), `crc16` and `cobs_encode` run there too, and `machine
 `pyb.ADCAll` reach the modelled peripherals (mcu/sim/peripherals.py). The VM also says here when its frame server
 takes the line and leaves it (`serving`: the line faults of --faults apply then).
 
-Wire (one request at a time): a header of 21 int32 (op, ten int arguments, the byte lengths of up to five
+Wire (one request at a time): a header of 23 int32 (op, ten int arguments, the byte lengths of up to six
 buffers and their addresses in the VM's memory), the buffers; the reply (status, value, n): status 0 with the
-buffers the op fills, else n bytes of the message of the error ERRORS[status].
+buffers the op fills, else n bytes of the message of the error ERRORS[status]. A buffer of length 0 keeps its place
+(an empty oshift is the kernel's to refuse, not a reason to read the state as oshift).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from mcu.sim.peripherals import Peripherals
 
 (HELLO, STATE_BYTES, ATTENTION, STREAM, CLOCK, TEMP_MILLI_C, VDDA_MILLI_V, CRC16, COBS, SERVING, MEM_READ,
  MEM_WRITE) = range(12)
-HEADER = struct.Struct("<21i")
+#: The most buffers a call sends: q, k, vt, o, oshift and state (q15attn.stream).
+BUFFERS = 6
+HEADER = struct.Struct(f"<{11 + 2 * BUFFERS}i")
 REPLY = struct.Struct("<iIi")
 ERRORS = {ValueError: 1, TypeError: 2, OverflowError: 3}
 #: Heap a native q15attn.mpy's code takes on a board (a natmod's code is copied into the GC heap): mpy_ld's "text
@@ -57,14 +60,13 @@ class Bridge:
     def serve(self) -> None:
         while (header := self.receive(HEADER.size)) is not None:
             op, *values = HEADER.unpack(header)
-            args, lengths, addresses = values[:10], values[10:15], values[15:]
+            args, lengths, addresses = values[:10], values[10:10 + BUFFERS], values[10 + BUFFERS:]
             buffers = []
             for n in lengths:
-                if n:
-                    data = self.receive(n)
-                    if data is None:
-                        return
-                    buffers.append(bytearray(data))
+                data = self.receive(n) if n > 0 else b""
+                if data is None:
+                    return
+                buffers.append(bytearray(data))
             try:
                 value, data = self.answer(op, args, buffers, [a & 0xFFFFFFFF for a in addresses[:len(buffers)]])
             except tuple(ERRORS) as exc:
@@ -98,16 +100,18 @@ class Bridge:
         if op == STATE_BYTES:
             return module.state_bytes(args[0], args[1]), b""
         if op == ATTENTION:
-            q, k, vt, o = (buffers + [bytearray()] * 4)[:4]
+            q, k, vt, o, oshift = (buffers + [bytearray()] * 5)[:5]
             self.calls += 1
             # the emulator's wall time is not the board's: the clock advances by the cycles the kernel reports
-            cycles = self.hardware.clock.excluding(module.attention)(q, k, vt, o, *args[:7], at=addresses)
-            return cycles, bytes(o)
+            cycles = self.hardware.clock.excluding(module.attention)(q, k, vt, o, oshift, *args[:7],
+                                                                     at=addresses and addresses[:5])
+            return cycles, bytes(o) + bytes(oshift)
         if op == STREAM:
-            q, k, vt, o, state = (buffers + [bytearray()] * 5)[:5]
+            q, k, vt, o, oshift, state = (buffers + [bytearray()] * 6)[:6]
             self.calls += 1
-            cycles = self.hardware.clock.excluding(module.stream)(q, k, vt, o, state, *args[:8], at=addresses)
-            return cycles, bytes(o) + bytes(state)
+            cycles = self.hardware.clock.excluding(module.stream)(q, k, vt, o, oshift, state, *args[:8],
+                                                                  at=addresses)
+            return cycles, bytes(o) + bytes(oshift) + bytes(state)
         if op == CRC16:
             data = buffers[0] if buffers else bytearray()
             return module.crc16(data, *args[:3]), b""

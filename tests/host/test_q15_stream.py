@@ -10,7 +10,7 @@ import pytest
 
 from mcu import q15_c
 from host.errors import SpecError, TargetError
-from host.q15 import BC_MAX, MULT_MAX, MULT_MIN, SHIFT_MAX, SHIFT_MIN, Q15Params, StreamState, attention_q15
+from host.q15 import BC_MAX, MULT_MAX, MULT_MIN, SHIFT_MAX, SHIFT_MIN, Q15Out, Q15Params, StreamState, attention_q15
 
 CASES = 2000
 
@@ -44,7 +44,7 @@ def _streamed(q, k, v, params: Q15Params, row0: int, starts: list[int]) -> np.nd
     return state.finish()
 
 
-def _streamed_c(q, k, v, params: Q15Params, row0: int, starts: list[int]) -> np.ndarray:
+def _streamed_c(q, k, v, params: Q15Params, row0: int, starts: list[int]) -> Q15Out:
     rows = q15_c.StreamedRows(params, q, row0)
     out = None
     for key0, key1 in _ranges(params, row0, q.shape[0], starts):
@@ -74,7 +74,7 @@ def test_streamed_heads_equal_one_pass_on_random_and_extreme_cases():
         got = _streamed(q[row0:row0 + rows], k, v, params, row0, starts)
         assert np.array_equal(got, expected), (case, seq, dim, bc, causal, row0, rows, starts)
         got_c = _streamed_c(q[row0:row0 + rows], k, v, params, row0, starts)
-        assert np.array_equal(got_c, expected), ("C", case, seq, dim, bc, causal, row0, rows, starts)
+        assert got_c.same_bits(expected), ("C", case, seq, dim, bc, causal, row0, rows, starts)  # values and shifts
     assert mid_chunk_causal > 100  # causal row ranges whose last key falls inside a chunk were among the cases
 
 
@@ -128,8 +128,15 @@ def test_the_c_kernel_refuses_chunks_and_states_that_would_mix():
         other.take(k[32:64], v[32:64], 32)
     assert rows.take(k[32:64], v[32:64], 32) is None
     out = rows.take(k[64:], v[64:], 64)
-    assert np.array_equal(out, attention_q15(q[:6], k, v, params, 0))
-    status, nrows, nkeys, message = q15_c.check_stream_buffers(params.__dict__, 0, 0, (96, 512, 512, 96, 100))
+    assert out.same_bits(attention_q15(q[:6], k, v, params, 0))
+    status, nrows, nkeys, message = q15_c.check_stream_buffers(params.__dict__, 0, 0, (96, 512, 512, 96, 6, 100))
     assert (nrows, nkeys) == (6, 32) and message == "len(state)=100 but 6 rows of dim=8 need 512"
+    assert q15_c.check_stream_buffers(params.__dict__, 0, 0, (96, 512, 512, 96, 5, 512))[3] == \
+        "len(oshift)=5 is too small; allowed: at least 6 bytes (one shift per row, 6 rows)"
+    assert q15_c.check_stream_buffers(params.__dict__, 0, 0, (96, 512, 512, 96, 0, 512))[3] == \
+        "oshift is missing (0 bytes); allowed: at least 6 bytes (one shift per row, 6 rows)"
+    assert q15_c.check_stream_buffers(params.__dict__, 0, 0, (96, 512, 512, 96, 12, 512), typecodes="hhhhhh")[3] \
+        == "oshift has typecode 'h'; allowed: 'B' (bytearray or array('B'), uint8)"
+    assert q15_c.check_stream_buffers(params.__dict__, 0, 0, (96, 512, 512, 96, 6, 512))[:3] == (0, 6, 32)
     assert q15_c.state_bytes(8, 6) == 32 + 6 * 8 * (8 + 2)  # header, then 2·ceil(dim/2) + 2 int64 per row
     assert q15_c.state_bytes(59, 1) == 32 + 8 * (60 + 2)

@@ -1,5 +1,7 @@
-"""mcu/native/attention_q15.c against host/q15.py: bit-exact on random and adversarial cases, the same validation
-messages the MicroPython binding raises, and a Cortex-M4 build that uses the DSP instructions it was written for."""
+"""mcu/native/attention_q15.c against host/q15.py: bit-exact (values and each row's output shift) on random and
+adversarial cases, the row shift at its ends (0 for a row of zeros, the cap 31 for a row tiny against V's scale, a
+quotient rounding to 32768), the same validation messages the MicroPython binding raises, and a Cortex-M4 build that
+uses the DSP instructions it was written for."""
 
 import re
 import shutil
@@ -22,13 +24,16 @@ def case_params(rng, seq, dim, causal, bc, exp_q=None, exp_k=None):
 
 
 def assert_same(params, q, k, v, row0=0, label=""):
+    """The C kernel's rows equal the model's, values and row shifts; the model's output."""
     want = q15.attention_q15(q, k, v, params, row0)
     got = q15_c.attention_rows(params, q, k, v, row0)
-    if not np.array_equal(want, got):
-        bad = np.argwhere(want != got)[:5]
-        firsts = ", ".join(f"O{tuple(int(i) for i in idx)}: model {want[tuple(idx)]}, C {got[tuple(idx)]}"
-                           for idx in bad)
-        pytest.fail(f"{label} {params}: {len(np.argwhere(want != got))} differences; first {firsts}")
+    for name, w, g in (("O", want.o, got.o), ("g", want.shift, got.shift)):
+        if not np.array_equal(w, g):
+            bad = np.argwhere(w != g)
+            firsts = ", ".join(f"{name}{tuple(int(i) for i in idx)}: model {w[tuple(idx)]}, C {g[tuple(idx)]}"
+                               for idx in bad[:5])
+            pytest.fail(f"{label} {params}: {len(bad)} differences in {name}; first {firsts}")
+    return want
 
 
 def test_exp2_step_is_identical_for_every_delta_that_is_not_zero_by_rule():
@@ -92,8 +97,8 @@ def test_equal_scores_dominant_scores_and_masked_rows_are_bit_exact():
             assert_same(params, equal_q, dominant_k, v, label="equal scores")
             assert_same(params, dominant_q, dominant_k, v, label="one dominant score")
             out = q15_c.attention_rows(params, dominant_q, dominant_k, v)
-            if causal:
-                assert np.array_equal(out[0], v[0])
+            if causal:  # row 0 is v[0] exactly: o · 2^-g = v[0]
+                assert np.array_equal(out.o[0].astype(np.int64), v[0].astype(np.int64) << int(out.shift[0]))
 
 
 @pytest.mark.parametrize("mult,shift", [(32767, 1), (16384, 62), (32767, 8)])
@@ -111,11 +116,86 @@ def test_rows_in_chunks_equal_the_whole():
     q, k, v = (rng.integers(-32768, 32768, (97, 59)).astype(np.int16) for _ in range(3))
     whole = q15_c.attention_rows(params, q, k, v)
     chunks = [q15_c.attention_rows(params, q[r:r + 10], k, v, r) for r in range(0, 97, 10)]
-    assert np.array_equal(whole, np.concatenate(chunks))
+    assert np.array_equal(whole.o, np.concatenate([c.o for c in chunks]))
+    assert np.array_equal(whole.shift, np.concatenate([c.shift for c in chunks]))
+
+
+#: The shift tests' shapes: awkward lengths at dim 59 (the pair path's odd column), and one long head.
+SHIFT_SHAPES = [(1, 59), (17, 59), (97, 59), (1025, 59)]
+#: Score scale of the shift tests: z = acc · 2^14 / 2^24, so key 0's score (acc down to -2^30) falls to -16 · 2^16,
+#: where EXP2 is 0.
+FALLING = dict(score_mult=16384, score_shift=24)
+
+
+def falling_key_head(seq, dim, v0):
+    """(q, k, v) where every key but key 0 scores 0 and holds V = 0, and key 0 (V = v0) scores lower and lower down
+    the query rows, from 0 to -16 in base 2: its probability runs from 32767 to 0, so |O| runs from about |v0| / seq
+    (|v0| for causal row 0) down to 0 while l stays near (keys - 1) · 32767."""
+    q = np.zeros((seq, dim), np.int16)
+    q[:, 0] = np.linspace(0, 32767, seq).astype(np.int16)
+    k = np.zeros((seq, dim), np.int16)
+    k[0, 0] = -32768
+    v = np.zeros((seq, dim), np.int16)
+    v[0] = v0
+    return q, k, v
+
+
+def check_row_shift_range(out):
+    """A row whose shift is neither clamped at 0 nor at the cap has its largest |O| in [2^13, 2^15] (less one for the
+    rounding of l): g puts max |A|·2^g / l in [2^13, 2^15) (docs/q15.md §6), the 32768 of rounding saturated."""
+    inside = (out.shift > 0) & (out.shift < q15.OUT_SHIFT_MAX)
+    peaks = np.abs(out.o[inside].astype(np.int64)).max(axis=-1)
+    assert ((peaks >= (1 << 13) - 1) & (peaks <= 32767)).all(), peaks
+
+
+@pytest.mark.parametrize("seq,dim", SHIFT_SHAPES)
+def test_row_shifts_span_zero_to_the_cap_bit_exact(seq, dim):
+    """V all zero: every row's shift is 0 and its values 0. V of ±1 at the falling key: rows whose O is tiny against
+    V's scale take large shifts, up to the cap 31; V at full scale: small shifts, or 0 where |O| needs all 16 bits."""
+    rng = np.random.default_rng(seq)
+    shifts = set()
+    for causal in (False, True):
+        for bc in (1, 5, q15.BC):
+            params = q15.Q15Params(seq, dim, causal, bc, **FALLING)
+            zeros = assert_same(params, *falling_key_head(seq, dim, 0), label="V all zero")
+            assert not zeros.shift.any() and not zeros.o.any()
+            for name, v0 in (("tiny", rng.integers(-1, 2, dim)), ("full", rng.choice([-32768, 32767], dim))):
+                out = assert_same(params, *falling_key_head(seq, dim, v0.astype(np.int16)), label=name)
+                check_row_shift_range(out)
+                assert name == "full" or ((out.shift > 0) & (out.shift < q15.OUT_SHIFT_MAX)).any(), out.shift
+                shifts |= set(out.shift.tolist())
+    if seq >= 17:  # l >= 16 · 32767: one unit of A is 2^-19 of it, past the cap
+        assert {0, q15.OUT_SHIFT_MAX} <= shifts and len(shifts) > 10, sorted(shifts)
+
+
+@pytest.mark.parametrize("dim", [1, 2, 59])
+def test_a_quotient_rounding_to_32768_saturates_bit_exact(dim):
+    """Two keys with p = 32767 and p = 1 (a score 15 lower in base 2): l = 2^15, and V = (4, 3) gives A = 2^17 - 1 in
+    column 0, so g = bits(l) - bits(A) + 14 = 13 and A·2^g / l = 32767.75, which rounds to 32768 and saturates to
+    32767; V = (-4, -3) gives -32768, in range. Derived here from the integers, not from either implementation."""
+    q = np.zeros((2, dim), np.int16)
+    q[:, 0] = 32767
+    k = np.zeros((2, dim), np.int16)
+    k[1, 0] = -32  # z_1 = RSH(-32 · 32767 · 2^14, 14) = -1048544: δ in [15, 16) · 2^16, EXP2 = 1
+    v = np.ones((2, dim), np.int16)
+    v[:, 0] = (4, 3)
+    if dim > 1:
+        v[:, 1] = (-4, -3)
+    p = [int(q15.exp2_q15(np.int64(0))), int(q15.exp2_q15(np.int64(1048544)))]
+    assert p == [32767, 1]
+    l, peak = sum(p), p[0] * 4 + p[1] * 3
+    g = l.bit_length() - peak.bit_length() + 14
+    assert (l, peak, g) == (1 << 15, (1 << 17) - 1, 13)
+    assert (peak * 2**g + l // 2) // l == 32768  # s = 0: l is already 16 bits
+    for causal, bc in ((False, 1), (True, 1), (False, q15.BC), (True, q15.BC)):  # causal row 1 sees both keys
+        out = assert_same(q15.Q15Params(2, dim, causal, bc, 16384, 14), q, k, v, label="32768 by rounding")
+        assert out.shift[1] == 13 and out.o[1, 0] == 32767
+        if dim > 1:
+            assert out.o[1, 1] == -32768
 
 
 GOOD = dict(seq=4, dim=3, causal=0, bc=2, score_mult=20000, score_shift=20)
-GOOD_BUFFERS = [("h", 24), ("h", 24), ("h", 24), ("h", 24)]
+GOOD_BUFFERS = [("h", 24), ("h", 24), ("h", 24), ("h", 24), ("B", 4)]  # q, k, vt, o; oshift: 4 rows of dim 3
 
 
 @pytest.mark.parametrize("params,buffers,row0,message", [
@@ -125,12 +205,17 @@ GOOD_BUFFERS = [("h", 24), ("h", 24), ("h", 24), ("h", 24)]
     (dict(causal=2), GOOD_BUFFERS, 0, "causal=2 is out of range; allowed: 0..1"),
     (dict(score_shift=70), GOOD_BUFFERS, 0, "score_shift=70 is out of range; allowed: 1..62"),
     ({}, [("f", 48)] + GOOD_BUFFERS[1:], 0, "q has typecode 'f'; allowed: 'h' (array('h'), int16)"),
-    ({}, GOOD_BUFFERS[:3] + [("b", 24)], 0, "o has typecode 'b'"),
+    ({}, GOOD_BUFFERS[:3] + [("b", 24)] + GOOD_BUFFERS[4:], 0, "o has typecode 'b'"),
     ({}, [("h", 20)] + GOOD_BUFFERS[1:], 0, "len(q)=10 is not a whole, non-zero number of rows of dim=3"),
     ({}, [GOOD_BUFFERS[0], ("h", 22)] + GOOD_BUFFERS[2:], 0, "len(k)=11 but seq*dim=12"),
-    ({}, GOOD_BUFFERS[:2] + [("h", 26), GOOD_BUFFERS[3]], 0, "len(vt)=13 but seq*dim=12"),
-    ({}, GOOD_BUFFERS[:3] + [("h", 18)], 0, "len(o)=9 but len(q)=12"),
-    ({}, [("h", 12)] + GOOD_BUFFERS[1:3] + [("h", 12)], 3, "rows 3..4 are outside 0..3 (seq=4)"),
+    ({}, GOOD_BUFFERS[:2] + [("h", 26)] + GOOD_BUFFERS[3:], 0, "len(vt)=13 but seq*dim=12"),
+    ({}, GOOD_BUFFERS[:3] + [("h", 18)] + GOOD_BUFFERS[4:], 0, "len(o)=9 but len(q)=12"),
+    ({}, [("h", 12)] + GOOD_BUFFERS[1:3] + [("h", 12), ("B", 2)], 3, "rows 3..4 are outside 0..3 (seq=4)"),
+    ({}, GOOD_BUFFERS[:4] + [("h", 8)], 0, "oshift has typecode 'h'; allowed: 'B' (bytearray or array('B'), uint8)"),
+    ({}, GOOD_BUFFERS[:4] + [("B", 3)], 0,
+     "len(oshift)=3 is too small; allowed: at least 4 bytes (one shift per row, 4 rows)"),
+    ({}, GOOD_BUFFERS[:4] + [("B", 0)], 0, "oshift is missing (0 bytes); allowed: at least 4 bytes (one shift per row, "
+                                           "4 rows)"),
 ])
 def test_binding_validation_messages_name_the_values(params, buffers, row0, message):
     status, _, text = q15_c.check_buffers({**GOOD, **params}, row0, buffers)
@@ -139,7 +224,8 @@ def test_binding_validation_messages_name_the_values(params, buffers, row0, mess
 
 
 def test_valid_buffers_give_the_row_count():
-    assert q15_c.check_buffers(GOOD, 1, [("h", 12), ("h", 24), ("h", 24), ("h", 12)])[:2] == (0, 2)
+    assert q15_c.check_buffers(GOOD, 1, [("h", 12), ("h", 24), ("h", 24), ("h", 12), ("B", 2)])[:2] == (0, 2)
+    assert q15_c.check_buffers(GOOD, 1, [("h", 12), ("h", 24), ("h", 24), ("h", 12), ("B", 99)])[:2] == (0, 2)
 
 
 @pytest.fixture(scope="module")

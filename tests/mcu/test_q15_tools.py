@@ -1,6 +1,6 @@
 """The tools behind docs/q15.md's error table and docs/performance.md's Q15 and link figures, each on a tiny case:
-`python -m host.q15_error`, `python -m mcu.q15_bench` (and its bit-exactness check before timing), and
-`python -m mcu.link_bench` on the twin (and its checks of the READ round trip and the head)."""
+`python -m host.q15_error` (the contract against fp16), `python -m mcu.q15_bench` (and its bit-exactness check
+before timing), and `python -m mcu.link_bench` on the twin (and its checks of the READ round trip and the head)."""
 
 from __future__ import annotations
 
@@ -9,34 +9,28 @@ import re
 import numpy as np
 import pytest
 
-from host import q15
+from host import q15, q15_error
 from mcu import q15_bench, q15_c
 from host.errors import TargetError
-from host.problem import AttentionProblem
-from host.q15 import run_problem
-from host.reference import errors, golden
+from host.q15_accuracy import compare
 from helpers import run_module
 
 
-def test_q15_error_prints_the_table_of_run_problem():
-    done = run_module("host.q15_error", "--seq", "17", "--dim", "8", "--heads", "1", "--bc", "5")
+def test_q15_error_prints_the_table_of_its_comparisons():
+    done = run_module("host.q15_error", "--seq", "17", "--dim", "8", "--causal", "0", "--inputs", "normal",
+                      "--bc", "5")
     assert done.returncode == 0, done.stderr
-    problem = AttentionProblem(heads=1, seq=17, dim=8, seed=1)  # the tool's inputs: N(0,1), seed 1
-    metrics = errors(run_problem(problem, bc=5)[1], golden(problem))
-    assert done.stdout.splitlines() == ["| seq | d=8 |", "|---|---|",
-                                        f"| 17 | {metrics.rel_l2:.1e} / {metrics.max_abs:.1e} |"]
+    assert done.stdout.strip() == q15_error.table([compare("normal", 17, 8, False, 5)])
 
 
 def test_q15_error_says_each_shape_on_stderr_as_it_is_measured(capsys):
-    from host import q15_error
-
-    assert q15_error.main(["--seq", "8,17", "--dim", "4", "--heads", "1", "--causal", "both"]) == 0
+    assert q15_error.main(["--seq", "8,17", "--dim", "4", "--inputs", "normal", "--causal", "both"]) == 0
     said = capsys.readouterr()
-    assert said.out.count("| seq | d=4 |") == 2  # stdout stays the tables
+    assert said.out.count("| inputs | causal | seq | d |") == 1 and said.out.count("| normal |") == 4  # the table
     lines = said.err.splitlines()
     assert [line.split(" (")[0] for line in lines] == [
-        "kbench: q15_error 1/4 seq 8 d 4", "kbench: q15_error 2/4 seq 17 d 4",
-        "kbench: q15_error 3/4 seq 8 d 4 causal", "kbench: q15_error 4/4 seq 17 d 4 causal"]
+        "kbench: q15_error 1/4 normal seq 8 d 4", "kbench: q15_error 2/4 normal seq 17 d 4",
+        "kbench: q15_error 3/4 normal seq 8 d 4 causal", "kbench: q15_error 4/4 normal seq 17 d 4 causal"]
     assert all(re.search(r" \(\d+\.\d s\)$", line) for line in lines)
 
 
@@ -65,7 +59,7 @@ def test_q15_bench_refuses_to_time_a_kernel_that_differs_from_the_model(monkeypa
 
     def off_by_one(params, q, k, v, row0=0):
         out = exact(params, q, k, v, row0)
-        out[3, 2] += 1
+        out.o[3, 2] += 1
         return out
 
     monkeypatch.setattr(q15_c, "attention_rows", off_by_one)
@@ -74,7 +68,7 @@ def test_q15_bench_refuses_to_time_a_kernel_that_differs_from_the_model(monkeypa
     assert said.out == ""  # nothing timed, no table
     [line] = [line for line in said.err.splitlines() if not line.startswith("kbench: q15_bench ")]  # no progress
     assert line.startswith("kbench: host C kernel, seq 17, dim 8, Bc 5: wrong (Q15 contract): not bit-exact")
-    assert "1 of 136 elements differ: O(0, 0, 3, 2)" in line
+    assert "1 of 136 values differ: O(0, 0, 3, 2)" in line
 
 
 def test_link_bench_round_trip_check_names_the_first_difference():
@@ -130,7 +124,7 @@ def test_link_bench_refuses_a_head_that_differs_from_the_model(monkeypatch):
 
     def one_lsb_off(session, params, q, k, v, repeats):
         out = q15.attention_q15(q, k, v, params)
-        out[0, 1] += 1
+        out.o[0, 1] += 1
         return type("Head", (), {"out": out, "cycles": np.array([1000])})()
 
     class FakeLink:
@@ -139,7 +133,7 @@ def test_link_bench_refuses_a_head_that_differs_from_the_model(monkeypatch):
 
     monkeypatch.setattr(head, "run_head", one_lsb_off)
     with pytest.raises(TargetError, match=r"the board's head \(seq 17, dim 8\): wrong \(Q15 contract\): not "
-                                          r"bit-exact with host/q15.py \(1 of 136 elements differ: O\(0, 0, 0, 1\)"):
+                                          r"bit-exact with host/q15.py \(1 of 136 values differ: O\(0, 0, 0, 1\)"):
         link_bench.head_split(FakeLink(), 17, 8)
 
 

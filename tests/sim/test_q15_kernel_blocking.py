@@ -1,7 +1,7 @@
 """The two-row path of mcu/native/attention_q15.c (2x2 register blocking: two query rows x two keys in QKᵀ, two
-probability rows x two columns of Vᵀ in P·V): bit-exact with host/q15.py on awkward shapes, in the host build and in
-the Cortex-M4 build on the twin's emulated core; the hand-scheduled step in the listing; the modelled cycles the issue
-asked for; and the kernel's stack frames."""
+probability rows x two columns of Vᵀ in P·V): bit-exact with host/q15.py (values and row shifts) on awkward shapes,
+in the host build and in the Cortex-M4 build on the twin's emulated core; the hand-scheduled step in the listing; the
+modelled cycles the issues asked for; and the kernel's stack frames."""
 
 import re
 import shutil
@@ -42,9 +42,13 @@ def case(seq, dim, causal, bc, exps, seed):
 
 
 def first_difference(want, got) -> str:
-    bad = np.argwhere(want != got)
-    at = tuple(int(i) for i in bad[0])
-    return f"{len(bad)} differences; first O{at}: model {want[at]}, kernel {got[at]}"
+    """How two outputs (q15.Q15Out) differ: the count and the first differing value or row shift."""
+    for label, w, g in (("O", want.o, got.o), ("g", want.shift, got.shift)):
+        bad = np.argwhere(w != g)
+        if len(bad):
+            at = tuple(int(i) for i in bad[0])
+            return f"{len(bad)} differences in {label}; first {label}{at}: model {w[at]}, kernel {g[at]}"
+    return "no difference"
 
 
 def test_the_exponents_cover_every_score_step():
@@ -59,7 +63,7 @@ def test_host_build_is_bit_exact_on_awkward_shapes(seq, dim, causal, bc):
         for row0 in sorted({0, seq // 3, seq - 1}):
             want = q15.attention_q15(q[row0:], k, v, params, row0)
             got = q15_c.attention_rows(params, q[row0:], k, v, row0)
-            assert np.array_equal(want, got), f"{params} row0 {row0}: {first_difference(want, got)}"
+            assert want.same_bits(got), f"{params} row0 {row0}: {first_difference(want, got)}"
 
 
 @needs_emulator
@@ -71,7 +75,7 @@ def test_cortex_m4_build_is_bit_exact_on_awkward_shapes(emulator, seq, dim, caus
         for row0 in sorted({0, seq // 3}):  # seq // 3 is odd for 17, 97, 130: pairs start on odd rows
             want = q15.attention_q15(q[row0:], k, v, params, row0)
             got, _, _ = emulator.run(params, q[row0:], k, v, row0)
-            assert np.array_equal(want, got), f"{params} row0 {row0}: {first_difference(want, got)}"
+            assert want.same_bits(got), f"{params} row0 {row0}: {first_difference(want, got)}"
 
 
 @needs_emulator
@@ -79,8 +83,8 @@ def test_rows_in_odd_chunks_equal_the_whole_on_the_twin(emulator):
     params, q, k, v = case(61, 59, True, 7, (2, 2), 5)
     whole, _, _ = emulator.run(params, q, k, v)
     chunks = [emulator.run(params, q[r:r + 5], k, v, r)[0] for r in range(0, 61, 5)]
-    assert np.array_equal(whole, np.concatenate(chunks))
-    assert np.array_equal(whole, q15.attention_q15(q, k, v, params))
+    assert whole.same_bits(q15.Q15Out(np.concatenate([c.o for c in chunks]), np.concatenate([c.shift for c in chunks])))
+    assert whole.same_bits(q15.attention_q15(q, k, v, params))
 
 
 @needs_emulator
@@ -108,7 +112,7 @@ def test_the_two_row_routines_run_where_they_should():
                 calls[name] = 0
             params, q, k, v = case(seq, dim, False, bc, exps, 1)
             got, _, _ = emulator.run(params, q, k, v)
-            assert np.array_equal(got, q15.attention_q15(q, k, v, params))
+            assert got.same_bits(q15.attention_q15(q, k, v, params))
             return dict(calls)
 
         # 17 rows: 8 pairs x 2 key blocks each, and the 17th row alone
@@ -146,14 +150,15 @@ def test_the_listing_runs_the_2x2_step_unrolled_in_both_routines(m4_listing):
 @needs_emulator
 def test_modelled_cycles_per_mac_meet_the_issue_at_seq_128_dim_64(emulator):
     """mcu.sim.bench's head (seeded N(0,1) inputs, quantised per tensor) at Bc 64: at most 2.0 modelled cycles per
-    multiply-accumulate (issue 15; 3.76 before the two-row path, reports/bench-mcu/kernel-blocking/)."""
+    multiply-accumulate (issue 15; 3.76 before the two-row path, reports/bench-mcu/kernel-blocking/), and with
+    contract v2's row shift at most 5 % above v1's 1.74 (issue 31; reports/issue-31/)."""
     seq, dim = 128, 64
     q, k, v = AttentionProblem(seq=seq, dim=dim, causal=False).inputs()
     (qq, sq), (kq, sk), (vq, _) = q15.quantize(q), q15.quantize(k), q15.quantize(v)
     params = q15.Q15Params(seq, dim, False, 64, *q15.score_scale(sq, sk, dim))
     out, cycles, _ = emulator.run(params, qq[0, 0], kq[0, 0], vq[0, 0])
-    assert np.array_equal(out, q15.attention_q15(qq[0, 0], kq[0, 0], vq[0, 0], params))
-    assert cycles / (2 * seq * seq * dim) <= 2.0
+    assert out.same_bits(q15.attention_q15(qq[0, 0], kq[0, 0], vq[0, 0], params))
+    assert cycles / (2 * seq * seq * dim) <= min(2.0, 1.74 * 1.05)
 
 
 def test_stack_frames_stay_within_the_documented_bytes(tmp_path):

@@ -1,6 +1,6 @@
 """The twin's emulated Cortex-M4: the arm-none-eabi-gcc build of the Q15 kernel, run by Unicorn, gives host/q15.py's
-bits; validation comes from the emulated kernel; requests that exceed the board's RAM are refused; the cycle model
-is deterministic and costs instructions by class."""
+bits (values and row shifts); validation comes from the emulated kernel; requests that exceed the board's RAM are
+refused; the cycle model is deterministic and costs instructions by class."""
 
 import array
 import re
@@ -27,15 +27,33 @@ def test_emulated_kernel_is_bit_exact_with_the_model(emulator, seq, dim, causal,
     rng = np.random.default_rng(seq * 1000 + dim)
     params, q, k, v = random_case(rng, seq, dim, causal, bc)
     out, cycles, stats = emulator.run(params, q, k, v)
-    assert np.array_equal(out, q15.attention_q15(q, k, v, params))
+    assert out.same_bits(q15.attention_q15(q, k, v, params))
     assert 0 < cycles <= stats.cycles and stats.instructions > 0
+
+
+@needs_emulator
+@pytest.mark.parametrize("seq,dim", [(1, 59), (17, 59), (97, 64)])
+def test_emulated_row_shifts_span_zero_to_the_cap(emulator, seq, dim):
+    """The Cortex-M4 division's shift at its ends (the tests of tests/mcu/test_q15_kernel.py on the host build):
+    V all zero gives g = 0, a V of ±1 at a key whose probability falls to nothing gives up to the cap 31."""
+    rng = np.random.default_rng(seq)
+    for v0 in (np.zeros(dim, np.int16), rng.integers(-1, 2, dim).astype(np.int16)):
+        q = np.zeros((seq, dim), np.int16)
+        q[:, 0] = np.linspace(0, 32767, seq).astype(np.int16)
+        k, v = np.zeros((seq, dim), np.int16), np.zeros((seq, dim), np.int16)
+        k[0, 0], v[0] = -32768, v0
+        params = q15.Q15Params(seq, dim, False, q15.BC, 16384, 24)  # key 0's score falls to -16 in base 2
+        out, _, _ = emulator.run(params, q, k, v)
+        want = q15.attention_q15(q, k, v, params)
+        assert out.same_bits(want)
+        assert (not v0.any() and not want.shift.any()) or seq < 17 or want.shift.max() == q15.OUT_SHIFT_MAX
 
 
 @needs_emulator
 def test_row_chunks_on_the_twin_equal_the_model(emulator):
     params, q, k, v = random_case(np.random.default_rng(4), 29, 8, True, 4)
     out, _, _ = emulator.run(params, q[10:20], k, v, row0=10)
-    assert np.array_equal(out, q15.attention_q15(q[10:20], k, v, params, row0=10))
+    assert out.same_bits(q15.attention_q15(q[10:20], k, v, params, row0=10))
 
 
 @needs_emulator
@@ -62,7 +80,7 @@ def test_the_c_block_hook_counts_what_the_python_hook_counts(emulator, seq, dim,
     for _ in range(2):
         out_c, dwt_c, stats_c = emulator.run(params, q, k, v)
         out_py, dwt_py, stats_py = python.run(params, q, k, v)
-        assert np.array_equal(out_c, out_py)
+        assert out_c.same_bits(out_py)
         assert (dwt_c, stats_c.cycles, stats_c.instructions, stats_c.blocks) == \
             (dwt_py, stats_py.cycles, stats_py.instructions, stats_py.blocks)
         assert 0 < dwt_c < stats_c.cycles
@@ -82,7 +100,7 @@ emulator.run(q15.Q15Params(8, 32, False, 1, params.score_mult, params.score_shif
 threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
 try:
     out, dwt, stats = emulator.run(params, q, k, v)
-    print("finished", dwt, np.array_equal(out, q15.attention_q15(q, k, v, params)))
+    print("finished", dwt, out.same_bits(q15.attention_q15(q, k, v, params)))
 except KeyboardInterrupt:
     print("interrupted")
 """
@@ -106,11 +124,14 @@ def test_a_ctrl_c_during_a_call_is_raised_after_it_not_swallowed(native):
 
 @needs_emulator
 def test_bad_arguments_raise_the_kernels_messages(emulator):
-    good = [("h", bytes(24))] * 4
+    good = [("h", bytes(24))] * 4 + [("B", bytes(4))]
     with pytest.raises(ValueError, match=r"^dim=300 is out of range; allowed: 1\.\.256$"):
         emulator.attention((4, 300, 0, 2, 20000, 20), good, 0, 24)
     with pytest.raises(ValueError, match=r"^q has typecode 'f'"):
         emulator.attention((4, 3, 0, 2, 20000, 20), [("f", bytes(48))] + good[1:], 0, 24)
+    with pytest.raises(ValueError, match=r"^len\(oshift\)=3 is too small; allowed: at least 4 bytes \(one shift per "
+                                         r"row, 4 rows\)$"):
+        emulator.attention((4, 3, 0, 2, 20000, 20), good[:4] + [("B", bytes(3))], 0, 24)
 
 
 @needs_emulator
@@ -128,12 +149,39 @@ def test_module_api_writes_o_and_reports_cycles():
     seen = []
     module = make_module(168_000_000, seen.append)
     params, q, k, v = random_case(np.random.default_rng(6), 9, 4, False, 3)
-    o = array.array("h", [0] * q.size)
-    cycles = module.attention(as_array(q), as_array(k), as_array(v.T), o, 9, 4, 0, 3, params.score_mult,
+    o, g = array.array("h", [0] * q.size), array.array("B", [255] * 10)  # one byte more than rows: left as it is
+    cycles = module.attention(as_array(q), as_array(k), as_array(v.T), o, g, 9, 4, 0, 3, params.score_mult,
                               params.score_shift)
-    assert np.array_equal(np.array(o, dtype=np.int16).reshape(q.shape), q15.attention_q15(q, k, v, params))
+    want = q15.attention_q15(q, k, v, params)
+    assert np.array_equal(np.array(o, dtype=np.int16).reshape(q.shape), want.o)
+    assert list(g) == want.shift.tolist() + [255]
     assert cycles > 0 and seen and seen[0] >= cycles
-    assert module.limits() == (32768, 256, 64) and module.version() == 3  # 3: stream, state_bytes, crc16, cobs_encode
+    assert module.limits() == (32768, 256, 64) and module.version() == 4  # 4: contract v2, the oshift argument
+
+
+@needs_emulator
+def test_module_refuses_an_oshift_as_the_binding_does():
+    """oshift: a writable buffer of bytes (TypeError otherwise, ValueError for another typecode), a byte per row (the
+    kernel's message for one too small or empty)."""
+    from mcu.sim.q15module import as_array, make_module
+
+    module = make_module()
+    params, q, k, v = random_case(np.random.default_rng(6), 9, 4, False, 3)
+    o = array.array("h", [0] * q.size)
+    refusals = [
+        (None, TypeError, "oshift is NoneType; allowed: a writable bytearray or array('B'), a byte per row"),
+        (bytes(9), TypeError, "oshift is bytes; allowed: a writable bytearray or array('B'), a byte per row"),
+        (array.array("h", [0] * 9), ValueError, "oshift has typecode 'h'; allowed: 'B' (bytearray or array('B'), "
+                                                "uint8)"),
+        (bytearray(8), ValueError, "len(oshift)=8 is too small; allowed: at least 9 bytes (one shift per row, 9 rows)"),
+        (bytearray(), ValueError, "oshift is missing (0 bytes); allowed: at least 9 bytes (one shift per row, 9 rows)"),
+    ]
+    for oshift, kind, words in refusals:
+        with pytest.raises(kind, match=f"^{re.escape(words)}$"):
+            module.attention(as_array(q), as_array(k), as_array(v.T), o, oshift, 9, 4, 0, 3, params.score_mult,
+                             params.score_shift)
+    with pytest.raises(TypeError, match="takes 11 or 12 positional arguments but 10 were given"):
+        module.attention(as_array(q), as_array(k), as_array(v.T), o, 9, 4, 0, 3, params.score_mult, params.score_shift)
 
 
 @needs_emulator
@@ -144,12 +192,14 @@ def test_module_takes_bytearray_tensors_as_int16_and_refuses_bytes():
     module = make_module()
     params, q, k, v = random_case(np.random.default_rng(7), 11, 5, True, 4)
     raw = [bytearray(np.ascontiguousarray(x).astype("<i2").tobytes()) for x in (q, k, v.T)]
-    o = bytearray(2 * q.size)
-    module.attention(memoryview(raw[0]), raw[1], raw[2], memoryview(o), 11, 5, 1, 4, params.score_mult,
-                     params.score_shift)
-    assert np.array_equal(np.frombuffer(bytes(o), dtype="<i2").reshape(q.shape), q15.attention_q15(q, k, v, params))
+    o, g = bytearray(2 * q.size), bytearray(11)
+    module.attention(memoryview(raw[0]), raw[1], raw[2], memoryview(o), memoryview(g), 11, 5, 1, 4,
+                     params.score_mult, params.score_shift)
+    want = q15.attention_q15(q, k, v, params)
+    assert np.array_equal(np.frombuffer(bytes(o), dtype="<i2").reshape(q.shape), want.o)
+    assert list(g) == want.shift.tolist()
     with pytest.raises(ValueError, match="q has typecode 'B'"):
-        module.attention(bytes(raw[0]), raw[1], raw[2], o, 11, 5, 1, 4, params.score_mult, params.score_shift)
+        module.attention(bytes(raw[0]), raw[1], raw[2], o, g, 11, 5, 1, 4, params.score_mult, params.score_shift)
 
 
 @pytest.mark.parametrize("mnemonic,operands,after_load,cycles", [
@@ -193,7 +243,7 @@ def test_module_streams_key_chunks_and_refuses_as_the_binding_does():
     params, q, k, v = random_case(np.random.default_rng(8), 40, 6, True, 8)
     rows, row0 = 7, 30  # causal: keys 0..36 matter
     state = bytearray(module.state_bytes(6, rows))
-    o = bytearray(2 * rows * 6)
+    o, g = bytearray(2 * rows * 6), bytearray(rows)
     qb = bytearray(q[row0:row0 + rows].astype("<i2").tobytes())
 
     def chunk(key0, key1):
@@ -202,12 +252,13 @@ def test_module_streams_key_chunks_and_refuses_as_the_binding_does():
 
     def call(start, stop, **changes):
         kc, vtc = chunk(start, stop)
-        args = dict(q=qb, k=kc, vt=vtc, o=o, state=state, seq=40, dim=6, causal=1, bc=8, mult=params.score_mult,
+        args = dict(q=qb, k=kc, vt=vtc, o=o, oshift=g, state=state, seq=40, dim=6, causal=1, bc=8,
+                    mult=params.score_mult,
                     shift=params.score_shift, row0=row0, key0=start)
         args.update(changes)
         return module.stream(*args.values())
 
-    assert call(0, 16) > 0 and not any(o)  # o is written by the last chunk only
+    assert call(0, 16) > 0 and not any(o) and not any(g)  # o and oshift are written by the last chunk only
     refusals = [
         (dict(state=bytes(len(state))), TypeError, "state is bytes; allowed: a bytearray of state_bytes(dim, rows)"),
         (dict(state=array.array("i", [0] * (len(state) // 4))), ValueError, "state has typecode 'i'"),
@@ -219,6 +270,9 @@ def test_module_streams_key_chunks_and_refuses_as_the_binding_does():
         (dict(seq=2**64 + 40), OverflowError, "seq=18446744073709551656 is out of range; allowed: 1..32768"),
         (dict(key0=40000), ValueError, "key0=40000 is out of range; allowed: 0..32767"),
         (dict(o=bytes(len(o))), TypeError, "o is bytes; allowed: a writable array('h') or bytearray"),
+        (dict(oshift=bytearray(rows - 1)), ValueError, "len(oshift)=6 is too small; allowed: at least 7 bytes (one "
+                                                       "shift per row, 7 rows)"),
+        (dict(oshift=bytes(rows)), TypeError, "oshift is bytes; allowed: a writable bytearray or array('B')"),
     ]
     for changes, kind, words in refusals:
         before = bytes(state)
@@ -230,8 +284,8 @@ def test_module_streams_key_chunks_and_refuses_as_the_binding_does():
         call(32, 37)  # a chunk skipped
     call(16, 32)
     call(32, 37)
-    got = np.frombuffer(bytes(o), dtype="<i2").reshape(rows, 6)
-    assert np.array_equal(got, q15.attention_q15(q[row0:row0 + rows], k, v, params, row0))
+    got = q15.Q15Out(np.frombuffer(bytes(o), dtype="<i2").reshape(rows, 6), np.frombuffer(bytes(g), dtype=np.uint8))
+    assert got.same_bits(q15.attention_q15(q[row0:row0 + rows], k, v, params, row0))
     with pytest.raises(ValueError, match=re.escape("rows=0 is out of range; allowed: 1..32768")):
         module.state_bytes(6, 0)
 

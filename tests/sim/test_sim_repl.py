@@ -151,8 +151,8 @@ def test_q15attn_cycles_reach_the_board_clock(raw):
     # modelled supply and reference
     out, err = raw.run(f"import machine, pyb, q15attn\nm = machine.mem32\nm[{DEMCR:#x}] |= 1 << 24\n"
                        f"m[{DWT_CTRL:#x}] |= 1\nseq, dim = 64, 32\nq = bytearray(seq * dim * 2)\n"
-                       f"o = bytearray(seq * dim * 2)\nt0 = m[{DWT_CYCCNT:#x}] & 0xFFFFFFFF\n"
-                       f"c = q15attn.attention(q, q, q, o, seq, dim, 0, 1, 23170, 16, 0)\n"
+                       f"o = bytearray(seq * dim * 2)\ng = bytearray(seq)\nt0 = m[{DWT_CYCCNT:#x}] & 0xFFFFFFFF\n"
+                       f"c = q15attn.attention(q, q, q, o, g, seq, dim, 0, 1, 23170, 16, 0)\n"
                        f"t1 = m[{DWT_CYCCNT:#x}] & 0xFFFFFFFF\nadc = pyb.ADCAll(12, 0x70000)\n"
                        f"print(c, (t1 - t0) & 0xFFFFFFFF, adc.read_vref(), adc.read_core_vref())", timeout=60)
     assert err == b"", err
@@ -166,7 +166,8 @@ def test_ctrl_c_waits_for_a_native_call_to_return(raw):
     # a Ctrl-C during a kernel call interrupts the code once the call is back, at the VM's next check (the loop's
     # jump), as a UART interrupt's pending exception does on a board: the call completes, the next does not start
     raw.send(b"import q15attn\nseq, dim = 256, 64\nq = bytearray(seq * dim * 2)\no = bytearray(seq * dim * 2)\n"
-             b"n = 0\nprint('ready')\nwhile n < 3:\n    q15attn.attention(q, q, q, o, seq, dim, 0, 1, 23170, 16, 0)\n"
+             b"g = bytearray(seq)\nn = 0\nprint('ready')\nwhile n < 3:\n"
+             b"    q15attn.attention(q, q, q, o, g, seq, dim, 0, 1, 23170, 16, 0)\n"
              b"    n += 1\nprint('not reached')\x04")
     raw.expect(b"ready\r\n", 30)
     time.sleep(0.3)  # well inside the first call: at Bc 1 (33 cycles a MAC) it takes ~0.8 s of emulation
@@ -174,7 +175,7 @@ def test_ctrl_c_waits_for_a_native_call_to_return(raw):
     tail = raw.expect(b"\x04>", 60)
     assert b"not reached" not in tail and b"/twin/" not in tail, tail
     # raised at the loop's jump back, which the compiler puts on the body's last line
-    assert tail.endswith(b'  File "<stdin>", line 9, in <module>\r\nKeyboardInterrupt: \r\n\x04>')
+    assert tail.endswith(b'  File "<stdin>", line 10, in <module>\r\nKeyboardInterrupt: \r\n\x04>')
     assert raw.run("print(n)") == (b"1\r\n", b"")
 
 

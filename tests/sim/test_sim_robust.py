@@ -91,13 +91,13 @@ def test_allocating_beyond_the_boards_heap_is_a_memory_error(twin, code):
 # -- 4. q15attn.attention behaves like modq15attn.c -----------------------------------------------------------------
 
 ARGS = ("import q15attn, array\nq = array.array('h', bytes(2 * 17 * 8))\nk = array.array('h', bytes(2 * 17 * 8))\n"
-        "vt = array.array('h', bytes(2 * 17 * 8))\no = array.array('h', bytes(2 * 17 * 8))\n")
+        "vt = array.array('h', bytes(2 * 17 * 8))\no = array.array('h', bytes(2 * 17 * 8))\ng = bytearray(17)\n")
 
 
 @pytest.fixture
 def q15(raw):
     pytest.importorskip("unicorn")
-    out, err = raw.run(ARGS + "print(q15attn.attention(q, k, vt, o, 17, 8, 0, 4, 16714, 43) > 0)", timeout=60)
+    out, err = raw.run(ARGS + "print(q15attn.attention(q, k, vt, o, g, 17, 8, 0, 4, 16714, 43) > 0)", timeout=60)
     if b"ImportError" in err or b"Unavailable" in err:
         pytest.skip(f"no Cortex-M4 kernel for the twin: {err[-200:]!r}")
     assert (out, err) == (b"True\r\n", b"")
@@ -105,11 +105,13 @@ def q15(raw):
 
 
 @pytest.mark.parametrize("call, error", [
-    ("q15attn.attention(q, k, vt, o, 17.0, 8, 0, 4, 16714, 43)", b"TypeError: can't convert float to int"),
-    ("q15attn.attention(q, k, vt, o, 17, 8, 0, 4, 16714, 43, 2**32)", b"OverflowError: "),
-    ("q15attn.attention(q, k, vt, o, 17, 8, 0, 4, 16714)", b"TypeError: "),
-    ("q15attn.attention(q, k, vt, o, 17, 8, 0, 4, 16714, 43, 0, 0)", b"TypeError: "),
-    ("q15attn.attention(q, k, vt, o, 17, 8, 0, 4, 16714, score_shift=43)", b"TypeError: "),
+    ("q15attn.attention(q, k, vt, o, g, 17.0, 8, 0, 4, 16714, 43)", b"TypeError: can't convert float to int"),
+    ("q15attn.attention(q, k, vt, o, g, 17, 8, 0, 4, 16714, 43, 2**32)", b"OverflowError: "),
+    ("q15attn.attention(q, k, vt, o, g, 17, 8, 0, 4, 16714)", b"TypeError: "),
+    ("q15attn.attention(q, k, vt, o, g, 17, 8, 0, 4, 16714, 43, 0, 0)", b"TypeError: "),
+    ("q15attn.attention(q, k, vt, o, g, 17, 8, 0, 4, 16714, score_shift=43)", b"TypeError: "),
+    ("q15attn.attention(q, k, vt, o, None, 17, 8, 0, 4, 16714, 43)", b"TypeError: oshift is NoneType"),
+    ("q15attn.attention(q, k, vt, o, g[:16], 17, 8, 0, 4, 16714, 43)", b"ValueError: len(oshift)=16 is too small"),
 ])
 def test_attention_checks_its_arguments_as_the_binding_does(q15, call, error):
     _, err = q15.run(call)

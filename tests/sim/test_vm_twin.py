@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from helpers import ROOT
@@ -119,20 +118,21 @@ def test_ctrl_c_interrupts_code_that_computes_and_prints(vm):
 @pytest.mark.parametrize("seq, dim, causal", [(128, 64, False), (97, 59, True)])
 def test_a_head_runs_on_the_vm_bit_exact_with_the_emulators_cycles(vm, seq, dim, causal):
     from host.problem import AttentionProblem
-    from host.q15 import prepare
+    from host.q15 import Q15Out, prepare
     from mcu.deploy import deploy
     from mcu.head import Session, run_head
     from mcu.link import BoardLink
 
     deploy(vm.port, 115200, say=lambda line: None)
     problem = AttentionProblem(seq=seq, dim=dim, causal=causal)
-    quantized = prepare(problem, *problem.inputs(), 32)
+    quantized = prepare(problem, *problem.inputs())  # at the contract's Bc
     with BoardLink(vm.port) as link:
         hello = link.hello
         head = run_head(Session(link, vm.port, "VM twin"), quantized.params, *quantized.head(0, 0), 1)
-    assert hello.machine == "STM32F4DISC with STM32F407" and hello.module_version == 3
+    assert hello.machine == "STM32F4DISC with STM32F407" and hello.module_version == 4
     assert hello.largest_block <= hello.heap_free < BOARD_HEAP
-    assert np.array_equal(head.out, quantized.expected()[0, 0])
+    expected = quantized.expected()
+    assert head.out.same_bits(Q15Out(expected.o[0, 0], expected.shift[0, 0]))
     assert head.cycles[0] > seq * seq * dim // (2 if causal else 1)  # at least a cycle per multiply-accumulate
 
 
@@ -142,9 +142,10 @@ q = bytearray(bytes((i * 37 + 11) % 256 for i in range(seq * dim * 2)))
 k = bytearray(bytes((i * 53 + 7) % 256 for i in range(seq * dim * 2)))
 vt = bytearray(bytes((i * 29 + 3) % 256 for i in range(seq * dim * 2)))
 clean = bytearray(seq * dim * 2)
-q15attn.attention(q, k, vt, clean, seq, dim, 0, 32, 23170, 16, 0)
+g = bytearray(seq)
+q15attn.attention(q, k, vt, clean, g, seq, dim, 0, 32, 23170, 16, 0)
 out = k
-q15attn.attention(q, k, vt, out, seq, dim, 0, 32, 23170, 16, 0)
+q15attn.attention(q, k, vt, out, g, seq, dim, 0, 32, 23170, 16, 0)
 print(bytes(q).hex(), bytes(vt).hex(), bytes(clean).hex(), bytes(k).hex())
 """
 
@@ -160,11 +161,12 @@ def test_an_output_that_aliases_an_input_is_overwritten_while_it_is_read(vm):
     q, vt, clean, aliased = (bytes.fromhex(x) for x in done.stdout.split())
     k = bytes((i * 53 + 7) % 256 for i in range(len(q)))
     params = (17, 8, 0, 32, 23170, 16)
-    alone, _, _ = shared_emulator().attention(params, [("h", q), ("h", k), ("h", vt), ("h", bytes(len(q)))], 0,
-                                              len(q))
+    shifts = ("B", bytes(17))
+    alone, _, _, _ = shared_emulator().attention(params, [("h", q), ("h", k), ("h", vt), ("h", bytes(len(q))), shifts],
+                                                 0, len(q))
     assert alone == clean
-    over, _, _ = shared_emulator().attention(params, [("h", q), ("h", k), ("h", vt), ("h", k)], 0, len(q),
-                                             at=[0x1000, 0x2000, 0x3000, 0x2000])
+    over, _, _, _ = shared_emulator().attention(params, [("h", q), ("h", k), ("h", vt), ("h", k), shifts], 0, len(q),
+                                                at=[0x1000, 0x2000, 0x3000, 0x2000, 0x4000])
     assert aliased == over != clean
 
 
@@ -225,7 +227,7 @@ def test_hostile_board_code_gets_an_error_and_the_vm_answers_after(vm, case):
     said = done.stdout + done.stderr
     assert done.returncode == 1 and ("MemoryError" in said or "RuntimeError: maximum recursion depth" in said), said
     after = mpremote(vm, "exec", "import q15attn; print(q15attn.version(), 6 * 7)")
-    assert after.stdout.split() == ["3", "42"], after.stdout + after.stderr
+    assert after.stdout.split() == ["4", "42"], after.stdout + after.stderr
 
 
 def test_board_code_cannot_aim_the_twins_memory_writes(vm):
@@ -271,7 +273,7 @@ def test_a_vm_that_dies_is_replaced_on_the_same_pty_and_flash(vm):
 @pytest.mark.parametrize("faults, seq, dim", [("reset=150", 128, 64), ("drop=0.0005,flip=0.0005,seed=7", 64, 32)])
 def test_a_head_through_line_faults_on_the_vm_is_bit_exact(faults, seq, dim):
     from host.problem import AttentionProblem
-    from host.q15 import prepare
+    from host.q15 import Q15Out, prepare
     from mcu.deploy import deploy
     from mcu.head import Session, run_head
     from mcu.link import BoardLink
@@ -281,10 +283,11 @@ def test_a_head_through_line_faults_on_the_vm_is_bit_exact(faults, seq, dim):
         # with resets, a head of several chunks (the heap holds about 22 query rows of 128 x 64), each far fewer
         # frames than a reset's period
         problem = AttentionProblem(seq=seq, dim=dim, causal=False)
-        quantized = prepare(problem, *problem.inputs(), 32)
+        quantized = prepare(problem, *problem.inputs())  # at the contract's Bc
         with BoardLink(twin.port) as link:
             head = run_head(Session(link, twin.port, "VM twin"), quantized.params, *quantized.head(0, 0), 1)
-    assert np.array_equal(head.out, quantized.expected()[0, 0])
+    expected = quantized.expected()
+    assert head.out.same_bits(Q15Out(expected.o[0, 0], expected.shift[0, 0]))
     if faults.startswith("reset"):
         assert len(head.sessions) > 1  # the resets cut sessions short, and the head went on in new ones
 

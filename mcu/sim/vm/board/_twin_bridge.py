@@ -2,7 +2,7 @@
 # byte for byte. A call writes a header of int32s and its buffers and reads the reply into preallocated buffers:
 # nothing is allocated per call but small ints, an error's message and the views of buffers it fills.
 #
-# Wire: request = HEADER (op, ten int arguments, the byte lengths of up to five buffers, then their addresses in the
+# Wire: request = HEADER (op, ten int arguments, the byte lengths of up to six buffers, then their addresses in the
 # VM's memory, so that the Python side lays out buffers that overlap here overlapping there too) and the buffers;
 # reply = REPLY (status, value, n), then the buffers the op fills when status is 0, else n bytes of message raised
 # as ERRORS[status].
@@ -12,7 +12,8 @@ import uctypes
 
 (HELLO, STATE_BYTES, ATTENTION, STREAM, CLOCK, TEMP_MILLI_C, VDDA_MILLI_V, CRC16, COBS, SERVING, MEM_READ,
  MEM_WRITE) = range(12)
-HEADER = "<21i"
+HEADER = "<23i"  # 11 + 2 * _BUFFERS
+_BUFFERS = 6  # the most a call sends: q, k, vt, o, oshift and state (q15attn.stream)
 REPLY = "<iIi"
 ERRORS = (None, ValueError, TypeError, OverflowError)
 
@@ -44,8 +45,9 @@ def call(op, a=0, b=0, c=0, d=0, e=0, f=0, g=0, h=0, i=0, j=0, sent=(), filled=(
 
 def _exchange(op, a, b, c, d, e, f, g, h, i, j, sent, filled):
     # in bytes, whatever the buffer (an array's len() counts its items)
-    lengths = [len(x) if isinstance(x, (bytes, bytearray)) else _null.write(x) for x in sent] + [0] * (5 - len(sent))
-    addresses = [uctypes.addressof(x) for x in sent] + [0] * (5 - len(sent))
+    unused = [0] * (_BUFFERS - len(sent))
+    lengths = [len(x) if isinstance(x, (bytes, bytearray)) else _null.write(x) for x in sent] + unused
+    addresses = [uctypes.addressof(x) for x in sent] + unused
     struct.pack_into(HEADER, _header, 0, op, a, b, c, d, e, f, g, h, i, j, *lengths, *addresses)
     _line.write(_header)
     for buffer in sent:

@@ -1,4 +1,4 @@
-# q15attn in the twin's VM (mcu/sim/vm/twin.mjs): the native module's API (mcu/native/modq15attn.c, version 3) with
+# q15attn in the twin's VM (mcu/sim/vm/twin.mjs): the native module's API (mcu/native/modq15attn.c, version 4) with
 # each call done by the twin's Python side (mcu/sim/vm_bridge.py): the kernel by the Cortex-M4 build in the emulator,
 # its cycles the emulator's; crc16 and cobs_encode there too. A natmod cannot load in the WebAssembly port. At
 # import it takes a ballast of the heap the native module's code takes on a board (a natmod's code lives in the GC
@@ -10,16 +10,17 @@ import _twin_bridge as _bridge
 
 _ballast = bytearray(_bridge.call(_bridge.HELLO))
 _framing = open("/dev/twinjs", "wb")  # noqa: SIM115 - the framing helpers in Node (mcu/sim/vm/twin.mjs)
+_null = open("/dev/null", "wb")  # noqa: SIM115 - what a write of a buffer returns is its length in bytes
 _request = bytearray(16)
 _CRC16, _COBS = 1, 2
 
 
 def version():
-    return 3
+    return 4
 
 
 def limits():
-    return (32767, 256, 256)
+    return (32768, 256, 64)
 
 
 def _ints(*values):
@@ -39,26 +40,46 @@ def _positional(args, low, high):
                         else "function missing %d required positional arguments" % (low - len(args)))
 
 
+def _shifts(oshift):
+    # the binding's shift_arg: oshift must be a writable buffer (TypeError), of bytes: a bytearray, array('B') or a
+    # memoryview of bytes; another typecode is refused (ValueError) as the kernel refuses it (a memoryview's own
+    # typecode is not visible here: '?'). Its length, a byte per row, is the emulated kernel's to check
+    if isinstance(oshift, bytearray):
+        return
+    try:
+        nbytes = None if isinstance(oshift, (bytes, str)) else _null.write(oshift)
+    except TypeError:
+        nbytes = None
+    if nbytes is None:
+        raise TypeError("oshift is %s; allowed: a writable bytearray or array('B'), a byte per row"
+                        % type(oshift).__name__)
+    code = repr(oshift)[7] if type(oshift).__name__ == "array" else ("B" if nbytes == len(oshift) else "?")
+    if code != "B":
+        raise ValueError("oshift has typecode '%s'; allowed: 'B' (bytearray or array('B'), uint8)" % code)
+
+
 def state_bytes(dim, rows):
     _ints(dim, rows)
     return _bridge.call(_bridge.STATE_BYTES, dim, rows)
 
 
 def attention(*args):
-    _positional(args, 10, 11)
-    q, k, vt, o, seq, dim, causal, bc, score_mult, score_shift = args[:10]
-    row0 = args[10] if len(args) > 10 else 0
+    _positional(args, 11, 12)
+    q, k, vt, o, oshift, seq, dim, causal, bc, score_mult, score_shift = args[:11]
+    row0 = args[11] if len(args) > 11 else 0
+    _shifts(oshift)
     _ints(seq, dim, causal, bc, score_mult, score_shift, row0)
     return _bridge.call(_bridge.ATTENTION, seq, dim, causal, bc, score_mult, score_shift, row0, 0,
-                        sent=(q, k, vt, o), filled=(o,))
+                        sent=(q, k, vt, o, oshift), filled=(o, oshift))
 
 
 def stream(*args):
-    _positional(args, 13, 13)
-    q, k, vt, o, state, seq, dim, causal, bc, score_mult, score_shift, row0, key0 = args
+    _positional(args, 14, 14)
+    q, k, vt, o, oshift, state, seq, dim, causal, bc, score_mult, score_shift, row0, key0 = args
+    _shifts(oshift)
     _ints(seq, dim, causal, bc, score_mult, score_shift, row0, key0)
     return _bridge.call(_bridge.STREAM, seq, dim, causal, bc, score_mult, score_shift, row0, key0,
-                        sent=(q, k, vt, o, state), filled=(o, state))
+                        sent=(q, k, vt, o, oshift, state), filled=(o, oshift, state))
 
 
 def _span(start, end, length):
