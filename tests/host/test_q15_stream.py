@@ -72,7 +72,7 @@ def test_streamed_heads_equal_one_pass_on_random_and_extreme_cases():
         mid_chunk_causal += causal and any(s <= last_row < e - 1 for s, e in zip(starts, [*starts[1:], seq]))
         expected = attention_q15(q[row0:row0 + rows], k, v, params, row0)
         got = _streamed(q[row0:row0 + rows], k, v, params, row0, starts)
-        assert np.array_equal(got, expected), (case, seq, dim, bc, causal, row0, rows, starts)
+        assert got.same_bits(expected), (case, seq, dim, bc, causal, row0, rows, starts)
         got_c = _streamed_c(q[row0:row0 + rows], k, v, params, row0, starts)
         assert got_c.same_bits(expected), ("C", case, seq, dim, bc, causal, row0, rows, starts)  # values and shifts
     assert mid_chunk_causal > 100  # causal row ranges whose last key falls inside a chunk were among the cases
