@@ -2,7 +2,8 @@
 
 The frame server keeps `reserve` bytes free for frames and the interpreter; the planner works with HELLO's free heap
 less that reserve and SLACK, and no more than HELLO's largest block less BLOCK_MARGIN (SETUP puts the tensors in one
-block: free heap is not contiguous heap). Where K and V^T fit whole (2·seq·dim int16 each) beside at least one query
+block: free heap is not contiguous heap); where no plan fits that block, with a block per tensor, each within it (as
+SETUP then allocates them). Where K and V^T fit whole (2·seq·dim int16 each) beside at least one query
 row, the head is resident: K and V^T go once, then Q and O (and O's row shifts, a byte per row) in chunks of `rows`
 query rows, the largest that fits, spread evenly over the fewest chunks. Where they do not, the head is streamed
 (docs/q15.md §7, docs/protocol.md): the board holds `keys` keys of K and V^T at a time (a multiple of Bc, the
@@ -72,6 +73,7 @@ class Plan:
     need: int  # bytes SETUP allocates
     budget: int  # heap free minus the server's reserve
     keys: int  # keys of K and V^T on the board at once: seq (resident), or a streamed chunk (a multiple of Bc)
+    split: bool = False  # planned for a block per tensor (no plan fit the largest block whole): budget is the free heap
 
     @property
     def streamed(self) -> bool:
@@ -92,7 +94,7 @@ class Plan:
         if rows >= self.rows:
             return self
         return Plan(self.seq, self.dim, rows, math.ceil(self.seq / rows),
-                    tensor_bytes(self.seq, self.dim, rows, self.keys), self.budget, self.keys)
+                    tensor_bytes(self.seq, self.dim, rows, self.keys), self.budget, self.keys, self.split)
 
     def label(self) -> str:
         """`rows×keys (need B)`: keys 'all' for a resident head."""
@@ -101,7 +103,8 @@ class Plan:
     def describe(self) -> str:
         how = (f"streamed: {self.keys} keys at a time, K and V^T sent {self.chunks}x" if self.streamed
                else "resident K and V^T")
-        return f"{self.chunks} chunk(s) of {self.rows} query rows, {how}, {self.need} B of board heap"
+        where = ", a block per tensor" if self.split else ""
+        return f"{self.chunks} chunk(s) of {self.rows} query rows, {how}, {self.need} B of board heap{where}"
 
 
 def budget(heap_free: int, reserve: int, largest: int | None = None) -> int:
@@ -139,36 +142,53 @@ def plan(seq: int, dim: int, heap_free: int, reserve: int, bc: int = BC, cap: in
          largest: int | None = None) -> Plan:
     """The plan for one (seq, dim) head with key blocks of Bc: resident where K and V^T fit, else streamed; or
     DoesNotFit. `cap` (bytes) lowers the room below the heap's budget: the best plan whose tensors take at most that.
-    `largest`: the board's largest block (HELLO, protocol 4), which the tensors, one block, must fit."""
-    room = budget(heap_free, reserve, largest)
-    room = room if cap is None else min(cap, room)
-    if tensor_bytes(seq, dim, 1) <= room:
-        rows, chunks = _spread(seq, min(seq, (room - 4 * seq * dim) // row_bytes(dim)))
-        return Plan(seq, dim, rows, chunks, tensor_bytes(seq, dim, rows), room, seq)
+    `largest`: the board's largest block (HELLO, protocol 4), which the tensors, one block, should fit. Where no plan
+    fits it, SETUP gives each tensor a block of its own (kbench_board.carve): then the free heap bounds their sum and
+    the largest block each of them (a Bc block of K at dim 128 is 16 KB: K and V^T of one block, 32 KB, may exceed the
+    largest block of a heap that has two of 16 KB). Should the heap lack the second block, SETUP refuses for memory
+    and the head replans smaller (mcu/head.py)."""
     if not 1 <= bc <= BC_MAX:
         raise TargetError(f"bc={bc} is out of range; allowed: 1..{BC_MAX}")
-    best = None
-    per_row = row_bytes(dim) + state_bytes(dim, 1) - state_bytes(dim, 0)  # Q, O, shift and state of one more row
-    for keys in range(bc, seq, bc):
-        rows = min(seq, (room - 4 * dim * keys - state_bytes(dim, 0)) // per_row)
-        if rows < 1:
-            break
-        rows, chunks = _spread(seq, rows)
-        cost = chunks * (4 * seq * dim + math.ceil(seq / keys) * CALL_COST_BYTES)
-        if best is None or cost < best[0]:
-            best = (cost, Plan(seq, dim, rows, chunks, tensor_bytes(seq, dim, rows, keys), room, keys))
-    if best is None and seq <= bc:
+    room = budget(heap_free, reserve, largest)
+    room = room if cap is None else min(cap, room)
+    chosen = _best(seq, dim, room, bc)
+    if chosen is None and largest is not None:
+        free = budget(heap_free, reserve) if cap is None else min(cap, budget(heap_free, reserve))
+        chosen = _best(seq, dim, free, bc, piece=largest - BLOCK_MARGIN)
+    if chosen is not None:
+        return chosen
+    if seq <= bc:
         raise DoesNotFit(
             f"seq={seq} dim={dim} needs {tensor_bytes(seq, dim, 1)} bytes of board heap for K and V^T and one query "
             f"row, and a head of at most Bc={bc} keys cannot be streamed; the board has {max(0, room)} "
             f"({room_text(heap_free, reserve, largest)})")
-    if best is None:
-        smallest = tensor_bytes(seq, dim, 1, bc)
-        raise DoesNotFit(
-            f"seq={seq} dim={dim} needs {smallest} bytes of board heap even streamed ({bc} keys of K "
-            f"and V^T at Bc={bc}, one query row and its state); the board has {max(0, room)} "
-            f"({room_text(heap_free, reserve, largest)})")
-    return best[1]
+    smallest = tensor_bytes(seq, dim, 1, bc)
+    raise DoesNotFit(
+        f"seq={seq} dim={dim} needs {smallest} bytes of board heap even streamed ({bc} keys of K "
+        f"and V^T at Bc={bc}, one query row and its state); the board has {max(0, room)} "
+        f"({room_text(heap_free, reserve, largest)})")
+
+
+def _best(seq: int, dim: int, room: int, bc: int, piece: int | None = None) -> Plan | None:
+    """The cheapest plan whose tensors take at most `room` bytes, each at most `piece` (None: in one block of `room`;
+    a number: each tensor in a block of its own, none larger than that); None where none fits."""
+    split = piece is not None
+    piece = room if piece is None else piece
+    per_row = row_bytes(dim) + state_bytes(dim, 1) - state_bytes(dim, 0)  # Q, O, shift and state of one more row
+    most_rows = min(piece // (2 * dim), (piece - state_bytes(dim, 0)) // (per_row - row_bytes(dim)))  # Q, O; state
+    if tensor_bytes(seq, dim, 1) <= room and 2 * seq * dim <= piece:
+        rows, chunks = _spread(seq, min(seq, (room - 4 * seq * dim) // row_bytes(dim), piece // (2 * dim)))
+        return Plan(seq, dim, rows, chunks, tensor_bytes(seq, dim, rows), room, seq, split)
+    best = None
+    for keys in range(bc, seq, bc):
+        rows = min(seq, (room - 4 * dim * keys - state_bytes(dim, 0)) // per_row, most_rows)
+        if rows < 1 or 2 * dim * keys > piece:
+            break
+        rows, chunks = _spread(seq, rows)
+        cost = chunks * (4 * seq * dim + math.ceil(seq / keys) * CALL_COST_BYTES)
+        if best is None or cost < best[0]:
+            best = (cost, Plan(seq, dim, rows, chunks, tensor_bytes(seq, dim, rows, keys), room, keys, split))
+    return None if best is None else best[1]
 
 
 def smaller(layout: Plan, heap_free: int, reserve: int, bc: int, largest: int | None = None) -> Plan | None:
@@ -179,7 +199,8 @@ def smaller(layout: Plan, heap_free: int, reserve: int, bc: int, largest: int | 
     seq, dim = layout.seq, layout.dim
     if layout.rows > 1:
         rows, chunks = _spread(seq, layout.rows // 2)
-        return Plan(seq, dim, rows, chunks, tensor_bytes(seq, dim, rows, layout.keys), layout.budget, layout.keys)
+        return Plan(seq, dim, rows, chunks, tensor_bytes(seq, dim, rows, layout.keys), layout.budget, layout.keys,
+                    layout.split)
     keys = max(bc, (layout.keys // 2) // bc * bc)
     if keys >= layout.keys or keys >= seq:  # already one Bc block, or a head of at most Bc keys: nothing smaller
         return None

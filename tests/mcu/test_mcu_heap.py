@@ -81,6 +81,19 @@ def test_the_planner_plans_within_the_largest_block_less_its_margin():
     assert planner.largest_seq(32, free, reserve, 36_864) == (36_864 - planner.BLOCK_MARGIN - 129) // 128
 
 
+def test_a_head_that_fits_no_block_whole_is_planned_a_block_per_tensor():
+    """256×128 on the twin's heap at Bc 64 (58,288 B free, largest block 29,144 B, as the twin's HELLO said): one Bc
+    block of K and V^T is 2·2·64·128 = 32,768 B, more than the block less its margin (28,632 B), so no plan fits one
+    block; SETUP then gives each tensor its own (kbench_board.carve), so the free heap less reserve and slack
+    (49,072 B) bounds the sum and 28,632 B each tensor: K of 64 keys is 16,384 B (128 keys, 32,768 B, would not fit),
+    and (49,072 - 32,768 - 32) // (4·128 + 1 + 8·130) = 10 query rows: 26 chunks of 10 rows, 64 keys at a time."""
+    chosen = planner.plan(256, 128, 58_288, 8192, 64, largest=29_144)
+    assert (chosen.rows, chosen.chunks, chosen.keys, chosen.split) == (10, 26, 64, True)
+    assert chosen.need == m.tensor_bytes(256, 128, 10, 64) <= chosen.budget == 58_288 - 8192 - planner.SLACK
+    assert "a block per tensor" in chosen.describe()
+    assert not planner.plan(256, 128, 58_288, 8192, 64, largest=58_288).split  # a block that holds it whole
+
+
 def test_a_head_that_fits_no_block_says_the_block_bounded_it():
     with pytest.raises(planner.DoesNotFit, match=r"its largest block 2000 - 512 margin; 79000 free - 8192 reserve"):
         planner.plan(4096, 256, 79_000, 8192, 64, largest=2000)

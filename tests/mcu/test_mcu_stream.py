@@ -34,9 +34,9 @@ from mcu.link import BoardLink
 from mcu.twin_process import start_twin
 
 #: The heap the noisy tests let the planner see: room for one Bc block of K and V^T at dim 8 (64 keys: 2 KB), the
-#: state's header (32 B) and 16 query rows (Q, O, shift and state: 16 · (32 + 1 + 80) B) beside the server's reserve
-#: and the planner's slack.
-SMALL_HEAP = planner.SERVER_RESERVE + planner.SLACK + 4 * 8 * q15.BC + 32 + 16 * 113
+#: state's header (32 B) and 8 query rows (Q, O, shift and state: 8 · (32 + 1 + 80) B) beside the server's reserve
+#: and the planner's slack: 2,984 B, less than a seq 97 head's K and V^T whole with one row (4·97·8 + 33 = 3,137 B).
+SMALL_HEAP = planner.SERVER_RESERVE + planner.SLACK + 4 * 8 * q15.BC + 32 + 8 * 113
 
 
 @pytest.fixture
