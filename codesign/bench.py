@@ -1,9 +1,9 @@
 """`python -m codesign bench`: how fast the model is, against anchors in the same run (docs/performance.md).
 
-1. Bit-accurate simulation of one head (default seq 1024, d 64, a 32×32 array) beside host/q15.py's model of the same
-   head at the same Bc: the ratio datapath / contract model, medians of repeated runs (goal ≤ 2 at the contract's
-   40-bit accumulators), causal and not, and at 30 bits where the accumulators overflow (wrapping stays vectorised;
-   saturating re-runs the overflowing results one product at a time, so it is slower).
+1. Bit-accurate simulation of one head (default seq 1024, d 64, a 32×32 array, the contract's Bc = 64) beside
+   host/q15.py's model of the same head at the same Bc: the ratio datapath / contract model, medians of repeated runs
+   (goal ≤ 2 at the contract's 40-bit accumulators), causal and not, and at 30 bits where the accumulators overflow
+   (wrapping stays vectorised; saturating re-runs the overflowing results one product at a time, so it is slower).
 2. Cycle-only evaluation (codesign/cycles.py, no data): configurations per second over a grid of array shapes,
    dataflows and exponent lanes, causal and not, at that head's shape and at seq 32768 (goal ≥ 10,000 per second),
    beside the rate of bare `gemm()` calls as the anchor (each configuration makes 4–12 of them).
@@ -17,8 +17,6 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
-
-import numpy as np
 
 from codesign.bits import run_head
 from codesign.console import machine
@@ -38,13 +36,13 @@ def _median_seconds(call, repeats: int) -> float:
 
 
 def bits_speed(seq: int, dim: int, rows: int, cols: int, causal: bool, acc_bits: int, overflow: str,
-               repeats: int) -> tuple[float, float, bool]:
+               repeats: int, bc: int = q15.BC) -> tuple[float, float, bool]:
     """(seconds of the datapath model, seconds of host/q15.py, bit-exact) for one head, medians."""
     problem = AttentionProblem(batch=1, heads=1, seq=seq, dim=dim, causal=causal, dtype="q15", seed=0)
-    quantized = q15.prepare(problem, *problem.inputs(), cols)
+    quantized = q15.prepare(problem, *problem.inputs(), bc)
     head, params = quantized.head(0, 0), quantized.params
     datapath = Datapath(rows=rows, cols=cols, acc_bits=acc_bits, overflow=overflow)
-    exact = bool(np.array_equal(run_head(*head, params, datapath).out, q15.attention_q15(*head, params)))
+    exact = run_head(*head, params, datapath).out.same_bits(q15.attention_q15(*head, params))
     if acc_bits >= 40 and not exact:
         raise KbenchError("the datapath's output differs from host/q15.py at 40 bits: nothing to time")
     model = _median_seconds(lambda: run_head(*head, params, datapath), repeats)
@@ -84,7 +82,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     rows, cols = args.array
     print(machine().line())
-    print(f"bit-accurate head, seq {args.seq} d {args.dim} on {rows}x{cols} (Bc {cols}), median of {args.repeats}; "
+    print(f"bit-accurate head, seq {args.seq} d {args.dim} on {rows}x{cols} (Bc {q15.BC}), median of {args.repeats}; "
           "anchor: host/q15.py on the same head")
     print(f"  {'accumulators':<22} {'causal':>6} {'datapath ms':>12} {'host/q15.py ms':>15} {'ratio':>6}  bit-exact")
     for acc_bits, overflow, causal in ((40, "wrap", False), (40, "wrap", True), (30, "wrap", False),

@@ -1,15 +1,24 @@
-"""The datapath's int16 outputs, computed through its own steps: array GEMMs in accumulators of the chosen width,
-the score unit, the softmax unit's block max, EXP2 and online rescale, the 48-bit output accumulators, the divider.
+"""The datapath's outputs (host.q15.Q15Out: int16 values and each row's output shift), computed through its own
+steps: array GEMMs in accumulators of the chosen width, the score unit, the softmax unit's block max, EXP2 and online
+rescale, the 48-bit output accumulators, the divider (the row's peak |A|, its shift g, the divisions).
 
-One head runs key block by key block (Bc = the array's columns, increasing key order, as docs/q15.md §7 requires);
-within a block every query tile that reaches it is processed at once (tiles are independent on the datapath, so
-batching them changes no bit). A causal head starts each block at the first tile that can see it: fully masked tiles
-are skipped, as the datapath skips them. At an accumulator width that holds the contract's sums (`exact_width`) the
-outputs are host/q15.py's at Bc = C, bit for bit; narrower accumulators wrap or saturate where the hardware would.
+One head runs key block by key block: blocks of the contract's Bc keys (params.bc, host.q15.BC = 64 unless a tool
+asks for another), in increasing key order, as docs/q15.md §7 requires, whatever the array's R×C. Within a block
+every query tile that reaches it is processed at once (tiles are independent on the datapath, so batching them
+changes no bit). A causal head starts each block at the first tile that can see it: fully masked tiles are skipped,
+as the datapath skips them. At an accumulator width that holds the contract's sums (`exact_width`) the outputs are
+host/q15.py's at the same Bc, bit for bit, for every array shape; narrower accumulators wrap or saturate where the
+hardware would.
 
-An accumulator adds one product per cycle in increasing reduction index in every dataflow (os in the cell; ws and is
-down a column and then across row folds in the accumulator buffer, which has the same width), so a saturating sum
-depends on that order and the model keeps it; a wrapping sum is the exact sum modulo 2^width, in any order.
+How a block of Bc keys meets C columns (docs/codesign.md "Key block and array width"): QKᵀ puts keys on the
+columns, so a block takes ⌈Bc/C⌉ column folds of C keys (the last one partly filled; with C > Bc one fold uses Bc
+columns and the rest idle); each score sums d products over the reduction, whatever column it is on. P·V puts the
+output's d columns on the array's columns and streams the block's Bc keys as its reduction: a partial is the sum
+over the block's keys in increasing key order, in one accumulator of the array's width (os: in the cell, Bc
+cycles; ws and is: down a column, then across row folds in the accumulator buffer, which has the same width, so
+again in increasing key order), then added into the 48-bit output accumulator A once per block. So the order of
+every saturating sum is the reduction index's increasing order, which the model keeps; a wrapping sum is the exact
+sum modulo 2^width, in any order.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ import numpy as np
 
 from codesign.datapath import OUTPUT_ACC_BITS, Datapath
 from host.errors import SpecError
-from host.q15 import INT32_MAX, INT32_MIN, Q15Params, divide_q15, exp2_q15, round_shift
+from host.q15 import INT32_MAX, INT32_MIN, MODEL_BC_MAX, Q15Out, Q15Params, divide_q15, exp2_q15, round_shift
 
 #: Operand elements the saturating path copies per pass (two int64 arrays of this many: 32 MiB each).
 SATURATE_CHUNK = 1 << 22
@@ -28,9 +37,10 @@ SATURATE_CHUNK = 1 << 22
 
 @dataclass(frozen=True)
 class HeadBits:
-    """One head through the datapath: the int16 output (N, d) in V's scale and what the arithmetic went through."""
+    """One head through the datapath: its output (values (N, d) int16, row shifts (N,) uint8) and what the arithmetic
+    went through."""
 
-    out: np.ndarray
+    out: Q15Out
     rescales: int  # output rows rescaled (α applied to l and d accumulators) over the head
     overflows: int  # accumulator results that left the width (wrapped or saturated); 0 when the width holds the sums
 
@@ -41,7 +51,7 @@ def exact_width(terms: int, max_product: int) -> int:
     The largest sum, terms·max_product, needs bit_length(terms·max_product) magnitude bits and a sign. For Q15
     operands max_product = 2³⁰ (only −32768·−32768 reaches it), so QKᵀ over d needs 32 + ⌊log₂ d⌋ bits (36 at d 16,
     38 at d 64, 39 at d 128, 40 at d 256) and P·V over a block of Bc keys, with p ≤ 32767, Bc·32767·32768 needs
-    31 + ⌈log₂ Bc⌉ bits (36 at Bc 32)."""
+    31 + ⌈log₂ Bc⌉ bits (36 at Bc 32, 37 at the contract's Bc 64)."""
     return (terms * max_product).bit_length() + 1
 
 
@@ -92,11 +102,10 @@ def _clamp(values: np.ndarray, bits: int, overflow: str) -> tuple[np.ndarray, in
 
 
 def run_head(q: np.ndarray, k: np.ndarray, v: np.ndarray, params: Q15Params, datapath: Datapath) -> HeadBits:
-    """One head (q, k, v: (N, d) int16) on `datapath`; params.bc must be the array's width (datapath.cols)."""
-    if params.bc != datapath.cols:
-        raise SpecError(f"bc={params.bc} differs from the array's width {datapath.cols}; the datapath's key block "
-                        "is its columns")
-    seq, dim, rows = params.seq, params.dim, datapath.rows
+    """One head (q, k, v: (N, d) int16) on `datapath`, in key blocks of params.bc (1..MODEL_BC_MAX) for any array."""
+    if not 1 <= params.bc <= MODEL_BC_MAX:
+        raise SpecError(f"bc={params.bc} is outside the datapath model's key blocks; allowed: 1..{MODEL_BC_MAX}")
+    seq, dim, rows, bc = params.seq, params.dim, datapath.rows, params.bc
     for name, array in (("q", q), ("k", k), ("v", v)):
         if array.dtype != np.int16 or array.shape != (seq, dim):
             raise SpecError(f"{name} is {array.dtype} {array.shape}; allowed: int16 ({seq}, {dim})")
@@ -105,11 +114,11 @@ def run_head(q: np.ndarray, k: np.ndarray, v: np.ndarray, params: Q15Params, dat
     acc = np.zeros((seq, dim), dtype=np.int64)  # the 48-bit output accumulators A
     rescales = overflows = 0
     query = np.arange(seq)[:, None]
-    for j0 in range(0, seq, datapath.cols):
-        j1 = min(j0 + datapath.cols, seq)
+    for j0 in range(0, seq, bc):
+        j1 = min(j0 + bc, seq)
         first = (j0 // rows) * rows if params.causal else 0  # first row of the first tile that sees key j0
         live = slice(first, seq)
-        # QKᵀ on the array: (rows, d) @ (d, keys) per tile, the tiles side by side
+        # QKᵀ on the array: (rows, d) @ (d, keys) per tile, the tiles side by side, the keys in ⌈Bc/C⌉ column folds
         scores, spilled = accumulate(q[live], k[j0:j1].T, datapath.acc_bits, datapath.overflow)
         overflows += spilled
         # score unit: multiply by M, round-shift by r, saturate to 32 bits
@@ -127,9 +136,10 @@ def run_head(q: np.ndarray, k: np.ndarray, v: np.ndarray, params: Q15Params, dat
         m[live] = np.where(grow, block_max, m[live])
         p = np.where(valid, exp2_q15(np.where(valid, m[live] - z, 0)), 0)  # (rows, keys) Q15
         l[live] += p.sum(axis=1, keepdims=True)
-        # P·V on the array, then added into the output accumulators
+        # P·V on the array (the block's keys as the reduction, in increasing order), then added into A
         partial, spilled = accumulate(p, v[j0:j1], datapath.acc_bits, datapath.overflow)
         overflows += spilled
         acc[live], spilled = _clamp(acc[live] + partial, OUTPUT_ACC_BITS, datapath.overflow)
         overflows += spilled
+    # divider: each row's peak |A| and shift g, then its d divisions (host/q15.py's arithmetic, docs/q15.md §6)
     return HeadBits(divide_q15(acc, l), rescales, overflows)

@@ -1,16 +1,19 @@
 """Cycles and traffic of one attention head on a `Datapath`: a closed form per stage (docs/codesign.md "Cycle
 model"), cheap enough for a design-space explorer (no data needed, ~10⁴ configurations per second).
 
-The head is a grid of steps (query tile t, key block b). Each step runs QKᵀ then P·V on the array (codesign/gemm.py
-gives each GEMM's folds, fill and drain for the dataflow), and the softmax unit's passes (block max, EXP2 of the
-block's p and the rows' α, rescale of l and A) on E lanes. The softmax unit holds two blocks of scores, so the array
-computes block b+1's scores while the softmax unit works on block b: a step costs the slower of the two, and the
-first step's softmax is exposed once (pipeline fill). Each tile's divisions run on the dividers after its last
-block, overlapped with the next tile when the O buffer holds two tiles' accumulators. DRAM moves each tile's Q tile,
-its K and V blocks (each block once per head, by the first tile that visits it, when both buffers hold all of
-K and V) and its O tile; with double-buffered inputs
-a tile's transfers overlap its compute and only the excess stalls, otherwise they add. Causal heads visit, per tile,
-only the blocks up to the tile's last row (the masked part of the diagonal block is computed and discarded).
+The head is a grid of steps (query tile t, key block b of the contract's Bc keys, host.q15.BC unless a tool asks for
+another). Each step runs QKᵀ then P·V on the array (codesign/gemm.py gives each GEMM's folds, fill and drain for the
+dataflow: QKᵀ's Bc keys fold over the C columns in ⌈Bc/C⌉ passes, P·V streams them as its reduction), and the
+softmax unit's passes (block max, EXP2 of the block's p and the rows' α, rescale of l and A) on E lanes. The softmax
+unit holds two blocks of scores, so the array computes block b+1's scores while the softmax unit works on block b: a
+step costs the slower of the two, and the first step's softmax is exposed once (pipeline fill). Each tile's
+divisions run on the dividers after its last block (first a pass of d cycles over its accumulators for each row's
+peak |A|, which sets the row's output shift g; then its r·d divisions in waves of D), overlapped with the next tile
+when the O buffer holds two tiles' accumulators. DRAM moves each tile's Q tile, its K and V blocks (each block once
+per head, by the first tile that visits it, when both buffers hold all of K and V) and its O tile (d Q15 words and
+one shift byte per row); with double-buffered inputs a tile's transfers overlap its compute and only the excess
+stalls, otherwise they add. Causal heads visit, per tile, only the blocks up to the tile's last row (the masked part
+of the diagonal block is computed and discarded).
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from codesign.datapath import (EXP_LATENCY, OUTPUT_ACC_BYTES, RESCALE_LATENCY, R
 from codesign.gemm import gemm
 from host.errors import SpecError
 from host.checks import check_int
-from host.q15 import DIM_MAX, SEQ_MAX
+from host.q15 import BC, DIM_MAX, MODEL_BC_MAX, SEQ_MAX
 
 WORD_BYTES = 2  # a Q15 word
+SHIFT_BYTES = 1  # an output row's shift g
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class HeadCycles:
     seq: int
     dim: int
     causal: bool
+    bc: int  # keys per block (the contract's)
     cycles: int
     stall_cycles: int  # cycles the compute waited for DRAM (prologue and epilogue included)
     stages: dict[str, Stage]  # array, softmax, divider
@@ -98,20 +103,20 @@ def _step(dp: Datapath, rows: int, keys: int, dim: int, first_block: bool) -> _S
     return _Step(qk.cycles + pv.cycles, softmax, qk.macs + pv.macs, compares + exps + rescales, counts)
 
 
-def _tile_bytes(dp: Datapath, dim: int) -> tuple[int, int, int]:
+def _tile_bytes(dp: Datapath, dim: int, bc: int) -> tuple[int, int, int]:
     """Bytes of one query tile, one key (or value) block, and one tile's output accumulators with m and l."""
-    return (dp.rows * dim * WORD_BYTES, dp.cols * dim * WORD_BYTES,
+    return (dp.rows * dim * WORD_BYTES, bc * dim * WORD_BYTES,
             dp.rows * (dim * OUTPUT_ACC_BYTES + ROW_STATE_BYTES))
 
 
-def buffer_shortfall(dp: Datapath, dim: int) -> str:
-    """Why `dp` cannot run a head of this dimension ('' when it can): the first buffer that holds less than one
-    tile or block."""
-    q_tile, kv_block, o_tile = _tile_bytes(dp, dim)
+def buffer_shortfall(dp: Datapath, dim: int, bc: int = BC) -> str:
+    """Why `dp` cannot run a head of this dimension in blocks of `bc` keys ('' when it can): the first buffer that
+    holds less than one tile or block."""
+    q_tile, kv_block, o_tile = _tile_bytes(dp, dim, bc)
     for name, size, need, what in (("q_buffer_kb", dp.q_buffer_kb, q_tile, f"one query tile ({dp.rows}x{dim} words)"),
-                                   ("k_buffer_kb", dp.k_buffer_kb, kv_block, f"one key block ({dp.cols}x{dim} words)"),
+                                   ("k_buffer_kb", dp.k_buffer_kb, kv_block, f"one key block ({bc}x{dim} words)"),
                                    ("v_buffer_kb", dp.v_buffer_kb, kv_block,
-                                    f"one value block ({dp.cols}x{dim} words)"),
+                                    f"one value block ({bc}x{dim} words)"),
                                    ("o_buffer_kb", dp.o_buffer_kb, o_tile,
                                     f"one tile's accumulators ({dp.rows} rows)")):
         if size * 1024 < need:
@@ -135,12 +140,12 @@ class _Buffers:
                 "o": "double" if self.o_double else "single"}
 
 
-def _buffers(dp: Datapath, seq: int, dim: int) -> _Buffers:
+def _buffers(dp: Datapath, seq: int, dim: int, bc: int) -> _Buffers:
     """The buffering each buffer's size allows; SpecError when one cannot hold a single tile or block."""
-    shortfall = buffer_shortfall(dp, dim)
+    shortfall = buffer_shortfall(dp, dim, bc)
     if shortfall:
         raise SpecError(shortfall)
-    q_tile, kv_block, o_tile = _tile_bytes(dp, dim)
+    q_tile, kv_block, o_tile = _tile_bytes(dp, dim, bc)
     kv_kb = min(dp.k_buffer_kb, dp.v_buffer_kb)
     resident = kv_kb * 1024 >= seq * dim * WORD_BYTES
     return _Buffers(resident=resident, kv_double=resident or kv_kb * 1024 >= 2 * kv_block,
@@ -153,29 +158,29 @@ class _Tiles:
 
     rows: np.ndarray  # (tiles,) rows of each tile
     visited: np.ndarray  # (tiles,) key blocks each tile visits
-    first_keys: int  # keys of a tile's first block, min(C, seq)
+    first_keys: int  # keys of a tile's first block, min(Bc, seq)
     kinds: list[tuple[int, int, bool, np.ndarray]]  # (rows, keys, first block, (tiles,) such steps of each tile)
 
 
-def _tiles(dp: Datapath, seq: int, causal: bool) -> _Tiles:
-    """The tiles and their steps. A tile's first step (block 0, no rescale) has min(C, seq) keys; its later steps
+def _tiles(dp: Datapath, seq: int, causal: bool, bc: int) -> _Tiles:
+    """The tiles and their steps. A tile's first step (block 0, no rescale) has min(Bc, seq) keys; its later steps
     are full blocks and, where it reaches it, the short last block."""
-    R, C = dp.rows, dp.cols
+    R, Bc = dp.rows, bc
     tiles = -(-seq // R)
-    blocks = -(-seq // C)
-    last_keys = seq - (blocks - 1) * C  # keys in the last block (C when seq is a multiple of C)
+    blocks = -(-seq // Bc)
+    last_keys = seq - (blocks - 1) * Bc  # keys in the last block (Bc when seq is a multiple of Bc)
     t = np.arange(tiles)
     tile_rows = np.minimum(R, seq - t * R)
-    visited = -(-np.minimum(seq, t * R + tile_rows) // C) if causal else np.full(tiles, blocks)
-    partial = (visited == blocks) & (last_keys < C)  # the tile visits the short last block
+    visited = -(-np.minimum(seq, t * R + tile_rows) // Bc) if causal else np.full(tiles, blocks)
+    partial = (visited == blocks) & (last_keys < Bc)  # the tile visits the short last block
     full = visited - partial
-    first_keys = min(C, seq)
-    later_full = full - (1 if first_keys == C else 0)
+    first_keys = min(Bc, seq)
+    later_full = full - (1 if first_keys == Bc else 0)
     later_short = partial.astype(np.int64) if blocks > 1 else np.zeros(tiles, dtype=np.int64)
     kinds = []
     for rows in sorted(set(tile_rows.tolist())):
         height = tile_rows == rows
-        for keys, first, number in ((first_keys, True, np.ones(tiles, dtype=np.int64)), (C, False, later_full),
+        for keys, first, number in ((first_keys, True, np.ones(tiles, dtype=np.int64)), (Bc, False, later_full),
                                     (last_keys, False, later_short)):
             kinds.append((rows, keys, first, np.where(height, number, 0)))
     return _Tiles(tile_rows, visited, first_keys, kinds)
@@ -234,15 +239,16 @@ class _Dram:
     kv_bytes: np.ndarray
 
 
-def _dram(dp: Datapath, seq: int, dim: int, tiles: _Tiles, buffers: _Buffers, compute: np.ndarray) -> _Dram:
+def _dram(dp: Datapath, seq: int, dim: int, bc: int, tiles: _Tiles, buffers: _Buffers,
+          compute: np.ndarray) -> _Dram:
     """DRAM, every byte charged once. Before anything computes (prologue): tile 0's Q and the first K, V block.
     During tile t: its other K, V blocks (each block once per head when resident), the next tile's Q and the
     previous tile's O; each overlaps the tile's compute when its buffer is double, else adds to it. After the last
     tile (epilogue): its O."""
     bw = dp.dram_bytes_per_cycle
-    kv_keys = np.minimum(tiles.visited * dp.cols, seq)  # keys of the blocks the tile visits
+    kv_keys = np.minimum(tiles.visited * bc, seq)  # keys of the blocks the tile visits
     q_bytes = tiles.rows * dim * WORD_BYTES
-    o_bytes = q_bytes  # the tile's output, d Q15 words per row
+    o_bytes = tiles.rows * (dim * WORD_BYTES + SHIFT_BYTES)  # the tile's output: d Q15 words and g per row
     if buffers.resident:  # each block is loaded once, by the first tile that visits it, and stays
         kv_bytes = 2 * np.diff(kv_keys, prepend=0) * dim * WORD_BYTES
     else:
@@ -261,9 +267,11 @@ def _dram(dp: Datapath, seq: int, dim: int, tiles: _Tiles, buffers: _Buffers, co
 
 
 def _divider(dp: Datapath, dim: int, tiles: _Tiles, o_double: bool, tile_time: np.ndarray) -> tuple[Stage, int]:
-    """The divider stage, and the cycles of it the head waits for: each tile's r·d divisions in waves of D, beside
-    the next tile's steps when the O buffer is double (only the excess and the last tile's exposed), else all."""
-    divide = -(-(tiles.rows * dim) // dp.dividers) * dp.div_latency
+    """The divider stage, and the cycles of it the head waits for: per tile, the peak pass (d cycles: column c of
+    every row's accumulators in cycle c, each row's max |A| registered) and then its r·d divisions in waves of D;
+    beside the next tile's steps when the O buffer is double (only the excess and the last tile's exposed), else
+    all."""
+    divide = dim + -(-(tiles.rows * dim) // dp.dividers) * dp.div_latency
     busy = int(divide.sum())
     # double: tile t's divisions run beside tile t+1's steps
     exposed = int(np.maximum(divide[:-1] - tile_time[1:], 0).sum()) + int(divide[-1]) if o_double else busy
@@ -277,27 +285,30 @@ def _traffic(seq: int, dim: int, steps: dict[str, int], kv_bytes: np.ndarray) ->
     divisions = seq * dim
     dram_kv = int(kv_bytes.sum()) // 2
     counts.update(dram_read_q_bytes=seq * dim * WORD_BYTES, dram_read_k_bytes=dram_kv, dram_read_v_bytes=dram_kv,
-                  dram_write_o_bytes=seq * dim * WORD_BYTES, sram_write_q=seq * dim,
+                  dram_write_o_bytes=seq * (dim * WORD_BYTES + SHIFT_BYTES), sram_write_q=seq * dim,
                   sram_write_k=dram_kv // WORD_BYTES, sram_write_v=dram_kv // WORD_BYTES,
                   sram_read_o=divisions, divisions=divisions)
-    counts["acc_reads"] += divisions
+    counts["acc_reads"] += 2 * divisions  # each accumulator read by the peak pass and by its division
     return counts
 
 
-def head_cycles(dp: Datapath, seq: int, dim: int, causal: bool) -> HeadCycles:
-    """The cycle and traffic model of one head (seq × dim) on `dp`; SpecError when a buffer cannot hold one tile.
+def head_cycles(dp: Datapath, seq: int, dim: int, causal: bool, bc: int = BC) -> HeadCycles:
+    """The cycle and traffic model of one head (seq × dim, key blocks of `bc`) on `dp`; SpecError when a buffer
+    cannot hold one tile or block.
     The stages' closed forms (array and softmax unit per step, DRAM per tile, dividers per tile) summed: the
     prologue, the first step's softmax (the fill), every tile's time, the dividers' exposed cycles, the epilogue."""
     check_int("seq", seq, 1, SEQ_MAX)
     check_int("dim", dim, 1, DIM_MAX)
-    buffers = _buffers(dp, seq, dim)
-    tiles = _tiles(dp, seq, causal)
+    check_int("bc", bc, 1, MODEL_BC_MAX)
+    buffers = _buffers(dp, seq, dim, bc)
+    tiles = _tiles(dp, seq, causal, bc)
     compute = _compute(dp, dim, tiles)
-    dram = _dram(dp, seq, dim, tiles, buffers, compute.per_tile)
+    dram = _dram(dp, seq, dim, bc, tiles, buffers, compute.per_tile)
     divider, divider_exposed = _divider(dp, dim, tiles, buffers.o_double, dram.tile_time)
     stall = dram.prologue + int((dram.tile_time - compute.per_tile).sum()) + dram.epilogue
     cycles = dram.prologue + compute.fill + int(dram.tile_time.sum()) + divider_exposed + dram.epilogue
     pairs = seq * (seq + 1) // 2 if causal else seq * seq
     stages = {"array": compute.array, "softmax": compute.softmax, "divider": divider}
-    return HeadCycles(dp, seq, dim, causal, cycles, stall, stages, _traffic(seq, dim, compute.counts, dram.kv_bytes),
+    return HeadCycles(dp, seq, dim, causal, bc, cycles, stall, stages,
+                      _traffic(seq, dim, compute.counts, dram.kv_bytes),
                       2 * pairs * dim, buffers.names)

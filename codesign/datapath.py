@@ -2,9 +2,10 @@
 
 A `Datapath` is an R×C systolic array of Q15 multiply-accumulate cells (one dataflow, one accumulator width and
 overflow rule) with a score unit, a softmax unit of E exponent lanes, a bank of dividers, four on-chip buffers and a
-DRAM interface, at one clock. The array's columns are the key block (Bc = C) and its rows the query tile (Br = R), so
-its outputs are the Q15 contract's bits at Bc = C (docs/codesign.md). codesign/bits.py computes those bits,
-codesign/cycles.py the cycles and the traffic; both take this object.
+DRAM interface, at one clock. Its rows are the query tile (Br = R); the key block is the contract's (host.q15.BC, the
+same for every target), which a block's QKᵀ folds over the C columns, so every shape gives the Q15 contract's bits at
+that Bc (docs/codesign.md "Key block and array width"). codesign/bits.py computes those bits, codesign/cycles.py the
+cycles and the traffic; both take this object and the key block.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from host.q15 import MODEL_BC_MAX
 
 DATAFLOWS = ("os", "ws", "is")
 OVERFLOWS = ("wrap", "saturate")
-ARRAY_MAX = MODEL_BC_MAX  # rows and columns: 1..256 (the contract's widest key block)
+ARRAY_MAX = MODEL_BC_MAX  # rows and columns: 1..256
 ACC_BITS_MIN, ACC_BITS_MAX = 16, 64
 #: Width of the running output accumulators A (signed): |A| ≤ 2¹⁵·l + 2²⁹ < 2⁴⁶ for every N ≤ 32768 (docs/q15.md §6),
 #: so 48 bits hold every head exactly; they wrap or saturate as the array's accumulators do.
@@ -37,7 +38,7 @@ class Datapath:
     """One operating point of the datapath. Sizes in KB are 1024 bytes; Q15 words are 2 bytes."""
 
     rows: int = 32  # R: query rows per tile (Br)
-    cols: int = 32  # C: keys per block (Bc)
+    cols: int = 32  # C: keys per QKᵀ fold, output columns per P·V fold
     dataflow: str = "os"
     acc_bits: int = 40  # the array's MAC accumulators, signed
     overflow: str = "wrap"  # what an accumulator does past its range: wrap (two's complement) or saturate
@@ -69,11 +70,6 @@ class Datapath:
         check_real("clock_hz", self.clock_hz, 1e6, 1e10)
         if float(self.clock_hz) != int(self.clock_hz):
             raise SpecError(f"clock_hz={self.clock_hz!r} is not a whole number of Hz; allowed: 1e6..1e10 Hz")
-
-    @property
-    def bc(self) -> int:
-        """Keys per block: the array's width."""
-        return self.cols
 
     @property
     def name(self) -> str:

@@ -11,6 +11,7 @@ from codesign.datapath import OUTPUT_ACC_BITS, Datapath
 from codesign.options import add_datapath_options, datapaths
 from host.cli_common import Parser, folder, output_folder
 from host.errors import SpecError
+from host.q15 import BC
 
 UNIT = "#dbe8f5"
 MEMORY = "#f5e6cc"
@@ -49,8 +50,8 @@ class _Canvas:
 def _memories(canvas: _Canvas, dp: Datapath) -> None:
     canvas.box(2, 28, 12, 16, "DRAM", [f"{dp.dram_bytes_per_cycle:g} B/cycle"], MEMORY)
     canvas.box(22, 54, 14, 11, "Q buffer", [f"{dp.q_buffer_kb:g} KB", f"tiles of {dp.rows} rows"], MEMORY)
-    canvas.box(22, 38, 14, 11, "K buffer", [f"{dp.k_buffer_kb:g} KB", f"blocks of {dp.cols} keys"], MEMORY)
-    canvas.box(22, 22, 14, 11, "V buffer", [f"{dp.v_buffer_kb:g} KB", f"blocks of {dp.cols} keys"], MEMORY)
+    canvas.box(22, 38, 14, 11, "K buffer", [f"{dp.k_buffer_kb:g} KB", f"blocks of {BC} keys"], MEMORY)
+    canvas.box(22, 22, 14, 11, "V buffer", [f"{dp.v_buffer_kb:g} KB", f"blocks of {BC} keys"], MEMORY)
 
 
 def _array(canvas: _Canvas, dp: Datapath) -> None:
@@ -71,14 +72,14 @@ def _array(canvas: _Canvas, dp: Datapath) -> None:
 
 def _units(canvas: _Canvas, dp: Datapath) -> None:
     canvas.box(80, 50, 18, 13, "score unit", ["z = sat32(RSH(acc·M, r))", "Q15.16, base-2 units"])
-    canvas.box(80, 23, 18, 23, "softmax unit", [f"block max (tree of {dp.cols})", "EXP2: 64-entry table",
+    canvas.box(80, 23, 18, 23, "softmax unit", [f"block max (tree of {BC})", "EXP2: 64-entry table",
                                                 f"+ interpolation, {dp.exp_lanes} lanes", "running max m, sum l",
                                                 "α = EXP2(m_b − m)", "rescale l, A by α"])
     canvas.box(80, 3, 18, 14, "O accumulators", [f"A: {OUTPUT_ACC_BITS}-bit × d per row",
                                                  f"O buffer {dp.o_buffer_kb:g} KB", "A = RSH(A·α, 15) + Σ p·v"],
                MEMORY)
     canvas.box(106, 3, 21, 14, "divider", [f"{dp.dividers} × iterative, {dp.div_latency} cycles",
-                                           "l normalised to 16 bits", "o = sat16(A' / l')"])
+                                           "row peak |A| → shift g", "o = sat16(A'·2^g / l'), g"])
 
 
 def _flows(canvas: _Canvas, dp: Datapath) -> None:
@@ -98,7 +99,7 @@ def _flows(canvas: _Canvas, dp: Datapath) -> None:
     arrow((98, 10), (106, 10), "A, l", (0, 1.0))
     canvas.ax.plot([116.5, 116.5, 8, 8], [3, -1.5, -1.5, 27], color="#444", linewidth=1.2)
     arrow((8, 25), (8, 27.6))
-    canvas.ax.text(60, -0.6, "O tiles (int16)", ha="center", fontsize=7.5, color="#222")
+    canvas.ax.text(60, -0.6, "O tiles (int16, a shift g per row)", ha="center", fontsize=7.5, color="#222")
 
 
 def draw(dp: Datapath, path: Path) -> None:
@@ -116,8 +117,9 @@ def draw(dp: Datapath, path: Path) -> None:
     _array(canvas, dp)
     _units(canvas, dp)
     _flows(canvas, dp)
-    ax.text(65, 69.5, f"{dp.name}: key blocks of Bc = {dp.cols} in increasing key order; query tiles of "
-                      f"{dp.rows} rows; {dp.clock_hz / 1e6:g} MHz", ha="center", fontsize=9)
+    ax.text(65, 69.5, f"{dp.name}: key blocks of the contract's Bc = {BC} in increasing key order, "
+                      f"{-(-BC // dp.cols)} QKᵀ fold(s) of {dp.cols} columns each; query tiles of {dp.rows} rows; "
+                      f"{dp.clock_hz / 1e6:g} MHz", ha="center", fontsize=9)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 

@@ -21,17 +21,19 @@ import numpy as np
 
 from codesign.datapath import OUTPUT_ACC_BITS
 from codesign.technology import Band, Technology
+from host.q15 import BC
 
 #: Bits of the table an EXP2 lane holds (64 entries of 16 bits: the contract's EXP2 table, docs/q15.md).
 EXP_TABLE_BITS = 64 * 16
 #: Registers of one iterative divider: partial remainder, divisor and quotient.
 DIVIDER_REGISTER_BITS = 96
-#: The score buffer holds two blocks of R × C 32-bit scores (the array writes one while the softmax unit reads one).
+#: The score buffer holds two key blocks of R × Bc 32-bit scores (the array writes one while the softmax unit reads
+#: one); Bc is the contract's (host.q15.BC), whatever the array's width.
 SCORE_BYTES = 4
 
 
-def score_buffer_kb(rows, cols) -> np.ndarray:
-    return 2 * np.asarray(rows) * np.asarray(cols) * SCORE_BYTES / 1024
+def score_buffer_kb(rows, bc: int = BC) -> np.ndarray:
+    return 2 * np.asarray(rows) * bc * SCORE_BYTES / 1024
 
 
 def mac_cell(tech: Technology, acc_bits, node, what: str) -> Band:
@@ -71,7 +73,7 @@ def area(tech: Technology, rows, cols, acc_bits, exp_lanes, dividers, buffers_kb
                     + rescale_unit(tech, node, "area")) * np.asarray(exp_lanes),
         "dividers": divider_cycle(tech, node, "area") * np.asarray(dividers),
     }
-    sram = tech.sram_area(score_buffer_kb(rows, cols), node)
+    sram = tech.sram_area(score_buffer_kb(rows), node)
     for size in buffers_kb:
         sram = sram + tech.sram_area(size, node)
     units["buffers"] = sram
@@ -89,7 +91,7 @@ def head_energy(tech: Technology, traffic: dict, rows, cols, acc_bits, div_laten
     q_kb, k_kb, v_kb, o_kb = buffers_kb
     word = 1 / 4  # a Q15 word: a quarter of a 64-bit access
     acc = OUTPUT_ACC_BITS / 64  # a 48-bit output accumulator: 6/8 of one
-    scores = score_buffer_kb(rows, cols)
+    scores = score_buffer_kb(rows)
     sram_words = (tech.sram_read(q_kb, node) * (traffic["sram_read_q"] * word)
                   + tech.sram_write(q_kb, node) * (traffic["sram_write_q"] * word)
                   + tech.sram_read(k_kb, node) * (traffic["sram_read_k"] * word)
@@ -120,7 +122,7 @@ def head_energy(tech: Technology, traffic: dict, rows, cols, acc_bits, div_laten
 
 def leakage_w(tech: Technology, units: dict[str, Band], buffers_kb: tuple, rows, cols, node) -> Band:
     """Leakage power in W: the logic's area × the logic leakage density, plus each SRAM's own leakage."""
-    sram = tech.sram_leakage(score_buffer_kb(rows, cols), node)
+    sram = tech.sram_leakage(score_buffer_kb(rows), node)
     for size in buffers_kb:
         sram = sram + tech.sram_leakage(size, node)
     return (units["logic"] * tech.logic_leakage(node) + sram) * 1e-9

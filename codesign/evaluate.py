@@ -1,7 +1,7 @@
 """One attention problem on one datapath: its bits (every head through codesign/bits.py), judged against the
-contract's model at Bc = the array's width and against the float64 golden, and its cycles and traffic
-(codesign/cycles.py; heads run one after another on the one datapath). Used by the asic target and by
-`python -m codesign run`."""
+contract's model at the contract's Bc (host.q15.BC, whatever the array's shape) and against the float64 golden, and
+its cycles and traffic (codesign/cycles.py; heads run one after another on the one datapath). Used by the asic target
+and by `python -m codesign run`."""
 
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ from host.verdict import Verdict, check_q15
 
 @dataclass(frozen=True)
 class Evaluation:
-    """The datapath's output (int16, (B, H, N, d)), its verdict, one head's cycle model and the whole problem's
-    cycles, and what the arithmetic went through (rescales, accumulator overflows)."""
+    """The datapath's output (values (B, H, N, d) int16, row shifts (B, H, N) uint8), its verdict, one head's cycle
+    model and the whole problem's cycles, and what the arithmetic went through (rescales, accumulator overflows)."""
 
     datapath: Datapath
     problem: AttentionProblem
-    out: np.ndarray
+    out: q15.Q15Out
     verdict: Verdict
     head: HeadCycles
     rescales: int
@@ -53,17 +53,18 @@ class Evaluation:
 
 
 def evaluate(problem: AttentionProblem, inputs: Inputs, datapath: Datapath,
-             progress: Callable[[], object] | None = None) -> Evaluation:
-    """Quantise the inputs per tensor (the contract's step 1), run every head on the datapath, judge the output;
-    `progress` is called after each head."""
-    head = head_cycles(datapath, problem.seq, problem.dim, problem.causal)  # refuses buffers too small, first
-    quantized = q15.prepare(problem, inputs.q, inputs.k, inputs.v, datapath.cols)
-    out = np.empty(problem.shape, dtype=np.int16)  # (B, H, N, d) Q15 in V's scale
+             progress: Callable[[], object] | None = None, bc: int = q15.BC) -> Evaluation:
+    """Quantise the inputs per tensor (the contract's step 1), run every head on the datapath in key blocks of `bc`
+    (the contract's unless a tool studies another), judge the output; `progress` is called after each head."""
+    head = head_cycles(datapath, problem.seq, problem.dim, problem.causal, bc)  # refuses buffers too small, first
+    quantized = q15.prepare(problem, inputs.q, inputs.k, inputs.v, bc)
+    out = q15.Q15Out(np.empty(problem.shape, dtype=np.int16),  # (B, H, N, d) values
+                     np.empty(problem.shape[:-1], dtype=np.uint8))  # (B, H, N) row shifts
     rescales = overflows = 0
     for b in range(problem.batch):
         for h in range(problem.heads):
             bits = run_head(*quantized.head(b, h), quantized.params, datapath)
-            out[b, h] = bits.out
+            out.o[b, h], out.shift[b, h] = bits.out
             rescales += bits.rescales
             overflows += bits.overflows
             if progress is not None:

@@ -9,9 +9,10 @@ MCU's datasheet energy) are placed on the same axes.
 Evaluation is vectorised: the cycle model (codesign/cycles.py) runs once per distinct (array, dataflow, lanes,
 dividers, buffers, clock, DRAM bandwidth), the only parameters cycles depend on; node, accumulator width and DRAM kind
 change energy and area only and are evaluated as numpy arrays over all points at once (codesign/energy.py). The bits
-depend on the array's width and the accumulator (codesign/bits.py): a width at or above the contract's exact width
-(codesign/widths.py `predicted_width`) is bit-exact for every input; below it, one seeded head is run through the bit
-model and the point carries the measured rel-L2.
+are computed at the contract's Bc (host.q15.BC) whatever the array's shape, so they depend on the accumulator alone
+(codesign/bits.py): a width at or above the contract's exact width (codesign/widths.py `predicted_width`) is
+bit-exact for every input and carries the contract v2 output's own rel-L2; below it, one seeded head is run through
+the bit model and the point carries the measured rel-L2. Every array shape of one problem gets the same accuracy.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from codesign.technology import Band, GateCalibration, Technology, default_gates
 from codesign.tomlfile import read_toml
 from host.errors import SpecError
 from host.problem import AttentionProblem
+from host.q15 import BC
 
 #: The default space: 8×8 to 256×256 arrays (square, and 1:4 up to 128), three dataflows, 4 to 256 exponent lanes,
 #: two buffer sets (the datapath's default, and one that holds a seq-1024 d-64 head's K and V), 200 MHz to 1.5 GHz,
@@ -189,11 +191,12 @@ def _cycle_table(problem: AttentionProblem, space: dict, progress) -> dict[str, 
     return {k: np.array(v) for k, v in rows.items()}
 
 
-def bit_labels(problem: AttentionProblem, cols: list[int], widths: list[int], overflows: list[str],
-               seed: int = 0) -> dict[tuple[int, int, str], tuple[str, float]]:
-    """(cols, acc_bits, overflow) → (bit_exact label, rel-L2 against the float64 golden), measured on one seeded
-    N(0,1) head of min(seq, 256) keys at Bc = cols: 'all inputs' at or above the exact width (the rel-L2 is then
-    the contract's own at that Bc), else 'probe' when the probe's output is still bit-exact, else 'no'."""
+def bit_labels(problem: AttentionProblem, widths: list[int], overflows: list[str], seed: int = 0,
+               bc: int = BC) -> dict[tuple[int, str], tuple[str, float]]:
+    """(acc_bits, overflow) → (bit_exact label, rel-L2 against the float64 golden), measured on one seeded N(0,1)
+    head of min(seq, 256) keys at the contract's Bc: 'all inputs' at or above the exact width (the rel-L2 is then the
+    contract's own, its v2 outputs with their row shifts), else 'probe' when the probe's output is still bit-exact,
+    else 'no'. No array shape enters: the bits of every R×C are the same at one Bc (codesign/bits.py)."""
     from codesign.bits import run_head
     from codesign.widths import inputs, predicted_width
     from host import q15
@@ -205,20 +208,18 @@ def bit_labels(problem: AttentionProblem, cols: list[int], widths: list[int], ov
     probe = AttentionProblem(batch=1, heads=1, seq=seq, dim=problem.dim, causal=problem.causal, dtype="q15",
                              seed=seed)
     labels = {}
-    for c in cols:
-        quantized = q15.prepare(probe, *(x[None, None] for x in (q, k, v)), c)
-        expected = quantized.expected()[0, 0]
-        exact_bits = predicted_width(problem.dim, c)
-        contract = errors(quantized.dequantize(expected), gold).rel_l2
-        for bits, overflow in itertools.product(widths, overflows):
-            if bits >= exact_bits:
-                labels[c, bits, overflow] = ("all inputs", contract)
-                continue
-            head = run_head(*quantized.head(0, 0), quantized.params, Datapath(rows=32, cols=c, acc_bits=bits,
-                                                                            overflow=overflow))
-            exact = np.array_equal(head.out, expected)
-            labels[c, bits, overflow] = ("probe" if exact else "no", errors(quantized.dequantize(head.out),
-                                                                            gold).rel_l2)
+    quantized = q15.prepare(probe, *(x[None, None] for x in (q, k, v)), bc)
+    expected = quantized.expected()
+    head_expected = q15.Q15Out(expected.o[0, 0], expected.shift[0, 0])
+    exact_bits = predicted_width(problem.dim, bc)
+    contract = errors(quantized.dequantize(head_expected), gold).rel_l2
+    for bits, overflow in itertools.product(widths, overflows):
+        if bits >= exact_bits:
+            labels[bits, overflow] = ("all inputs", contract)
+            continue
+        head = run_head(*quantized.head(0, 0), quantized.params, Datapath(acc_bits=bits, overflow=overflow))
+        exact = head.out.same_bits(head_expected)
+        labels[bits, overflow] = ("probe" if exact else "no", errors(quantized.dequantize(head.out), gold).rel_l2)
     return labels
 
 
@@ -327,13 +328,12 @@ def _area_columns(table_mm2: Band, synth: dict, ok: np.ndarray) -> dict[str, np.
 
 
 def _bit_columns(problem: AttentionProblem, space: dict, cols: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Each point's bit_exact label and rel-L2 (bit_labels, looked up by the point's Bc, width and overflow)."""
-    labels = bit_labels(problem, sorted({c for _, c in space["array"]}), space["acc_bits"],
-                        space["overflow"])
+    """Each point's bit_exact label and rel-L2 (bit_labels, looked up by the point's width and overflow)."""
+    labels = bit_labels(problem, space["acc_bits"], space["overflow"])
     label = np.empty(len(cols["cols"]), dtype=object)
     rel_l2 = np.empty(len(cols["cols"]))
-    for (c, bits, overflow), (text, err) in labels.items():
-        here = (cols["cols"] == c) & (cols["acc_bits"] == bits) & (cols["overflow"] == overflow)
+    for (bits, overflow), (text, err) in labels.items():
+        here = (cols["acc_bits"] == bits) & (cols["overflow"] == overflow)
         label[here], rel_l2[here] = text, err
     return label, rel_l2
 

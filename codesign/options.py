@@ -11,6 +11,7 @@ import itertools
 
 from codesign.datapath import ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, DATAFLOWS, OVERFLOWS, Datapath, array_shape
 from host.cli_common import integer, int_list, name_list, real
+from host.q15 import BC
 
 DEFAULT = Datapath()
 #: The clock's range in Hz (Datapath checks the same).
@@ -57,7 +58,8 @@ def add_datapath_options(group: argparse._ArgumentGroup, prefix: str = "", lists
     some = " (comma-separated list)" if lists else ""
     group.add_argument(f"--{prefix}array", type=_array_list if lists else array_shape,
                        default=((d.rows, d.cols),) if lists else (d.rows, d.cols),
-                       help=f"systolic array RxC: R query rows per tile, C keys per block (= Bc){some}; "
+                       help=f"systolic array RxC: R query rows per tile, C keys per QKᵀ fold (the key block is the "
+                            f"contract's Bc = {BC}){some}; "
                             f"default {d.rows}x{d.cols}")
     group.add_argument(f"--{prefix}dataflow", type=_choices("dataflow", DATAFLOWS, lists),
                        default=(d.dataflow,) if lists else d.dataflow,

@@ -1,22 +1,21 @@
 """`python -m codesign run`: one attention problem on one datapath, printed: cycles and latency, each stage's
-busy cycles and utilisation, the traffic per operand, and the output's verdict (bit-exact with host/q15.py at
-Bc = the array's width, rel-L2 and max-abs against the float64 golden).
+busy cycles and utilisation, the traffic per operand, and the output's verdict (bit-exact with host/q15.py at the
+contract's Bc, host.q15.BC, for every array shape; rel-L2 and max-abs against the float64 golden).
 
-With --rtl every head also runs through the datapath's RTL (codesign/rtl, Amaranth's simulator): its int16 outputs
-must equal the model's and its stage counters the cycle model's busy cycles, else the command fails. Simulation is
-slow (hundreds to thousands of cycles per second, fewer on larger arrays), so the expected time is printed first
-(codesign/rtl/sim.py estimate_seconds) and more than RTL_MAX_S is refused."""
+With --rtl every head also runs through the datapath's RTL (codesign/rtl, Amaranth's simulator; arrays of C = Bc columns
+only): its outputs (values and row shifts) must equal the model's and its stage counters the cycle model's busy cycles,
+else the command fails. Simulation is slow (hundreds to thousands of cycles per second, fewer on larger arrays), so the
+expected time is printed first (codesign/rtl/sim.py estimate_seconds) and more than RTL_MAX_S is refused."""
 
 from __future__ import annotations
 
 import sys
 import time
 
-import numpy as np
-
 from host.cli_common import Parser, guard, integer
 from host.errors import SpecError, UnavailableError
 from host.problem import AttentionProblem
+from host import q15
 from host.q15 import DIM_MAX, SEQ_MAX
 from host.target_api import Inputs
 
@@ -36,6 +35,8 @@ def build_parser() -> Parser:
     problem.add_argument("--batch", type=integer("batch", 1, 64), default=1, help="batch (default 1)")
     add_causal_option(problem)
     problem.add_argument("--seed", type=integer("seed", 0, 2**32 - 1), default=0, help="input seed (default 0)")
+    problem.add_argument("--bc", type=integer("bc", 1, q15.MODEL_BC_MAX), default=q15.BC,
+                         help=f"keys per block (default the contract's {q15.BC}; --rtl needs the array's columns)")
     add_datapath_options(parser.add_argument_group("datapath"))
     parser.add_argument("--rtl", action="store_true",
                         help="also run every head through the RTL in Amaranth's simulator (small arrays and heads: "
@@ -47,7 +48,7 @@ def build_parser() -> Parser:
 RTL_MAX_S = 3600
 
 
-def rtl_plan(problem: AttentionProblem, dp: Datapath) -> str:
+def rtl_plan(problem: AttentionProblem, dp: Datapath, bc: int = q15.BC) -> str:
     """Whether --rtl can run this problem on `dp`, checked before anything is computed: the line to print first
     (the expected simulation time), or UnavailableError / SpecError in one line."""
     from codesign import rtl
@@ -60,10 +61,13 @@ def rtl_plan(problem: AttentionProblem, dp: Datapath) -> str:
 
     if dp.dataflow != "os":
         raise SpecError(f"--rtl: dataflow={dp.dataflow!r} has no RTL array; allowed: os")
+    if dp.cols != bc:
+        raise SpecError(f"--rtl: bc={bc} differs from the array's {dp.cols} columns; allowed: --bc {dp.cols} (the RTL "
+                        "folds no key block over its columns)")
     if dp.div_latency < MIN_LATENCY:
         raise SpecError(f"--rtl: div-latency={dp.div_latency} is below the RTL divider's minimum; allowed: "
                         f"{MIN_LATENCY}..256")
-    head = head_cycles(dp, problem.seq, problem.dim, problem.causal)
+    head = head_cycles(dp, problem.seq, problem.dim, problem.causal, bc)
     busy = sum(stage.busy_cycles for stage in head.stages.values())
     heads = problem.batch * problem.heads
     estimate = estimate_seconds(dp, problem.dim, busy * heads)
@@ -89,7 +93,8 @@ def rtl_check(result: Evaluation) -> tuple[list[str], bool]:
         rtl_heads = simulate_heads([(*quantized.head(b, h), quantized.params) for b, h in b_h], dp,
                                    progress=bar.update)
     seconds = time.perf_counter() - began
-    same_bits = all(np.array_equal(one.out, result.out[b, h]) for one, (b, h) in zip(rtl_heads, b_h))
+    same_bits = all(one.out.same_bits(q15.Q15Out(result.out.o[b, h], result.out.shift[b, h]))
+                    for one, (b, h) in zip(rtl_heads, b_h))
     model = {name: stage.busy_cycles for name, stage in head.stages.items()}
     cycles = sum(one.cycles for one in rtl_heads)
     lines = [f"rtl        {len(rtl_heads)} head(s) simulated in {seconds:.1f} s ({cycles / seconds:,.0f} cycles/s, "
@@ -126,21 +131,22 @@ def report(result: Evaluation) -> str:
     for name, value in head.traffic.items():
         lines.append(f"  {name:<20} {value:>14,}")
     lines += [
-        f"bit_exact  {'yes' if v.bit_exact else 'no'} (host/q15.py at Bc={dp.cols}); accumulator results that "
-        f"overflowed: {result.overflows} ({dp.acc_bits}-bit {dp.overflow} array, {OUTPUT_ACC_BITS}-bit output)",
+        f"bit_exact  {'yes' if v.bit_exact else 'no'} (host/q15.py at Bc={result.quantized.params.bc}, values and row "
+        f"shifts); accumulator results that overflowed: {result.overflows} ({dp.acc_bits}-bit {dp.overflow} array, "
+        f"{OUTPUT_ACC_BITS}-bit output)",
         f"rel_l2     {v.metrics.rel_l2:.3e}   max_abs {v.metrics.max_abs:.3e} (against the float64 golden)",
         f"verdict    {v.status}{': ' + v.message if v.message else ''}",
     ]
     return "\n".join(lines)
 
 
-def run_problem(problem: AttentionProblem, datapath: Datapath, rtl: bool) -> int:
+def run_problem(problem: AttentionProblem, datapath: Datapath, rtl: bool, bc: int = q15.BC) -> int:
     """One problem through the model (and the RTL): its report printed; 0 when it passed, 1 when not, 130 when
     Ctrl-C stopped the RTL (the model's report stands)."""
     heads = problem.batch * problem.heads
     bar = Progress("codesign run", "heads", heads, "head") if heads > 1 else None
     try:
-        result = evaluate(problem, Inputs(problem), datapath, progress=None if bar is None else bar.update)
+        result = evaluate(problem, Inputs(problem), datapath, progress=None if bar is None else bar.update, bc=bc)
     finally:
         if bar is not None:
             bar.close()
@@ -162,13 +168,13 @@ def main(argv: list[str]) -> int:
     problems = [AttentionProblem(batch=args.batch, heads=args.heads, seq=args.seq, dim=args.dim, causal=causal,
                                  dtype="q15", seed=args.seed) for causal in causal_masks(args.causal)]
     if args.rtl:
-        plans = [rtl_plan(problem, datapath) for problem in problems]  # every problem refused or planned first
+        plans = [rtl_plan(problem, datapath, args.bc) for problem in problems]  # every problem refused or planned first
         print("\n".join(plans), file=sys.stderr)
     code = 0
     for number, problem in enumerate(problems):
         if number:
             print()
-        done = run_problem(problem, datapath, args.rtl)
+        done = run_problem(problem, datapath, args.rtl, args.bc)
         if done == 130:
             return done
         code = max(code, done)

@@ -1,12 +1,11 @@
 """The asic target of host.compare: the Q15 problem on a modelled systolic datapath (codesign/), one kernel per
 datapath the --asic-… options describe (its short name, e.g. sa32x32-os-acc40).
 
-A row carries the datapath's output judged like every Q15 row (bit-exact with host/q15.py at Bc = the array's width,
-and within the contract's bound of the float64 golden), and its latency from the cycle model at the given clock,
-marked modelled: nothing here is measured on hardware. Its GFLOP/s and GB/s (of the datapath's modelled DRAM bytes)
-are RunContext.result's, over that modelled latency. The roof is the model's own: R×C MACs (2 operations each) per
-cycle and the DRAM interface's bytes per cycle.
-"""
+A row carries the datapath's output judged like every Q15 row (bit-exact with host/q15.py at the contract's Bc,
+host.q15.BC, whatever the array's shape, and within the contract's bound of the float64 golden), and its latency from
+the cycle model at the given clock, marked modelled: nothing here is measured on hardware. Its GFLOP/s and GB/s (of the
+datapath's modelled DRAM bytes) are RunContext.result's, over that modelled latency. The roof is the model's own: R×C
+MACs (2 operations each) per cycle and the DRAM interface's bytes per cycle."""
 
 from __future__ import annotations
 
@@ -20,6 +19,7 @@ from codesign.evaluate import evaluate
 from codesign.options import add_datapath_options, datapaths
 from host.errors import SpecError
 from host.problem import AttentionProblem
+from host.q15 import BC
 from host.results import Result
 from host.target_api import Inputs, RunOptions
 
@@ -85,7 +85,7 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
     shortfall = buffer_shortfall(dp, problem.dim)
     if shortfall:  # this datapath cannot run this head at all: a missing capability, not a failure to retry
         return [options.context.result(problem, target="asic", kernel=dp.name, device=dp.describe(), br=dp.rows,
-                                       bc=dp.cols, status="skipped", message=f"skipped: {shortfall}")]
+                                       bc=BC, status="skipped", message=f"skipped: {shortfall}")]
     result = evaluate(problem, inputs, dp)
     ms = result.latency_s * 1e3
     stages = result.head.stages
@@ -95,7 +95,7 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
     if result.overflows:
         note += f"; {result.overflows} accumulator results overflowed ({dp.acc_bits}-bit, {dp.overflow})"
     return [options.context.result(
-        problem, target="asic", kernel=dp.name, device=dp.describe(), br=dp.rows, bc=dp.cols,
+        problem, target="asic", kernel=dp.name, device=dp.describe(), br=dp.rows, bc=BC,
         mean_ms=ms, p50_ms=ms, p99_ms=ms, min_ms=ms, iters=1, warmup=0, model_bytes=result.dram_bytes,
         peak_gflops=2 * dp.rows * dp.cols * dp.clock_hz / 1e9, peak_gbps=dp.dram_bytes_per_cycle * dp.clock_hz / 1e9,
         peak_source=f"model: {dp.rows}x{dp.cols} MACs and {dp.dram_bytes_per_cycle:g} DRAM B/cycle at "

@@ -3,7 +3,8 @@ head runs through the datapath on two inputs, and the table says whether its out
 how many accumulator results overflowed, and its rel-L2 against the float64 golden.
 
 The contract predicts the width (codesign/bits.py `exact_width`): QKᵀ sums d products of at most 2³⁰, P·V sums Bc
-products of at most 32767·32768, so max(32 + ⌊log₂ d⌋, 31 + ⌈log₂ Bc⌉) bits hold every sum of every input. The
+products of at most 32767·32768, so max(32 + ⌊log₂ d⌋, 31 + ⌈log₂ Bc⌉) bits hold every sum of every input. Bc is
+the contract's (host.q15.BC = 64) unless --bc says otherwise; the array's shape changes no bit. The
 "extreme" input reaches that worst case (a query row and half the key rows all −32768, so one score's accumulator is
 exactly d·2³⁰): it must break one bit below the prediction when wrapping. The "normal" input (the problem's seeded
 N(0,1) tensors) shows where typical data breaks, far lower. Writes OUT/widths.csv and OUT/widths.png (default
@@ -31,9 +32,10 @@ DEFAULT_OUT = Path("reports/latest/codesign-widths")
 COLUMNS = ("input", "dim", "overflow", "acc_bits", "predicted_bits", "bit_exact", "overflows", "rel_l2", "max_abs")
 
 
-def predicted_width(dim: int, cols: int) -> int:
-    """The narrowest accumulator that holds every sum of both GEMMs for any Q15 input."""
-    return max(exact_width(dim, 1 << 30), exact_width(cols, 32767 * 32768))
+def predicted_width(dim: int, bc: int) -> int:
+    """The narrowest accumulator that holds every sum of both GEMMs (QKᵀ over d, P·V over a block of Bc keys) for
+    any Q15 input."""
+    return max(exact_width(dim, 1 << 30), exact_width(bc, 32767 * 32768))
 
 
 def inputs(kind: str, seq: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -51,15 +53,16 @@ def inputs(kind: str, seq: int, dim: int, seed: int) -> tuple[np.ndarray, np.nda
 
 
 def sweep(seq: int, dims: tuple[int, ...], widths: tuple[int, ...], rows: int, cols: int, seed: int,
-          progress=None) -> list[dict]:
+          progress=None, bc: int = q15.BC) -> list[dict]:
     """Every (input, dim, overflow, width) point as a dict of COLUMNS."""
     points = []
     for kind in ("extreme", "normal"):
         for dim in dims:
             q, k, v = inputs(kind, seq, dim, seed)
             problem = AttentionProblem(batch=1, heads=1, seq=seq, dim=dim, causal=False, dtype="q15", seed=seed)
-            quantized = q15.prepare(problem, *(x[None, None] for x in (q, k, v)), cols)
-            expected = quantized.expected()[0, 0]
+            quantized = q15.prepare(problem, *(x[None, None] for x in (q, k, v)), bc)
+            whole = quantized.expected()
+            expected = q15.Q15Out(whole.o[0, 0], whole.shift[0, 0])
             gold = attention(q[None, None], k[None, None], v[None, None], False, np.float64)[0, 0]
             for overflow in OVERFLOWS:
                 for bits in widths:
@@ -67,8 +70,8 @@ def sweep(seq: int, dims: tuple[int, ...], widths: tuple[int, ...], rows: int, c
                     head = run_head(*quantized.head(0, 0), quantized.params, datapath)
                     metrics = errors(quantized.dequantize(head.out), gold)
                     points.append({"input": kind, "dim": dim, "overflow": overflow, "acc_bits": bits,
-                                   "predicted_bits": predicted_width(dim, cols),
-                                   "bit_exact": int(np.array_equal(head.out, expected)),
+                                   "predicted_bits": predicted_width(dim, bc),
+                                   "bit_exact": int(head.out.same_bits(expected)),
                                    "overflows": head.overflows, "rel_l2": metrics.rel_l2,
                                    "max_abs": metrics.max_abs})
                     if progress is not None:
@@ -91,7 +94,7 @@ def narrowest_exact(points: list[dict], kind: str, dim: int, overflow: str) -> s
     return f"<={narrowest}" if narrowest == chosen[0]["acc_bits"] else str(narrowest)
 
 
-def summary(points: list[dict], dims: tuple[int, ...], cols: int) -> str:
+def summary(points: list[dict], dims: tuple[int, ...], bc: int) -> str:
     lines = [f"{'dim':>4} {'predicted':>9}  " + "  ".join(f"{kind + ' ' + ov:>16}" for kind in ("extreme", "normal")
                                                       for ov in OVERFLOWS),
              f"{'':>4} {'(bits)':>9}  " + "  ".join(f"{'exact from':>16}" for _ in range(4))]
@@ -100,7 +103,7 @@ def summary(points: list[dict], dims: tuple[int, ...], cols: int) -> str:
         for kind in ("extreme", "normal"):
             for overflow in OVERFLOWS:
                 cells.append(f"{narrowest_exact(points, kind, dim, overflow):>16}")
-        lines.append(f"{dim:>4} {predicted_width(dim, cols):>9}  " + "  ".join(cells))
+        lines.append(f"{dim:>4} {predicted_width(dim, bc):>9}  " + "  ".join(cells))
     return "\n".join(lines)
 
 
@@ -142,6 +145,8 @@ def build_parser() -> Parser:
     parser.add_argument("--bits", type=int_list("acc-bits", ACC_BITS_MIN, ACC_BITS_MAX),
                         default=tuple(range(16, 49)), help="accumulator widths (default 16..48)")
     parser.add_argument("--array", type=array_shape, default=(32, 32), help="array RxC (default 32x32)")
+    parser.add_argument("--bc", type=integer("bc", 1, q15.MODEL_BC_MAX), default=q15.BC,
+                        help=f"keys per block (default the contract's {q15.BC})")
     parser.add_argument("--seed", type=integer("seed", 0, 2**32 - 1), default=0,
                         help="seed of the normal input (default 0)")
     parser.add_argument("--out", type=folder, default=DEFAULT_OUT,
@@ -157,7 +162,7 @@ def main(argv: list[str]) -> int:
     total = 2 * len(args.dims) * len(OVERFLOWS) * len(args.bits)
     began = time.perf_counter()
     with Progress("codesign widths", None, total, "head") as progress:
-        points = sweep(args.seq, args.dims, args.bits, *args.array, args.seed, progress)
+        points = sweep(args.seq, args.dims, args.bits, *args.array, args.seed, progress, args.bc)
     elapsed = time.perf_counter() - began
     with open(out / "widths.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
@@ -165,8 +170,8 @@ def main(argv: list[str]) -> int:
         writer.writerows(points)
     plot(points, args.dims, out / "widths.png")
     print(f"{total} heads in {state.ratio(elapsed)}")
-    print(f"seq {args.seq}, array {args.array[0]}x{args.array[1]} (Bc {args.array[1]}); narrowest accumulator "
+    print(f"seq {args.seq}, array {args.array[0]}x{args.array[1]}, Bc {args.bc}; narrowest accumulator "
           "width from which every wider one is bit-exact:")
-    print(summary(points, args.dims, args.array[1]))
+    print(summary(points, args.dims, args.bc))
     print(f"wrote {out / 'widths.csv'} and {out / 'widths.png'}")
     return 0

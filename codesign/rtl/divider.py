@@ -1,9 +1,13 @@
-"""The output divider as RTL: o = acc / l rounded to int16, host/q15.py's `divide_q15` bit for bit, one quotient bit
-per cycle.
+"""The output divider as RTL: o = acc · 2^g / l rounded to int16 and the row's shift g, host/q15.py's `divide_q15` bit
+for bit (contract v2, docs/q15.md §6), one quotient bit per cycle.
 
-divide_q15 normalises l to 16 significant bits: s = max(bitlen(l) − 16, 0), l′ = round_shift(l, s) (2¹⁵..2¹⁶ when
-s > 0, l itself below 2¹⁶), a′ = round_shift(acc, s); then o = clamp(±⌊(|a′| + ⌊l′/2⌋) / l′⌋, −32768, 32767) with
-a′'s sign. Write N = |a′| + ⌊l′/2⌋ (below 2⁴⁸: 48 bits unsigned) and Q = ⌊N / l′⌋.
+The row's shift comes from the row's peak |A| (`peak`, the max over the row's d accumulators, which the divider bank
+finds before the row's divisions start): g = clamp(bitlen(l) − bitlen(peak) + 14, 0, 31), and g = 0 for peak = 0
+(`host.q15.output_shift`); both bit lengths are leading-zero counts (priority encoders). divide_q15 normalises l to
+16 significant bits: s = max(bitlen(l) − 16, 0), l′ = round_shift(l, s) (2¹⁵..2¹⁶ when s > 0, l itself below 2¹⁶),
+and shifts A by t = s − g: a′ = round_shift(acc, t) for t ≥ 0 (t ≤ 16), else acc · 2^(−t) exactly (|acc|·2^g <
+2^(bitlen(l)+14), so a left-shifted a′ stays below 2³⁰); then o = clamp(±⌊(|a′| + ⌊l′/2⌋) / l′⌋, −32768, 32767)
+with a′'s sign. Write N = |a′| + ⌊l′/2⌋ (below 2⁴⁸: 48 bits unsigned) and Q = ⌊N / l′⌋.
 
 Which quotients reach the clamp: Q ≥ 2¹⁵ always does (+Q ≥ 32768 clamps to 32767; −Q ≤ −32768 clamps to −32768, Q =
 2¹⁵ itself giving −32768 either way), and Q < 2¹⁵ never does. So 15 quotient bits suffice once a saturation check
@@ -11,11 +15,12 @@ has caught Q ≥ 2¹⁵, i.e. N ≥ l′ · 2¹⁵, i.e. ⌊N / 2¹⁵⌋ ≥ l�
 division needs only a 17-bit remainder (below l′ ≤ 2¹⁶) and the 15 low bits of N, however wide acc is.
 
 Cycles, for a start in cycle c (one stage per cycle, at most one carry chain and its muxes in each):
-  c        normalise: a priority encoder finds bitlen(l), hence s (0..16); l and acc are shifted by s with rounding;
+  c        normalise: priority encoders find bitlen(l) and bitlen(peak), hence s (0..16), g (0..31) and t = s − g;
+           l is shifted right by s with rounding, acc right by t with rounding or left by −t;
   c+1      magnitude and saturation check: N = |a′| + ⌊l′/2⌋ (one addition: a negative a′ enters as its ones'
            complement, the +1 as the carry in) and ⌊N / 2¹⁵⌋ ≥ l′; the remainder starts as ⌊N / 2¹⁵⌋;
   c+2..16  15 quotient bits, most significant first: remainder·2 + next bit of N, minus l′ if that fits;
-  c+L−1    sign and clamp into `out`; `done` and `out` appear in cycle c+L.
+  c+L−1    sign and clamp into `out`, g into `shift`; `done`, `out` and `shift` appear in cycle c+L.
 Hence the minimum latency 1 + 1 + 15 + 1 = 18 (the cycle model's default div_latency). A larger latency keeps the
 finished quotient in its register until cycle c+L−1: the divider stays busy (one division per L cycles, as
 codesign/cycles.py counts it) and a start while busy is ignored. A new start may come in the done cycle.
@@ -30,11 +35,16 @@ from amaranth.lib.wiring import In, Out
 from codesign.datapath import OUTPUT_ACC_BITS
 from host.errors import SpecError
 from host.checks import check_int
+from host.q15 import OUT_SHIFT_MAX
 
 ACC_BITS = OUTPUT_ACC_BITS
 L_BITS = 32
 OUT_BITS = 16
 OUT_MIN, OUT_MAX = -(1 << (OUT_BITS - 1)), (1 << (OUT_BITS - 1)) - 1
+#: The row's shift g: 0..OUT_SHIFT_MAX (host.q15), 5 bits.
+SHIFT_BITS = OUT_SHIFT_MAX.bit_length()
+#: g = bitlen(l) − bitlen(peak) + G_OFFSET puts the row's largest |A|·2^g / l in [2¹³, 2¹⁵) (host.q15.output_shift).
+G_OFFSET = 14
 #: l is normalised to this many significant bits (l′ ≤ 2¹⁶: 17 bits after rounding up).
 NORM_BITS = 16
 DIVISOR_BITS = NORM_BITS + 1
@@ -62,9 +72,10 @@ def check_divider(latency: int = MIN_LATENCY) -> int:
 
 
 class Divider(wiring.Component):
-    """out = divide_q15(acc, l) for acc signed(48) and l unsigned(32) ≥ 1, taken on `start` when not `busy`;
-    `done` (and the result in `out`) `latency` cycles later, MIN_LATENCY..MAX_LATENCY. `out` holds until the next
-    done; l = 0 (outside the contract) gives 32767 or −32768 by acc's sign."""
+    """(out, shift) = divide_q15 of one element: acc signed(48) of a row whose peak |A| is `peak` (unsigned 48), and
+    l unsigned(32) ≥ 1, taken on `start` when not `busy`; `done` (and the result in `out` and `shift`) `latency`
+    cycles later, MIN_LATENCY..MAX_LATENCY. Both hold until the next done; l = 0 (outside the contract) gives 32767
+    or −32768 by acc's sign."""
 
     def __new__(cls, *args, **kwargs):
         check_divider(*args, **kwargs)  # before the unit exists: a rejected one is no Elaboratable left unused
@@ -75,8 +86,10 @@ class Divider(wiring.Component):
         super().__init__({
             "acc": In(signed(ACC_BITS)),
             "l": In(unsigned(L_BITS)),
+            "peak": In(unsigned(ACC_BITS)),
             "start": In(1),
             "out": Out(signed(OUT_BITS)),
+            "shift": Out(unsigned(SHIFT_BITS)),
             "done": Out(1),
             "busy": Out(1),
         })
@@ -92,20 +105,43 @@ class Divider(wiring.Component):
         # N's 15 low bits, shifted out at the top as the quotient bits come in at the bottom: Q at the end
         bits = Signal(unsigned(QUOTIENT_BITS))
 
-        # normalise (combinational on the inputs, registered on a start): the priority encoder gives
-        # s = bitlen(l) - 16 when l has more than 16 bits (the highest set bit wins, as the later assignment)
-        s = Signal(range(NORM_SHIFT_MAX + 1))
-        for bit in range(NORM_BITS, L_BITS):
+        g_row = Signal(unsigned(SHIFT_BITS))  # the row's g, registered on a start
+
+        # normalise (combinational on the inputs, registered on a start): priority encoders give bitlen(l) and
+        # bitlen(peak) (the highest set bit wins, as the later assignment); s = bitlen(l) - 16 when l has more than
+        # 16 bits; g from the two bit lengths; t = s - g, A's net right shift
+        l_len, peak_len = Signal(range(L_BITS + 1)), Signal(range(ACC_BITS + 1))
+        for bit in range(L_BITS):
             with m.If(self.l[bit]):
-                m.d.comb += s.eq(bit + 1 - NORM_BITS)
+                m.d.comb += l_len.eq(bit + 1)
+        for bit in range(ACC_BITS):
+            with m.If(self.peak[bit]):
+                m.d.comb += peak_len.eq(bit + 1)
+        s = Signal(range(NORM_SHIFT_MAX + 1))
+        m.d.comb += s.eq(Mux(l_len > NORM_BITS, l_len - NORM_BITS, 0))
+        g_raw = Signal(signed(8))  # bitlen(l) - bitlen(peak) + 14: -34..46
+        m.d.comb += g_raw.eq(l_len - peak_len + G_OFFSET)
+        g = Signal(unsigned(SHIFT_BITS))
+        with m.If((self.peak != 0) & (g_raw > 0)):
+            m.d.comb += g.eq(Mux(g_raw > OUT_SHIFT_MAX, OUT_SHIFT_MAX, g_raw))
+        t = Signal(signed(7))  # -31..16
+        m.d.comb += t.eq(s - g)
+        right = Signal(range(NORM_SHIFT_MAX + 1))  # t when t >= 0
+        left = Signal(range(OUT_SHIFT_MAX + 1))  # -t when t < 0
+        m.d.comb += [right.eq(Mux(t >= 0, t, 0)), left.eq(Mux(t < 0, -t, 0))]
         half = Signal(unsigned(NORM_SHIFT_MAX))  # 2^(s-1), none for s = 0
         m.d.comb += half.eq((Const(1, 1) << s) >> 1)
+        half_t = Signal(unsigned(NORM_SHIFT_MAX))  # 2^(t-1), none for t <= 0
+        m.d.comb += half_t.eq((Const(1, 1) << right) >> 1)
+        shifted = Signal(signed(ACC_BITS))  # a'
+        m.d.comb += shifted.eq(Mux(t >= 0, (self.acc + half_t) >> right, self.acc << left))
 
         m.d.sync += self.done.eq(0)
         with m.If(~self.busy), m.If(self.start):  # cycle c
             m.d.sync += [
                 divisor.eq((self.l + half) >> s),
-                acc_n.eq((self.acc + half) >> s),
+                acc_n.eq(shifted),
+                g_row.eq(g),
                 cycle.eq(1),
                 self.busy.eq(1),
             ]
@@ -136,5 +172,5 @@ class Divider(wiring.Component):
                     m.d.sync += self.out.eq(Mux(negative, OUT_MIN, OUT_MAX))
                 with m.Else():
                     m.d.sync += self.out.eq(Mux(negative, -bits, bits))
-                m.d.sync += [self.done.eq(1), self.busy.eq(0)]
+                m.d.sync += [self.shift.eq(g_row), self.done.eq(1), self.busy.eq(0)]
         return m

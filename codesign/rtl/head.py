@@ -9,22 +9,28 @@ with the causal mask only the blocks up to the tile's last row), one stage after
   softmax  the softmax unit's passes on the fold's sums (max, exp, and rescale except in the tile's first block).
   P·V      ⌈d/C⌉ folds (M=r, N=d, K=k): P's column t and V's row key0+t, columns fold·C..fold·C+C−1; each fold's
            partials go into the 48-bit output accumulators in its done cycle; busy k+R+C−2 per fold.
-and after the tile's last block the divider bank (Datapath.dividers Dividers of div_latency cycles) turns the r·d
-accumulators into int16 outputs in waves of `dividers` (row-major), written into O; busy div_latency per wave.
+and after the tile's last block the divider bank: first the peak pass (d cycles, one column of every row's A a
+cycle: each row's peak |A|, which sets its shift g), then Datapath.dividers Dividers of div_latency cycles turn the
+r·d accumulators into int16 outputs in waves of `dividers` (row-major), written into O, and each row's g into the
+shift memory; busy d for the pass and div_latency per wave.
+
+The key block is the array's width (Bc = C: one QKᵀ fold per block, the softmax unit's C score lanes); the bit model
+(codesign/bits.py) folds any Bc over any C, the RTL only this one (codesign/rtl/sim.py refuses other heads).
 
 The counters are the stages' busy cycles: the array from each fold's first vector to the cycle before its done (as
-codesign/gemm.py counts a fold), the softmax unit while its `busy` is high, the dividers from each wave's start to the
-cycle before its done. Every stage starts in the previous one's done cycle: the softmax unit issues its first scores
-in the QKᵀ fold's done cycle, P·V's first vector goes in with the softmax unit's done, a fold follows a fold, a block's
-QKᵀ the last P·V fold, the first divider wave the last fold (the softmax unit forwards that fold's partials to the
-dividers), a wave a wave and the next tile the last wave. So `cycles`, from the first QKᵀ vector to the last wave's
-done, is exactly the sum of the three counters.
+codesign/gemm.py counts a fold), the softmax unit while its `busy` is high, the dividers from the peak pass's first
+column to the cycle before the last wave's done. Every stage starts in the previous one's done cycle: the softmax unit
+issues its first scores in the QKᵀ fold's done cycle, P·V's first vector goes in with the softmax unit's done, a fold
+follows a fold, a block's QKᵀ the last P·V fold, the peak pass the last fold (the softmax unit forwards that fold's
+partials to it), the first divider wave the cycle after the pass's last column, a wave a wave and the next tile the
+last wave. So `cycles`, from the first QKᵀ vector to the last wave's done, is exactly the sum of the three counters.
 
-Memories (amaranth.lib.memory, the testbench loads them through q_data, k_data, v_data and reads o_data): int16
-elements at address row·dim_max + column. The controller reads R elements of Q, C of K or C of V per cycle and writes
-up to `dividers` of O: in silicon each would be a bank per port (Q rows by row mod R, K rows by key mod C, V columns
-by column mod C), with no conflicts, since the ports of one cycle touch distinct rows (columns) mod R (C).
-seq, dim, causal, the score scale (mult, shift) are inputs, taken on `start`; seq_max and dim_max size the memories.
+Memories (amaranth.lib.memory, the testbench loads them through q_data, k_data, v_data and reads o_data and
+shift_data): int16 elements at address row·dim_max + column, and one shift byte (5 bits) per row at its row. The
+controller reads R elements of Q, C of K or C of V per cycle and writes up to `dividers` of O: in silicon each would
+be a bank per port (Q rows by row mod R, K rows by key mod C, V columns by column mod C), with no conflicts, since the
+ports of one cycle touch distinct rows (columns) mod R (C). seq, dim, causal, the score scale (mult, shift) are
+inputs, taken on `start`; seq_max and dim_max size the memories.
 
 Its pieces: the controller (head_control.py: the stages in order and where the head is), the QKᵀ and P·V feeds
 (qk_feed.py, pv_feed.py: memory reads into the array), the divider bank (divider_bank.py: waves into O) and the
@@ -42,6 +48,7 @@ from codesign.datapath import Datapath
 from codesign.rtl.array import SystolicArray
 from codesign.rtl.divider import MAX_LATENCY as DIVIDER_MAX_LATENCY
 from codesign.rtl.divider import MIN_LATENCY as DIVIDER_MIN_LATENCY
+from codesign.rtl.divider import SHIFT_BITS as OUT_SHIFT_BITS
 from codesign.rtl.divider_bank import DividerBank
 from codesign.rtl.head_control import HeadControl
 from codesign.rtl.mac import OPERAND_BITS
@@ -81,6 +88,7 @@ class HeadEngine(wiring.Component):
         depth = self.seq_max * self.dim_max
         self.q_data, self.k_data, self.v_data, self.o_data = (
             MemoryData(shape=signed(OPERAND_BITS), depth=depth, init=[]) for _ in range(4))
+        self.shift_data = MemoryData(shape=unsigned(OUT_SHIFT_BITS), depth=self.seq_max, init=[])
         super().__init__({
             "start": In(1),
             "seq": In(range(self.seq_max + 1)),
@@ -127,7 +135,9 @@ class HeadEngine(wiring.Component):
         m.d.comb += [
             softmax.start.eq(control.softmax_start), softmax.partial_add.eq(control.partial_add),
             *(softmax.results[i][j].eq(array.result[i][j]) for i in range(R) for j in range(C)),
-            bank.first_wave.eq(control.first_wave), bank.next_wave.eq(control.next_wave), bank.dim.eq(dim),
+            bank.peak_valid.eq(control.peak_valid), bank.peak_first.eq(control.peak_first),
+            bank.peak_col.eq(control.peak_col), bank.first_wave.eq(control.first_wave),
+            bank.next_wave.eq(control.next_wave), bank.dim.eq(dim),
             bank.tile_rows.eq(control.tile_rows), bank.row0.eq(control.row0),
             *(bank.acc[i][c].eq(softmax.acc[i][c]) for i in range(R) for c in range(self.dim_max)),
             *(bank.l[i].eq(softmax.l[i]) for i in range(R))]
@@ -154,8 +164,8 @@ class HeadEngine(wiring.Component):
         return seq, dim, causal
 
     def _memories(self, m: Module, qk: QKFeed, pv: PVFeed, bank: DividerBank) -> None:
-        """The Q, K, V and O memories and their ports: R reads of Q and C of K for the QKᵀ feed, C of V for the
-        P·V feed, and one write of O per divider."""
+        """The Q, K, V, O and shift memories and their ports: R reads of Q and C of K for the QKᵀ feed, C of V for
+        the P·V feed, and one write of O and one of the shift memory per divider."""
         mems = {}
         for name in ("q", "k", "v", "o"):
             mems[name] = m.submodules[f"{name}_mem"] = memory.Memory(data=getattr(self, f"{name}_data"))
@@ -164,6 +174,9 @@ class HeadEngine(wiring.Component):
             for a, d in zip(addrs, datas):
                 port = mems[name].read_port(domain="comb")
                 m.d.comb += [port.addr.eq(a), d.eq(port.data)]
+        mems["shift"] = m.submodules.shift_mem = memory.Memory(data=self.shift_data)
         for u in range(self.datapath.dividers):
             port = mems["o"].write_port()
             m.d.comb += [port.addr.eq(bank.o_addr[u]), port.data.eq(bank.o_data[u]), port.en.eq(bank.o_en[u])]
+            port = mems["shift"].write_port()
+            m.d.comb += [port.addr.eq(bank.s_addr[u]), port.data.eq(bank.s_data[u]), port.en.eq(bank.s_en[u])]

@@ -7,7 +7,9 @@ head is (query tile row0, key block key0, the fold and the streamed index t).
   SOFTMAX     until the softmax unit's done, in which cycle P·V's first vector goes in
   PV_FEED     the fold's vectors t = 0..k−1; PV_WAIT after the last
   PV_WAIT     until the array's done (`partial_add`), then the next fold, else the next block's QKᵀ, else the tile's
-              first divider wave (`first_wave`)
+              peak pass starts (`peak_valid`, `peak_first`, column 0: the softmax unit forwards that fold's partials)
+  PEAK        the peak pass's columns 1..d−1, one a cycle (`peak_col`); in the cycle after column d−1 the tile's first
+              divider wave (`first_wave`), so every row's peak |A| is complete before its divisions start
   DIV_WAIT    until the wave's done, then the next wave (`next_wave`) while the bank has one (`wave_more`), else the
               next tile's QKᵀ, else DONE (`finishing`)
 
@@ -51,6 +53,9 @@ class HeadControl(wiring.Component):
             "pv_valid": Out(1), "pv_fold": Out(range(self.folds_max + 1)), "pv_t": Out(t),
             "softmax_start": Out(1),
             "partial_add": Out(1),
+            "peak_valid": Out(1),
+            "peak_first": Out(1),
+            "peak_col": Out(range(dim_max + 1)),
             "first_wave": Out(1),
             "next_wave": Out(1),
             "array_busy": Out(1),
@@ -96,9 +101,19 @@ class HeadControl(wiring.Component):
                     with m.Elif(self.key0 + C < key_end):
                         m.d.sync += self.key0.eq(self.key0 + C)
                         self._feed_qk(m, t, self.row0, self.key0 + C, 0)
-                    with m.Else():  # the dividers read A through the softmax unit's forwarding of this partial
-                        m.d.comb += [self.first_wave.eq(1), self.divider_busy.eq(1)]
-                        m.next = "DIV_WAIT"
+                    with m.Else():  # the peak pass reads column 0 of A through the softmax unit's forwarding
+                        m.d.comb += [self.peak_valid.eq(1), self.peak_first.eq(1), self.peak_col.eq(0),
+                                     self.divider_busy.eq(1)]
+                        m.d.sync += t.eq(1)
+                        m.next = "PEAK"
+            with m.State("PEAK"):  # t: the peak pass's column
+                m.d.comb += self.divider_busy.eq(1)
+                with m.If(t < self.dim):
+                    m.d.comb += [self.peak_valid.eq(1), self.peak_col.eq(t)]
+                    m.d.sync += t.eq(t + 1)
+                with m.Else():  # every row's peak is in its register: the first wave
+                    m.d.comb += self.first_wave.eq(1)
+                    m.next = "DIV_WAIT"
             with m.State("DIV_WAIT"):
                 m.d.comb += self.divider_busy.eq(~self.wave_done)
                 with m.If(self.wave_done):

@@ -2,9 +2,11 @@
 its memories, start it, wait for done, read O and the stage counters.
 
 `simulate_head` runs one head; `simulate_heads` runs several heads of one Datapath in one simulation (one elaboration
-and one simulator build, sized for the largest head), which is how the tests keep their time down. The outputs are
-host/q15.py's at bc = the array's columns when the accumulators hold the sums (acc_bits ≥ bits.exact_width), and
-codesign/bits.run_head's at any width; the stage counters are codesign/cycles.py's busy cycles.
+and one simulator build, sized for the largest head), which is how the tests keep their time down. The outputs
+(host.q15.Q15Out: values and row shifts) are host/q15.py's when the accumulators hold the sums (acc_bits ≥
+bits.exact_width), and codesign/bits.run_head's at any width; the stage counters are codesign/cycles.py's busy cycles.
+The RTL's key block is its array's width: heads whose params.bc is not datapath.cols are refused (the bit model
+takes any Bc on any array; docs/codesign.md "Key block and array width").
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from codesign.datapath import Datapath
 from codesign.rtl.head import HeadEngine
 from codesign.rtl.stage_counters import STAGES
 from host.errors import SpecError, TargetError
-from host.q15 import Q15Params
+from host.q15 import Q15Out, Q15Params
 
 #: Simulated cycles allowed per head beyond the model's busy cycles and hand-offs, before it is declared hung.
 HANG_MARGIN = 1000
@@ -45,10 +47,10 @@ def estimate_seconds(datapath: Datapath, dim: int, cycles: int) -> float:
 
 @dataclass(frozen=True)
 class RtlHead:
-    """One head through the RTL: int16 output (N, d), busy cycles per stage, total cycles, and the host seconds the
-    simulation of this head took (loading, running and reading back)."""
+    """One head through the RTL: its output (values (N, d) int16, row shifts (N,) uint8), busy cycles per stage,
+    total cycles, and the host seconds the simulation of this head took (loading, running and reading back)."""
 
-    out: np.ndarray
+    out: Q15Out
     stage_cycles: dict[str, int]
     cycles: int
     sim_seconds: float
@@ -72,7 +74,7 @@ def _check(head: Head, datapath: Datapath) -> None:
         raise SpecError(f"params is {type(params).__name__}; allowed: a host.q15.Q15Params")
     if params.bc != datapath.cols:
         raise SpecError(f"bc={params.bc} differs from the array's width {datapath.cols}; allowed: bc={datapath.cols} "
-                        "(the datapath's key block is its columns)")
+                        "(the RTL folds no key block over its columns; codesign/bits.py takes any)")
     for name, array in (("q", q), ("k", k), ("v", v)):
         if not isinstance(array, np.ndarray):
             raise SpecError(f"{name} is {type(array).__name__}; allowed: an int16 numpy array ({params.seq}, "
@@ -88,7 +90,7 @@ def _hang_limit(datapath: Datapath, params: Q15Params) -> int:
     tiles, blocks = -(-seq // R), -(-seq // C)
     folds = -(-dim // C)
     step = (dim + R + C) + folds * (C + R + C) + 3 * (R * (C + dim + 2) // E + 1) + 64 + folds
-    divide = (-(-R * dim // datapath.dividers)) * (datapath.div_latency + 1)
+    divide = dim + 1 + (-(-R * dim // datapath.dividers)) * (datapath.div_latency + 1)  # the peak pass, the waves
     return tiles * (blocks * step + divide) + HANG_MARGIN
 
 
@@ -140,8 +142,10 @@ def simulate_heads(heads: list[Head], datapath: Datapath,
             if ctx.get(engine.fault):
                 raise TargetError(f"the softmax unit's pipelines ran out of step ({datapath.name}, seq {seq}, dim "
                                   f"{dim}): a unit's valid_out did not come as its lane issued", status="fault")
-            out = np.array([[ctx.get(engine.o_data[row * dim_max + col]) for col in range(dim)]
-                            for row in range(seq)], dtype=np.int16).reshape(seq, dim)
+            values = np.array([[ctx.get(engine.o_data[row * dim_max + col]) for col in range(dim)]
+                               for row in range(seq)], dtype=np.int16).reshape(seq, dim)
+            shifts = np.array([ctx.get(engine.shift_data[row]) for row in range(seq)], dtype=np.uint8)
+            out = Q15Out(values, shifts)
             stages = {name: ctx.get(getattr(engine, f"{name}_cycles")) for name in STAGES}
             results.append(RtlHead(out, stages, ctx.get(engine.cycles), time.perf_counter() - began))
 

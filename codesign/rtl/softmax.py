@@ -22,8 +22,8 @@ causal, mult, shift) must hold still from `start` until `done`.
 
 Between blocks the array's P·V partials come in through `results` with `partial_add` (one fold of C columns,
 `partial_fold`): A[i][fold·C + j] += partial[i][j], wrapped or saturated to 48 bits as bits.run_head's _clamp.
-`p_column` is P's column `p_index` (the array's A operand for P·V); `acc` and `l` are read by the dividers, `acc`
-forwarding a partial added in the same cycle (so the dividers may start in the last fold's done cycle).
+`p_column` is P's column `p_index` (the array's A operand for P·V); `acc` and `l` are read by the divider bank, `acc`
+forwarding a partial added in the same cycle (so the bank's peak pass may start in the last fold's done cycle).
 
 Its pieces: the controller (softmax_control.py: the passes in order), the lane walker (lane_walker.py: where each
 lane is in its pass), per row a max tree (max_tree.py), and per lane a score, an EXP2 and a rescale lane

@@ -1,6 +1,7 @@
-"""The datapath's bits (codesign/bits.py) against the Q15 contract's model (host/q15.py) at Bc = the array's width:
-identical on 10,000 random and adversarial heads at the widths `exact_width` predicts, and the accumulators' wrap and
-saturate checked against a plain per-MAC loop."""
+"""The datapath's bits (codesign/bits.py) against the Q15 contract's model (host/q15.py) at the same Bc, for any array
+shape (Bc and R×C drawn independently: C below, equal to and above Bc): values and row shifts identical on 10,000
+random and adversarial heads at the widths `exact_width` predicts, and the accumulators' wrap and saturate checked
+against a plain per-MAC loop."""
 
 from __future__ import annotations
 
@@ -39,14 +40,16 @@ def _case(rng: np.random.Generator):
     dim = int(rng.choice(DIMS))
     rows = int(rng.integers(1, 70)) if rng.random() < 0.9 else int(rng.integers(70, 257))
     cols = int(rng.integers(1, 70)) if rng.random() < 0.9 else int(rng.integers(70, 257))
+    draw = rng.random()  # the key block, independent of the array: the contract's 64, small, or wide
+    bc = q15.BC if draw < 0.3 else int(rng.integers(1, 70)) if draw < 0.9 else int(rng.integers(70, 257))
     q, k, v = (_tensor(rng, str(rng.choice(SHAPES)), seq, dim) for _ in range(3))
     exp_q, exp_k = (int(rng.integers(-8, 5)) for _ in range(2))
     try:
         scale = q15.score_scale(exp_q, exp_k, dim)
     except SpecError:  # an exponent pair whose shift leaves the contract's range: use unit exponents
         scale = q15.score_scale(0, 0, dim)
-    params = q15.Q15Params(seq, dim, bool(rng.integers(2)), cols, *scale)
-    return q, k, v, params, rows
+    params = q15.Q15Params(seq, dim, bool(rng.integers(2)), bc, *scale)
+    return q, k, v, params, rows, cols
 
 
 def contract_width(dim: int, cols: int) -> int:
@@ -60,29 +63,55 @@ def contract_width(dim: int, cols: int) -> int:
 def test_datapath_bits_equal_the_contract_at_the_predicted_width(seed):
     rng = np.random.default_rng(seed)
     for _ in range(CASES_PER_SEED):
-        q, k, v, params, rows = _case(rng)
+        q, k, v, params, rows, cols = _case(rng)
         overflow = str(rng.choice(["wrap", "saturate"]))
-        datapath = Datapath(rows=rows, cols=params.bc, acc_bits=contract_width(params.dim, params.bc),
+        datapath = Datapath(rows=rows, cols=cols, acc_bits=contract_width(params.dim, params.bc),
                             overflow=overflow, dataflow=str(rng.choice(["os", "ws", "is"])))
         got = run_head(q, k, v, params, datapath)
         want = q15.attention_q15(q, k, v, params)
         assert got.overflows == 0, (params, datapath)
-        if not np.array_equal(got.out, want):
-            where = np.argwhere(got.out != want)[:5].tolist()
-            pytest.fail(f"{params} on {datapath.name}: {len(np.argwhere(got.out != want))} elements differ, "
-                        f"first at {where}")
+        if not got.out.same_bits(want):
+            where = np.argwhere(got.out.o != want.o)[:5].tolist()
+            rows_off = np.flatnonzero(got.out.shift != want.shift)[:5].tolist()
+            pytest.fail(f"{params} on {datapath.name}: {len(np.argwhere(got.out.o != want.o))} values differ, "
+                        f"first at {where}; row shifts differ at {rows_off}")
 
 
-@pytest.mark.parametrize("seq,dim,causal,rows,cols", [
-    (1, 1, False, 1, 1), (1, 256, True, 32, 32), (17, 59, True, 5, 3), (97, 64, False, 32, 32),
-    (1025, 64, True, 32, 32), (256, 256, False, 256, 256), (300, 16, True, 7, 256), (64, 32, True, 64, 1),
+@pytest.mark.parametrize("seq,dim,causal,rows,cols,bc", [
+    (1, 1, False, 1, 1, 64), (1, 256, True, 32, 32, 64), (17, 59, True, 5, 3, 64), (97, 64, False, 32, 32, 64),
+    (1025, 64, True, 32, 32, 64), (256, 256, False, 256, 256, 256), (300, 16, True, 7, 256, 64),
+    (64, 32, True, 64, 1, 64), (200, 17, True, 16, 48, 64), (130, 8, False, 3, 128, 5), (97, 3, True, 8, 8, 1),
 ])
-def test_awkward_shapes_at_forty_bits(seq, dim, causal, rows, cols):
+def test_awkward_shapes_at_forty_bits(seq, dim, causal, rows, cols, bc):
     rng = np.random.default_rng(seq * 1000 + dim)
     q, k, v = (np.clip(rng.normal(0, 9000, (seq, dim)), -32768, 32767).astype(np.int16) for _ in range(3))
-    params = q15.Q15Params(seq, dim, causal, cols, *q15.score_scale(0, 0, dim))
+    params = q15.Q15Params(seq, dim, causal, bc, *q15.score_scale(0, 0, dim))
     got = run_head(q, k, v, params, Datapath(rows=rows, cols=cols, acc_bits=40))
-    np.testing.assert_array_equal(got.out, q15.attention_q15(q, k, v, params))
+    want = q15.attention_q15(q, k, v, params)
+    np.testing.assert_array_equal(got.out.o, want.o)
+    np.testing.assert_array_equal(got.out.shift, want.shift)
+
+
+@pytest.mark.parametrize("acc_bits,overflow", [(40, "wrap"), (30, "wrap"), (30, "saturate"), (26, "saturate")])
+def test_every_array_shape_gives_one_output_at_the_contracts_bc(acc_bits, overflow):
+    # Bc is the contract's, not the array's: 1×1, tall, wide, C below, dividing, equal to and above Bc = 64 all give
+    # the same values and row shifts, exact or not (narrow accumulators overflow in reduction order on every shape).
+    rng = np.random.default_rng(acc_bits)
+    seq, dim = 150, 24
+    q, k, v = (np.clip(rng.normal(0, 12000, (seq, dim)), -32768, 32767).astype(np.int16) for _ in range(3))
+    q[::2] //= 256  # near-uniform weights on these rows: averages of many values, small outputs, larger shifts
+    for causal in (False, True):
+        params = q15.Q15Params(seq, dim, causal, q15.BC, *q15.score_scale(3, 3, dim))  # peaked rows: large outputs
+        heads = [run_head(q, k, v, params, Datapath(rows=r, cols=c, acc_bits=acc_bits, overflow=overflow))
+                 for r, c in ((1, 1), (32, 32), (7, 64), (64, 16), (16, 100), (3, 256))]
+        assert all(head.out.same_bits(heads[0].out) for head in heads[1:])
+        if not causal:  # causal tiles compute (and discard) masked scores, as many as their height makes
+            assert all(head.overflows == heads[0].overflows for head in heads)
+        assert len(set(heads[0].out.shift.tolist())) > 1  # the row shifts are not all one value
+        if acc_bits == 40:
+            assert heads[0].out.same_bits(q15.attention_q15(q, k, v, params))
+        else:
+            assert heads[0].overflows > 0
 
 
 def test_exact_width_by_hand():
@@ -111,9 +140,9 @@ def test_one_bit_short_of_the_predicted_width_changes_the_output_when_wrapping()
     want = q15.attention_q15(q, k, v, params)
     exact = run_head(q, k, v, params, Datapath(rows=2, cols=2, acc_bits=38))
     short = run_head(q, k, v, params, Datapath(rows=2, cols=2, acc_bits=37))
-    np.testing.assert_array_equal(exact.out, want)
+    assert exact.out.same_bits(want)
     assert exact.overflows == 0 and short.overflows == 1
-    assert want[0, 0] > 9000 and short.out[0, 0] < -9000
+    assert want.o[0, 0] > 9000 and short.out.o[0, 0] < -9000
 
 
 def _per_mac(a: np.ndarray, b: np.ndarray, bits: int, overflow: str) -> np.ndarray:
@@ -143,10 +172,11 @@ def test_accumulators_match_one_mac_at_a_time(bits, overflow):
     assert overflowed == int(np.count_nonzero(want != exact))
 
 
-def test_bc_must_be_the_arrays_width():
+def test_a_key_block_outside_the_models_range_is_refused_in_one_line():
     q = np.zeros((4, 2), dtype=np.int16)
     params = q15.Q15Params(4, 2, False, 8, *q15.score_scale(0, 0, 2))
-    with pytest.raises(SpecError, match="bc=8 differs from the array's width 16"):
+    object.__setattr__(params, "bc", q15.MODEL_BC_MAX + 1)  # past Q15Params' own check, as a stale caller could be
+    with pytest.raises(SpecError, match=r"^bc=257 is outside the datapath model's key blocks; allowed: 1\.\.256$"):
         run_head(q, q, q, params, Datapath(cols=16))
 
 

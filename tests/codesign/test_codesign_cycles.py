@@ -1,5 +1,7 @@
-"""The head's cycle and traffic model (codesign/cycles.py): one case derived by hand, the grouped closed form against
-a plain loop over every (tile, block) step, and the properties an architect relies on (bandwidth, buffers, causal)."""
+"""The head's cycle and traffic model (codesign/cycles.py): cases derived by hand (a key block as wide as the array,
+and one folded over it), the grouped closed form against a plain loop over every (tile, block) step at key blocks
+below, equal to and above the array's width, and the properties an architect relies on (bandwidth, buffers,
+causal)."""
 
 from __future__ import annotations
 
@@ -17,32 +19,49 @@ from host.errors import SpecError
 
 def test_one_tile_one_block_by_hand():
     dp = Datapath(rows=4, cols=4, dataflow="os", exp_lanes=4, dividers=4, div_latency=18, dram_bytes_per_cycle=32)
-    head = head_cycles(dp, seq=4, dim=4, causal=False)
+    head = head_cycles(dp, seq=4, dim=4, causal=False, bc=4)
     # One tile, one block. QKᵀ = gemm(4, 4, 4) on 4x4 os: one fold of T + R + C − 2 = 4 + 4 + 4 − 2 = 10 cycles;
     # P·V = gemm(4, 4, 4): 10 again → the array is busy 20 cycles.
     # Softmax: 16 compares / 4 lanes = 4, 16 p + 4 α = 20 exps / 4 = 5, no rescale in the first block, plus the
     # score (3), max tree ⌈log₂ 4⌉ = 2 and EXP2 (4) latencies → 18. The step costs max(20, 18) = 20.
     # DRAM: the prologue loads the Q tile (4·4·2 = 32 B) and the only K and V blocks (2·32 = 64 B): 96 B at
-    # 32 B/cycle = 3 cycles; the epilogue writes the O tile, 32 B → 1 cycle; nothing moves during the tile, so the
-    # stalls are those 4 cycles. Divider: 16 divisions on 4 dividers of 18 cycles = 72, exposed (the last tile's).
-    # With the first step's softmax fill (18): 3 + 18 + 20 + 72 + 1 = 114.
+    # 32 B/cycle = 3 cycles; the epilogue writes the O tile, 4 rows of 4·2 B and a shift byte = 36 B → 2 cycles;
+    # nothing moves during the tile, so the stalls are those 5 cycles. Divider: the peak pass over d = 4 columns
+    # (4 cycles), then 16 divisions on 4 dividers of 18 cycles = 72: 76, exposed (the last tile's).
+    # With the first step's softmax fill (18): 3 + 18 + 20 + 76 + 2 = 119.
     assert (SCORE_LATENCY, EXP_LATENCY) == (3, 4)
-    assert head.cycles == 114
+    assert head.cycles == 119
     assert head.stages["array"].busy_cycles == 20 and head.stages["softmax"].busy_cycles == 18
-    assert head.stages["divider"].busy_cycles == 72 and head.stall_cycles == 4
+    assert head.stages["divider"].busy_cycles == 76 and head.stall_cycles == 5
     assert head.traffic["macs"] == 2 * 4 * 4 * 4 and head.useful_macs == 128
     assert head.traffic["dram_read_k_bytes"] == 32
     assert head.buffering == {"q": "double", "kv": "resident", "o": "double"}
 
 
-def _by_steps(dp: Datapath, seq: int, dim: int, causal: bool) -> dict:
+def test_a_block_wider_than_the_array_folds_over_its_columns_by_hand():
+    dp = Datapath(rows=4, cols=4, dataflow="os", exp_lanes=4, dividers=4, div_latency=18, dram_bytes_per_cycle=32)
+    head = head_cycles(dp, seq=8, dim=4, causal=False, bc=8)
+    # Two tiles of 4 rows, one block of Bc = 8 keys on 4 columns. QKᵀ = gemm(4, 8, 4): N = 8 keys in 2 column folds
+    # of T + R + C − 2 = 10 → 20; P·V = gemm(4, 4, 8): one fold streaming the 8 keys, 8 + 4 + 4 − 2 = 14 → 34 a step.
+    # Softmax: 32 compares / 4 = 8, 32 p + 4 α = 36 / 4 = 9, no rescale, + 3 + ⌈log₂ 8⌉ = 3 + 4 → 27; a step costs
+    # max(34, 27) = 34. DRAM: prologue Q tile 32 B + the block's K and V (2·8·4·2 = 128 B) = 160 B → 5 cycles; tile
+    # 1's Q (32 B) and tile 0's O (36 B) overlap tile 1's compute (double buffers); epilogue tile 1's O, 36 B → 2.
+    # Divider per tile: 4 (peak pass) + 4 waves · 18 = 76; tile 0's run beside tile 1's 34-cycle step (42 exposed),
+    # tile 1's all exposed. 5 + 27 (fill) + 2·34 + 42 + 76 + 2 = 220.
+    assert head.stages["array"].busy_cycles == 68 and head.stages["softmax"].busy_cycles == 54
+    assert head.stages["divider"].busy_cycles == 152
+    assert head.cycles == 220 and head.stall_cycles == 7
+    assert head.traffic["dram_write_o_bytes"] == 8 * (4 * 2 + 1)
+
+
+def _by_steps(dp: Datapath, seq: int, dim: int, causal: bool, bc: int) -> dict:
     """The array's and the softmax unit's busy cycles, MACs and SRAM reads by walking every (tile, block) step."""
     array = softmax = macs = reads_q = reads_v = 0
     for row0 in range(0, seq, dp.rows):
         rows = min(dp.rows, seq - row0)
         last_key = row0 + rows if causal else seq
-        for block, j0 in enumerate(range(0, last_key, dp.cols)):
-            keys = min(dp.cols, seq - j0)
+        for block, j0 in enumerate(range(0, last_key, bc)):
+            keys = min(bc, seq - j0)
             qk = gemm(rows, keys, dim, dp.rows, dp.cols, dp.dataflow)
             pv = gemm(rows, dim, keys, dp.rows, dp.cols, dp.dataflow)
             rescales = 0 if block == 0 else rows * (dim + 1)
@@ -60,12 +79,13 @@ def _by_steps(dp: Datapath, seq: int, dim: int, causal: bool) -> dict:
 @pytest.mark.parametrize("seq", [1, 17, 97, 1025])
 @pytest.mark.parametrize("dim", [1, 59, 128])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("shape", [(32, 32, "os"), (8, 24, "ws"), (16, 5, "is"), (64, 8, "os")])
+@pytest.mark.parametrize("shape", [(32, 32, "os", 64), (8, 24, "ws", 64), (16, 5, "is", 64), (64, 8, "os", 64),
+                                   (4, 128, "os", 64), (16, 16, "ws", 20), (8, 8, "is", 8)])
 def test_grouped_steps_equal_a_walk_over_every_step(seq, dim, causal, shape):
-    rows, cols, dataflow = shape
+    rows, cols, dataflow, bc = shape
     dp = Datapath(rows=rows, cols=cols, dataflow=dataflow, q_buffer_kb=64, o_buffer_kb=256)
-    head = head_cycles(dp, seq, dim, causal)
-    walked = _by_steps(dp, seq, dim, causal)
+    head = head_cycles(dp, seq, dim, causal, bc)
+    walked = _by_steps(dp, seq, dim, causal, bc)
     assert head.stages["array"].busy_cycles == walked["array"]
     assert head.stages["softmax"].busy_cycles == walked["softmax"]
     assert head.traffic["macs"] == walked["macs"] == head.stages["array"].operations
@@ -78,25 +98,27 @@ def test_grouped_steps_equal_a_walk_over_every_step(seq, dim, causal, shape):
 def test_causal_visits_fewer_blocks_than_full():
     dp = Datapath()
     full, causal = head_cycles(dp, 1024, 64, False), head_cycles(dp, 1024, 64, True)
-    # 32 tiles × 32 blocks = 1024 steps full; causal tile t visits t + 1 blocks: 32·33/2 = 528 steps.
-    assert causal.traffic["macs"] * 1024 == full.traffic["macs"] * 528
+    # 32 tiles × 16 blocks of Bc = 64 = 512 steps full; causal tile t (rows 32t..32t+31) visits ⌈(32t+32)/64⌉ =
+    # t // 2 + 1 blocks: 2·(1 + … + 16) = 272 steps, every block full.
+    assert causal.traffic["macs"] * 512 == full.traffic["macs"] * 272
     assert causal.cycles < full.cycles
 
 
 def test_kv_traffic_once_when_resident_else_per_tile():
     resident = head_cycles(Datapath(), 512, 64, False)  # K and V: 512·64·2 = 64 KB each, the buffers' size
     assert resident.buffering["kv"] == "resident" and resident.traffic["dram_read_k_bytes"] == 512 * 64 * 2
-    streamed = head_cycles(Datapath(k_buffer_kb=8, v_buffer_kb=8), 512, 64, False)  # 2 blocks of 4 KB each
+    streamed = head_cycles(Datapath(k_buffer_kb=16, v_buffer_kb=16), 512, 64, False)  # 2 blocks of 8 KB each
     assert streamed.buffering["kv"] == "double"
     assert streamed.traffic["dram_read_k_bytes"] == 16 * 512 * 64 * 2  # every one of the 16 tiles reads all of K
-    causal = head_cycles(Datapath(k_buffer_kb=8, v_buffer_kb=8), 512, 64, True)
-    assert causal.traffic["dram_read_v_bytes"] == sum(32 * (t + 1) for t in range(16)) * 64 * 2
+    causal = head_cycles(Datapath(k_buffer_kb=16, v_buffer_kb=16), 512, 64, True)
+    # tile t reads its t // 2 + 1 blocks of 64 keys
+    assert causal.traffic["dram_read_v_bytes"] == sum(64 * (t // 2 + 1) for t in range(16)) * 64 * 2
 
 
 def test_less_bandwidth_never_helps_and_starving_it_stalls():
     previous = 0
     for bw in (64, 16, 4, 1, 0.25):
-        head = head_cycles(Datapath(k_buffer_kb=8, v_buffer_kb=8, dram_bytes_per_cycle=bw), 1024, 64, False)
+        head = head_cycles(Datapath(k_buffer_kb=16, v_buffer_kb=16, dram_bytes_per_cycle=bw), 1024, 64, False)
         assert head.cycles >= previous
         previous = head.cycles
     dram = sum(head.traffic[name] for name in ("dram_read_q_bytes", "dram_read_k_bytes", "dram_read_v_bytes",
@@ -106,11 +128,12 @@ def test_less_bandwidth_never_helps_and_starving_it_stalls():
 
 
 def test_single_buffers_expose_their_transfers():
-    double = head_cycles(Datapath(k_buffer_kb=8, v_buffer_kb=8), 1024, 64, False)
-    single = head_cycles(Datapath(k_buffer_kb=4, v_buffer_kb=4), 1024, 64, False)  # one 4 KB block each
+    double = head_cycles(Datapath(k_buffer_kb=16, v_buffer_kb=16), 1024, 64, False)
+    single = head_cycles(Datapath(k_buffer_kb=8, v_buffer_kb=8), 1024, 64, False)  # one 8 KB block each
     assert single.buffering["kv"] == "single"
-    # each step's K and V blocks (2·4 KB at 32 B/cycle = 256 cycles) now add to the compute instead of hiding
-    assert single.cycles - double.cycles >= 0.9 * 32 * 32 * 256
+    # each of the 32·16 steps' K and V blocks (2·8 KB at 32 B/cycle = 512 cycles) now add to the compute instead of
+    # hiding
+    assert single.cycles - double.cycles >= 0.9 * 32 * 16 * 512
 
 
 @pytest.mark.parametrize("field,size,what", [("q_buffer_kb", 1, "one query tile"), ("k_buffer_kb", 2, "one key block"),
@@ -135,12 +158,13 @@ def test_traffic_has_every_counter():
 
 
 def test_a_dram_bound_head_costs_its_bytes_once():
-    # seq 32 on 32x32, d 64: Q, K, V and O are 4 KB each, 16,384 B in all; at 1 B/cycle the head is that many
-    # cycles of transfer plus what cannot overlap them (one step's compute, the fill, the divisions)
+    # seq 32 on 32x32, d 64: Q, K, V are 4 KB each and O 4 KB and a shift byte per row, 16,416 B in all; at
+    # 1 B/cycle the head is that many cycles of transfer plus what cannot overlap them (one step's compute, the
+    # fill, the divisions)
     head = head_cycles(Datapath(dram_bytes_per_cycle=1), 32, 64, False)
     compute = head.stages["array"].busy_cycles + head.stages["softmax"].busy_cycles + head.stages["divider"].busy_cycles
-    assert 16_384 <= head.cycles <= 16_384 + compute
-    assert head.stall_cycles >= 16_384 - compute
+    assert 16_416 <= head.cycles <= 16_416 + compute
+    assert head.stall_cycles >= 16_416 - compute
 
 
 def test_more_resources_never_cost_cycles():

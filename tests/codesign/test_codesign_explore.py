@@ -26,10 +26,12 @@ from codesign.cycles import head_cycles
 from codesign.datapath import Datapath
 from codesign.explore import check_space, explore, fronts, pareto, sensitivity, space_size
 from codesign.technology import GATES, TABLE, GateCalibration, Technology
-from codesign.widths import predicted_width
+from codesign.widths import inputs, predicted_width
+from host import q15
 from host.errors import SpecError
 from host.out_lock import LOCK_NAME
 from host.problem import AttentionProblem
+from host.reference import attention, errors
 from host.results import Result
 from host.results_file import ResultsFile
 
@@ -96,14 +98,21 @@ def test_points_whose_buffers_cannot_hold_a_tile_say_so(small):
 def test_bit_exactness_follows_the_contract_width_and_is_measured_below_it(small):
     _, result = small
     c = result.columns
-    for cols in (8, 16, 32):
-        here = c["array"] == {8: "8x8", 16: "32x16", 32: "16x32"}[cols]
-        exact_bits = predicted_width(PROBLEM.dim, cols)
-        assert 24 < exact_bits <= 40
-        assert set(c["bit_exact"][here & (c["acc_bits"] == 40)]) == {"all inputs"}
-        narrow = here & (c["acc_bits"] == 24)
-        assert set(c["bit_exact"][narrow]) == {"no"}  # 24 bits overflow on N(0,1) data (docs/codesign.md)
-        assert np.all(c["rel_l2"][narrow] > 10 * c["rel_l2"][here & (c["acc_bits"] == 40)])
+    exact_bits = predicted_width(PROBLEM.dim, q15.BC)  # d 16: 36 bits for QKᵀ; Bc 64: 38 for P·V
+    assert 24 < exact_bits <= 40
+    # the contract v2's own accuracy on the explorer's probe head (seeded N(0,1), the problem's keys, Bc = 64)
+    q, k, v = inputs("normal", PROBLEM.seq, PROBLEM.dim, 0)
+    probe = AttentionProblem(batch=1, heads=1, seq=PROBLEM.seq, dim=PROBLEM.dim, causal=PROBLEM.causal, dtype="q15")
+    quantized = q15.prepare(probe, *(x[None, None] for x in (q, k, v)))
+    gold = attention(q[None, None], k[None, None], v[None, None], PROBLEM.causal, np.float64)
+    contract = errors(quantized.dequantize(quantized.expected()), gold).rel_l2
+    wide, narrow = c["acc_bits"] == 40, c["acc_bits"] == 24
+    assert set(c["bit_exact"][wide]) == {"all inputs"}
+    assert set(c["bit_exact"][narrow]) == {"no"}  # 24 bits overflow on N(0,1) data (docs/codesign.md)
+    # one accuracy per width for every array shape (8x8, 16x32, 32x16): the bits are the contract's at its Bc
+    assert set(c["rel_l2"][wide].tolist()) == {contract}
+    assert len(set(c["rel_l2"][narrow].tolist())) == 1
+    assert np.all(c["rel_l2"][narrow] > 10 * contract)
 
 
 def test_the_fronts_are_exactly_the_non_dominated_bit_exact_points(small):

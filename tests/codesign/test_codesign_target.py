@@ -1,5 +1,6 @@
-"""The asic target in host.compare and `python -m codesign`: rows judged like every Q15 row, the datapath's output
-byte-identical to the board twin's at the same Bc, latency from the cycle model, and bad arguments in one line."""
+"""The asic target in host.compare and `python -m codesign`: rows judged like every Q15 row at the contract's Bc
+(whatever the array's shape), the datapath's output (values and row shifts) byte-identical to the board twin's at the
+same Bc, latency from the cycle model, and bad arguments in one line."""
 
 from pathlib import Path
 
@@ -24,7 +25,7 @@ def test_asic_rows_are_judged_and_carry_the_models_latency(tmp_path):
     assert {row.kernel for row in rows} == {"sa16x32-os-acc40", "sa16x32-ws-acc40"}
     for row in rows:
         assert row.status == "ok" and row.bit_exact is True and row.target == "asic", row.message
-        assert (row.br, row.bc) == (16, 32) and row.clock_hz == 1_000_000_000
+        assert (row.br, row.bc) == (16, q15.BC) and row.clock_hz == 1_000_000_000  # Bc: the contract's, not C
         dataflow = row.kernel.split("-")[1]
         per_head = head_cycles(Datapath(rows=16, cols=32, dataflow=dataflow), row.seq, row.dim, row.causal)
         assert row.cycles == 2 * per_head.cycles  # two heads, one after another
@@ -57,10 +58,11 @@ def test_the_datapath_matches_the_board_twins_bytes():
     rng = np.random.default_rng(3)
     for seq, dim, causal in ((17, 8, False), (64, 32, True), (97, 59, True)):
         q, k, v = (rng.integers(-20000, 20000, (seq, dim)).astype(np.int16) for _ in range(3))
-        params = q15.Q15Params(seq, dim, causal, 32, *q15.score_scale(0, 0, dim))
-        board, _, _ = shared_emulator().run(params, q, k, v)
+        params = q15.Q15Params(seq, dim, causal, q15.BC, *q15.score_scale(0, 0, dim))
+        board = shared_emulator().run(params, q, k, v)[0]
         asic = run_head(q, k, v, params, Datapath(rows=16, cols=32)).out
-        assert board.tobytes() == asic.tobytes(), (seq, dim, causal)
+        assert board.o.tobytes() == asic.o.tobytes(), (seq, dim, causal)
+        assert board.shift.tobytes() == asic.shift.tobytes(), (seq, dim, causal)
 
 
 def test_kernels_are_named_after_the_datapaths():
@@ -119,7 +121,8 @@ def test_codesign_run_prints_the_figures():
     assert done.returncode == 0, done.stderr
     head = head_cycles(Datapath(rows=16, cols=8, dataflow="is"), 97, 59, True)
     assert f"cycles     {head.cycles:,}" in done.stdout
-    for needle in ("bit_exact  yes (host/q15.py at Bc=8)", "rel_l2", "softmax", "dram_read_k_bytes", "verdict    ok"):
+    for needle in (f"bit_exact  yes (host/q15.py at Bc={q15.BC}", "rel_l2", "softmax", "dram_read_k_bytes",
+                   "verdict    ok"):
         assert needle in done.stdout
 
 
@@ -142,7 +145,7 @@ def test_codesign_cli_errors_are_one_line(args, needle):
 
 def test_the_width_sweep_writes_its_table_and_plot(tmp_path):
     done = run_module("codesign", "widths", "--seq", "8", "--dims", "4", "--bits", "33,34,35", "--array", "4x4",
-                      "--out", str(tmp_path), timeout=120)
+                      "--bc", "4", "--out", str(tmp_path), timeout=120)
     assert done.returncode == 0, done.stderr
     # d 4: QKᵀ needs 32 + 2 = 34 bits; P·V over Bc 4: 4·32767·32768 < 2³² → 33 bits: predicted 34.
     assert "   4        34                34" in done.stdout  # the extreme input, wrapping, breaks below 34

@@ -15,14 +15,15 @@ from codesign.datapath import Datapath
 from host.errors import SpecError, TargetError
 from host.q15 import Q15Params
 
-SMALL = ["--seq", "9", "--dim", "3", "--heads", "2", "--array", "2x4", "--exp-lanes", "3", "--dividers", "2"]
+SMALL = ["--seq", "9", "--dim", "3", "--heads", "2", "--array", "2x4", "--bc", "4", "--exp-lanes", "3", "--dividers",
+         "2"]
 
 
 def test_every_head_through_the_rtl_agrees_with_the_model(capsys):
     assert main(["run", *SMALL, "--causal", "1", "--rtl"]) == 0
     out = capsys.readouterr()
     assert "2 head(s) simulated" in out.out and "outputs equal the model's: yes" in out.out
-    expected = head_cycles(Datapath(rows=2, cols=4, exp_lanes=3, dividers=2), 9, 3, True).stages
+    expected = head_cycles(Datapath(rows=2, cols=4, exp_lanes=3, dividers=2), 9, 3, True, 4).stages
     rtl_lines = out.out.split("\nrtl ")[1].splitlines()
     for name, stage in expected.items():  # the model's busy cycles, then the RTL's, equal
         [line] = [line for line in rtl_lines if line.split()[:1] == [name]]
@@ -38,8 +39,8 @@ def test_an_rtl_that_differs_fails_the_command(capsys, monkeypatch):
     def off_by_one(heads, datapath, progress=None):
         done = real(heads, datapath, progress)
         first = done[0]
-        out = first.out.copy()
-        out[0, 0] ^= 1
+        out = first.out._replace(o=first.out.o.copy())
+        out.o[0, 0] ^= 1
         cycles = dict(first.stage_cycles, softmax=first.stage_cycles["softmax"] + 1)
         return [type(first)(out, cycles, first.cycles, first.sim_seconds), *done[1:]]
 
@@ -52,7 +53,9 @@ def test_an_rtl_that_differs_fails_the_command(capsys, monkeypatch):
 @pytest.mark.parametrize("extra,message", [
     (["--dataflow", "ws"], "--rtl: dataflow='ws' has no RTL array; allowed: os"),
     (["--div-latency", "17"], "--rtl: div-latency=17 is below the RTL divider's minimum; allowed: 18..256"),
-    (["--seq", "4096", "--dim", "128", "--array", "32x32"], "allowed: up to 60 min"),
+    (["--seq", "4096", "--dim", "128", "--array", "32x32", "--bc", "32"], "allowed: up to 60 min"),
+    (["--bc", "64"], "--rtl: bc=64 differs from the array's 4 columns; allowed: --bc 4 (the RTL folds no key block "
+                     "over its columns)"),
 ])
 def test_what_the_rtl_cannot_run_is_refused_in_one_line_first(capsys, monkeypatch, extra, message):
     monkeypatch.setattr(sim, "simulate_heads", lambda *a: pytest.fail("simulated a refused problem"))
@@ -148,7 +151,7 @@ def test_a_softmax_unit_of_many_lanes_builds_and_agrees():  # 150 lanes: a chain
     q, k, v = (rng.integers(-32768, 32768, (5, 3), dtype=np.int16) for _ in range(3))
     params, dp = Q15Params(5, 3, True, 2, 20000, 24), Datapath(rows=2, cols=2, exp_lanes=150, dividers=2)
     head = sim.simulate_head(q, k, v, params, dp)
-    assert np.array_equal(head.out, run_head(q, k, v, params, dp).out)
+    assert head.out.same_bits(run_head(q, k, v, params, dp).out)
 
 
 def test_the_estimate_grows_with_what_the_simulator_evaluates():

@@ -1,5 +1,6 @@
-"""One attention head through the RTL (codesign/rtl/head.py, softmax.py, sim.py) against the models: the int16
-outputs equal host/q15.attention_q15 at bc = the array's columns (accumulators wide enough: bits.exact_width), or
+"""One attention head through the RTL (codesign/rtl/head.py, softmax.py, sim.py) against the models: the outputs
+(int16 values and row shifts) equal host/q15.attention_q15 at bc = the array's columns, the only key block the RTL
+takes (accumulators wide enough: bits.exact_width), or
 codesign/bits.run_head with narrow wrapping and saturating accumulators, and the busy cycles the RTL counts per stage
 equal codesign/cycles.head_cycles's.
 
@@ -22,7 +23,7 @@ from codesign.datapath import EXP_LATENCY, RESCALE_LATENCY, SCORE_LATENCY, Datap
 from codesign.rtl.sim import simulate_head, simulate_heads
 from host.errors import SpecError
 from host.problem import AttentionProblem
-from host.q15 import Q15Params, StreamState, attention_q15, prepare, score_scale
+from host.q15 import BC, Q15Out, Q15Params, StreamState, attention_q15, prepare, score_scale
 
 CONFIGS = {
     "4x4-e4": Datapath(rows=4, cols=4, exp_lanes=4, dividers=8),
@@ -97,9 +98,11 @@ def _simulated(config: str) -> list:
     return [(*head, rtl) for head, rtl in zip(heads, simulate_heads(heads, CONFIGS[config]))]
 
 
-def _mismatch(expected: np.ndarray, got: np.ndarray) -> str:
-    bad = np.argwhere(expected != got)[:5]
-    return ", ".join(f"{tuple(i)}: expected {expected[tuple(i)]}, RTL {got[tuple(i)]}" for i in bad)
+def _mismatch(expected: Q15Out, got: Q15Out) -> str:
+    bad = np.argwhere(expected.o != got.o)[:5]
+    rows = np.flatnonzero(expected.shift != got.shift)[:5]
+    return (", ".join(f"{tuple(i)}: expected {expected.o[tuple(i)]}, RTL {got.o[tuple(i)]}" for i in bad)
+            + "; row shifts " + ", ".join(f"{i}: expected {expected.shift[i]}, RTL {got.shift[i]}" for i in rows))
 
 
 def _cases(configs) -> list:
@@ -115,8 +118,8 @@ def test_head_is_the_contract_and_the_cycle_model(config, index):
     # the array's accumulators hold every QKᵀ (d terms) and P·V (C terms, p ≤ 32767) sum exactly
     assert dp.acc_bits >= max(exact_width(params.dim, 1 << 30), exact_width(dp.cols, 32767 << 15))
     expected = attention_q15(q, k, v, params)
-    assert np.array_equal(rtl.out, expected), _mismatch(expected, rtl.out)
-    model = head_cycles(dp, params.seq, params.dim, params.causal)
+    assert rtl.out.same_bits(expected), _mismatch(expected, rtl.out)
+    model = head_cycles(dp, params.seq, params.dim, params.causal, params.bc)
     assert rtl.stage_cycles == {name: stage.busy_cycles for name, stage in model.stages.items()}
     # the stages run one after another with no cycle between them: the head takes exactly their sum
     assert rtl.cycles == sum(rtl.stage_cycles.values())
@@ -128,8 +131,8 @@ def test_narrow_accumulators_wrap_and_saturate_as_the_bit_model(config, index):
     dp = CONFIGS[config]
     q, k, v, params, rtl = _simulated(config)[index]
     expected = run_head(q, k, v, params, dp)
-    assert np.array_equal(rtl.out, expected.out), _mismatch(expected.out, rtl.out)
-    model = head_cycles(dp, params.seq, params.dim, params.causal)
+    assert rtl.out.same_bits(expected.out), _mismatch(expected.out, rtl.out)
+    model = head_cycles(dp, params.seq, params.dim, params.causal, params.bc)
     assert rtl.stage_cycles == {name: stage.busy_cycles for name, stage in model.stages.items()}
 
 
@@ -139,8 +142,34 @@ def test_narrow_heads_do_overflow(config):
     overflows = differs = 0
     for q, k, v, params, rtl in _simulated(config):
         overflows += run_head(q, k, v, params, CONFIGS[config]).overflows
-        differs += not np.array_equal(rtl.out, attention_q15(q, k, v, params))
+        differs += not rtl.out.same_bits(attention_q15(q, k, v, params))
     assert overflows > 0 and differs > 0
+
+
+def test_the_row_shifts_are_exercised():
+    """The fast configurations' heads give row shifts of several values, the RTL's equal to the model's (above):
+    a divider that left g at 0 would fail there."""
+    seen = {int(g) for config in CONFIGS if config not in SLOW for *_, rtl in _simulated(config)
+            for g in rtl.out.shift}
+    assert len(seen) >= 4 and 0 in seen and max(seen) >= 10, sorted(seen)
+
+
+@pytest.mark.slow
+def test_a_head_at_the_contracts_bc_on_an_array_of_that_width():
+    """Bc = 64 = C (the only key block the RTL takes): 2 rows × 64 columns, a head of 65 keys (a second, short
+    block), causal and not: the contract's values and row shifts, and the model's stage cycles (about 45 s)."""
+    dp = Datapath(rows=2, cols=BC, exp_lanes=8, dividers=4)
+    heads = []
+    for causal in (False, True):
+        problem = AttentionProblem(seq=65, dim=4, causal=causal, seed=7)
+        quantized = prepare(problem, *problem.inputs())
+        heads.append((*quantized.head(0, 0), quantized.params))
+    for (q, k, v, params), rtl in zip(heads, simulate_heads(heads, dp)):
+        assert params.bc == BC
+        expected = attention_q15(q, k, v, params)
+        assert rtl.out.same_bits(expected), _mismatch(expected, rtl.out)
+        model = head_cycles(dp, params.seq, params.dim, params.causal, params.bc)
+        assert rtl.stage_cycles == {name: stage.busy_cycles for name, stage in model.stages.items()}
 
 
 def test_refusals_name_the_bad_value():
@@ -148,7 +177,7 @@ def test_refusals_name_the_bad_value():
     params = Q15Params(2, 3, False, 4, *score_scale(0, 0, 3))
     with pytest.raises(SpecError, match="dataflow='ws'.*allowed: os"):
         simulate_head(q, k, v, params, Datapath(rows=4, cols=4, dataflow="ws"))
-    with pytest.raises(SpecError, match="bc=4 differs from the array's width 2"):
+    with pytest.raises(SpecError, match="^bc=4 differs from the array's width 2; allowed: bc=2 "):
         simulate_head(q, k, v, params, Datapath(rows=4, cols=2))
     with pytest.raises(SpecError, match=r"q is int32 \(2, 3\); allowed: int16 \(2, 3\)"):
         simulate_head(q.astype(np.int32), k, v, params, Datapath(rows=4, cols=4))

@@ -18,7 +18,7 @@ from codesign.rtl.exp2 import Exp2Unit
 from codesign.rtl.rescale import RescaleUnit
 from codesign.rtl.score import ScoreUnit
 from host.errors import SpecError
-from host.q15 import (INT32_MAX, INT32_MIN, MULT_MAX, MULT_MIN, Q15_ONE_CAP, SHIFT_MAX, SHIFT_MIN,
+from host.q15 import (INT32_MAX, INT32_MIN, MULT_MAX, MULT_MIN, Q15_ONE_CAP, Q15Out, SHIFT_MAX, SHIFT_MIN,
                       divide_q15, exp2_q15, round_shift)
 
 SEED = 17
@@ -179,9 +179,11 @@ def test_rescale_unit_rejects_bad_widths(width, signed):
 
 # --- divider ---------------------------------------------------------------------------------------------------
 
-def divider_operands(count: int) -> tuple[np.ndarray, np.ndarray]:
-    """(acc, l): extremes of both, quotients straddling the clamps ±32767.5 and −32768.5 (with the rounding half),
-    and random pairs at every size of l."""
+def divider_operands(count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, Q15Out]:
+    """(acc, l, peak, expected) per element: extremes of both, quotients straddling the clamps ±32767.5 and −32768.5
+    (with the rounding half), and random pairs at every size of l, each as a row of its own (peak = |acc|); then
+    random rows of 3 elements whose peak sets the shift of the smaller ones, from g = 0 (peaks past 2¹⁴·l) to
+    g = 31 (tiny peaks over large l), and all-zero rows. expected: divide_q15 of the rows, one entry per element."""
     rng = np.random.default_rng(SEED)
     acc_low, acc_high = -(1 << (OUTPUT_ACC_BITS - 1)), (1 << (OUTPUT_ACC_BITS - 1)) - 1
     ls = [1, 2, 3, (1 << 16) - 1, 1 << 16, (1 << 16) + 1, (1 << 17) - 1, (1 << 31) + 12345, (1 << 32) - 1]
@@ -197,13 +199,26 @@ def divider_operands(count: int) -> tuple[np.ndarray, np.ndarray]:
         l = int(rng.integers(1 << (bits - 1), (1 << int(bits)) - 1, endpoint=True))
         acc = int(rng.integers(-(l << 16), l << 16, endpoint=True))
         pairs.append((max(min(acc, acc_high), acc_low), l))
-    acc, l = zip(*pairs)
-    return np.array(acc, dtype=np.int64), np.array(l, dtype=np.int64)
+    single_acc, single_l = (np.array(x, dtype=np.int64) for x in zip(*pairs))
+    single = divide_q15(single_acc[:, None], single_l[:, None])  # each element its own row
+    rows_l = np.array([int(rng.integers(1 << (b - 1), 1 << b)) for b in rng.integers(1, 33, count)], dtype=np.int64)
+    scale = np.exp2(rng.uniform(-20, 17, count))  # the row's magnitude against l: g from 31 down to 0
+    rows_acc = np.clip(np.round(rng.uniform(-1, 1, (count, 3)) * (rows_l * scale)[:, None]), acc_low, acc_high)
+    rows_acc = rows_acc.astype(np.int64)
+    rows_acc[: max(1, count // 10)] = 0  # rows whose peak is 0: g = 0
+    rows = divide_q15(rows_acc, rows_l[:, None])
+    acc = np.concatenate((single_acc, rows_acc.ravel()))
+    l = np.concatenate((single_l, np.repeat(rows_l, 3)))
+    peak = np.concatenate((np.abs(single_acc), np.repeat(np.abs(rows_acc).max(axis=1), 3)))
+    expected = Q15Out(np.concatenate((single.o[:, 0], rows.o.ravel())),
+                      np.concatenate((single.shift, np.repeat(rows.shift, 3))))
+    return acc, l, peak, expected
 
 
-def run_divisions(divider: Divider, acc: np.ndarray, l: np.ndarray) -> list[tuple[int, int, int]]:
+def run_divisions(divider: Divider, acc: np.ndarray, l: np.ndarray,
+                  peak: np.ndarray) -> list[tuple[int, int, int, int]]:
     """Start each division in the cycle the previous one is done (the first in cycle 0), checking `busy` in every
-    cycle between, plus one start while busy, which must be ignored; returns (start cycle, done cycle, out)."""
+    cycle between, plus one start while busy, which must be ignored; returns (start cycle, done cycle, out, shift)."""
     latency, results = divider.latency, []
 
     async def bench(ctx):
@@ -212,19 +227,21 @@ def run_divisions(divider: Divider, acc: np.ndarray, l: np.ndarray) -> list[tupl
             assert not ctx.get(divider.busy)
             ctx.set(divider.acc, int(acc[index]))
             ctx.set(divider.l, int(l[index]))
+            ctx.set(divider.peak, int(peak[index]))
             ctx.set(divider.start, 1)
             start = cycle
             while True:
                 await ctx.tick()
                 cycle += 1
-                # a start while busy: a different operand, which must change nothing
+                # a start while busy: different operands, which must change nothing
                 ctx.set(divider.start, int(cycle == start + 1))
                 ctx.set(divider.l, 1)
+                ctx.set(divider.peak, 0)
                 if ctx.get(divider.done):
                     break
                 assert ctx.get(divider.busy), f"not busy in cycle {cycle} of a division started in cycle {start}"
                 assert cycle < start + latency, f"no done by cycle {cycle} for a start in cycle {start}"
-            results.append((start, cycle, ctx.get(divider.out)))
+            results.append((start, cycle, ctx.get(divider.out), ctx.get(divider.shift)))
         await ctx.tick()
         assert not ctx.get(divider.done)  # a one-cycle pulse
 
@@ -238,16 +255,18 @@ def run_divisions(divider: Divider, acc: np.ndarray, l: np.ndarray) -> list[tupl
 @pytest.mark.parametrize("latency", [None, MIN_LATENCY, MIN_LATENCY + 1, MIN_LATENCY + 13])
 def test_divider_matches_the_contract(latency):
     """None: the default latency, which must be the cycle model's div_latency."""
-    acc, l = divider_operands(60 if latency is None else 10)
-    expected = divide_q15(acc, l)
-    assert {-32768, 32767} <= set(expected.tolist())
+    acc, l, peak, expected = divider_operands(60 if latency is None else 10)
+    assert {-32768, 32767} <= set(expected.o.tolist())
+    if latency is None:  # the shifts cover their range's ends and between
+        assert {0, 31} <= set(expected.shift.tolist()) and len(set(expected.shift.tolist())) > 10
     divider = Divider() if latency is None else Divider(latency)
-    results = run_divisions(divider, acc, l)
+    results = run_divisions(divider, acc, l, peak)
     want = Datapath().div_latency if latency is None else latency
-    assert [done - start for start, done, _ in results] == [want] * len(acc)
-    wrong = [(int(a), int(b), out, int(want)) for a, b, (_, _, out), want in zip(acc, l, results, expected)
-             if out != want]
-    assert not wrong, f"{len(wrong)} of {len(acc)} wrong; first (acc, l, got, expected): {wrong[:5]}"
+    assert [done - start for start, done, _, _ in results] == [want] * len(acc)
+    wrong = [(int(a), int(b), int(p), (out, g), (int(o), int(h)))
+             for a, b, p, (_, _, out, g), o, h in zip(acc, l, peak, results, expected.o, expected.shift)
+             if (out, g) != (o, h)]
+    assert not wrong, f"{len(wrong)} of {len(acc)} wrong; first (acc, l, peak, got, expected): {wrong[:5]}"
 
 
 @pytest.mark.parametrize("latency", [1, MIN_LATENCY - 1])
