@@ -175,12 +175,12 @@ def test_causal_is_0_1_or_both(name, monkeypatch, keep_signals):
     assert tuple(causal.choices) == ("0", "1", "both")
 
 
-def test_causal_both_prints_a_table_per_mask(capsys):
+def test_causal_both_prints_a_row_per_mask(capsys):
     from host import q15_error
 
-    assert q15_error.main(["--seq", "17", "--dim", "8", "--heads", "1", "--causal", "both"]) == 0
+    assert q15_error.main(["--seq", "17", "--dim", "8", "--inputs", "normal", "--causal", "both"]) == 0
     out = capsys.readouterr().out
-    assert out.count("| seq | d=8 |") == 2 and "causal 0:" in out and "causal 1:" in out
+    assert out.count("| normal | 0 | 17 | 8 |") == 1 and out.count("| normal | 1 | 17 | 8 |") == 1
 
 
 def test_report_reads_a_bad_results_file_in_its_folder_argument_as_a_bad_argument(tmp_path, capsys):
@@ -199,7 +199,7 @@ def test_ctrl_c_in_a_real_tool_is_one_line_and_130():
     """host.q15_error on a large table, run as `python -m` would (runpy), its heavy imports done first so the signal
     lands in its body."""
     code = ("import runpy, sys; import host.cli_common, host.q15, host.reference; print('ready', flush=True); "
-            "sys.argv = ['host.q15_error', '--seq', '4096', '--dim', '128', '--heads', '16']; "
+            "sys.argv = ['host.q15_error', '--seq', '32768', '--dim', '128']; "
             "runpy.run_module('host.q15_error', run_name='__main__', alter_sys=True)")
     process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
