@@ -4,14 +4,16 @@
  * pipeline refill when a block does not start where the last one ended. Called back into Python, that is a
  * ctypes round trip per block, about half of an emulated kernel call's wall time; here a block the model has
  * costed is a table look-up. A block not costed yet (or outside the table) is costed by `miss`, the Python side,
- * which returns its cycles and instructions; blocks inside the table are then never asked for again.
+ * which fills in its cycles and instructions and returns 1; blocks inside the table are then never asked for again.
+ * A `miss` that fails (an exception in Python: ctypes then returns 0) leaves the block uncosted and uncached, and
+ * the Python side stops the emulation and raises its exception once the call returns.
  *
  * Built by `make -C mcu/native twin` (build/libkbench_blockcount.so); the emulator uses the Python hook when it
  * cannot be built, with the same counts (tests/sim/test_sim_emulator.py compares them).
  */
 #include <stdint.h>
 
-typedef void (*kb_miss_fn)(uint64_t address, uint32_t size, uint32_t *cycles, uint32_t *instructions);
+typedef int32_t (*kb_miss_fn)(uint64_t address, uint32_t size, uint32_t *cycles, uint32_t *instructions);
 
 typedef struct {
     uint64_t base;              /* first address of the table (the kernel image's) */
@@ -31,14 +33,15 @@ typedef struct {
 
 void kb_on_block(void *uc, uint64_t address, uint32_t size, void *user_data) {
     kb_counter *counter = (kb_counter *)user_data;
-    uint32_t cycles = 0, instructions = 0; /* stay 0 if `miss` fails (ctypes prints its exception) */
+    uint32_t cycles = 0, instructions = 0;
     uint64_t slot = (address - counter->base) >> 1;
     (void)uc;
     if (address >= counter->base && slot < counter->slots && counter->cycles[slot] != 0) {
         cycles = counter->cycles[slot] - 1;
         instructions = counter->instructions[slot];
     } else {
-        counter->miss(address, size, &cycles, &instructions);
+        if (counter->miss(address, size, &cycles, &instructions) != 1)
+            return; /* failed: nothing cached; the emulation is being stopped */
         if (address >= counter->base && slot < counter->slots) {
             counter->cycles[slot] = cycles + 1;
             counter->instructions[slot] = instructions;

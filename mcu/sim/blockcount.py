@@ -20,7 +20,7 @@ from mcu.native_build import BUILD, built
 LIBRARY = BUILD / "libkbench_blockcount.so"
 SOURCES = ("twin_blockcount.c", "Makefile")
 
-MISS = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint32),
+MISS = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_uint64, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint32),
                         ctypes.POINTER(ctypes.c_uint32))
 
 
@@ -40,8 +40,18 @@ class NativeCounter:
                  cost: Callable[[int, int], tuple[int, int]], refill: int):
         self._tables = (np.zeros(size // 2, dtype=np.uint32), np.zeros(size // 2, dtype=np.uint32))
 
+        self.error: BaseException | None = None  # what the costing raised during the call (`raise_error`)
+        self.cost = cost  # costs a block the table does not hold: (address, size) -> (cycles, instructions)
+
         def miss(address, size_, cycles, instructions):
-            cycles[0], instructions[0] = cost(address, size_)
+            # An exception cannot cross C: ctypes would print it and return 0, and the call would go on uncounted.
+            try:
+                cycles[0], instructions[0] = self.cost(address, size_)
+                return 1
+            except BaseException as exc:  # noqa: BLE001 - kept and raised by raise_error after the call
+                self.error = self.error or exc
+                uc.emu_stop()
+                return 0
 
         self._miss = MISS(miss)  # kept: C holds the pointer
         self._state = _Counter(base=base, slots=size // 2, cycles=self._tables[0].ctypes.data,
@@ -66,8 +76,15 @@ class NativeCounter:
         except (UnavailableError, ImportError, OSError, AttributeError) as exc:
             return None, f"the C block hook is unavailable ({exc}): the cycle model counts in Python"
 
+    def raise_error(self) -> None:
+        """Raise what costing a block raised during the call (the emulation was stopped there), once."""
+        error, self.error = self.error, None
+        if error is not None:
+            raise error
+
     def reset(self) -> None:
         """A new call: nothing counted, no block before the first."""
+        self.error = None
         state = self._state
         state.has_previous = state.cycles_total = state.instructions_total = state.blocks = 0
         state.current = state.current_start = 0

@@ -272,6 +272,7 @@ class CortexM4:
         self._stats.wall_s = time.perf_counter() - start
         if self.counter is not None:
             counter = self.counter
+            counter.raise_error()
             self._stats.cycles, self._stats.instructions, self._stats.blocks = \
                 counter.cycles, counter.instructions, counter.blocks
         if (self.uc.reg_read(arm.UC_ARM_REG_PC) & ~1) != RETURN_ADDRESS:

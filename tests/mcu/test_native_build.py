@@ -30,11 +30,27 @@ def test_an_output_is_stale_when_missing_or_older_than_a_source(tmp_path):
 
 def test_a_fresh_output_is_returned_without_running_make(tmp_path, monkeypatch):
     output = tmp_path / "fresh.so"
-    output.write_bytes(b"x")
+    shutil.copyfile(built("host", native_build.BUILD / "libq15attn.so"), output)  # a whole ELF file
     newest = max((NATIVE / name).stat().st_mtime for name in native_build.SOURCES)
     os.utime(output, (newest + 10, newest + 10))
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("make ran for a fresh output"))
     assert built("host", output) == output
+
+
+@pytest.mark.parametrize("keep", [0, 3, 63, 0.5, -1])
+def test_a_library_cut_short_is_stale_and_removed_so_that_make_builds_it_again(tmp_path, keep):
+    """Loading a truncated shared library newer than its sources killed the process with SIGBUS (a hostile review of
+    issue 30's block hook): such a file is now stale, whatever it was cut to (keep: bytes, a fraction, or all but
+    the last byte)."""
+    whole = built("host", native_build.BUILD / "libq15attn.so").read_bytes()
+    cut = tmp_path / "cut.so"
+    cut.write_bytes(whole[:int(len(whole) * keep) if isinstance(keep, float) else keep])
+    newest = max((NATIVE / name).stat().st_mtime for name in native_build.SOURCES)
+    os.utime(cut, (newest + 10, newest + 10))
+    assert stale(cut) and not cut.exists()
+    assert native_build.whole_elf(native_build.BUILD / "libq15attn.so")
+    (tmp_path / "text.so").write_text("not an ELF file at all, but long enough to hold an ELF header " * 4)
+    assert not native_build.whole_elf(tmp_path / "text.so")
 
 
 def test_a_failed_make_names_the_target_and_its_last_stderr_line(tmp_path):

@@ -86,6 +86,33 @@ def test_the_c_block_hook_counts_what_the_python_hook_counts(emulator, seq, dim,
         assert 0 < dwt_c < stats_c.cycles
 
 
+@needs_emulator
+def test_a_block_whose_costing_fails_raises_after_the_call_and_is_not_cached():
+    # an exception in the C hook's Python costing was printed by ctypes and swallowed: the call went on and the block
+    # was cached at 0 cycles for good (a hostile review of issue 30's hook). Now the call stops, the exception
+    # follows it, and the next call costs the block again and counts what the Python hook counts.
+    from mcu.sim.q15emu import Q15Emulator
+
+    emulator, python = Q15Emulator(), Q15Emulator(native_count=False)
+    assert emulator.cpu.counter is not None, emulator.cpu.counting
+    params, q, k, v = random_case(np.random.default_rng(9), 24, 8, False, 4)
+    real_cost, calls = emulator.cpu.counter.cost, []
+
+    def failing(address, size):
+        calls.append(address)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return real_cost(address, size)
+
+    emulator.cpu.counter.cost = failing
+    with pytest.raises(KeyboardInterrupt):
+        emulator.run(params, q, k, v)
+    out, dwt, stats = emulator.run(params, q, k, v)
+    out_py, dwt_py, stats_py = python.run(params, q, k, v)
+    assert out.same_bits(out_py) and (dwt, stats.cycles, stats.blocks) == (dwt_py, stats_py.cycles, stats_py.blocks)
+    assert calls.count(calls[4]) == 2  # the failed block was asked for again
+
+
 #: A Ctrl-C 0.3 s into a call of ~1 s (seq 300, Bc 1: 33 cycles a MAC), in a process of its own: prints what came of it.
 INTERRUPTED_CALL = """
 import os, signal, threading
