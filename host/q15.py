@@ -26,6 +26,8 @@ from host.problem import AttentionProblem
 #: The contract's version (docs/q15.md): 1 took Bc from the hardware and gave outputs in V's scale; 2 fixes Bc for
 #: every target and gives each output row its own exponent.
 CONTRACT_VERSION = 2
+#: What a Q15 row's `numerics` column says it was computed under (results schema 5).
+NUMERICS = f"q15 v{CONTRACT_VERSION}"
 #: The contract's key block: every target computes a problem at this Bc (the board's kernel, its twin, the ASIC
 #: datapath whatever its array's width, the RTL), so that all give the same bits for one problem.
 BC = 64

@@ -33,9 +33,13 @@ from host.errors import ResultsError
 #   4  2026-12-01  worker: the Dask worker that measured the row in a cluster sweep (host.compare --cluster), by the
 #                  name it registered with (python -m host.cluster worker); empty for a local sweep. Older rows are
 #                  read with it empty, which is what they were: local.
-SCHEMA_VERSION = 4
+#   5  2026-12-03  numerics: the numeric contract a Q15 row was computed under, "q15 v2" (docs/q15.md; its Bc is the
+#                  row's bc); empty for float rows. Older rows are read with it empty: their Q15 rows were contract
+#                  v1's, and --resume measures them again (host/sweep/resume.py).
+SCHEMA_VERSION = 5
 #: Columns each later version added, with the value older rows get for them when read.
-ADDED_COLUMNS = {2: {"peak_source": "", "sensors_source": ""}, 3: {"timing_source": ""}, 4: {"worker": ""}}
+ADDED_COLUMNS = {2: {"peak_source": "", "sensors_source": ""}, 3: {"timing_source": ""}, 4: {"worker": ""},
+                 5: {"numerics": ""}}
 #: The first word of a timing_source: how its figures were obtained.
 TIMING_KINDS = ("measured", "modelled")
 #: The figures timing_source describes: a row with any of them must say where they come from.
@@ -73,6 +77,7 @@ class Result:
     seed: int
     br: int | None = None
     bc: int | None = None
+    numerics: str = ""  # the numeric contract of a Q15 row ("q15 v2", host/q15.py NUMERICS); "" for float rows
     # where in a cluster sweep: the Dask worker's name (its host and device are in host and device); "" when local
     worker: str = ""
     # status

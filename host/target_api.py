@@ -32,6 +32,7 @@ import numpy as np
 
 from host.errors import SpecError
 from host.problem import AttentionProblem
+from host import q15
 from host.reference import attention
 from host.results import Result
 from host.verdict import Verdict
@@ -70,6 +71,8 @@ class RunContext:
         elif fields.get("status", "ok") == "ok":
             raise ValueError(f"a {target}/{kernel} row without a verdict needs a failure status; got status ok")
         fields.update(throughput(problem, fields))
+        if problem.dtype == "q15":
+            fields.setdefault("numerics", q15.NUMERICS)
         timestamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         return Result(run_id=self.run_id, timestamp=timestamp, git_rev=self.git_rev, host=self.host, device=device,
                       target=target, kernel=kernel, dtype=problem.dtype, batch=problem.batch, heads=problem.heads,

@@ -24,7 +24,7 @@ PLOTTED_STATUSES = ("ok", "wrong")
 NOT_OK_LISTED = 50
 #: A plotted point's identity apart from its sequence length: the series fields, device, tile, roof source, status.
 POINT_FIELDS = ("target", "kernel", "dtype", "dim", "heads", "batch", "causal", "host", "device", "br", "bc",
-                "peak_source", "status")
+                "numerics", "peak_source", "status")
 
 
 #: Rows of one table are sorted by these problem fields, then by tile.
@@ -177,7 +177,7 @@ class Digest:
         status = r.status
         if status in PLOTTED_STATUSES:
             key = (r.target, r.kernel, r.dtype, r.dim, r.heads, r.batch, r.causal, r.host, r.device, r.br, r.bc,
-                   r.peak_source, status, r.seq)
+                   r.numerics, r.peak_source, status, r.seq)
             point = self.points.get(key)
             if point is None:
                 point = self.points[key] = Point()

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from host.q15 import NUMERICS
 from host.results import FAILED_STATUSES, Result
 from host.results_file import ResultsFile
 from host.safe_files import keep_aside, remove_leftovers
@@ -53,7 +54,8 @@ def open_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
     previous results.csv and runs.jsonl aside (results.csv.prev, then .prev.1, .prev.2, ...: never over an earlier
     copy). With resume, read the file once: a finished row counts as done only where its target's device is the one
     `devices` names for it now (a sweep resumed on a real GPU measures again what a fake GPU or another machine
-    measured; those rows stay beside the new ones); failed and wrong rows are measured again. A torn last row is
+    measured; those rows stay beside the new ones) and, for a Q15 row, where it was computed under this kbench's
+    numeric contract (host/q15.py NUMERICS; kept likewise); failed and wrong rows are measured again. A torn last row is
     cut; a file that is not results is a ResultsError before anything in it changes."""
     out.mkdir(parents=True, exist_ok=True)
     remove_leftovers(out, LEFTOVERS)  # of a sweep or report killed mid-rewrite: the caller holds OUT's lock
@@ -65,13 +67,16 @@ def open_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
         return opened
     devices = devices or {}
     elsewhere: dict[str, int] = {}  # "target on device" → finished planned rows measured there, not here
+    other_numerics: dict[str, int] = {}  # a Q15 row's numerics (empty: contract v1) → finished planned rows
     for ordinal, row in enumerate(results.rows()):
         key = untiled_key(row)
         opened._stale.update(opened._failed.pop(key, ()))  # a failed row that this later row replaces
         if row.status in FAILED_STATUSES:
             opened._failed[key] = [ordinal]
         elif key in planned:
-            if row.target in devices and row.device != devices[row.target]:
+            if row.dtype == "q15" and row.numerics != NUMERICS:
+                other_numerics[row.numerics or "q15 v1"] = other_numerics.get(row.numerics or "q15 v1", 0) + 1
+            elif row.target in devices and row.device != devices[row.target]:
                 where = f"{row.target} on {row.device or '?'}"
                 elsewhere[where] = elsewhere.get(where, 0) + 1
             else:
@@ -84,4 +89,8 @@ def open_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
     if elsewhere:
         print(f"kbench: {sum(elsewhere.values())} finished rows in {results.path} were measured on another device "
               f"({'; '.join(sorted(elsewhere))}): kept, and measured again here", file=sys.stderr)
+    if other_numerics:
+        print(f"kbench: {sum(other_numerics.values())} finished Q15 rows in {results.path} were computed under "
+              f"another numeric contract ({'; '.join(sorted(other_numerics))}; this kbench computes {NUMERICS}): "
+              "kept, and measured again", file=sys.stderr)
     return opened

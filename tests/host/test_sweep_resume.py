@@ -38,6 +38,32 @@ def test_a_row_from_another_device_is_not_done_here(tmp_path, capsys):
     assert "1 finished rows in" in capsys.readouterr().err
 
 
+def test_a_q15_row_of_another_numeric_contract_is_kept_and_measured_again(tmp_path, capsys):
+    """A contract-v1 Q15 row (numerics empty: schema 4 and older) or one of another version is not this kbench's
+    result for the configuration: --resume keeps it and measures the configuration again (issue 31's review found
+    v1 asic rows kept as done beside v2 rows)."""
+    q15_row = dict(target="asic", kernel="sa32x32-os-acc40", dtype="q15", device="model", bit_exact=True)
+    results = ResultsFile(tmp_path / "results.csv")
+    for seq, numerics in ((1, ""), (2, "q15 v1"), (3, "q15 v2")):
+        results.append(row(seq, numerics=numerics, **q15_row))
+    planned = {untiled_key(row(s, **q15_row)) for s in (1, 2, 3)}
+    opened = open_out(tmp_path, True, planned, {"asic": "model"})
+    assert opened.done == {untiled_key(row(3, **q15_row))}
+    assert "2 finished Q15 rows in" in capsys.readouterr().err and len(results.read()) == 3
+
+
+def test_every_q15_row_says_its_numeric_contract(tmp_path):
+    from host.problem import AttentionProblem
+    from host.q15 import NUMERICS
+    from host.target_api import RunContext
+
+    context = RunContext("r", "g", "h")
+    problem = AttentionProblem(seq=4, dim=4)
+    failed = dict(device="d", status="skipped", message="why")
+    assert context.result(problem.with_(dtype="q15"), "mcu", "q15", **failed).numerics == NUMERICS == "q15 v2"
+    assert context.result(problem, "cpu", "numpy", **failed).numerics == ""
+
+
 def test_leftovers_of_a_killed_rewrite_are_removed_and_nothing_else(tmp_path):
     names = [f".{name}.1a2b3c4d.tmp" for name in LEFTOVERS]
     for name in names + ["notes.tmp", ".results.csv.keep", "results.csv.tmp"]:
