@@ -3,7 +3,8 @@
     python -m host.q15_error [--seq 16,256,1024,4096,16384,32768] [--dim 16,64,128] [--causal {0,1,both}]
                              [--inputs normal,x0.1,x10,peaked] [--bc 64]
 
-prints a Markdown table, a row per (inputs, causal, seq, dim): the relative L2 and max-abs error of the contract
+prints a Markdown table, a row per (inputs, causal, seq, dim) as each is measured (an interrupted run keeps the rows
+it printed): the relative L2 and max-abs error of the contract
 (host/q15.py, at the contract's Bc unless --bc says otherwise) and of fp16 attention as FlashAttention-2 computes it
 (host/fp16_reference.py) on the same inputs and query rows (host/q15_accuracy.py: heads longer than 256 rows are
 judged on 256 rows spread over the sequence), and their ratio, which is at most 1 where the contract is as accurate
@@ -79,10 +80,11 @@ def main(argv: list[str] | None = None) -> int:
 
         def progress(c: Comparison) -> None:
             count[0] += 1
+            print(table([c]).splitlines()[-1], flush=True)  # each row as it is measured: an interrupt loses none
             stage(f"{count[0]}/{total} {c.kind} seq {c.seq} d {c.dim}{' causal' if c.causal else ''}")
 
+        print(HEADER, flush=True)
         rows = comparisons(args.inputs, masks, args.seq, args.dim, args.bc, progress)
-        print(table(rows))
         worse = [c for c in rows if not c.ratio <= 1.0]
         for c in worse:
             print(f"kbench: the contract is less accurate than fp16 at {c.kind} seq {c.seq} d {c.dim} causal "
