@@ -62,8 +62,9 @@ def rtl_plan(problem: AttentionProblem, dp: Datapath, bc: int = q15.BC) -> str:
     if dp.dataflow != "os":
         raise SpecError(f"--rtl: dataflow={dp.dataflow!r} has no RTL array; allowed: os")
     if dp.cols != bc:
-        raise SpecError(f"--rtl: bc={bc} differs from the array's {dp.cols} columns; allowed: --bc {dp.cols} (the RTL "
-                        "folds no key block over its columns)")
+        raise SpecError(f"--rtl: bc={bc} differs from the array's {dp.cols} columns; allowed: an array "
+                        f"{dp.rows}x{bc} (the RTL folds no key block over its columns; the contract's Bc is {q15.BC}, "
+                        f"and --bc {dp.cols} would compute other bits than the contract's)")
     if dp.div_latency < MIN_LATENCY:
         raise SpecError(f"--rtl: div-latency={dp.div_latency} is below the RTL divider's minimum; allowed: "
                         f"{MIN_LATENCY}..256")
@@ -113,6 +114,8 @@ def report(result: Evaluation) -> str:
     """The evaluation as text: what an architect reads first comes first."""
     dp, head, p = result.datapath, result.head, result.problem
     v = result.verdict
+    bc = result.quantized.params.bc
+    off_contract = "" if bc == q15.BC else f", not the contract's {q15.BC}"
     lines = [
         f"datapath   {dp.name}: {dp.describe()}",
         f"problem    B{p.batch} H{p.heads} N{p.seq} d{p.dim}{' causal' if p.causal else ''}: "
@@ -131,8 +134,8 @@ def report(result: Evaluation) -> str:
     for name, value in head.traffic.items():
         lines.append(f"  {name:<20} {value:>14,}")
     lines += [
-        f"bit_exact  {'yes' if v.bit_exact else 'no'} (host/q15.py at Bc={result.quantized.params.bc}, values and row "
-        f"shifts); accumulator results that overflowed: {result.overflows} ({dp.acc_bits}-bit {dp.overflow} array, "
+        f"bit_exact  {'yes' if v.bit_exact else 'no'} (host/q15.py at Bc={bc}{off_contract}, values and row shifts); "
+        f"accumulator results that overflowed: {result.overflows} ({dp.acc_bits}-bit {dp.overflow} array, "
         f"{OUTPUT_ACC_BITS}-bit output)",
         f"rel_l2     {v.metrics.rel_l2:.3e}   max_abs {v.metrics.max_abs:.3e} (against the float64 golden)",
         f"verdict    {v.status}{': ' + v.message if v.message else ''}",

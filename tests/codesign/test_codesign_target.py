@@ -124,6 +124,9 @@ def test_codesign_run_prints_the_figures():
     for needle in (f"bit_exact  yes (host/q15.py at Bc={q15.BC}", "rel_l2", "softmax", "dram_read_k_bytes",
                    "verdict    ok"):
         assert needle in done.stdout
+    assert "not the contract's" not in done.stdout
+    other = run_module("codesign", "run", "--seq", "17", "--dim", "8", "--bc", "16", timeout=120)
+    assert other.returncode == 0 and f"at Bc=16, not the contract's {q15.BC}," in other.stdout, other.stderr
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -54,8 +54,9 @@ def test_an_rtl_that_differs_fails_the_command(capsys, monkeypatch):
     (["--dataflow", "ws"], "--rtl: dataflow='ws' has no RTL array; allowed: os"),
     (["--div-latency", "17"], "--rtl: div-latency=17 is below the RTL divider's minimum; allowed: 18..256"),
     (["--seq", "4096", "--dim", "128", "--array", "32x32", "--bc", "32"], "allowed: up to 60 min"),
-    (["--bc", "64"], "--rtl: bc=64 differs from the array's 4 columns; allowed: --bc 4 (the RTL folds no key block "
-                     "over its columns)"),
+    (["--bc", "64"], "--rtl: bc=64 differs from the array's 4 columns; allowed: an array 2x64 (the RTL folds no key "
+                     "block over its columns; the contract's Bc is 64, and --bc 4 would compute other bits than the "
+                     "contract's)"),
 ])
 def test_what_the_rtl_cannot_run_is_refused_in_one_line_first(capsys, monkeypatch, extra, message):
     monkeypatch.setattr(sim, "simulate_heads", lambda *a: pytest.fail("simulated a refused problem"))
