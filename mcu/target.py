@@ -142,7 +142,9 @@ def open_session(settings: Settings):
         try:
             hello = link.open()
         except LinkError as exc:
-            raise UnavailableError(f"{'the twin' if sim else port}: {exc}") from None
+            text = str(exc)  # the link's messages begin with the port already
+            raise UnavailableError(f"the twin: {text}" if sim else text if text.startswith(port) else
+                                   f"{port}: {text}") from None
         stack.callback(link.close)
         kind = "twin" if sim else "board"
         description = f"{hello.machine} ({kind}, {hello.clock_hz / 1e6:g} MHz, heap {hello.heap_total} B)"

@@ -116,3 +116,29 @@ def test_deploy_says_when_the_boards_q15attn_is_older_than_the_host_needs():
 
     assert f"older than the version {m.MODULE_VERSION} this host and server need" in stale_module_note("version 3")
     assert stale_module_note(f"version {m.MODULE_VERSION}") == stale_module_note("missing (no module) 3") == ""
+
+
+def test_a_refusal_of_the_link_names_the_port_once(monkeypatch):
+    """The link's messages begin with the port: the MCU target does not prefix it again (the review saw
+    '/dev/pts/0: /dev/pts/0: kbench_server speaks protocol 4; ...'); a message without it gets it."""
+    from host.errors import UnavailableError
+    from mcu import link, target
+    from mcu.link_types import ServerMissing
+
+    for raised, shown in ((f"/dev/ttyACM0: kbench_server speaks protocol 4; this host speaks {m.PROTOCOL}",
+                           f"/dev/ttyACM0: kbench_server speaks protocol 4; this host speaks {m.PROTOCOL}"),
+                          ("no reply", "/dev/ttyACM0: no reply")):
+        class Link:
+            def __init__(self, port, baud):
+                self.port = port
+
+            def open(self, message=raised):
+                raise ServerMissing(message)
+
+            def close(self):
+                pass
+
+        monkeypatch.setattr(link, "BoardLink", Link)
+        with pytest.raises(UnavailableError) as caught, target.open_session(target.Settings(serial="/dev/ttyACM0")):
+            pytest.fail("the session opened")
+        assert str(caught.value) == shown
