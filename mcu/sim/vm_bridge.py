@@ -7,7 +7,8 @@ takes the line and leaves it (`serving`: the line faults of --faults apply then)
 
 Wire (one request at a time): a header of 23 int32 (op, ten int arguments, the byte lengths of up to six
 buffers and their addresses in the VM's memory), the buffers; the reply (status, value, n): status 0 with the
-buffers the op fills, else n bytes of the message of the error ERRORS[status]. A buffer of length 0 keeps its place
+buffers the op fills, else n bytes of the message of the error ERRORS[status] (FAILED: any other error here, a
+RuntimeError in the VM). A buffer of length 0 keeps its place
 (an empty oshift is the kernel's to refuse, not a reason to read the state as oshift).
 """
 
@@ -25,6 +26,8 @@ BUFFERS = 6
 HEADER = struct.Struct(f"<{11 + 2 * BUFFERS}i")
 REPLY = struct.Struct("<iIi")
 ERRORS = {ValueError: 1, TypeError: 2, OverflowError: 3}
+#: The status of any other failure on this side (the VM raises RuntimeError): answered, so the VM never waits.
+FAILED = 4
 #: Heap a native q15attn.mpy's code takes on a board (a natmod's code is copied into the GC heap): mpy_ld's "text
 #: size: 13080" for q15attn.mpy version 3 (ARCH armv7emsp), rounded up to the GC's 16-byte blocks.
 NATMOD_BYTES = 13_088
@@ -69,9 +72,11 @@ class Bridge:
                 buffers.append(bytearray(data))
             try:
                 value, data = self.answer(op, args, buffers, [a & 0xFFFFFFFF for a in addresses[:len(buffers)]])
-            except tuple(ERRORS) as exc:
-                message = str(exc).encode()
-                self.line.sendall(REPLY.pack(ERRORS[type(exc)], 0, len(message)) + message)
+            except Exception as exc:  # noqa: BLE001 - every request gets its reply, or the VM waits for ever
+                known = next((code for kind, code in ERRORS.items() if isinstance(exc, kind)), None)
+                message = (str(exc) if known else f"kbench twin: the bridge failed: {type(exc).__name__}: {exc}")
+                encoded = message.encode()
+                self.line.sendall(REPLY.pack(known or FAILED, 0, len(encoded)) + encoded)
                 continue
             self.line.sendall(REPLY.pack(0, value, 0) + data)
 

@@ -122,6 +122,178 @@ def test_attention_checks_its_arguments_as_the_binding_does(q15, call, error):
         assert b"attention" in last or b"function" in last
 
 
+#: a head with data in it (17 x 8), its reference call's cycles, values and shifts, and the same call again into fresh
+#: outputs (the shifts preset to 0xEE): after a refused or failed call the bridge must give the reference's figures
+HEAD = ("import q15attn, array\nseq, dim = 17, 8\n"
+        "q = array.array('h', [(i * 37 + 11) % 2001 - 1000 for i in range(136)])\n"
+        "k = array.array('h', [(i * 53 + 7) % 2001 - 1000 for i in range(136)])\n"
+        "vt = array.array('h', [(i * 29 + 3) % 2001 - 1000 for i in range(136)])\n"
+        "o = array.array('h', bytes(272))\ng = bytearray(17)\nst = bytearray(q15attn.state_bytes(8, 17))\n"
+        "ref = q15attn.attention(q, k, vt, o, g, 17, 8, 0, 4, 16714, 43)\nref_o, ref_g = bytes(o), bytes(g)\n"
+        "print(ref > 0, 0xEE not in ref_g)")
+AGAIN = ("o2 = array.array('h', bytes(272))\ng2 = bytearray(b'\\xee' * 17)\n"
+         "c = q15attn.attention(q, k, vt, o2, g2, 17, 8, 0, 4, 16714, 43)\n"
+         "print(c == ref, bytes(o2) == ref_o, bytes(g2) == ref_g)")
+
+
+@pytest.fixture
+def head(q15):
+    assert q15.run(HEAD, timeout=60) == (b"True True\r\n", b"")
+    return q15
+
+
+def assert_in_step(raw) -> None:
+    """The bridge answers the next call with the reference's cycles, values and shifts, and the next command runs."""
+    assert raw.run(AGAIN, timeout=60) == (b"True True True\r\n", b"")
+    alive(raw)
+
+
+@pytest.mark.parametrize("call, error", [
+    ("q15attn.attention(q, k, vt, o, memoryview(b'\\x09' * 17), 17, 8, 0, 4, 16714, 43)",
+     b"TypeError: oshift is memoryview; allowed: a writable bytearray or array('B'), a byte per row"),
+    ("q15attn.attention(q, k, vt, memoryview(bytes(272)), g, 17, 8, 0, 4, 16714, 43)",
+     b"TypeError: o is memoryview; allowed: a writable array('h') or bytearray"),
+    ("q15attn.stream(q, k, vt, o, memoryview(b'\\x09' * 17), st, 17, 8, 0, 4, 16714, 43, 0, 0)",
+     b"TypeError: oshift is memoryview; allowed: a writable bytearray or array('B'), a byte per row"),
+    ("q15attn.stream(q, k, vt, o, g, memoryview(bytes(len(st))), 17, 8, 0, 4, 16714, 43, 0, 0)",
+     b"TypeError: state is memoryview; allowed: a bytearray of state_bytes(dim, rows)"),
+])
+def test_a_read_only_output_is_refused_as_the_binding_refuses_it_and_the_bridge_stays_in_step(head, call, error):
+    _, err = head.run(call, timeout=60)
+    assert err.splitlines()[-1] == error, err
+    assert_in_step(head)
+
+
+def test_an_exchange_that_fails_midway_is_drained_and_the_bridge_stays_in_step(head):
+    # past q15attn's checks, straight to the bridge: the reply's oshift cannot be read into a read-only buffer; the
+    # error is raised with the reply's bytes read, so the next call gets its own reply
+    out, err = head.run("import _twin_bridge as b\nro = memoryview(b'\\x09' * 17)\ntry:\n"
+                        "    b.call(b.ATTENTION, 17, 8, 0, 4, 16714, 43, 0, 0, sent=(q, k, vt, o, ro),\n"
+                        "           filled=(o, ro))\n"
+                        "except TypeError as e:\n    print('TypeError')\n", timeout=60)
+    assert (out, err) == (b"TypeError\r\n", b"")
+    assert_in_step(head)
+
+
+#: the binding's order (modq15attn.c): the buffers q, k, vt, o, oshift (state) as buffers, each raw int16 bytearray
+#: on a 2-byte boundary; the ints, each as int32 (OverflowError naming it and its range), row0 and key0 within
+#: 0..32767; then the kernel: the typecodes in the same order, the ranges, the lengths
+ORDER = [
+    ("attention(q, k, vt, o, g, 17, 8, 0, 4, 16714, 43, 2**40)",
+     b"OverflowError: row0=1099511627776 is out of range; allowed: 0..32767"),
+    ("attention(q, k, vt, o, g, 17, 8, 0, 4, 16714, 43, 40000)",
+     b"ValueError: row0=40000 is out of range; allowed: 0..32767"),
+    ("attention(q, k, vt, o, g, 2**31, 8, 0, 4, 16714, 43)",
+     b"OverflowError: seq=2147483648 is out of range; allowed: 1..32768"),
+    ("attention(q, k, vt, o, g, 17, 8, 0, 4, -2**31 - 1, 43)",
+     b"OverflowError: score_mult=-2147483649 is out of range; allowed: 16384..32767"),
+    ("attention(q, k, vt, array.array('i', bytes(544)), g, 17, 8, 0, 4, 16714, 43)",
+     b"ValueError: o has typecode 'i'; allowed: 'h' (array('h'), int16)"),
+    ("attention(q, k, vt, o, memoryview(array.array('h', bytes(34))), 17, 8, 0, 4, 16714, 43)",
+     b"ValueError: oshift has typecode 'h'; allowed: 'B' (bytearray or array('B'), uint8)"),
+    ("attention(memoryview(array.array('f', bytes(544))), k, vt, o, g, 17, 8, 0, 4, 16714, 43)",
+     b"ValueError: q has typecode 'f'; allowed: 'h' (array('h'), int16)"),
+    ("attention(q, memoryview(array.array('H', bytes(272))), vt, o, g, 17, 8, 0, 4, 16714, 43)",
+     b"ValueError: k has typecode 'H'; allowed: 'h' (array('h'), int16)"),
+    ("attention(None, k, vt, o, g, 2**40, 8, 0, 4, 16714, 43)",
+     b"TypeError: q is NoneType; allowed: array('h') or bytearray"),
+    ("attention(q, k, vt, bytes(272), None, 17, 8, 0, 4, 16714, 43)",
+     b"TypeError: o is bytes; allowed: a writable array('h') or bytearray"),
+    ("attention(q, k, vt, o, None, 17.0, 8, 0, 4, 16714, 43)",
+     b"TypeError: oshift is NoneType; allowed: a writable bytearray or array('B'), a byte per row"),
+    ("attention(array.array('f', bytes(544)), k, vt, o, g, 2**40, 8, 0, 4, 16714, 43)",
+     b"OverflowError: seq=1099511627776 is out of range; allowed: 1..32768"),
+    ("attention(array.array('f', bytes(544)), k, vt, o, g, 0, 8, 0, 4, 16714, 43)",
+     b"ValueError: q has typecode 'f'; allowed: 'h' (array('h'), int16)"),
+    ("attention(q, array.array('i', bytes(544)), vt, array.array('b', bytes(136)), g, 17, 8, 0, 4, 16714, 43)",
+     b"ValueError: k has typecode 'i'; allowed: 'h' (array('h'), int16)"),
+    ("attention(q, k, vt, o, g, 0, 8, 0, 4, 16714, 43)", b"ValueError: seq=0 is out of range; allowed: 1..32768"),
+    ("attention(memoryview(bytearray(273))[1:], k, vt, o, g, 2**40, 8, 0, 4, 16714, 43)",
+     b"ValueError: q starts at an odd address; allowed: a 2-byte boundary (a bytearray, or a memoryview of one at an "
+     b"even offset)"),
+    ("stream(q, k, vt, o, g, array.array('i', bytes(len(st))), 17, 8, 0, 4, 16714, 43, 0, 0)",
+     b"ValueError: state has typecode 'i'; allowed: a bytearray of state_bytes(dim, rows)"),
+    ("stream(q, k, vt, o, g, memoryview(bytearray(len(st) + 4))[4:], 17.5, 8, 0, 4, 16714, 43, 0, 0)",
+     b"ValueError: state starts at an address = 4 mod 8; allowed: 0 mod 8 (a whole bytearray, or a memoryview of one "
+     b"at a multiple of 8)"),
+    ("stream(q, k, vt, o, g, st, 17, 8, 0, 4, 16714, 43, 0, 2**32)",
+     b"OverflowError: key0=4294967296 is out of range; allowed: 0..32767"),
+    ("stream(q, k, vt, o, memoryview(array.array('h', bytes(34))), st, 17, 8, 0, 4, 16714, 43, 0, 0)",
+     b"ValueError: oshift has typecode 'h'; allowed: 'B' (bytearray or array('B'), uint8)"),
+    ("state_bytes(2**40, 1)", b"OverflowError: dim=1099511627776 is out of range; allowed: 1..256"),
+    ("state_bytes(8, 0)", b"ValueError: rows=0 is out of range; allowed: 1..32768"),
+    ("crc16(g, 2**40, 0, -1)", b"OverflowError: crc=1099511627776 is out of range; allowed: 0..65535"),
+]
+
+
+@pytest.mark.parametrize("call, error", ORDER, ids=[c[:60] for c, _ in ORDER])
+def test_the_argument_checks_are_the_bindings_in_its_order_with_its_messages(head, call, error):
+    _, err = head.run("q15attn." + call, timeout=60)
+    assert err.splitlines()[-1] == error, err
+    assert_in_step(head)
+
+
+def test_a_memoryview_of_an_int16_array_is_taken_as_int16(head):
+    out, err = head.run("g3 = bytearray(17)\no3 = array.array('h', bytes(272))\n"
+                        "c = q15attn.attention(memoryview(q), memoryview(k), memoryview(vt), memoryview(o3), "
+                        "memoryview(g3), 17, 8, 0, 4, 16714, 43)\n"
+                        "print(c == ref, bytes(o3) == ref_o, bytes(g3) == ref_g)", timeout=60)
+    assert (out, err) == (b"True True True\r\n", b"")
+
+
+#: the binding's one line for a caller of q15attn 3 (modq15attn.c shift_arg), % the int in oshift's place
+OLD_CALLER = (b"TypeError: oshift=%s is an int: the caller predates q15attn 4 (contract v2 takes an oshift buffer "
+              b"after o); allowed: a writable bytearray or array('B'), a byte per row; re-deploy the board code with "
+              b"python -m mcu.deploy")
+
+
+def test_a_caller_of_q15attn_3_is_told_to_redeploy(head):
+    # an old frame server's attention(q, k, vt, o, seq, dim, causal, bc, mult, shift, row0): seq lands in oshift
+    _, err = head.run("q15attn.attention(q, k, vt, o, 17, 8, 0, 4, 16714, 43, 0)", timeout=60)
+    assert err.splitlines()[-1] == OLD_CALLER % b"17", err
+    assert_in_step(head)
+
+
+def test_the_bridge_answers_a_request_that_fails_on_the_python_side(monkeypatch):
+    # any error there is answered (status FAILED, a RuntimeError in the VM), so the VM never waits on its reply
+    import socket
+
+    from mcu.sim import vm_bridge
+    from mcu.sim.peripherals import Peripherals
+
+    def broken(self, op, args, buffers, addresses=None):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(vm_bridge.Bridge, "answer", broken)
+    board, twin = socket.socketpair()
+    bridge = vm_bridge.Bridge(twin, Peripherals(168_000_000))
+    board.sendall(vm_bridge.HEADER.pack(vm_bridge.CLOCK, *[0] * 22) + vm_bridge.HEADER.pack(vm_bridge.CLOCK, *[0] * 22))
+    board.shutdown(socket.SHUT_WR)
+    bridge.serve()
+    reply = board.recv(1000)
+    status, value, n = vm_bridge.REPLY.unpack_from(reply)
+    message = reply[vm_bridge.REPLY.size:vm_bridge.REPLY.size + n]
+    assert status == vm_bridge.FAILED
+    assert message == b"kbench twin: the bridge failed: ZeroDivisionError: division by zero"
+    assert len(reply) == 2 * (vm_bridge.REPLY.size + n)  # and the next request got its own reply
+
+
+def test_importing_q15attn_takes_of_the_heap_what_the_native_modules_code_takes_on_a_board(raw):
+    # the stand-in's own bytecode (its argument checks) is compiled at boot, in the twin's share of the heap; board
+    # code's import takes the natmod's machine code (the bridge's NATMOD_BYTES) and a module object's few blocks
+    from mcu.sim.vm_bridge import NATMOD_BYTES
+
+    free = "import gc, sys\nprint('q15attn' in sys.modules, gc.mem_free())"  # each command's garbage goes as it ends
+    assert raw.run("import gc, sys") == (b"", b"")
+    out, err = raw.run(free)
+    assert err == b"" and out.split()[0] == b"False", out
+    before = int(out.split()[1])
+    assert raw.run("import q15attn") == (b"", b"")
+    out, err = raw.run(free)
+    assert err == b"" and out.split()[0] == b"True", out
+    assert NATMOD_BYTES <= before - int(out.split()[1]) <= NATMOD_BYTES + 256, (before, out)
+
+
 # -- 5. the MicroPython semantics its test runner relies on ---------------------------------------------------------
 
 def test_the_runners_platform_check_passes(raw):

@@ -5,7 +5,8 @@
 # Wire: request = HEADER (op, ten int arguments, the byte lengths of up to six buffers, then their addresses in the
 # VM's memory, so that the Python side lays out buffers that overlap here overlapping there too) and the buffers;
 # reply = REPLY (status, value, n), then the buffers the op fills when status is 0, else n bytes of message raised
-# as ERRORS[status].
+# as ERRORS[status]. A call that fails after its request went out (a reply it cannot read into a buffer, no memory
+# for a message) reads the rest of the reply before it raises: the next call reads its own.
 import micropython as _micropython
 import struct
 import uctypes
@@ -15,12 +16,13 @@ import uctypes
 HEADER = "<23i"  # 11 + 2 * _BUFFERS
 _BUFFERS = 6  # the most a call sends: q, k, vt, o, oshift and state (q15attn.stream)
 REPLY = "<iIi"
-ERRORS = (None, ValueError, TypeError, OverflowError)
+ERRORS = (None, ValueError, TypeError, OverflowError, RuntimeError)
 
 _line = open("/dev/twin", "r+b")  # noqa: SIM115 - open for the VM's life
 _null = open("/dev/null", "wb")  # noqa: SIM115 - what a write of a buffer returns is its length in bytes
 _header = bytearray(struct.calcsize(HEADER))
 _reply = bytearray(struct.calcsize(REPLY))
+_scratch = bytearray(64)  # where the rest of a reply goes when the call fails midway
 
 
 _control = open("/dev/twinctl", "r+b")  # noqa: SIM115 - the interrupt character, and "I" to have Ctrl-Cs judged
@@ -44,20 +46,41 @@ def call(op, a=0, b=0, c=0, d=0, e=0, f=0, g=0, h=0, i=0, j=0, sent=(), filled=(
 
 
 def _exchange(op, a, b, c, d, e, f, g, h, i, j, sent, filled):
-    # in bytes, whatever the buffer (an array's len() counts its items)
+    # in bytes, whatever the buffer (an array's len() counts its items); a buffer without the protocol fails here,
+    # before anything is sent
     unused = [0] * (_BUFFERS - len(sent))
-    lengths = [len(x) if isinstance(x, (bytes, bytearray)) else _null.write(x) for x in sent] + unused
+    lengths = [_nbytes(x) for x in sent] + unused
     addresses = [uctypes.addressof(x) for x in sent] + unused
+    sizes = [_nbytes(x) for x in filled]
     struct.pack_into(HEADER, _header, 0, op, a, b, c, d, e, f, g, h, i, j, *lengths, *addresses)
     _line.write(_header)
     for buffer in sent:
         _line.write(buffer)
     _line.readinto(_reply)
     status, value, n = struct.unpack_from(REPLY, _reply, 0)
-    if status:
-        message = bytearray(n)
-        _line.readinto(message)
-        raise ERRORS[status](message.decode())
-    for buffer in filled:
-        _line.readinto(buffer)
+    left = n if status else sum(sizes)  # the reply's bytes still on the line
+    try:
+        if status:
+            message = bytearray(n)
+            _line.readinto(message)
+            left = 0
+            raise ERRORS[status](message.decode())
+        for buffer, size in zip(filled, sizes):
+            _line.readinto(buffer)  # a read-only buffer is refused before a byte is read
+            left -= size
+    except BaseException:
+        _drain(left)  # whatever failed, the next call must read its own reply
+        raise
     return value
+
+
+def _nbytes(x):
+    return len(x) if isinstance(x, (bytes, bytearray)) else _null.write(x)
+
+
+def _drain(count):
+    while count > 0:
+        got = _line.readinto(_scratch, min(count, len(_scratch)))
+        if not got:  # the Python side is gone: nothing left to keep in step with
+            return
+        count -= got

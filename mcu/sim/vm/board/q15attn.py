@@ -1,18 +1,27 @@
 # q15attn in the twin's VM (mcu/sim/vm/twin.mjs): the native module's API (mcu/native/modq15attn.c, version 4) with
 # each call done by the twin's Python side (mcu/sim/vm_bridge.py): the kernel by the Cortex-M4 build in the emulator,
-# its cycles the emulator's; crc16 and cobs_encode there too. A natmod cannot load in the WebAssembly port. At
-# import it takes a ballast of the heap the native module's code takes on a board (a natmod's code lives in the GC
-# heap), as the Python side says.
+# its cycles the emulator's; crc16 and cobs_encode there too. A natmod cannot load in the WebAssembly port. The twin
+# compiles it at boot (_twin_boot.py); board code's import takes a ballast of the heap the native module's code takes
+# on a board (a natmod's code lives in the GC heap), as the Python side says. The binding's argument checks
+# (modq15attn.c) are made here, in its order and with its messages, before anything goes to the Python side.
+import array
 import struct
 import uctypes
 
 import _twin_bridge as _bridge
 
-_ballast = bytearray(_bridge.call(_bridge.HELLO))
+_ballast = None
 _framing = open("/dev/twinjs", "wb")  # noqa: SIM115 - the framing helpers in Node (mcu/sim/vm/twin.mjs)
 _null = open("/dev/null", "wb")  # noqa: SIM115 - what a write of a buffer returns is its length in bytes
 _request = bytearray(16)
 _CRC16, _COBS = 1, 2
+
+
+def _kbench_load():
+    # board code's import (the twin compiled this module at boot, in its own share of the heap): the heap the native
+    # module's code takes on a board, and the emulator started by the Python side's HELLO, as the module loads there
+    global _ballast
+    _ballast = bytearray(_bridge.call(_bridge.HELLO))
 
 
 def version():
@@ -23,14 +32,66 @@ def limits():
     return (32768, 256, 64)
 
 
-def _ints(*values):
-    # the binding's mp_obj_get_int: an int that fits the board's machine word
-    for value in values:
-        if not isinstance(value, int):
-            raise TypeError("can't convert %s to int" % type(value).__name__)
-        if not -0x80000000 <= value <= 0x7FFFFFFF:
-            raise OverflowError("overflow converting long int to machine word")
-    return values
+_SEQ_MAX = 32768
+#: the range the binding names for each int argument (modq15attn.c params_arg, position_arg, state_bytes, crc16)
+_RANGES = {"seq": (1, _SEQ_MAX), "dim": (1, 256), "causal": (0, 1), "bc": (1, 64), "score_mult": (16384, 32767),
+           "score_shift": (1, 62), "row0": (0, _SEQ_MAX - 1), "key0": (0, _SEQ_MAX - 1), "rows": (1, _SEQ_MAX),
+           "crc": (0, 0xFFFF)}
+_PARAMS = ("seq", "dim", "causal", "bc", "score_mult", "score_shift")
+_INT16 = "'; allowed: 'h' (array('h'), int16)"
+_UINT8 = "'; allowed: 'B' (bytearray or array('B'), uint8)"
+_BYTEARRAY = 1  # MicroPython's BYTEARRAY_TYPECODE: a bytearray's buffer, and a memoryview's of one
+_RW = 0x80  # MP_OBJ_ARRAY_TYPECODE_FLAG_RW: a memoryview of a writable buffer
+_ARRAYS = (bytearray, array.array, memoryview)  # MicroPython's mp_obj_array_t
+
+
+def _buffer(value):
+    # (typecode, writable) as the binding's mp_get_buffer sees value, None without the buffer protocol. A bytearray,
+    # array or memoryview is an mp_obj_array_t, whose typecode byte (with the RW flag of a memoryview) follows its
+    # type pointer: read there, as port code cannot see a memoryview's typecode otherwise. bytes and str are read-only
+    # 'B'; an object of another type with a buffer (a subclass of one of these, a uctypes struct) is taken as 'B',
+    # read-only too (the board may differ)
+    kind = type(value)
+    if kind is bytearray or kind is array.array or kind is memoryview:
+        code = uctypes.bytearray_at(id(value) + _BASE, 1)[0]
+        return code & 0x7F, kind is not memoryview or code & _RW != 0
+    try:
+        _null.write(value)
+    except TypeError:
+        return None
+    return 66, False
+
+
+def _check_layout():
+    # the typecode byte where _buffer reads it, or the twin stops here rather than judge buffers wrongly
+    views = ((bytearray(2), _BYTEARRAY, True), (array.array("h", [0]), 104, True),
+             (memoryview(array.array("b", [0])), 98, True), (memoryview(b"ab"), 66, False))
+    for value, code, writable in views:
+        if _buffer(value) != (code, writable):
+            raise RuntimeError("kbench twin: a memoryview's typecode is not at its object + %d in this port" % _BASE)
+
+
+_BASE = 4  # mp_obj_base_t: one 4-byte pointer on wasm32
+_check_layout()
+
+
+def _int(value, name, low=None, high=None):
+    # the binding's int32_arg: mp_obj_get_int_truncated's TypeError for a non-int, OverflowError beyond int32 naming
+    # the value and the range the kernel allows (low..high, else the argument's own)
+    if not isinstance(value, int):
+        raise TypeError("can't convert %s to int" % type(value).__name__)
+    if not -0x80000000 <= value <= 0x7FFFFFFF:
+        low, high = _RANGES[name] if low is None else (low, high)
+        raise OverflowError("%s=%d is out of range; allowed: %d..%d" % (name, value, low, high))
+    return value
+
+
+def _ranged(value, name, low=None, high=None):
+    # the binding's position_arg and ranged_arg: int32_arg, then ValueError outside the range
+    low, high = _RANGES[name] if low is None else (low, high)
+    if not low <= _int(value, name, low, high) <= high:
+        raise ValueError("%s=%d is out of range; allowed: %d..%d" % (name, value, low, high))
+    return value
 
 
 def _positional(args, low, high):
@@ -40,53 +101,96 @@ def _positional(args, low, high):
                         else "function missing %d required positional arguments" % (low - len(args)))
 
 
+def _tensor(value, name, write):
+    # the binding's buffer_arg: TypeError without a buffer (o: without a writable one); a bytearray's raw int16 on a
+    # 2-byte boundary; the typecode the kernel is given
+    got = _buffer(value)
+    if got is None or (write and not got[1]):
+        raise TypeError("%s is %s; allowed: %s" % (name, type(value).__name__, "a writable array('h') or bytearray"
+                                                   if write else "array('h') or bytearray"))
+    if got[0] != _BYTEARRAY:
+        return got[0]
+    if uctypes.addressof(value) & 1:
+        raise ValueError("%s starts at an odd address; allowed: a 2-byte boundary (a bytearray, or a memoryview of one "
+                         "at an even offset)" % name)
+    return 104  # 'h'
+
+
 def _shifts(oshift):
-    # the binding's shift_arg: oshift must be a writable buffer (TypeError), of bytes: a bytearray, array('B') or a
-    # memoryview of bytes; another typecode is refused (ValueError) as the kernel refuses it (a memoryview's own
-    # typecode is not visible here: '?'). Its length, a byte per row, is the emulated kernel's to check
-    if isinstance(oshift, bytearray):
-        return
-    try:
-        nbytes = None if isinstance(oshift, (bytes, str)) else _null.write(oshift)
-    except TypeError:
-        nbytes = None
-    if nbytes is None:
+    # the binding's shift_arg: a writable buffer (a bytearray's is 'B'), else TypeError; an int in its place is a
+    # caller of q15attn 3's attention(q, k, vt, o, seq, ...)
+    if type(oshift) is int:
+        raise TypeError(_OLD_CALLER % oshift)
+    got = _buffer(oshift)
+    if got is None or not got[1]:
         raise TypeError("oshift is %s; allowed: a writable bytearray or array('B'), a byte per row"
                         % type(oshift).__name__)
-    code = repr(oshift)[7] if type(oshift).__name__ == "array" else ("B" if nbytes == len(oshift) else "?")
-    if code != "B":
-        raise ValueError("oshift has typecode '%s'; allowed: 'B' (bytearray or array('B'), uint8)" % code)
+    return 66 if got[0] == _BYTEARRAY else got[0]
+
+
+_OLD_CALLER = ("oshift=%d is an int: the caller predates q15attn 4 (contract v2 takes an oshift buffer after o); "
+               "allowed: a writable bytearray or array('B'), a byte per row; re-deploy the board code with "
+               "python -m mcu.deploy")
+
+
+def _state(state):
+    # the binding's checks of a streamed head's state: writable, a bytearray's or 'h', on 8 bytes
+    got = _buffer(state)
+    if got is None or not got[1]:
+        raise TypeError("state is %s; allowed: a bytearray of state_bytes(dim, rows)" % type(state).__name__)
+    if got[0] != _BYTEARRAY and got[0] != 104:
+        raise ValueError("state has typecode '%s'; allowed: a bytearray of state_bytes(dim, rows)" % chr(got[0]))
+    offset = uctypes.addressof(state) & 7
+    if offset:
+        raise ValueError("state starts at an address = %d mod 8; allowed: 0 mod 8 (a whole bytearray, or a memoryview "
+                         "of one at a multiple of 8)" % offset)
+
+
+def _typecodes(codes):
+    # the kernel's first check (q15attn_check_buffers): q, k, vt and o int16, oshift uint8, the first other named
+    for name, code, want in zip(("q", "k", "vt", "o", "oshift"), codes, (104, 104, 104, 104, 66)):
+        if code != want:
+            raise ValueError("%s has typecode '%s%s" % (name, chr(code), _INT16 if want == 104 else _UINT8))
 
 
 def state_bytes(dim, rows):
-    _ints(dim, rows)
-    return _bridge.call(_bridge.STATE_BYTES, dim, rows)
+    _int(dim, "dim")
+    _int(rows, "rows")
+    return _bridge.call(_bridge.STATE_BYTES, _ranged(dim, "dim"), _ranged(rows, "rows"))
 
 
 def attention(*args):
+    # modq15attn.c's order: the buffers, the ints, row0, then the kernel's typecodes (the rest on the Python side);
+    # nothing is sent before every check the VM can make has passed
     _positional(args, 11, 12)
-    q, k, vt, o, oshift, seq, dim, causal, bc, score_mult, score_shift = args[:11]
-    row0 = args[11] if len(args) > 11 else 0
-    _shifts(oshift)
-    _ints(seq, dim, causal, bc, score_mult, score_shift, row0)
-    return _bridge.call(_bridge.ATTENTION, seq, dim, causal, bc, score_mult, score_shift, row0, 0,
-                        sent=(q, k, vt, o, oshift), filled=(o, oshift))
+    q, k, vt, o, oshift = args[:5]
+    codes = (_tensor(q, "q", False), _tensor(k, "k", False), _tensor(vt, "vt", False), _tensor(o, "o", True),
+             _shifts(oshift))
+    for value, name in zip(args[5:11], _PARAMS):
+        _int(value, name)
+    row0 = _ranged(args[11], "row0") if len(args) > 11 else 0
+    _typecodes(codes)
+    return _bridge.call(_bridge.ATTENTION, *args[5:11], row0, 0, sent=(q, k, vt, o, oshift), filled=(o, oshift))
 
 
 def stream(*args):
     _positional(args, 14, 14)
-    q, k, vt, o, oshift, state, seq, dim, causal, bc, score_mult, score_shift, row0, key0 = args
-    _shifts(oshift)
-    _ints(seq, dim, causal, bc, score_mult, score_shift, row0, key0)
-    return _bridge.call(_bridge.STREAM, seq, dim, causal, bc, score_mult, score_shift, row0, key0,
-                        sent=(q, k, vt, o, oshift, state), filled=(o, oshift, state))
+    q, k, vt, o, oshift, state = args[:6]
+    codes = (_tensor(q, "q", False), _tensor(k, "k", False), _tensor(vt, "vt", False), _tensor(o, "o", True),
+             _shifts(oshift))
+    _state(state)
+    for value, name in zip(args[6:12], _PARAMS):
+        _int(value, name)
+    row0, key0 = _ranged(args[12], "row0"), _ranged(args[13], "key0")
+    _typecodes(codes)
+    return _bridge.call(_bridge.STREAM, *args[6:12], row0, key0, sent=(q, k, vt, o, oshift, state),
+                        filled=(o, oshift, state))
 
 
 def _span(start, end, length):
-    if not 0 <= start <= length:
-        raise ValueError("start=%d is out of range; allowed: 0..%d" % (start, length))
-    if not -1 <= end <= length:
-        raise ValueError("end=%d is out of range; allowed: -1..%d" % (end, length))
+    # the binding's span_args: start 0..length, end -1..length (-1: length), then end not before start
+    start = _ranged(start, "start", 0, length)
+    end = _ranged(end, "end", -1, length)
     end = length if end < 0 else end
     if end < start:
         raise ValueError("end=%d is out of range; allowed: %d..%d" % (end, start, length))
@@ -99,24 +203,30 @@ def _helper(op, a, b, c):
     return struct.unpack_from("<i", _request, 0)[0]
 
 
+def _bytes(value, write=False):
+    # the binding's mp_get_buffer_raise: the buffer's length in bytes
+    got = _buffer(value)
+    if got is None or (write and not got[1]):
+        raise TypeError("object with buffer protocol required")
+    return _null.write(value)
+
+
 def crc16(data, crc, start, end):
     # CRC-16/CCITT-FALSE of data[start:end] (end -1: to the end) from `crc`, as kbench_frame.c computes it
-    _ints(crc, start, end)
-    if not 0 <= crc <= 0xFFFF:
-        raise ValueError("crc=%d is out of range; allowed: 0..65535" % crc)
-    start, end = _span(start, end, len(data))
+    length = _bytes(data)
+    _ranged(crc, "crc")
+    start, end = _span(start, end, length)
     return _helper(_CRC16, crc, uctypes.addressof(data) + start, end - start)
 
 
 def cobs_encode(out, at, data, start, end):
     # COBS of data[start:end] into out from `at`, as kbench_frame.c encodes it: where it ends
-    _ints(at, start, end)
-    start, end = _span(start, end, len(data))
+    room = _bytes(out, True)
+    start, end = _span(start, end, _bytes(data))
     n = end - start
     most = n + 1 + n // 254
-    if len(out) < most:
-        raise ValueError("out holds %d bytes; allowed: at least %d for COBS of %d bytes" % (len(out), most, n))
-    if not 0 <= at <= len(out) - most:
-        raise ValueError("at=%d is out of range; allowed: 0..%d" % (at, len(out) - most))
+    if room < most:
+        raise ValueError("out holds %d bytes; allowed: at least %d for COBS of %d bytes" % (room, most, n))
+    _ranged(at, "at", 0, room - most)
     target = uctypes.addressof(out) + at
     return at + _helper(_COBS, target, uctypes.addressof(data) + start, n)
