@@ -1,7 +1,6 @@
 """The kernel's stack use on the twin's emulated Cortex-M4: the 8 KB below the stack top painted with 0xA5, one
 q15attn_rows_timed call (mcu.sim.q15emu, this checkout's ELF), then the lowest byte no longer 0xA5. Counted from the
 stack top, so the call's stacked arguments (beyond r0-r3) are included."""
-import numpy as np
 
 import mcu.sim.q15emu as e
 from host.problem import AttentionProblem
