@@ -127,9 +127,17 @@ static void buffer_arg(mp_obj_t arg, qstr name, mp_uint_t flags, mp_buffer_info_
 
 /* The buffer behind oshift, one uint8 per output row: a bytearray (or a memoryview of one) or array('B') is 'B'
  * for the kernel; another typecode goes as it is, for the kernel to refuse naming it. TypeError, as buffer_arg's, if
- * it has no writable buffer (None, bytes). */
+ * it has no writable buffer (None, bytes); an int there is a caller of q15attn 3's attention(q, k, vt, o, seq, ...),
+ * an old frame server, told so in one line. */
 static void shift_arg(mp_obj_t arg, mp_buffer_info_t *info, q15attn_buffer *buffer) {
     if (!mp_get_buffer(arg, info, MP_BUFFER_WRITE)) {
+        if (mp_obj_is_small_int(arg) || mp_obj_get_type(arg) == &mp_type_int) {
+            mp_obj_t value[1] = {arg};
+            raise_format(&mp_type_TypeError,
+                         Q15ATTN_FORMAT("oshift=%d is an int: the caller predates q15attn 4 (contract v2 takes an oshift "
+                                        "buffer after o); allowed: a writable bytearray or array('B'), a byte per row; "
+                                        "re-deploy the board code with python -m mcu.deploy"), 1, value);
+        }
         mp_obj_t items[1] = {MP_OBJ_NEW_QSTR(mp_obj_get_type(arg)->name)};
         raise_format(&mp_type_TypeError,
                      Q15ATTN_FORMAT("oshift is %s; allowed: a writable bytearray or array('B'), a byte per row"), 1,

@@ -120,6 +120,12 @@ def binding_typecode(value) -> str:
     return "B"
 
 
+#: The binding's refusal of an int in oshift's place (modq15attn.c shift_arg), % the int.
+OLD_CALLER = ("oshift=%d is an int: the caller predates q15attn 4 (contract v2 takes an oshift buffer after o); "
+              "allowed: a writable bytearray or array('B'), a byte per row; re-deploy the board code with "
+              "python -m mcu.deploy")
+
+
 def tensor(name: str, value, writable: bool) -> tuple[str, bytes]:
     """(typecode, bytes) of a tensor argument, or the binding's TypeError (no buffer, or none writable for o) and
     ValueError (raw int16 at an odd address)."""
@@ -139,8 +145,11 @@ def tensor(name: str, value, writable: bool) -> tuple[str, bytes]:
 
 def shift_buffer(value) -> tuple[str, bytes]:
     """(typecode, bytes) of oshift, the rows' output shifts, or the binding's TypeError (no writable buffer: None,
-    bytes). A bytearray or a writable memoryview of bytes is 'B' for the kernel, an array its own typecode; the
-    kernel refuses any but 'B', and a length below one byte per row, with its own message."""
+    bytes; an int: a caller of q15attn 3, told to re-deploy). A bytearray or a writable memoryview of bytes is 'B' for
+    the kernel, an array its own typecode; the kernel refuses any but 'B', and a length below one byte per row, with
+    its own message."""
+    if type(value) is int:  # a caller of q15attn 3's attention(q, k, vt, o, seq, ...)
+        raise TypeError(OLD_CALLER % value)
     try:
         view = memoryview(value)
     except TypeError:

@@ -3,9 +3,13 @@ adversarial cases, the row shift at its ends (0 for a row of zeros, the cap 31 f
 quotient rounding to 32768), the same validation messages the MicroPython binding raises, and a Cortex-M4 build that
 uses the DSP instructions it was written for."""
 
+import importlib.util
+import os
 import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -255,3 +259,69 @@ def test_cortex_m4_build_uses_the_dsp_instructions(m4_build):
     assert len(step.findall(listing)) == 2, "both dot products (QK and PV) run the hand-scheduled SMLALD step"
     assert re.search(r"\budiv\b", listing), "the final division uses the hardware divider"
     assert "__aeabi" not in listing, "no runtime-library helpers (natmods link none by default)"
+
+
+# -- the binding (modq15attn.c) itself: a natmod for MicroPython's unix port, where a MicroPython tree is given ------
+
+def binding_missing() -> str:
+    """Why the binding cannot be built and run here ("" when it can): KBENCH_MPY_DIR names a MicroPython checkout
+    and KBENCH_MICROPYTHON its unix port's micropython (make -C ports/unix), whose .mpy version the natmod takes."""
+    mpy_dir, micropython = os.environ.get("KBENCH_MPY_DIR", ""), os.environ.get("KBENCH_MICROPYTHON", "")
+    if not mpy_dir or not (Path(mpy_dir) / "py" / "dynruntime.mk").is_file():
+        return f"KBENCH_MPY_DIR={mpy_dir!r} is not a MicroPython checkout (py/dynruntime.mk)"
+    if not micropython or not os.access(micropython, os.X_OK):
+        return f"KBENCH_MICROPYTHON={micropython!r} is not the unix port's micropython"
+    if importlib.util.find_spec("elftools") is None:
+        return "pyelftools is not installed (mpy_ld.py needs it)"
+    return ""
+
+
+#: what the binding raises for an int in oshift's place, seq there from a caller of q15attn 3 (the old frame server's
+#: attention(q, k, vt, o, seq, dim, causal, bc, mult, shift, row0)), as its source writes the format
+OLD_CALLER_FORMAT = ("oshift=%d is an int: the caller predates q15attn 4 (contract v2 takes an oshift buffer after o); "
+                     "allowed: a writable bytearray or array('B'), a byte per row; re-deploy the board code with "
+                     "python -m mcu.deploy")
+
+
+def test_the_binding_tells_a_caller_of_q15attn_3_to_redeploy_in_the_twins_words():
+    # the format string as modq15attn.c's shift_arg writes it (adjacent C literals joined), one line, the same the
+    # twin's stand-in raises (tests/sim/binding_cases.py); test_the_binding_refuses_... runs it where it can
+    from sim.binding_cases import OLD_CALLER
+
+    source = (NATIVE / "modq15attn.c").read_text()
+    body = source[source.index("static void shift_arg("):source.index("/* Raise ValueError with the kernel's")]
+    literals = re.search(r'Q15ATTN_FORMAT\(("oshift=%d is an int.*?")\), 1, value\);', body, re.S)
+    assert literals, "shift_arg refuses an int in oshift's place with its own message"
+    text = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', literals.group(1)))
+    assert text == OLD_CALLER_FORMAT and "\n" not in text
+    assert b"TypeError: " + (text % 17).encode() == OLD_CALLER % b"17"
+
+
+@pytest.mark.skipif(bool(binding_missing()), reason=binding_missing() or "-")
+def test_the_binding_refuses_bad_arguments_in_its_order_with_the_twins_messages(tmp_path):
+    # the natmod built for x64 (natmod.mk's objects and dynruntime.mk's native .mpy, MicroPython 1.27 naming) from a
+    # copy of mcu/native, imported by the unix port: each refusal's last line is the one the twin's stand-in must give
+    from sim.binding_cases import HEAD, OLD_CALLER, ORDER, READ_ONLY
+
+    build = tmp_path / "native"
+    shutil.copytree(NATIVE, build, ignore=shutil.ignore_patterns("build"))
+    done = subprocess.run(["make", "-f", "natmod.mk", "ARCH=x64", f"MPY_DIR={os.environ['KBENCH_MPY_DIR']}",
+                           f"PYTHON={sys.executable}", "build/x64/obj/q15attn.native.mpy"], cwd=build,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(build / "build" / "x64" / "obj" / "q15attn.native.mpy", run / "q15attn.mpy")
+    cases = [(call, error) for call, error in ORDER]
+    cases += [(call[len("q15attn."):], error) for call, error in READ_ONLY]
+    cases.append(("attention(q, k, vt, o, 17, 8, 0, 4, 16714, 43, 0)", OLD_CALLER % b"17"))
+    setup = HEAD.replace("ref = q15attn.attention(", "q15attn.attention(").replace(
+        "print(ref > 0, 0xEE not in ref_g)", "")  # not timed off an ARMv7E-M core: the call returns None
+    script = setup + "\nfor c in %r:\n    try:\n        eval('q15attn.' + c)\n        print('no error')\n" \
+                     "    except Exception as e:\n        print(type(e).__name__ + ': ' + str(e))\n" % (
+                         [call for call, _ in cases],)
+    (run / "cases.py").write_text(script)
+    ran = subprocess.run([os.environ["KBENCH_MICROPYTHON"], "cases.py"], cwd=run, capture_output=True, timeout=60)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    for (call, error), line in zip(cases, ran.stdout.splitlines(), strict=True):
+        assert line == error, call

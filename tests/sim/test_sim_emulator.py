@@ -209,6 +209,13 @@ def test_module_refuses_an_oshift_as_the_binding_does():
                              params.score_shift)
     with pytest.raises(TypeError, match="takes 11 or 12 positional arguments but 10 were given"):
         module.attention(as_array(q), as_array(k), as_array(v.T), o, 9, 4, 0, 3, params.score_mult, params.score_shift)
+    # q15attn 3's call, 11 arguments: seq in oshift's place, the caller told to re-deploy (as modq15attn.c says it)
+    from sim.binding_cases import OLD_CALLER
+
+    with pytest.raises(TypeError) as refused:
+        module.attention(as_array(q), as_array(k), as_array(v.T), o, 9, 4, 0, 3, params.score_mult, params.score_shift,
+                         0)
+    assert b"TypeError: " + str(refused.value).encode() == OLD_CALLER % b"9"
 
 
 @needs_emulator
