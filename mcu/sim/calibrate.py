@@ -8,8 +8,9 @@ checksum of the output (its values, then each row's shift). The host checks ever
 prints, per case, board cycles / twin cycles. Without --serial only the twin runs (its cycles and checksums are still
 checked).
 
-Exit status: 0 the table printed (a case whose checksum differs says DIFFER in it); 1 a device, the link or the twin
-failed; 2 bad arguments only (one `kbench: error:` line naming the value); 130 interrupted (Ctrl-C).
+Exit status: 0 the table printed, every case bit-exact; 1 a case's checksum differs from host/q15.py (the table says
+DIFFER and a last line names the cases and the device), or a device, the link or the twin failed; 2 bad arguments
+only (one `kbench: error:` line naming the value and the allowed range); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from host.cli_common import Parser, guard
-from host.errors import LinkError, SpecError, TargetError
+from host.cli_common import Parser, guard, real
+from host.errors import LinkError, TargetError
 from host.q15 import Q15Params, attention_q15, score_scale
 
 #: (seq, dim, Bc) cases: small enough for the board's RAM, varied enough to separate instruction classes.
 CASES = ((16, 16, 4), (32, 32, 8), (64, 32, 16), (64, 64, 64), (96, 16, 1))
 SCORE_EXPONENT = 0  # inputs are full-range Q15 with exponent 0 for Q and K
+#: --timeout's range in seconds: a day at most (the cases take seconds on the twin, minutes at worst on a board).
+TIMEOUT_S = (1.0, 86_400.0)
 
 #: The device-side program; {cases} and {mult_shift} are filled in. Valid MicroPython and CPython.
 DEVICE_PROGRAM = """
@@ -129,16 +132,30 @@ def report(twin: list[CaseResult], board: list[CaseResult] | None) -> str:
     lines = ["| seq | dim | Bc | twin cycles | board cycles | board / twin | outputs |",
              "|---:|---:|---:|---:|---:|---:|---|"]
     board_by_case = {(r.seq, r.dim, r.bc): r for r in board or []}
+    differ = dict(differences(twin, board))
+    for result in twin:
+        case = (result.seq, result.dim, result.bc)
+        other = board_by_case.get(case)
+        lines.append(f"| {result.seq} | {result.dim} | {result.bc} | {result.cycles:,} | "
+                     f"{f'{other.cycles:,}' if other else '-'} | "
+                     f"{f'{other.cycles / result.cycles:.3f}' if other else 'no board given'} | "
+                     f"{'DIFFER from host/q15.py' if case in differ else 'bit-exact'} |")
+    return "\n".join(lines)
+
+
+def differences(twin: list[CaseResult], board: list[CaseResult] | None) -> list[tuple[tuple[int, int, int], str]]:
+    """The cases whose checksum is not host/q15.py's, each with the devices that gave it ("twin", "board")."""
+    board_by_case = {(r.seq, r.dim, r.bc): r for r in board or []}
+    found = []
     for result in twin:
         case = (result.seq, result.dim, result.bc)
         want = expected_checksum(*case)
         other = board_by_case.get(case)
-        exact = result.checksum == want and (other is None or other.checksum == want)
-        lines.append(f"| {result.seq} | {result.dim} | {result.bc} | {result.cycles:,} | "
-                     f"{f'{other.cycles:,}' if other else '-'} | "
-                     f"{f'{other.cycles / result.cycles:.3f}' if other else 'no board given'} | "
-                     f"{'bit-exact' if exact else 'DIFFER from host/q15.py'} |")
-    return "\n".join(lines)
+        devices = [name for name, got in (("twin", result), ("board", other))
+                   if got is not None and got.checksum != want]
+        if devices:
+            found.append((case, " and ".join(devices)))
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,13 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serial", metavar="PORT",
                         help="the board's serial port, with q15attn in its firmware or /flash (default: the twin "
                              "alone)")
-    parser.add_argument("--timeout", type=float, default=300.0, metavar="S",
-                        help="seconds each device may take for all the cases (default 300)")
+    parser.add_argument("--timeout", type=real("--timeout", *TIMEOUT_S), default=300.0, metavar="S",
+                        help=f"seconds each device may take for all the cases, {TIMEOUT_S[0]:g}..{TIMEOUT_S[1]:g} "
+                             "(default 300)")
 
     def body() -> int:
         args = parser.parse_args(argv)
-        if args.timeout <= 0:
-            raise SpecError(f"--timeout {args.timeout} is out of range; allowed: > 0")
         code = program(CASES)
         with tempfile.TemporaryDirectory(prefix="kbench-twin-") as root:
             twin, path = start_twin(root)
@@ -162,7 +178,11 @@ def main(argv: list[str] | None = None) -> int:
                 twin.terminate()
                 twin.wait(timeout=30)
         board_results = run_on(args.serial, code, args.timeout) if args.serial else None
-        print(report(twin_results, board_results))
+        print(report(twin_results, board_results), flush=True)
+        differ = differences(twin_results, board_results)
+        if differ:
+            cases = "; ".join(f"seq={seq} dim={dim} Bc={bc} on the {devices}" for (seq, dim, bc), devices in differ)
+            raise TargetError(f"{len(differ)} of {len(twin_results)} cases differ from host/q15.py: {cases}")
         return 0
 
     return guard(body)
