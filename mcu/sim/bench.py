@@ -7,10 +7,12 @@ cycles, cycles per multiply-accumulate (2·N²·d MACs, N²·d when causal) next
 latency those cycles mean at the board's 168 MHz. With --keys, the same head streamed (q15attn_stream, 32 query rows
 at a time) in key chunks of each size, summed over the calls: what streaming costs the kernel beside one pass. Every
 emulated output must equal host/q15.py's bit for bit: a mismatch ends the run with a TargetError naming the first
-differing element, and no figure is printed for it. `--causal both` prints a table for each mask.
+differing element, and no figure is printed for it. `--causal both` prints a table for each mask, each as
+it is done (a failure in the causal head keeps the first).
 
 Exit status: 0 measured, every output bit-exact; 1 an output differs from the model (or the emulator failed);
-2 bad arguments only (one `kbench: error:` line naming the value); 130 interrupted (Ctrl-C).
+2 bad arguments (one `kbench: error:` line naming the value), or a head that does not fit the emulated SRAM
+(the line says what the call allocates); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -71,8 +73,12 @@ def bench(seq: int, dim: int, bcs: tuple[int, ...], causal: bool, keys: tuple[in
         params = Q15Params(seq, dim, causal, bc, *score_scale(sq, sk, dim))
         expected = attention_q15(qh, kh, vh, params)
         for chunk in (None, *keys):
-            out, cycles, stats = (emulator.run(params, qh, kh, vh) if chunk is None
-                                  else streamed(emulator, params, qh, kh, vh, chunk))
+            try:
+                out, cycles, stats = (emulator.run(params, qh, kh, vh) if chunk is None
+                                      else streamed(emulator, params, qh, kh, vh, chunk))
+            except MemoryError as exc:  # the emulated SRAM's, raised by q15emu before the call runs
+                raise SpecError(f"--seq {seq} --dim {dim}: the head does not fit the twin's emulated SRAM ({exc}); "
+                                f"allowed: a smaller --seq or --dim ({need(emulator, seq, dim, chunk)})") from None
             label = f"all {seq} (one pass)" if chunk is None else f"{chunk} (streamed)"
             if not out.same_bits(expected):
                 raise TargetError(f"the twin's Bc {bc}, keys {label} output is not bit-exact with host/q15.py: "
@@ -80,6 +86,19 @@ def bench(seq: int, dim: int, bcs: tuple[int, ...], causal: bool, keys: tuple[in
             lines.append(f"| {bc} | {label} | {stats.wall_s:.2f} | {stats.instructions / stats.wall_s / 1e6:.2f} | "
                          f"{cycles:,} | {cycles / macs:.2f} | {cycles / BOARD_CLOCK_HZ * 1e3:.1f} | yes |")
     return "\n".join(lines)
+
+
+def need(emulator: Q15Emulator, seq: int, dim: int, keys: int | None) -> str:
+    """What one call allocates in emulated SRAM for its buffers (beside its parameters and message), as a formula
+    and in bytes: one pass (`keys` None), or one streamed call of STREAM_ROWS query rows and a chunk of `keys`."""
+    if keys is None:
+        return (f"one pass: Q, K, V^T and O take 8·seq·dim B and the row shifts a byte per row, 8·seq·dim + seq = "
+                f"{8 * seq * dim + seq:,} B")
+    rows = min(STREAM_ROWS, seq)
+    state = emulator.state_bytes(dim, rows)
+    return (f"streamed: {rows} query rows' Q and O take 4·rows·dim B, their shifts rows B and their state "
+            f"state_bytes(dim, rows) = {state:,} B, a chunk's K and V^T 4·keys·dim B: 4·{rows}·{dim} + {rows} + "
+            f"{state} + 4·{keys}·{dim} = {4 * rows * dim + rows + state + 4 * keys * dim:,} B")
 
 
 def first_difference(out: Q15Out, expected: Q15Out) -> str:
@@ -115,12 +134,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise SpecError(f"--keys {keys}: allowed: below --seq {args.seq} and a multiple of every --bc "
                                 f"({','.join(map(str, args.bc))})")
         masks = (False, True) if args.causal == "both" else (args.causal == "1",)
-        try:
-            tables = [bench(args.seq, args.dim, args.bc, causal, args.keys) for causal in masks]
-        except MemoryError as exc:  # the emulated SRAM's, raised by q15emu before the call runs
-            raise SpecError(f"--seq {args.seq} --dim {args.dim}: the head does not fit the twin's emulated SRAM "
-                            f"({exc}); allowed: a smaller --seq or --dim (Q, K, V^T and O take 8·seq·dim B)") from None
-        print("\n\n".join(tables))
+        for n, causal in enumerate(masks):  # each table as it is done: a failure in the next keeps it
+            print(("\n" if n else "") + bench(args.seq, args.dim, args.bc, causal, args.keys), flush=True)
         return 0
 
     return guard(body)
