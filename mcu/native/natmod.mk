@@ -17,6 +17,9 @@ include $(MPY_DIR)/py/dynruntime.mk
 
 $(SRC_O): attention_q15.h attention_q15_core.h attention_q15_pair.h kbench_frame.h natmod.mk
 
-$(MODULE): $(BUILD)/$(MOD).mpy $(SRC_MPY)
+# MicroPython 1.27 names dynruntime.mk's linked module $(BUILD)/$(MOD).native.mpy; earlier releases $(BUILD)/$(MOD).mpy.
+NATIVE_MPY = $(if $(findstring .native.mpy,$(file < $(MPY_DIR)/py/dynruntime.mk)),$(BUILD)/$(MOD).native.mpy,$(BUILD)/$(MOD).mpy)
+
+$(MODULE): $(NATIVE_MPY) $(SRC_MPY)
 	$(ECHO) "GEN $@"
 	$(Q)$(MPY_TOOL) --merge -o $@ $^

@@ -26,16 +26,13 @@ from pathlib import Path
 import numpy as np
 
 from helpers import ROOT, WASM_PACKAGE, have
+from mcu.sim.vm_bridge import NATMOD_BYTES  # the heap a native q15attn.mpy's code takes on a board
 
 BOARD_SCRIPT = ROOT / "tests" / "micropython" / "board.mjs"
 #: Stand-ins the board's files get: q15attn (the native module cannot load in wasm) and machine (freq() only).
 STANDINS = (ROOT / "tests" / "micropython" / "q15attn.py", ROOT / "tests" / "micropython" / "machine.py")
 #: The heap of the board this stands for (an STM32F407's MicroPython: about 100 KB of GC heap).
 BOARD_HEAP = 102_400
-#: Heap a native q15attn.mpy's code takes on a board (a natmod's code is copied into the GC heap): mpy_ld's "text
-#: size: 13080" for q15attn.mpy version 3 (the kernel, its messages, the frame helpers and the binding; `make -C
-#: mcu/native mpy MPY_DIR=<micropython checkout>`, ARCH armv7emsp), rounded up to the GC's 16-byte blocks.
-NATMOD_BYTES = 13_088
 #: How long the VM may take to load, cap its heap and print its banner.
 START_S = 30
 #: How long node may take to exit once the line is gone, before it is killed.
