@@ -29,10 +29,15 @@ DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "q15": 2}
 
 @dataclass(frozen=True)
 class AttentionProblem:
-    """O = softmax(Q Kᵀ / √dim [+ causal mask]) V for Q, K, V of shape (batch, heads, seq, dim).
+    """O = softmax(Q Kᵀ / √dim [+ causal mask]) V: Q of shape (batch, heads, q_len, dim) against K, V of shape
+    (batch, kv_heads, seq, dim).
 
-    causal keeps key j for query i when j <= i (the diagonal is kept). dtype is the precision the target computes
-    in; the inputs are always generated as float32 and each target converts them.
+    q_len is the number of queries (None, or seq: self-attention; fewer: decode or a chunk of prefill against a KV
+    cache of seq keys). kv_heads is the number of K/V heads (None: heads; fewer: grouped-query attention, query head h
+    reading K/V head h // (heads / kv_heads)); it must divide heads. causal is aligned to the bottom right, as a KV
+    cache is: query i sees keys 0 .. seq − q_len + i (FlashAttention ≥ 2.1's convention; with q_len = seq, key j for
+    query i when j <= i, the diagonal kept). dtype is the precision the target computes in; the inputs are always
+    generated as float32 and each target converts them.
     """
 
     batch: int = 1
@@ -42,6 +47,8 @@ class AttentionProblem:
     causal: bool = False
     dtype: str = "float32"
     seed: int = 0
+    q_len: int | None = None
+    kv_heads: int | None = None
 
     def __post_init__(self) -> None:
         for name, (low, high) in LIMITS.items():
@@ -51,11 +58,42 @@ class AttentionProblem:
         object.__setattr__(self, "causal", bool(self.causal))
         if self.dtype not in DTYPE_BYTES:
             raise SpecError(f"dtype={self.dtype!r} is unknown; allowed: {', '.join(DTYPE_BYTES)}")
+        # q_len = seq and kv_heads = heads are stored as None: one square problem has one spelling (and one key)
+        if self.q_len is not None:
+            q_len = check_int("q_len", self.q_len, 1, self.seq)
+            object.__setattr__(self, "q_len", None if q_len == self.seq else q_len)
+        if self.kv_heads is not None:
+            kv_heads = check_int("kv_heads", self.kv_heads, 1, self.heads)
+            if self.heads % kv_heads:
+                raise SpecError(f"kv_heads={kv_heads} does not divide heads={self.heads}; allowed: a divisor of "
+                                f"{self.heads}")
+            object.__setattr__(self, "kv_heads", None if kv_heads == self.heads else kv_heads)
+
+    @property
+    def queries(self) -> int:
+        """Query rows per head: q_len, or seq for self-attention."""
+        return self.seq if self.q_len is None else self.q_len
+
+    @property
+    def kv_head_count(self) -> int:
+        """K/V heads: kv_heads, or heads without grouping."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def square(self) -> bool:
+        """Self-attention with a K/V head per query head: the shape every target runs (q_len = seq, kv_heads =
+        heads)."""
+        return self.queries == self.seq and self.kv_head_count == self.heads
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
-        """(batch, heads, seq, dim): the shape of Q, K, V and O."""
-        return (self.batch, self.heads, self.seq, self.dim)
+        """(batch, heads, q_len, dim): the shape of Q and O."""
+        return (self.batch, self.heads, self.queries, self.dim)
+
+    @property
+    def kv_shape(self) -> tuple[int, int, int, int]:
+        """(batch, kv_heads, seq, dim): the shape of K and V."""
+        return (self.batch, self.kv_head_count, self.seq, self.dim)
 
     @property
     def scale(self) -> float:
@@ -63,19 +101,30 @@ class AttentionProblem:
         return 1.0 / float(np.sqrt(self.dim))
 
     def inputs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Seeded Q, K, V, each float32 of shape (batch, heads, seq, dim), standard normal."""
+        """Seeded Q (batch, heads, q_len, dim) and K, V (batch, kv_heads, seq, dim), float32, standard normal (drawn
+        in that order, so a square problem's inputs are what they always were)."""
         rng = np.random.default_rng(self.seed)
-        q, k, v = (rng.standard_normal(self.shape, dtype=np.float32) for _ in range(3))  # (B, H, N, d) each
+        q = rng.standard_normal(self.shape, dtype=np.float32)
+        k, v = (rng.standard_normal(self.kv_shape, dtype=np.float32) for _ in range(2))
         return q, k, v
 
+    def visible_keys(self) -> float:
+        """Keys each query head sees, summed over its queries, by FlashAttention's convention: q_len·seq, and with
+        the causal mask q_len·seq − q_len²/2 (half of seq² for self-attention; nearly all of seq for one query)."""
+        full = float(self.queries) * self.seq
+        return full - self.queries * self.queries / 2.0 if self.causal else full
+
     def flops(self) -> float:
-        """FlashAttention's convention: 4·B·H·N²·d (two matmuls of 2·N²·d each), halved when causal."""
-        full = 4.0 * self.batch * self.heads * self.seq * self.seq * self.dim
-        return full / 2.0 if self.causal else full
+        """FlashAttention's convention: 4·B·H·q_len·seq·d (two matmuls of 2·q_len·seq·d each), with the causal mask
+        4·B·H·d·(q_len·seq − q_len²/2) (halved for self-attention)."""
+        return 4.0 * self.batch * self.heads * self.dim * self.visible_keys()
 
     def min_bytes(self) -> int:
-        """The least memory traffic any kernel needs: read Q, K, V once and write O once, in the target's dtype."""
-        return 4 * self.batch * self.heads * self.seq * self.dim * DTYPE_BYTES[self.dtype]
+        """The least memory traffic any kernel needs: read Q and K, V once and write O once, in the target's dtype
+        (K and V once per K/V head, whatever the group size)."""
+        q_and_o = 2 * self.batch * self.heads * self.queries * self.dim
+        k_and_v = 2 * self.batch * self.kv_head_count * self.seq * self.dim
+        return (q_and_o + k_and_v) * DTYPE_BYTES[self.dtype]
 
     def with_(self, **changes: object) -> "AttentionProblem":
         """A copy with some fields changed (validated again)."""

@@ -35,56 +35,65 @@ def attention(q, k, v, causal: bool, dtype: type = np.float64, block: int | None
               threads: int | None = None, xp=np):
     """Exact attention of every (batch, head).
 
-    q, k, v: (B, H, N, d) arrays of any float type; computed and returned in `dtype`, shape (B, H, N, d).
-    causal: key j is kept for query i when j <= i. block: query rows per slab (default: from SLAB_ELEMENTS).
+    q: (B, H, M, d) queries; k, v: (B, Hkv, N, d) keys and values, M ≤ N, Hkv dividing H (grouped-query attention:
+    query head h reads K/V head h // (H / Hkv)); any float type; computed and returned in `dtype`, shape (B, H, M, d).
+    causal: aligned to the bottom right, as a KV cache is: query i sees keys 0 .. N − M + i (for M = N, key j for
+    query i when j <= i). block: query rows per slab (default: from SLAB_ELEMENTS).
     threads: worker threads over (head, query block) slabs (default: the CPU count). BLAS is held to one thread
     throughout, so the elementwise softmax runs on every core too, not only the matmuls, and small problems do
     not pay for waking BLAS's own pool.
     xp: the array module that holds q, k, v (numpy, or CuPy when a GPU target computes the golden on its device:
     the same steps, each slab spanning every head, one at a time, in DEVICE_SLAB_ELEMENTS).
     """
-    if q.ndim != 4 or q.shape != k.shape or q.shape != v.shape:
-        raise SpecError(f"q, k, v must share one (batch, heads, seq, dim) shape; got {q.shape}, {k.shape}, {v.shape}")
-    B, H, N, d = q.shape
+    if q.ndim != 4 or k.ndim != 4 or k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3] \
+            or q.shape[2] > k.shape[2] or k.shape[1] < 1 or q.shape[1] % k.shape[1]:
+        raise SpecError(f"q must be (batch, heads, q_len, dim) and k, v (batch, kv_heads, seq, dim) with q_len <= seq "
+                        f"and kv_heads dividing heads; got {q.shape}, {k.shape}, {v.shape}")
+    B, H, M, d = q.shape
+    Hkv, N = k.shape[1], k.shape[2]
+    group, offset = H // Hkv, N - M  # query heads per K/V head; keys before the first query's own position
     dtype = np.dtype(dtype)
     every_head = xp is not np  # a device: one slab holds a query block of all heads (large batched matmuls)
     if block is None:
         budget = DEVICE_SLAB_ELEMENTS // (B * H) if every_head else SLAB_ELEMENTS
-        block = max(1, min(N, budget // max(N, 1)))
-    qs = (q.astype(dtype, copy=False) * dtype.type(1.0 / np.sqrt(d))).reshape(B * H, N, d)  # (BH, N, d)
-    kt = xp.ascontiguousarray(k.astype(dtype, copy=False).reshape(B * H, N, d).transpose(0, 2, 1))  # (BH, d, N)
-    vs = v.astype(dtype, copy=False).reshape(B * H, N, d)  # (BH, N, d)
-    out = xp.empty((B * H, N, d), dtype=dtype)
+        block = max(1, min(M, budget // max(N, 1)))
+    qs = (q.astype(dtype, copy=False) * dtype.type(1.0 / np.sqrt(d))).reshape(B * H, M, d)  # (BH, M, d)
+    kt = xp.ascontiguousarray(k.astype(dtype, copy=False).reshape(B * Hkv, N, d).transpose(0, 2, 1))  # (BHkv, d, N)
+    vs = v.astype(dtype, copy=False).reshape(B * Hkv, N, d)  # (BHkv, N, d)
+    if every_head and group > 1:  # one batched matmul over every query head: each K/V head repeated for its group
+        kt, vs = xp.repeat(kt, group, axis=0), xp.repeat(vs, group, axis=0)
+    out = xp.empty((B * H, M, d), dtype=dtype)
     future = xp.triu(xp.ones((block, block), dtype=bool), k=1) if causal else None  # (block, block)
 
     def slab(item: tuple[int | slice, int]) -> None:
-        bh, i0 = item  # one head's index, or slice(None) for all heads
-        i1 = min(N, i0 + block)
-        keys = i1 if causal else N  # a causal block sees keys 0 .. i1-1 only
-        s = xp.matmul(qs[bh, i0:i1], kt[bh, :, :keys])  # ([BH,] i1-i0, keys)
-        if causal:  # only the diagonal tile has keys beyond its queries: key i0 + c is hidden from query i0 + r, c > r
-            xp.copyto(s[..., i0:i1], -np.inf, where=future[: i1 - i0, : i1 - i0])
+        bh, i0 = item  # one query head's index, or slice(None) for all heads
+        kv = bh if every_head else (bh // H) * Hkv + (bh % H) // group  # its K/V head
+        i1 = min(M, i0 + block)
+        keys = offset + i1 if causal else N  # a causal block sees keys 0 .. offset + i1 - 1 only
+        s = xp.matmul(qs[bh, i0:i1], kt[kv, :, :keys])  # ([BH,] i1-i0, keys)
+        if causal:  # only the last tile has keys beyond its queries: key offset + i0 + c is hidden from query i0 + r
+            xp.copyto(s[..., offset + i0:offset + i1], -np.inf, where=future[: i1 - i0, : i1 - i0])
         m = s.max(axis=-1, keepdims=True)
         xp.subtract(s, m, out=s)
         xp.exp(s, out=s)
         l = s.sum(axis=-1, keepdims=True)  # ([BH,] i1-i0, 1)
-        xp.divide(xp.matmul(s, vs[bh, :keys]), l, out=out[bh, i0:i1])
+        xp.divide(xp.matmul(s, vs[kv, :keys]), l, out=out[bh, i0:i1])
 
     if every_head:
-        for i0 in range(0, N, block):
+        for i0 in range(0, M, block):
             slab((slice(None), i0))
-        return out.reshape(B, H, N, d)
-    items = [(bh, i0) for bh in range(B * H) for i0 in range(0, N, block)]
+        return out.reshape(B, H, M, d)
+    items = [(bh, i0) for bh in range(B * H) for i0 in range(0, M, block)]
     threads = (os.cpu_count() or 1) if threads is None else threads
     with _blas_controller().limit(limits=1, user_api="blas"):
-        if threads <= 1 or len(items) == 1 or B * H * N * N < PARALLEL_MIN_SCORES:
+        if threads <= 1 or len(items) == 1 or B * H * M * N < PARALLEL_MIN_SCORES:
             for item in items:
                 slab(item)
         else:
             with ThreadPoolExecutor(threads) as pool:
                 for _ in pool.map(slab, items):
                     pass
-    return out.reshape(B, H, N, d)
+    return out.reshape(B, H, M, d)
 
 
 @functools.lru_cache(maxsize=None)

@@ -35,11 +35,13 @@ from host.errors import ResultsError
 #                  read with it empty, which is what they were: local.
 #   5  2026-12-03  numerics: the numeric contract a Q15 row was computed under, "q15 v2" (docs/q15.md; its Bc is the
 #                  row's bc); empty for float rows. Older rows are read with it empty: their Q15 rows were contract
-#                  v1's, and --resume measures them again (host/sweep/resume.py).
+#                  v1's, and --resume measures them again (host/sweep/resume.py). q_len and kv_heads: the problem's
+#                  queries per head and K/V heads where they are not seq and heads (decode, grouped-query attention);
+#                  empty for self-attention with a K/V head per query head, which is what every older row measured.
 SCHEMA_VERSION = 5
 #: Columns each later version added, with the value older rows get for them when read.
 ADDED_COLUMNS = {2: {"peak_source": "", "sensors_source": ""}, 3: {"timing_source": ""}, 4: {"worker": ""},
-                 5: {"numerics": ""}}
+                 5: {"numerics": "", "q_len": "", "kv_heads": ""}}
 #: The first word of a timing_source: how its figures were obtained.
 TIMING_KINDS = ("measured", "modelled")
 #: The figures timing_source describes: a row with any of them must say where they come from.
@@ -52,7 +54,8 @@ STATUSES = ("ok", "wrong", "skipped", "oom", "error")
 FAILED_STATUSES = ("wrong", "error")
 
 #: Problem fields plus tile: two rows with equal keys measure the same thing (used by --resume).
-CONFIG_FIELDS = ("target", "kernel", "dtype", "batch", "heads", "seq", "dim", "causal", "seed", "br", "bc")
+CONFIG_FIELDS = ("target", "kernel", "dtype", "batch", "heads", "seq", "dim", "causal", "seed", "q_len", "kv_heads",
+                 "br", "bc")
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ class Result:
     dim: int
     causal: bool
     seed: int
+    q_len: int | None = None  # queries per head where not seq (decode, a prefill chunk); None: seq
+    kv_heads: int | None = None  # K/V heads where not heads (grouped-query attention); None: heads
     br: int | None = None
     bc: int | None = None
     numerics: str = ""  # the numeric contract of a Q15 row ("q15 v2", host/q15.py NUMERICS); "" for float rows

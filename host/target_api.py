@@ -76,7 +76,8 @@ class RunContext:
         timestamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         return Result(run_id=self.run_id, timestamp=timestamp, git_rev=self.git_rev, host=self.host, device=device,
                       target=target, kernel=kernel, dtype=problem.dtype, batch=problem.batch, heads=problem.heads,
-                      seq=problem.seq, dim=problem.dim, causal=problem.causal, seed=problem.seed, **fields)
+                      seq=problem.seq, dim=problem.dim, causal=problem.causal, seed=problem.seed, q_len=problem.q_len,
+                      kv_heads=problem.kv_heads, **fields)
 
 
 def throughput(problem: AttentionProblem, fields: dict[str, object]) -> dict[str, object]:
@@ -157,7 +158,8 @@ class RunOptions(Generic[S]):
 
 
 class Inputs:
-    """The problem's seeded Q, K, V (float32, (B, H, N, d)) and, computed once on first use, its float64 golden.
+    """The problem's seeded Q (float32, (B, H, q_len, d)), K, V ((B, kv_heads, N, d)) and, computed once on first use,
+    its float64 golden (B, H, q_len, d).
 
     Building them needs `bytes_needed(problem)` of host memory; a problem beyond what the machine has available is
     refused with a MemoryError saying both figures, before anything is allocated."""
@@ -173,8 +175,11 @@ class Inputs:
 
     @staticmethod
     def bytes_needed(problem: AttentionProblem) -> int:
-        """Q, K, V in float32, the float64 golden and a float64 difference for the error figures: 28 B per element."""
-        return 28 * problem.batch * problem.heads * problem.seq * problem.dim
+        """Q, K, V in float32, and for each output element the float64 golden and a float64 difference for the error
+        figures: 4 B per element of Q and of K and V, 16 B per element of O."""
+        q_elements = problem.batch * problem.heads * problem.queries * problem.dim
+        kv_elements = problem.batch * problem.kv_head_count * problem.seq * problem.dim
+        return 20 * q_elements + 8 * kv_elements
 
     @cached_property
     def golden(self) -> np.ndarray:

@@ -67,6 +67,11 @@ def available(settings: Settings = Settings()) -> tuple[bool, str]:
     return True, f"numpy {np.__version__} float32 reference on {device()}"
 
 
+def supports(problem: AttentionProblem) -> tuple[bool, str]:
+    """The reference runs every shape: decode against a KV cache (q_len < seq) and grouped K/V heads too."""
+    return True, ""
+
+
 def device(settings: Settings | None = None, session: object = None) -> str:
     """The CPU's model name and logical core count, e.g. 'AMD EPYC (2 cores)'."""
     return _cpu_name()

@@ -24,11 +24,11 @@ PLOTTED_STATUSES = ("ok", "wrong")
 NOT_OK_LISTED = 50
 #: A plotted point's identity apart from its sequence length: the series fields, device, tile, roof source, status.
 POINT_FIELDS = ("target", "kernel", "dtype", "dim", "heads", "batch", "causal", "host", "device", "br", "bc",
-                "numerics", "peak_source", "status")
+                "numerics", "q_len", "kv_heads", "peak_source", "status")
 
 
 #: Rows of one table are sorted by these problem fields, then by tile.
-SORT_FIELDS = ("dtype", "batch", "heads", "dim", "causal", "seq", "br", "bc")
+SORT_FIELDS = ("dtype", "batch", "heads", "kv_heads", "dim", "causal", "seq", "q_len", "br", "bc")
 
 
 def row_sort_key(r: Result) -> tuple:
@@ -177,7 +177,7 @@ class Digest:
         status = r.status
         if status in PLOTTED_STATUSES:
             key = (r.target, r.kernel, r.dtype, r.dim, r.heads, r.batch, r.causal, r.host, r.device, r.br, r.bc,
-                   r.numerics, r.peak_source, status, r.seq)
+                   r.numerics, r.q_len, r.kv_heads, r.peak_source, status, r.seq)
             point = self.points.get(key)
             if point is None:
                 point = self.points[key] = Point()

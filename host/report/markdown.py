@@ -147,6 +147,10 @@ def _timed(header: str, cell: Callable[[Result, Num], str]) -> Column:
     return Column(header, cell, origin=MODELLED_TIMING)
 
 
+#: K/V heads and queries per head, shown only for a group holding grouped or non-square rows.
+KV_HEADS_COLUMN = Column("K/V heads", lambda r, num: str(r.kv_heads or r.heads))
+Q_LEN_COLUMN = Column("q_len", lambda r, num: str(r.q_len or r.seq))
+
 COLUMNS: tuple[Column, ...] = (
     Column("dtype", lambda r, num: r.dtype),
     Column("B", lambda r, num: str(r.batch)),
@@ -232,6 +236,10 @@ def group_table(rows: Sequence[Result]) -> list[str]:
     columns = [replace(c, cell=lambda r, num: own_message(r, shared)) if c.header == "message" else c
                for c in columns]
     columns = [c for c in columns if any(c.applies_to(r) for r in rows)]
+    if any(r.kv_heads is not None for r in rows):  # grouped-query rows: their K/V heads beside H
+        columns.insert(next(i for i, c in enumerate(columns) if c.header == "H") + 1, KV_HEADS_COLUMN)
+    if any(r.q_len is not None for r in rows):  # decode or prefill-chunk rows: their queries beside N
+        columns.insert(next(i for i, c in enumerate(columns) if c.header == "N") + 1, Q_LEN_COLUMN)
     if len({r.seed for r in rows}) > 1:  # one seed is said once, in the headline
         columns.insert(next(i for i, c in enumerate(columns) if c.header == "causal") + 1, SEED_COLUMN)
     if len({(r.run_id, r.host) for r in rows}) > 1:

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 #: The fields of a row the plots use (results_frame's columns, with "tile").
-FRAME_FIELDS = ("target", "kernel", "dtype", "dim", "heads", "batch", "causal", "host", "device", "status", "seq",
+FRAME_FIELDS = ("target", "kernel", "dtype", "dim", "heads", "kv_heads", "batch", "causal", "host", "device", "status",
+                "seq", "q_len",
                 "br", "bc", "p50_ms", "p50_ci_low_ms", "p50_ci_high_ms", "gflops", "gbps", "peak_gflops",
                 "peak_gbps", "peak_source", "max_abs", "rel_l2", "bit_exact")
 NUMERIC_FIELDS = ("seq", "br", "bc", "p50_ms", "p50_ci_low_ms", "p50_ci_high_ms", "gflops", "gbps", "peak_gflops",
@@ -46,7 +47,7 @@ ERROR_PNG = "error.png"
 ROOFLINE_PNG = "roofline.png"
 
 #: One series per distinct value of these fields; the tile joins them only for a Br×Bc sweep (see `series`).
-SERIES_FIELDS = ("target", "kernel", "dtype", "dim", "heads", "batch", "causal", "host")
+SERIES_FIELDS = ("target", "kernel", "dtype", "dim", "heads", "kv_heads", "q_len", "batch", "causal", "host")
 #: Series fields a label names only when they differ within one target/kernel: otherwise the kernel implies them.
 IMPLIED = ("dtype", "host")
 DPI = 120
@@ -131,6 +132,10 @@ class Series(NamedTuple):
 
 
 def _label_part(name: str, value: object) -> str:
+    absent = value is None or (isinstance(value, float) and math.isnan(value))  # square rows: q_len, kv_heads None
+    if name in ("kv_heads", "q_len"):
+        number = "" if absent else int(value)
+        return {"kv_heads": f"Hkv={number or 'H'}", "q_len": f"q_len={number or 'N'}"}[name]
     return {"dim": f"d={value}", "heads": f"H={value}", "batch": f"B={value}", "host": f"@{value}",
             "causal": "causal" if value else "non-causal"}.get(name, str(value))
 
@@ -139,7 +144,8 @@ def _varies(groups: list[tuple[tuple, pd.DataFrame]], i: int, within: bool) -> b
     """Whether field i of the series keys differs between series (within one target/kernel when `within`)."""
     values: dict[tuple, set] = {}
     for key, _ in groups:
-        values.setdefault(key[:2] if within else (), set()).add(key[i])
+        value = None if isinstance(key[i], float) and math.isnan(key[i]) else key[i]  # NaN != NaN: one absent value
+        values.setdefault(key[:2] if within else (), set()).add(value)
     return any(len(v) > 1 for v in values.values())
 
 
@@ -147,7 +153,8 @@ def shared_text(frame: pd.DataFrame) -> str:
     """The series fields every plotted row shares (dtype, d, H, B, causal), for a title: 'fp32, d=59, H=2, B=1'."""
     rows = frame[frame.status.isin(PLOTTED_STATUSES)]
     parts = [_label_part(name, rows[name].iloc[0]) for name in SERIES_FIELDS[2:]
-             if name != "host" and len(rows) and rows[name].nunique() == 1]
+             if name != "host" and len(rows) and rows[name].nunique(dropna=False) == 1
+             and not (name in ("kv_heads", "q_len") and rows[name].isna().all())]  # square rows: said by nothing
     return ", ".join(parts)
 
 

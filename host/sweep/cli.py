@@ -68,6 +68,11 @@ def build_parser() -> tuple[Parser, dict[str, TargetEntry]]:
     parser.add_argument("--dim", type=seq_list("dim"), default=(64,), help="head dimensions d (default 64)")
     parser.add_argument("--heads", type=seq_list("heads"), default=(4,), help="heads H (default 4)")
     parser.add_argument("--batch", type=seq_list("batch"), default=(1,), help="batch sizes B (default 1)")
+    parser.add_argument("--q-len", type=seq_list("seq"), default=(None,), metavar="LIST", dest="q_len",
+                        help="queries per head against the seq keys (decode: 1; a prefill chunk: more), each at most "
+                             "seq (default: seq, self-attention)")
+    parser.add_argument("--kv-heads", type=seq_list("heads"), default=(None,), metavar="LIST", dest="kv_heads",
+                        help="K/V heads, each dividing heads (grouped-query attention; default: heads)")
     parser.add_argument("--causal", choices=("0", "1", "both"), default="both", help="causal masking (default both)")
     parser.add_argument("--seed", type=integer("seed", 0), default=0, help="input seed (default 0)")
     parser.add_argument("--targets", type=name_list, default=None,
@@ -306,14 +311,19 @@ def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: 
     width = max([16] + [len(name) for name in groups])
     workers = max([0] + [len(row.worker) for row in written])  # a cluster sweep's rows say where they ran
     where = lambda text: f" {text:<{workers}}" if workers else ""  # noqa: E731
+    grouped = any(row.kv_heads is not None for row in written)  # a K/V heads column only where a row has fewer
+    queries = any(row.q_len is not None for row in written)  # a q_len column only where a row is not square
     if written:
-        print(f"{'target/kernel':<{width}} {'dtype':<8} {'B':>3} {'H':>4} {'N':>6} {'d':>4} {'causal':>6} "
+        print(f"{'target/kernel':<{width}} {'dtype':<8} {'B':>3} {'H':>4}{' Hkv' if grouped else ''} {'N':>6}"
+              f"{'  q_len' if queries else ''} {'d':>4} {'causal':>6} "
               f"{'p50 ms':>10} {'GFLOP/s':>9} {'rel_l2':>9}{where('worker')}  status")
     for row in written:
         name = f"{row.target}/{row.kernel}"
         fmt = lambda x, f, w: f"{'-':>{w}}" if x is None else format(x, f"{w}{f}")  # noqa: E731
         message = own_message(row, shared[name])
-        print(f"{name:<{width}} {row.dtype:<8} {row.batch:>3} {row.heads:>4} {row.seq:>6} {row.dim:>4} "
+        kv = f" {row.kv_heads or row.heads:>3}" if grouped else ""
+        q_len = f" {row.q_len or row.seq:>6}" if queries else ""
+        print(f"{name:<{width}} {row.dtype:<8} {row.batch:>3} {row.heads:>4}{kv} {row.seq:>6}{q_len} {row.dim:>4} "
               f"{int(row.causal):>6} {fmt(row.p50_ms, '.4g', 10)} {fmt(row.gflops, '.4g', 9)} "
               f"{fmt(row.rel_l2, '.2e', 9)}{where(row.worker)}  {row.status}{': ' + message if message else ''}")
     for name, notes in shared.items():

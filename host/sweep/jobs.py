@@ -36,15 +36,18 @@ class Job:
         p = self.problem
         values = {"target": self.target, "kernel": self.kernel, "dtype": p.dtype, "batch": p.batch,
                   "heads": p.heads, "seq": p.seq, "dim": p.dim, "causal": p.causal, "seed": p.seed,
-                  "br": None, "bc": None}
+                  "q_len": p.q_len, "kv_heads": p.kv_heads, "br": None, "bc": None}
         return tuple(values[name] for name in CONFIG_FIELDS)
 
     def label(self) -> str:
-        """The row as progress names it: 'gpu/flash float16 B1 H1 N64 d64 causal'; the dtype is named where it is not
-        the problem's default float32 (a target may run one kernel in several dtypes, each its own row)."""
+        """The row as progress names it: 'gpu/flash float16 B1 H1 N64 d64 causal', 'cpu/numpy B1 H32/8 N4096 q1 d128'
+        (8 K/V heads, one query); the dtype is named where it is not the problem's default float32 (a target may run
+        one kernel in several dtypes, each its own row)."""
         p = self.problem
         dtype = "" if p.dtype == AttentionProblem.dtype else f" {p.dtype}"
-        return (f"{self.target}/{self.kernel}{dtype} B{p.batch} H{p.heads} N{p.seq} d{p.dim}"
+        kv = "" if p.kv_heads is None else f"/{p.kv_heads}"
+        queries = "" if p.q_len is None else f" q{p.q_len}"
+        return (f"{self.target}/{self.kernel}{dtype} B{p.batch} H{p.heads}{kv} N{p.seq}{queries} d{p.dim}"
                 f"{' causal' if p.causal else ''}")
 
 
@@ -58,13 +61,15 @@ def plan(args: argparse.Namespace, targets: dict[str, ModuleType], settings: dic
             raise SpecError(f"--kernels: unknown kernel {unknown[0]!r}; allowed: {', '.join(known) or 'none'}")
     causal = {"0": (False,), "1": (True,), "both": (False, True)}[args.causal]
     jobs = []
-    for batch, heads, dim, seq, is_causal in itertools.product(args.batch, args.heads, args.dim, args.seq, causal):
+    shapes = itertools.product(args.batch, args.heads, getattr(args, "kv_heads", (None,)), args.dim, args.seq,
+                               getattr(args, "q_len", (None,)), causal)
+    for batch, heads, kv_heads, dim, seq, q_len, is_causal in shapes:
         for target, pairs in tables.items():
             for kernel, dtype in pairs:
                 if args.kernels and kernel not in args.kernels:
                     continue
                 problem = AttentionProblem(batch=batch, heads=heads, seq=seq, dim=dim, causal=is_causal,
-                                           dtype=dtype, seed=args.seed)
+                                           dtype=dtype, seed=args.seed, q_len=q_len, kv_heads=kv_heads)
                 jobs.append(Job(target, kernel, problem))
     return jobs
 
@@ -96,6 +101,21 @@ def repeats(args: argparse.Namespace, module: ModuleType) -> tuple[int, int]:
     return (warmup if args.warmup is None else args.warmup), (iters if args.iters is None else args.iters)
 
 
+def shape_supported(module: ModuleType, target: str, problem: AttentionProblem) -> tuple[bool, str]:
+    """Whether `target` runs `problem`'s shape: a target that declares `supports(problem) -> (bool, reason)` says;
+    any other runs self-attention with a K/V head per query head only (issue 32 brings decode and grouped heads to
+    each target in turn)."""
+    supports = getattr(module, "supports", None)
+    if supports is not None:
+        return supports(problem)
+    if problem.square:
+        return True, ""
+    shape = ", ".join(part for part in (f"q_len {problem.q_len}" if problem.q_len is not None else "",
+                                        f"kv_heads {problem.kv_heads}" if problem.kv_heads is not None else "") if part)
+    return False, (f"the {target} target runs self-attention with a K/V head per query head only (q_len = seq, "
+                   f"kv_heads = heads); this problem has {shape}")
+
+
 def measure(job: Job, inputs: Callable[[], Inputs], module: ModuleType, calls: tuple[int, int],
             context: RunContext, settings: object = None, session: object = None) -> list[Result]:
     """Run one job with `calls` = (warmup, iters); a failure becomes a row with status error (or oom) and the sweep
@@ -104,6 +124,10 @@ def measure(job: Job, inputs: Callable[[], Inputs], module: ModuleType, calls: t
     warmup, iters = calls
     options = RunOptions(context=context, kernel=job.kernel, warmup=warmup, iters=iters, settings=settings,
                          session=session)
+    runs, why = shape_supported(module, job.target, job.problem)
+    if not runs:
+        return [context.result(job.problem, target=job.target, kernel=job.kernel,
+                               device=module.device(settings, session), status="skipped", message=f"skipped: {why}")]
     try:
         return module.run(job.problem, inputs(), options)
     except MemoryError as exc:

@@ -1,0 +1,123 @@
+"""LLM inference shapes in the problem layer (issue 32, part 1): q_len queries against a KV cache of seq keys, K/V
+heads shared by groups of query heads, the bottom-right causal mask, the FLOP and byte formulas, the golden, the
+results columns, and rows of the targets that run only square self-attention skipped with their reason."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from host.errors import SpecError
+from host.problem import AttentionProblem
+from host.reference import attention
+from host.results import Result
+from host.results_file import ResultsFile
+
+
+def test_the_shape_fields_are_checked_and_one_square_problem_has_one_spelling():
+    assert AttentionProblem(seq=64, q_len=64, heads=4, kv_heads=4) == AttentionProblem(seq=64, heads=4)
+    p = AttentionProblem(batch=2, heads=32, kv_heads=8, seq=4096, q_len=1, dim=128)
+    assert (p.shape, p.kv_shape, p.queries, p.kv_head_count, p.square) == (
+        (2, 32, 1, 128), (2, 8, 4096, 128), 1, 8, False)
+    with pytest.raises(SpecError, match=r"^q_len=65 is out of range; allowed: 1\.\.64$"):
+        AttentionProblem(seq=64, q_len=65)
+    with pytest.raises(SpecError, match=r"^kv_heads=3 does not divide heads=4; allowed: a divisor of 4$"):
+        AttentionProblem(heads=4, kv_heads=3)
+    with pytest.raises(SpecError, match=r"^kv_heads=0 is out of range; allowed: 1\.\.4$"):
+        AttentionProblem(heads=4, kv_heads=0)
+    assert AttentionProblem(seq=64, q_len=16).with_(seq=128).q_len == 16  # a decode problem stays one
+
+
+def test_square_inputs_are_what_they_always_were_and_grouped_ones_have_their_shapes():
+    p = AttentionProblem(heads=2, seq=17, dim=5, seed=3)
+    rng = np.random.default_rng(3)
+    expected = [rng.standard_normal((1, 2, 17, 5), dtype=np.float32) for _ in range(3)]
+    assert all(np.array_equal(a, b) for a, b in zip(p.inputs(), expected))
+    q, k, v = AttentionProblem(heads=4, kv_heads=2, seq=17, q_len=3, dim=5).inputs()
+    assert (q.shape, k.shape, v.shape) == ((1, 4, 3, 5), (1, 2, 17, 5), (1, 2, 17, 5))
+
+
+def test_flops_and_bytes_follow_the_shapes():
+    square = AttentionProblem(heads=4, seq=256, dim=64)
+    assert square.flops() == 4 * 4 * 256 * 256 * 64 and square.with_(causal=True).flops() == square.flops() / 2
+    decode = AttentionProblem(heads=32, kv_heads=8, seq=4096, q_len=1, dim=128, dtype="float16")
+    assert decode.flops() == 4 * 32 * 4096 * 128
+    assert decode.with_(causal=True).flops() == 4 * 32 * 128 * (4096 - 0.5)  # one query sees every key
+    # K and V once per K/V head (8, not 32), Q and O for the one query of each of 32 heads, 2 bytes each
+    assert decode.min_bytes() == (2 * 8 * 4096 * 128 + 2 * 32 * 128) * 2
+
+
+def naive(q, k, v, causal):
+    """Attention of one head written out: query i at position seq - q_len + i sees keys up to it when causal."""
+    m, n = q.shape[0], k.shape[0]
+    s = q.astype(np.float64) @ k.T.astype(np.float64) / math.sqrt(q.shape[1])
+    if causal:
+        s = np.where(np.arange(n)[None, :] <= (n - m + np.arange(m))[:, None], s, -np.inf)
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    return (w @ v.astype(np.float64)) / w.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("heads,kv_heads,seq,q_len", [(4, 2, 97, 1), (4, 1, 97, 17), (6, 3, 33, 33), (2, 2, 1, 1),
+                                                      (8, 2, 1025, 5)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_golden_of_grouped_and_decode_shapes_is_the_written_out_attention(heads, kv_heads, seq, q_len, causal):
+    p = AttentionProblem(batch=2, heads=heads, kv_heads=kv_heads, seq=seq, q_len=q_len, dim=59, causal=causal)
+    q, k, v = p.inputs()
+    got = attention(q, k, v, causal, np.float64, block=4)  # several query blocks: the mask's offset per block
+    group = heads // kv_heads
+    for b in range(2):
+        for h in range(heads):
+            want = naive(q[b, h], k[b, h // group], v[b, h // group], causal)
+            assert np.allclose(got[b, h], want, rtol=1e-12, atol=1e-12), (b, h)
+
+
+def test_a_causal_decode_row_is_the_last_row_of_the_prefill_it_continues():
+    """Bottom-right alignment: the q_len queries of a KV cache are the last q_len positions of the sequence."""
+    prefill = AttentionProblem(heads=2, seq=50, dim=8, causal=True)
+    q, k, v = prefill.inputs()
+    whole = attention(q, k, v, True, np.float64)
+    assert np.allclose(attention(q[:, :, -7:], k, v, True, np.float64), whole[:, :, -7:], rtol=1e-12, atol=1e-13)
+    assert np.allclose(attention(q[:, :, -1:], k, v, True, np.float64), attention(q[:, :, -1:], k, v, False),
+                       rtol=1e-12, atol=1e-13)  # the newest query sees every key
+
+
+def test_the_golden_refuses_shapes_that_do_not_fit_together():
+    q = np.zeros((1, 4, 8, 4))
+    with pytest.raises(SpecError, match="kv_heads dividing heads"):
+        attention(q, np.zeros((1, 3, 8, 4)), np.zeros((1, 3, 8, 4)), False)
+    with pytest.raises(SpecError, match="q_len <= seq"):
+        attention(q, np.zeros((1, 2, 7, 4)), np.zeros((1, 2, 7, 4)), False)
+
+
+def test_results_keep_the_shape_columns_and_read_older_rows_as_square(tmp_path):
+    base = dict(run_id="r", timestamp="t", git_rev="g", host="h", device="d", target="cpu", kernel="numpy",
+                dtype="float32", batch=1, heads=32, seq=4096, dim=128, causal=True, seed=0)
+    results = ResultsFile(tmp_path / "results.csv")
+    results.append(Result(**base, q_len=1, kv_heads=8, status="skipped", message="why"))
+    results.append(Result(**base, status="skipped", message="why"))
+    got = results.read()
+    assert [(r.q_len, r.kv_heads) for r in got] == [(1, 8), (None, None)]
+    assert got[0].config_key() != got[1].config_key()
+
+
+def test_a_sweep_of_decode_shapes_measures_the_cpu_and_skips_what_a_target_cannot_run(tmp_path, capsys):
+    from host.sweep import cli as compare
+
+    code = compare.main(["--targets", "cpu,asic", "--seq", "64", "--q-len", "1,16", "--heads", "4", "--kv-heads",
+                         "2", "--dim", "16", "--causal", "1", "--out", str(tmp_path)])
+    rows = ResultsFile(tmp_path / "results.csv").read()
+    assert code == 0 and len(rows) == 4
+    for row in rows:
+        assert (row.q_len in (1, 16), row.kv_heads) == (True, 2)
+        if row.target == "cpu":
+            assert row.status == "ok" and row.rel_l2 < 1e-5, row.message
+        else:
+            assert row.status == "skipped" and "q_len = seq, kv_heads = heads" in row.message
+    out = capsys.readouterr().out
+    assert " Hkv " in out and " q_len " in out
+    assert "| K/V heads |" in (tmp_path / "results.md").read_text()
+    assert compare.main(["--targets", "cpu", "--seq", "64", "--q-len", "65", "--out", str(tmp_path / "bad")]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "kbench: error: q_len=65 is out of range; allowed: 1..64"
+    assert not (tmp_path / "bad" / "results.csv").exists()
