@@ -139,6 +139,9 @@ def simulate_reference(problem: AttentionProblem, timeout_s: float = 1800) -> Co
     ok, reason = cachegrind_available()
     if not ok:
         return Counters.missing(reason)
+    if not problem.square:
+        return Counters.missing("cache simulation runs self-attention with a K/V head per query head only; this "
+                                f"problem has q_len {problem.queries}, kv_heads {problem.kv_head_count}")
     valgrind = shutil.which("valgrind")
     with tempfile.TemporaryDirectory(prefix="kbench-cachegrind-") as tmp:
         runs = {}
