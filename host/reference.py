@@ -27,6 +27,10 @@ SLAB_ELEMENTS = 1 << 19
 #: Elements of one device slab (all heads × block × keys): 2 GiB of float64 scores per step on a GPU.
 DEVICE_SLAB_ELEMENTS = 1 << 28
 
+#: Above this many queries per head K is transposed into a contiguous copy once; a decode step (a few queries against
+#: a long KV cache) reads it in place, where the copy would be most of the work.
+TRANSPOSE_MIN_QUERIES = 16
+
 #: Below this many scores (B·H·N²) one thread is quicker than starting a pool.
 PARALLEL_MIN_SCORES = 1 << 20
 
@@ -58,7 +62,9 @@ def attention(q, k, v, causal: bool, dtype: type = np.float64, block: int | None
         budget = DEVICE_SLAB_ELEMENTS // (B * H) if every_head else SLAB_ELEMENTS
         block = max(1, min(M, budget // max(N, 1)))
     qs = (q.astype(dtype, copy=False) * dtype.type(1.0 / np.sqrt(d))).reshape(B * H, M, d)  # (BH, M, d)
-    kt = xp.ascontiguousarray(k.astype(dtype, copy=False).reshape(B * Hkv, N, d).transpose(0, 2, 1))  # (BHkv, d, N)
+    kt = k.astype(dtype, copy=False).reshape(B * Hkv, N, d).transpose(0, 2, 1)  # (BHkv, d, N), a view
+    if M > TRANSPOSE_MIN_QUERIES:  # worth a contiguous copy of K (N·d per head) only against M·N·d of work
+        kt = xp.ascontiguousarray(kt)
     vs = v.astype(dtype, copy=False).reshape(B * Hkv, N, d)  # (BHkv, N, d)
     if every_head and group > 1:  # one batched matmul over every query head: each K/V head repeated for its group
         kt, vs = xp.repeat(kt, group, axis=0), xp.repeat(vs, group, axis=0)

@@ -74,6 +74,10 @@ def build_parser() -> tuple[Parser, dict[str, TargetEntry]]:
     parser.add_argument("--kv-heads", type=seq_list("heads"), default=(None,), metavar="LIST", dest="kv_heads",
                         help="K/V heads, each dividing heads (grouped-query attention; default: heads)")
     parser.add_argument("--causal", choices=("0", "1", "both"), default="both", help="causal masking (default both)")
+    parser.add_argument("--workload", type=name_list, default=None, metavar="NAMES",
+                        help="named workloads instead of the shape options (a model's heads, K/V heads, head dim and "
+                             "masking in prefill or decode at a stated context and batch: host/workloads.toml); "
+                             "list: print them")
     parser.add_argument("--seed", type=integer("seed", 0), default=0, help="input seed (default 0)")
     parser.add_argument("--targets", type=name_list, default=None,
                         help=f"targets to run, from {', '.join(TARGETS)} (default: every available one)")
@@ -134,8 +138,23 @@ def check_out(out: Path, resume: bool) -> None:
                             f"({', '.join(unknown)}), which a resume would drop; move them to another file")
 
 
+#: The options a named workload sets, as (flag, argparse dest).
+SHAPE_OPTIONS = (("--seq", "seq"), ("--dim", "dim"), ("--heads", "heads"), ("--batch", "batch"), ("--q-len", "q_len"),
+                 ("--kv-heads", "kv_heads"), ("--causal", "causal"))
+
+
 def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser,
               entries: dict[str, TargetEntry]) -> int:
+    if args.workload is not None:
+        from host.workloads import listing, named
+
+        if "list" in args.workload:
+            print(listing())
+            return 0
+        given = [flag for flag, dest in SHAPE_OPTIONS if getattr(args, dest) != parser.get_default(dest)]
+        if given:
+            raise SpecError(f"--workload sets the problem's shape; drop {', '.join(given)} (or drop --workload)")
+        args.workloads = named(args.workload)
     settings = target_settings(args, entries)
     for warning in unused_options(args, parser, entries, args.targets):
         print(f"kbench: {warning}", file=sys.stderr)

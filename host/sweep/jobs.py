@@ -63,6 +63,10 @@ def plan(args: argparse.Namespace, targets: dict[str, ModuleType], settings: dic
     jobs = []
     shapes = itertools.product(args.batch, args.heads, getattr(args, "kv_heads", (None,)), args.dim, args.seq,
                                getattr(args, "q_len", (None,)), causal)
+    workloads = getattr(args, "workloads", None)  # --workload: each a whole shape (host/workloads.py)
+    if workloads:
+        shapes = ((w.problem.batch, w.problem.heads, w.problem.kv_heads, w.problem.dim, w.problem.seq,
+                   w.problem.q_len, w.problem.causal) for w in workloads)
     for batch, heads, kv_heads, dim, seq, q_len, is_causal in shapes:
         for target, pairs in tables.items():
             for kernel, dtype in pairs:

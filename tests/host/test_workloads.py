@@ -1,0 +1,60 @@
+"""Named workloads (host/workloads.toml, host/workloads.py) and `host.compare --workload`: the table's models and
+phases as problems, its listing, and the CLI's refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from host import workloads
+from host.errors import SpecError
+from host.results_file import ResultsFile
+
+
+def test_every_workload_is_a_valid_problem_of_its_models_shape():
+    table = workloads.load()
+    assert len(table) >= 10
+    llama = table["llama3-8b-decode"].problem
+    assert (llama.heads, llama.kv_head_count, llama.dim, llama.causal, llama.queries, llama.seq) == \
+        (32, 8, 128, True, 1, 8192)
+    assert table["llama3-8b-prefill"].problem.square is False and table["llama3-8b-prefill"].phase == "prefill"
+    assert table["vit-b16"].problem.seq == 197 and table["vit-b16"].phase == "encode"
+    for workload in table.values():
+        p = workload.problem
+        assert p.heads % p.kv_head_count == 0 and "config.json" in workload.source
+        assert workload.phase == ("decode" if p.queries < p.seq else "prefill" if p.causal else "encode")
+
+
+def test_the_listing_names_each_workload_and_its_source():
+    text = workloads.listing()
+    assert "llama3-70b-decode    Llama 3 70B" in text and "H64/8" in text
+    assert "sources:" in text and "num_key_value_heads 8" in text
+
+
+def test_a_bad_table_or_name_is_one_line(tmp_path):
+    with pytest.raises(SpecError, match=r"^--workload: unknown workload 'llama9'; allowed: llama3-8b-prefill, "):
+        workloads.named(["llama9"])
+    bad = tmp_path / "w.toml"
+    bad.write_text('[model.m]\ntitle = "M"\nheads = 4\nkv_heads = 3\ndim = 8\ncausal = true\nsource = "s"\n'
+                   '[workload.x]\nmodel = "m"\nseq = 8\nbatch = 1\n')
+    with pytest.raises(SpecError, match=r"^w\.toml: workload 'x': kv_heads=3 does not divide heads=4"):
+        workloads.load(bad)
+    bad.write_text('[workload.x]\nmodel = "nobody"\nseq = 8\nbatch = 1\n')
+    with pytest.raises(SpecError, match=r"^w\.toml: workload 'x' lacks 'nobody'"):
+        workloads.load(bad)
+
+
+def test_compare_runs_named_workloads_on_cpu_and_asic(tmp_path, capsys):
+    from host.sweep import cli as compare
+
+    assert compare.main(["--workload", "list"]) == 0 and "gpt2-decode" in capsys.readouterr().out
+    code = compare.main(["--workload", "vit-b16,gpt2-decode", "--targets", "cpu,asic", "--iters", "1", "--warmup",
+                         "0", "--out", str(tmp_path)])
+    rows = ResultsFile(tmp_path / "results.csv").read()
+    assert code == 0 and len(rows) == 4
+    vit = [r for r in rows if r.seq == 197]
+    assert {r.status for r in vit} == {"ok"} and {(r.batch, r.heads, r.dim) for r in vit} == {(8, 12, 64)}
+    decode = {r.target: r for r in rows if r.q_len == 1}
+    assert decode["cpu"].status == "ok" and decode["asic"].status == "skipped"
+    assert compare.main(["--workload", "vit-b16", "--seq", "64", "--targets", "cpu", "--out", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.strip().endswith("--workload sets the problem's shape; drop --seq (or drop "
+                                                    "--workload)")
