@@ -286,8 +286,9 @@ def divide_q15(acc: np.ndarray, l: np.ndarray) -> Q15Out:
 
 @dataclass(frozen=True)
 class Quantized:
-    """A problem's inputs as the Q15 targets receive them: int16 tensors (B, H, N, d), each with its per-tensor
-    exponent (x ≈ q · 2^(s-15)), and the kernel parameters (score scale M, r for those exponents, key block Bc)."""
+    """A problem's inputs as the Q15 targets receive them: int16 Q (B, H, q_len, d) and K, V (B, kv_heads, N, d),
+    each with its per-tensor exponent (x ≈ q · 2^(s-15)), and the kernel parameters (score scale M, r for those
+    exponents, key block Bc)."""
 
     q: np.ndarray
     k: np.ndarray
@@ -295,16 +296,24 @@ class Quantized:
     exponents: tuple[int, int, int]  # (sQ, sK, sV)
     params: Q15Params
 
+    @property
+    def row0(self) -> int:
+        """The position of a head's first query: seq − q_len, so that its causal mask is aligned to the bottom right
+        (query i sees keys 0 .. row0 + i, the contract's causal rows; 0 for self-attention)."""
+        return self.params.seq - self.q.shape[2]
+
     def head(self, b: int, h: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(q, k, v) of one head, each (N, d) int16."""
-        return self.q[b, h], self.k[b, h], self.v[b, h]
+        """(q, k, v) of query head h: q (q_len, d) and its K/V head's k, v (N, d), int16."""
+        kv = h // (self.q.shape[1] // self.k.shape[1])
+        return self.q[b, h], self.k[b, kv], self.v[b, kv]
 
     def expected(self) -> Q15Out:
-        """The contract's output, values (B, H, N, d) and shifts (B, H, N): the model run on every head."""
+        """The contract's output, values (B, H, q_len, d) and shifts (B, H, q_len): the model run on every head, its
+        queries at rows row0 .. seq − 1."""
         out = Q15Out(np.empty(self.q.shape, dtype=np.int16), np.empty(self.q.shape[:-1], dtype=np.uint8))
         for b in range(self.q.shape[0]):
             for h in range(self.q.shape[1]):
-                out.o[b, h], out.shift[b, h] = attention_q15(*self.head(b, h), self.params)
+                out.o[b, h], out.shift[b, h] = attention_q15(*self.head(b, h), self.params, self.row0)
         return out
 
     def dequantize(self, out: Q15Out) -> np.ndarray:
@@ -313,8 +322,8 @@ class Quantized:
 
 
 def prepare(problem: AttentionProblem, q: np.ndarray, k: np.ndarray, v: np.ndarray, bc: int = BC) -> Quantized:
-    """Quantise float Q, K, V (B, H, N, d) per tensor and derive the parameters every Q15 target is given (at the
-    contract's key block `BC` unless a tool asks for another)."""
+    """Quantise float Q (B, H, q_len, d) and K, V (B, kv_heads, N, d) per tensor and derive the parameters every Q15
+    target is given (at the contract's key block `BC` unless a tool asks for another)."""
     (qq, sq), (kq, sk), (vq, sv) = quantize(q), quantize(k), quantize(v)
     mult, shift = score_scale(sq, sk, problem.dim)
     params = Q15Params(problem.seq, problem.dim, problem.causal, bc, mult, shift)

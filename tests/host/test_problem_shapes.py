@@ -121,3 +121,28 @@ def test_a_sweep_of_decode_shapes_measures_the_cpu_and_skips_what_a_target_canno
     assert compare.main(["--targets", "cpu", "--seq", "64", "--q-len", "65", "--out", str(tmp_path / "bad")]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == "kbench: error: q_len=65 is out of range; allowed: 1..64"
     assert not (tmp_path / "bad" / "results.csv").exists()
+
+
+@pytest.mark.parametrize("heads,kv_heads,seq,q_len,causal", [(4, 2, 97, 1, True), (4, 1, 300, 17, True),
+                                                             (2, 2, 65, 65, True), (6, 3, 40, 7, False)])
+def test_the_q15_model_takes_decode_and_grouped_shapes(heads, kv_heads, seq, q_len, causal):
+    """The contract's rows of a KV cache are its causal rows seq − q_len .. seq − 1 (the bottom right), each query
+    head on its K/V head; within the contract's bound of the golden, and the last rows of the prefill they end."""
+    from host import q15
+    from host.reference import golden
+
+    p = AttentionProblem(heads=heads, kv_heads=kv_heads, seq=seq, q_len=q_len, dim=16, causal=causal, seed=seq)
+    q, k, v = p.inputs()
+    quantized = q15.prepare(p, q, k, v)
+    out = quantized.expected()
+    assert out.o.shape == p.shape and out.shift.shape == p.shape[:-1] and quantized.row0 == seq - q_len
+    error = np.abs(quantized.dequantize(out) - golden(p)).max()
+    assert error <= q15.error_bound(q, k, v, quantized) and error < 1e-3
+    # the same rows of the square problem over the same keys (every query head expanded onto its K/V head)
+    group = heads // kv_heads
+    square_k, square_v = np.repeat(quantized.k, group, axis=1), np.repeat(quantized.v, group, axis=1)
+    for h in range(heads):
+        full_q = np.concatenate([np.zeros((seq - q_len, 16), np.int16), quantized.q[0, h]])
+        whole = q15.attention_q15(full_q, square_k[0, h], square_v[0, h], quantized.params)
+        assert whole.o[seq - q_len:].tobytes() == out.o[0, h].tobytes()
+        assert whole.shift[seq - q_len:].tobytes() == out.shift[0, h].tobytes()
