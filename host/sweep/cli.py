@@ -68,10 +68,12 @@ def build_parser() -> tuple[Parser, dict[str, TargetEntry]]:
     parser.add_argument("--dim", type=seq_list("dim"), default=(64,), help="head dimensions d (default 64)")
     parser.add_argument("--heads", type=seq_list("heads"), default=(4,), help="heads H (default 4)")
     parser.add_argument("--batch", type=seq_list("batch"), default=(1,), help="batch sizes B (default 1)")
-    parser.add_argument("--q-len", type=seq_list("seq"), default=(None,), metavar="LIST", dest="q_len",
+    parser.add_argument("--q-len", type=int_list("q_len", *LIMITS["seq"]), default=(None,), metavar="LIST",
+                        dest="q_len",
                         help="queries per head against the seq keys (decode: 1; a prefill chunk: more), each at most "
                              "seq (default: seq, self-attention)")
-    parser.add_argument("--kv-heads", type=seq_list("heads"), default=(None,), metavar="LIST", dest="kv_heads",
+    parser.add_argument("--kv-heads", type=int_list("kv_heads", *LIMITS["heads"]), default=(None,), metavar="LIST",
+                        dest="kv_heads",
                         help="K/V heads, each dividing heads (grouped-query attention; default: heads)")
     parser.add_argument("--causal", choices=("0", "1", "both"), default="both", help="causal masking (default both)")
     parser.add_argument("--workload", type=name_list, default=None, metavar="NAMES",

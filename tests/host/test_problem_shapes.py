@@ -121,6 +121,10 @@ def test_a_sweep_of_decode_shapes_measures_the_cpu_and_skips_what_a_target_canno
     assert compare.main(["--targets", "cpu", "--seq", "64", "--q-len", "65", "--out", str(tmp_path / "bad")]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == "kbench: error: q_len=65 is out of range; allowed: 1..64"
     assert not (tmp_path / "bad" / "results.csv").exists()
+    assert compare.main(["--targets", "cpu", "--q-len", "0", "--out", str(tmp_path / "bad")]) == 2
+    assert "argument --q-len: q_len=0 is out of range; allowed: 1..1048576" in capsys.readouterr().err
+    assert compare.main(["--targets", "cpu", "--kv-heads", "5000", "--out", str(tmp_path / "bad")]) == 2
+    assert "argument --kv-heads: kv_heads=5000 is out of range; allowed: 1..4096" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("heads,kv_heads,seq,q_len,causal", [(4, 2, 97, 1, True), (4, 1, 300, 17, True),
