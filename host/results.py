@@ -35,13 +35,14 @@ from host.errors import ResultsError
 #                  read with it empty, which is what they were: local.
 #   5  2026-12-03  numerics: the numeric contract a Q15 row was computed under, "q15 v2" (docs/q15.md; its Bc is the
 #                  row's bc); empty for float rows. Older rows are read with it empty: their Q15 rows were contract
-#                  v1's, and --resume measures them again (host/sweep/resume.py). q_len and kv_heads: the problem's
-#                  queries per head and K/V heads where they are not seq and heads (decode, grouped-query attention);
-#                  empty for self-attention with a K/V head per query head, which is what every older row measured.
-SCHEMA_VERSION = 5
+#                  v1's, and --resume measures them again (host/sweep/resume.py).
+#   6  2026-12-03  q_len and kv_heads: the problem's queries per head and K/V heads where they are not seq and heads
+#                  (decode, grouped-query attention); empty for self-attention with a K/V head per query head, which
+#                  is what every older row measured.
+SCHEMA_VERSION = 6
 #: Columns each later version added, with the value older rows get for them when read.
 ADDED_COLUMNS = {2: {"peak_source": "", "sensors_source": ""}, 3: {"timing_source": ""}, 4: {"worker": ""},
-                 5: {"numerics": "", "q_len": "", "kv_heads": ""}}
+                 5: {"numerics": ""}, 6: {"q_len": "", "kv_heads": ""}}
 #: The first word of a timing_source: how its figures were obtained.
 TIMING_KINDS = ("measured", "modelled")
 #: The figures timing_source describes: a row with any of them must say where they come from.

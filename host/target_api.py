@@ -167,7 +167,9 @@ class Inputs:
     def __init__(self, problem: AttentionProblem):
         need, free = self.bytes_needed(problem), host_memory_available()
         if free is not None and need > free:
-            raise MemoryError(f"the inputs and golden of B={problem.batch} H={problem.heads} N={problem.seq} "
+            shape = "".join(f" {name}={value}" for name, value in (("q_len", problem.q_len),
+                                                                     ("kv_heads", problem.kv_heads)) if value)
+            raise MemoryError(f"the inputs and golden of B={problem.batch} H={problem.heads} N={problem.seq}{shape} "
                               f"d={problem.dim} need {need} B ({need / 2**30:.1f} GiB) of host memory; "
                               f"{free / 2**30:.1f} GiB available")
         self.problem = problem
@@ -175,11 +177,12 @@ class Inputs:
 
     @staticmethod
     def bytes_needed(problem: AttentionProblem) -> int:
-        """Q, K, V in float32, and for each output element the float64 golden and a float64 difference for the error
-        figures: 4 B per element of Q and of K and V, 16 B per element of O."""
+        """Q, K, V in float32 (4 B an element) and the golden's float64 copies of them (8 B), and for each output
+        element the float64 golden, the error figures' float64 copy of the output and their difference (24 B): 36 B
+        per element of Q, 20 B per element of K and V."""
         q_elements = problem.batch * problem.heads * problem.queries * problem.dim
         kv_elements = problem.batch * problem.kv_head_count * problem.seq * problem.dim
-        return 20 * q_elements + 8 * kv_elements
+        return 36 * q_elements + 20 * kv_elements
 
     @cached_property
     def golden(self) -> np.ndarray:
@@ -194,7 +197,7 @@ class Inputs:
         if "golden" not in self.__dict__:
             gold = compute(self)
             if gold is not None:
-                shape = (self.problem.batch, self.problem.heads, self.problem.seq, self.problem.dim)
+                shape = self.problem.shape  # (B, H, q_len, d)
                 if gold.dtype != np.float64 or gold.shape != shape:
                     raise SpecError(f"a golden computed elsewhere is {gold.dtype} {gold.shape}; allowed: float64 "
                                     f"{shape}")

@@ -140,8 +140,10 @@ def simulate_reference(problem: AttentionProblem, timeout_s: float = 1800) -> Co
     if not ok:
         return Counters.missing(reason)
     if not problem.square:
-        return Counters.missing("cache simulation runs self-attention with a K/V head per query head only; this "
-                                f"problem has q_len {problem.queries}, kv_heads {problem.kv_head_count}")
+        shape = ", ".join(f"{name} {value}" for name, value in (("q_len", problem.q_len),
+                                                                ("kv_heads", problem.kv_heads)) if value)
+        return Counters.missing(f"cache simulation runs self-attention with a K/V head per query head only; this "
+                                f"problem has {shape}")
     valgrind = shutil.which("valgrind")
     with tempfile.TemporaryDirectory(prefix="kbench-cachegrind-") as tmp:
         runs = {}

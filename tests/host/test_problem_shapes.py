@@ -150,3 +150,36 @@ def test_the_q15_model_takes_decode_and_grouped_shapes(heads, kv_heads, seq, q_l
         whole = q15.attention_q15(full_q, square_k[0, h], square_v[0, h], quantized.params)
         assert whole.o[seq - q_len:].tobytes() == out.o[0, h].tobytes()
         assert whole.shift[seq - q_len:].tobytes() == out.shift[0, h].tobytes()
+
+
+def test_a_schema_5_file_is_read_with_the_shape_columns_empty(tmp_path):
+    """Schema 5 (numerics, without q_len and kv_heads) was written by this repository's own reports: it must read."""
+    from host.results import FIELD_NAMES
+
+    row = Result(run_id="r", timestamp="t", git_rev="g", host="h", device="d", target="cpu", kernel="numpy",
+                 dtype="float32", batch=1, heads=2, seq=8, dim=4, causal=False, seed=0, status="skipped",
+                 message="why").to_row()
+    names = [name for name in FIELD_NAMES if name not in ("q_len", "kv_heads")]
+    row["schema_version"] = "5"
+    (tmp_path / "results.csv").write_text(",".join(names) + "\n" + ",".join(row[name] for name in names) + "\n")
+    [read] = ResultsFile(tmp_path / "results.csv").read()
+    assert (read.q_len, read.kv_heads, read.schema_version) == (None, None, 5)
+
+
+def test_the_memory_check_counts_the_goldens_copies_and_names_the_shape(monkeypatch):
+    from host import target_api
+    from host.target_api import Inputs
+
+    decode = AttentionProblem(batch=4, heads=32, kv_heads=8, seq=8192, q_len=1, dim=128)
+    assert Inputs.bytes_needed(decode) == 36 * 4 * 32 * 128 + 20 * 4 * 8 * 8192 * 128
+    monkeypatch.setattr(target_api, "host_memory_available", lambda: 1 << 20)
+    with pytest.raises(MemoryError, match=r"B=4 H=32 N=8192 q_len=1 kv_heads=8 d=128 need "):
+        Inputs(decode)
+
+
+def test_a_golden_computed_elsewhere_has_the_queries_shape():
+    from host.target_api import Inputs
+
+    inputs = Inputs(AttentionProblem(heads=4, kv_heads=2, seq=64, q_len=1, dim=8))
+    gold = inputs.golden_from(lambda x: attention(x.q, x.k, x.v, False, np.float64))
+    assert gold.shape == (1, 4, 1, 8)
