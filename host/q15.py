@@ -161,6 +161,16 @@ class Q15Out(NamedTuple):
         """Whether `other` holds the same values and shifts (the contract's bit-exactness)."""
         return bool(np.array_equal(self.o, other.o) and np.array_equal(self.shift, other.shift))
 
+    def first_difference(self, model: "Q15Out") -> str:
+        """The first value or row shift where this output differs from the `model`'s, e.g. 'O(3, 5) = 12, model 13'
+        or 'g(3) = 4, model 5'; 'no difference' when they are the same bits."""
+        for label, got, want in (("O", self.o, model.o), ("g", self.shift, model.shift)):
+            differ = np.argwhere(np.asarray(got) != np.asarray(want))
+            if len(differ):
+                at = tuple(int(i) for i in differ[0])
+                return f"{label}({', '.join(map(str, at))}) = {got[at]}, model {want[at]}"
+        return "no difference"
+
     def dequantize(self, exponent: int) -> np.ndarray:
         """The output as float64, for V's exponent s_V."""
         return np.asarray(self.o, dtype=np.float64) * np.exp2(

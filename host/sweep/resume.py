@@ -75,7 +75,8 @@ def open_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
             opened._failed[key] = [ordinal]
         elif key in planned:
             if row.dtype == "q15" and row.numerics != NUMERICS:
-                other_numerics[row.numerics or "q15 v1"] = other_numerics.get(row.numerics or "q15 v1", 0) + 1
+                contract = row.numerics or "q15 v1"  # schema 4 and older: contract v1's rows
+                other_numerics[contract] = other_numerics.get(contract, 0) + 1
             elif row.target in devices and row.device != devices[row.target]:
                 where = f"{row.target} on {row.device or '?'}"
                 elsewhere[where] = elsewhere.get(where, 0) + 1

@@ -82,7 +82,7 @@ def bench(seq: int, dim: int, bcs: tuple[int, ...], causal: bool, keys: tuple[in
             label = f"all {seq} (one pass)" if chunk is None else f"{chunk} (streamed)"
             if not out.same_bits(expected):
                 raise TargetError(f"the twin's Bc {bc}, keys {label} output is not bit-exact with host/q15.py: "
-                                  f"{first_difference(out, expected)}", status="wrong")
+                                  f"{out.first_difference(expected)}", status="wrong")
             lines.append(f"| {bc} | {label} | {stats.wall_s:.2f} | {stats.instructions / stats.wall_s / 1e6:.2f} | "
                          f"{cycles:,} | {cycles / macs:.2f} | {cycles / BOARD_CLOCK_HZ * 1e3:.1f} | yes |")
     return "\n".join(lines)
@@ -99,16 +99,6 @@ def need(emulator: Q15Emulator, seq: int, dim: int, keys: int | None) -> str:
     return (f"streamed: {rows} query rows' Q and O take 4·rows·dim B, their shifts rows B and their state "
             f"state_bytes(dim, rows) = {state:,} B, a chunk's K and V^T 4·keys·dim B: 4·{rows}·{dim} + {rows} + "
             f"{state} + 4·{keys}·{dim} = {4 * rows * dim + rows + state + 4 * keys * dim:,} B")
-
-
-def first_difference(out: Q15Out, expected: Q15Out) -> str:
-    """The first differing value or row shift, e.g. 'O(3, 5) = 12, model 13' or 'g(3) = 4, model 5'."""
-    for label, got, want in (("O", out.o, expected.o), ("g", out.shift, expected.shift)):
-        differ = np.argwhere(got != want)
-        if len(differ):
-            at = tuple(int(i) for i in differ[0])
-            return f"{label}{at} = {got[at]}, model {want[at]}"
-    return "no difference"
 
 
 def build_parser() -> argparse.ArgumentParser:

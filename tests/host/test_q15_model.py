@@ -176,3 +176,11 @@ def test_the_worked_example_of_the_contract():
     assert out.o.tolist() == [[5309, 21204]] and out.shift.tolist() == [5]
     one_block = q15.attention_q15(q, k, v, q15.Q15Params(3, 2, False, 3, mult, shift))
     assert one_block.o.tolist() == [[5308, 21204]] and one_block.shift.tolist() == [5]
+
+
+def test_first_difference_names_the_first_differing_value_or_shift():
+    model = q15.Q15Out(np.array([[1, 2], [3, 4]], np.int16), np.array([0, 5], np.uint8))
+    assert q15.Q15Out(model.o.copy(), model.shift.copy()).first_difference(model) == "no difference"
+    other = q15.Q15Out(np.array([[1, 2], [3, 9]], np.int16), np.array([0, 6], np.uint8))
+    assert other.first_difference(model) == "O(1, 1) = 9, model 4"
+    assert q15.Q15Out(model.o, other.shift).first_difference(model) == "g(1) = 6, model 5"

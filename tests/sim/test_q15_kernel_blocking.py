@@ -41,16 +41,6 @@ def case(seq, dim, causal, bc, exps, seed):
     return params, q, k, v
 
 
-def first_difference(want, got) -> str:
-    """How two outputs (q15.Q15Out) differ: the count and the first differing value or row shift."""
-    for label, w, g in (("O", want.o, got.o), ("g", want.shift, got.shift)):
-        bad = np.argwhere(w != g)
-        if len(bad):
-            at = tuple(int(i) for i in bad[0])
-            return f"{len(bad)} differences in {label}; first {label}{at}: model {w[at]}, kernel {g[at]}"
-    return "no difference"
-
-
 def test_the_exponents_cover_every_score_step():
     shifts = {q15.score_scale(*exps, 64)[1] for exps in EXPONENTS}
     assert any(r < 22 for r in shifts) and any(22 <= r <= 32 for r in shifts) and any(r > 32 for r in shifts), shifts
@@ -63,7 +53,7 @@ def test_host_build_is_bit_exact_on_awkward_shapes(seq, dim, causal, bc):
         for row0 in sorted({0, seq // 3, seq - 1}):
             want = q15.attention_q15(q[row0:], k, v, params, row0)
             got = q15_c.attention_rows(params, q[row0:], k, v, row0)
-            assert want.same_bits(got), f"{params} row0 {row0}: {first_difference(want, got)}"
+            assert want.same_bits(got), f"{params} row0 {row0}: {got.first_difference(want)}"
 
 
 @needs_emulator
@@ -75,7 +65,7 @@ def test_cortex_m4_build_is_bit_exact_on_awkward_shapes(emulator, seq, dim, caus
         for row0 in sorted({0, seq // 3}):  # seq // 3 is odd for 17, 97, 130: pairs start on odd rows
             want = q15.attention_q15(q[row0:], k, v, params, row0)
             got, _, _ = emulator.run(params, q[row0:], k, v, row0)
-            assert want.same_bits(got), f"{params} row0 {row0}: {first_difference(want, got)}"
+            assert want.same_bits(got), f"{params} row0 {row0}: {got.first_difference(want)}"
 
 
 @needs_emulator
