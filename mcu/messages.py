@@ -55,6 +55,10 @@ class Tensor(enum.IntEnum):
 
 
 SETUP = struct.Struct("<HHBBHBHH")  # seq, dim, causal, bc, score_mult, score_shift, rows, keys (< seq: streamed)
+#: After SETUP's fields, optional (protocol 6): the query heads each RUN or STREAM computes on these K and V^T
+#: (grouped-query attention); absent, 1. The host sends it only where it is more than 1.
+SETUP_HEADS = struct.Struct("<B")
+HEADS_MAX = 255
 LOAD = struct.Struct("<BI")  # tensor, byte offset; then the data
 RUN = struct.Struct("<HHB")  # row0, nrows, repeat
 STREAM = struct.Struct("<HHHH")  # row0, nrows, key0, nkeys: run the key chunk now in K and V^T into the rows' state
@@ -74,7 +78,12 @@ RUN_REPLY = struct.Struct("<BiI")  # status, temp_milli_c, vdda_milli_v; then a 
 #: 5 (issue 31, Q15 contract v2): every output row has its own shift; the kernel writes them beside O (RUN, and the
 #: STREAM that divides) and READ returns them as tensor OSHIFT (4), a u8 per row; SETUP allocates `rows` bytes more
 #: for them. Layouts are otherwise protocol 4's. The server refuses a q15attn older than MODULE_VERSION.
-PROTOCOL = 5
+#: 6 (issue 32, grouped-query attention): SETUP may end with heads:u8, the query heads that share the K/V head set
+#: up; Q, O and OSHIFT then hold `heads` blocks of a RUN's or STREAM's `nrows` rows (head after head), a streamed
+#: head keeps a state per query head, the kernel runs once per head on the same K and V^T, and the reply's cycles are
+#: the sum. Without the byte every frame is protocol 5's. RUN's and STREAM's row0 was always the rows' position in
+#: the head of seq (a decode block's rows are seq - q_len .. seq - 1; docs/q15.md).
+PROTOCOL = 6
 #: The q15attn version (`version()`, HELLO's `module`) whose kernel computes the contract this protocol carries (v2:
 #: a shift per output row); an older one computes contract v1 and is refused by the server and by the host.
 MODULE_VERSION = 4
@@ -197,11 +206,22 @@ class RunReply:
                    None if temp == NO_TEMP else temp / 1000, vdda / 1000 if vdda else None)
 
 
-def tensor_bytes(seq: int, dim: int, rows: int, keys: int | None = None) -> int:
+def tensor_bytes(seq: int, dim: int, rows: int, keys: int | None = None, heads: int = 1) -> int:
     """The heap SETUP allocates (as the server): K and V^T for `keys` keys (default all seq, resident), Q and O for
-    `rows` query rows, int16 each, O's row shifts (a byte per row), and a streamed head's state (keys < seq)."""
+    `rows` query rows of each of `heads` query heads, int16 each, O's row shifts (a byte per row), and a streamed
+    head's state per query head (keys < seq)."""
     keys = seq if keys is None else keys
-    return 2 * dim * (2 * keys + 2 * rows) + rows + (state_bytes(dim, rows) if keys < seq else 0)
+    return (2 * dim * (2 * keys + 2 * heads * rows) + heads * rows
+            + (heads * state_bytes(dim, rows) if keys < seq else 0))
+
+
+def setup_payload(seq: int, dim: int, causal: bool, bc: int, score_mult: int, score_shift: int, rows: int,
+                  keys: int, heads: int = 1) -> bytes:
+    """SETUP's payload: protocol 5's fields, then `heads` where it is more than 1 (protocol 6)."""
+    if not 1 <= heads <= HEADS_MAX:
+        raise TargetError(f"heads={heads} is out of range; allowed: 1..{HEADS_MAX} query heads on one K/V head")
+    body = SETUP.pack(seq, dim, int(causal), bc, score_mult, score_shift, rows, keys)
+    return body + SETUP_HEADS.pack(heads) if heads > 1 else body
 
 
 def state_bytes(dim: int, rows: int) -> int:

@@ -8,7 +8,11 @@ older than the contract this host computes (mcu.messages.MODULE_VERSION) is refu
 quantises the problem per tensor with host/q15.py's `prepare` at the contract's Bc (`q15.BC`, as every Q15 target
 does; the row's bc), and for every head: SETUP with the planner's chunking, LOAD K and V^T, then per chunk of query
 rows LOAD Q, RUN (warm-up + timed repeats on the board) and READ O and its row shifts; a head whose K and V^T do not
-fit the board's heap is streamed, a key chunk at a time (mcu/head.py). The heads' outputs make one `q15.Q15Out`. A
+fit the board's heap is streamed, a key chunk at a time (mcu/head.py). Decode problems (q_len < seq) send a head's
+q_len queries as the contract's rows seq - q_len .. seq - 1 (bottom-right causal); grouped-query problems run per
+K/V head, its G = heads / kv_heads query heads sharing its K and V^T on the board (protocol 6), so K and V^T go once
+per group where the rows fit, and the row's message states the tensor bytes per K/V head and how often its K and V^T
+went (`traffic_note`). The heads' outputs make one `q15.Q15Out`. A
 session lost mid-head (the board reset) is restarted and the head redone, so every row is measured once and whole; a
 SETUP or LOAD the board refuses for memory is retried with a smaller plan (rows, then keys) before the row is `oom`, and
 the row's message counts the replans per head. The row: latency = DWT cycles / clock (all heads and chunks of one
@@ -30,13 +34,15 @@ import numpy as np
 
 from host import q15
 from host.errors import LinkError, SpecError, UnavailableError
+from host.q15 import DIM_MAX, SEQ_MAX
 from host.problem import AttentionProblem
 from host.results import Result
 from host.target_api import ClusterNeeds, Inputs, RunOptions
 from host.timing import summarize
 from host.verdict import check_q15
 from mcu import power
-from mcu.head import Session, run_head  # Session is also re-exported for callers of open_session
+from mcu.head import Session, Traffic, run_head  # Session is also re-exported for callers of open_session
+from mcu.messages import HEADS_MAX
 
 KERNELS = {"q15": "q15"}
 #: warm-up and timed repeats when the sweep does not set them: DWT cycles barely vary, and the twin's are exact.
@@ -112,6 +118,21 @@ def available(settings: Settings = Settings()) -> tuple[bool, str]:
     return True, ""
 
 
+def supports(problem: AttentionProblem) -> tuple[bool, str]:
+    """Every shape the Q15 contract and the protocol carry: self-attention, decode against a KV cache (q_len < seq)
+    and grouped K/V heads of up to HEADS_MAX query heads each. Whether a head fits the board's heap is the planner's
+    answer at run time (an `oom` row naming the figures)."""
+    if problem.seq > SEQ_MAX:
+        return False, f"seq={problem.seq} is past the Q15 contract's {SEQ_MAX} keys (host.q15.SEQ_MAX)"
+    if problem.dim > DIM_MAX:
+        return False, f"dim={problem.dim} is past the Q15 kernel's {DIM_MAX} (host.q15.DIM_MAX)"
+    group = problem.heads // problem.kv_head_count
+    if group > HEADS_MAX:
+        return False, (f"{group} query heads per K/V head is past the board protocol's {HEADS_MAX} "
+                       "(mcu.messages.HEADS_MAX)")
+    return True, ""
+
+
 def device(settings: Settings | None = None, session: "Session | None" = None) -> str:
     if session is not None:
         return session.description
@@ -165,27 +186,34 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
         raise SpecError(f"warmup + iters = {repeats} is out of range for the MCU; allowed: 1..255")
     stats = session.link.stats
     before = (stats.retries, stats.restarts, stats.rejected)
+    wire = (stats.bytes_out, stats.bytes_in)
     notes_before = len(session.notes)
-    out = q15.Q15Out(np.empty(problem.shape, dtype=np.int16),  # (B, H, N, d) Q15 values
-                     np.empty(problem.shape[:-1], dtype=np.uint8))  # (B, H, N) each row's shift
+    out = q15.Q15Out(np.empty(problem.shape, dtype=np.int16),  # (B, H, q_len, d) Q15 values
+                     np.empty(problem.shape[:-1], dtype=np.uint8))  # (B, H, q_len) each row's shift
     cycles = np.zeros(repeats, dtype=np.int64)
     head = None
-    resumed, replanned, streamed = [], [], ""
+    resumed, replanned, streamed, traffic = [], [], "", []
+    group = problem.heads // problem.kv_head_count  # query heads per K/V head
     for b in range(problem.batch):
-        for h in range(problem.heads):
-            head = run_head(session, quantized.params, *quantized.head(b, h), repeats)
-            out.o[b, h], out.shift[b, h] = head.out
+        for kv in range(problem.kv_head_count):
+            heads = slice(kv * group, (kv + 1) * group)  # the query heads that read K/V head kv
+            q = quantized.q[b, heads] if group > 1 else quantized.q[b, kv]  # (G, q_len, d), or (q_len, d)
+            head = run_head(session, quantized.params, q, quantized.k[b, kv], quantized.v[b, kv], repeats)
+            out.o[b, heads], out.shift[b, heads] = head.out
             cycles += head.cycles
+            traffic.append(head.traffic)
+            which = f"head {b},{kv}" if group == 1 else f"K/V head {b},{kv}"
             if head.keys < problem.seq:
                 streamed = (f"streamed: {head.keys} keys of K and V^T on the board at a time, query rows in chunks of "
-                            f"{head.rows}")
+                            f"{head.rows}" + (f" of {head.heads} query heads at once" if group > 1 else ""))
             if head.replans:
-                replanned.append(replan_note(f"head {b},{h}", head))
+                replanned.append(replan_note(which, head))
             if len(head.sessions) > 1:
-                resumed.append(f"head {b},{h} resumed over {len(head.sessions)} sessions (query rows done per "
+                resumed.append(f"{which} resumed over {len(head.sessions)} sessions (query rows done per "
                                f"session: {', '.join(map(str, head.sessions))})")
     verdict = check_q15(out, quantized.expected(), quantized.dequantize(out), inputs.golden,
                         q15.error_bound(inputs.q, inputs.k, inputs.v, quantized))
+    moved = traffic_note(traffic, group, (stats.bytes_out - wire[0], stats.bytes_in - wire[1]))
     clock = session.link.hello.clock_hz
     timed = cycles[options.warmup:]
     timing = summarize((timed / clock * 1e3).tolist())
@@ -199,9 +227,22 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
         cycles=int(np.median(timed)), clock_hz=clock, temp_c=head.temp_c, vdda_v=head.vdda_v,
         sensors_source=("modelled" if session.is_twin else "measured") if head.temp_c is not None else "",
         energy_j=energy.joules, energy_source=energy.source,
-        verdict=verdict, message="; ".join(filter(None, [streamed, _link_note(before, stats),
+        verdict=verdict, message="; ".join(filter(None, [streamed, moved,
+                                                          _link_note(before, stats),
                                                           *session.notes[notes_before:], *replanned, *resumed,
                                                           energy.note])))]
+
+
+def traffic_note(traffic: list[Traffic], group: int, wire: tuple[int, int]) -> str:
+    """The tensor bytes per K/V head (mcu/head.py Traffic) and the row's bytes on the wire (frames, resends and
+    HELLOs of restarts included), e.g. 'link per K/V head: K and V^T 524,288 B sent (1x the head's 524,288 B, shared
+    by its 4 query heads), Q 512 B, O and shifts 516 B back; 525,316 B per K/V head, 525,316 B in all; wire 531,000 B
+    out, 9,000 B in'; the largest of the K/V heads where they differ (only a causal head's chunks can)."""
+    most = max(traffic, key=lambda t: t.total)
+    shared = f", shared by its {group} query heads" if group > 1 else ""
+    return (f"link per K/V head: K and V^T {most.kv:,} B sent ({most.kv_sends:.3g}x the head's {most.kv_head:,} B"
+            f"{shared}), Q {most.q:,} B, O and shifts {most.out:,} B back; {most.total:,} B per K/V head, "
+            f"{sum(t.total for t in traffic):,} B in all; wire {wire[0]:,} B out, {wire[1]:,} B in")
 
 
 def replan_note(which: str, head) -> str:

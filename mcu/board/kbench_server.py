@@ -11,7 +11,11 @@
 # with its own shift (Q15 contract v2, docs/q15.md §6): the kernel writes one byte per row beside O, as the row is
 # divided, and READ returns those bytes as tensor OSHIFT. A q15attn older than version MODULE_MIN computes the
 # contract's previous version (no shifts): the server then refuses SETUP with E_MODULE, naming both versions, so
-# no RUN or STREAM ever calls it. The same file runs under CPython in the tests and in the board twin.
+# no RUN or STREAM ever calls it. Query heads that share one K/V head (grouped-query attention) share its K and V^T on
+# the board: SETUP's optional `heads` (protocol 6) gives each RUN or STREAM that many query heads' rows, Q and O as
+# `heads` blocks of `nrows` rows (head-major), each with its own row shifts and, streamed, its own state; the kernel
+# runs once per head on the same K and V^T and the reply's cycles are the sum. The same file runs under CPython in
+# the tests and in the board twin.
 
 import gc
 import struct
@@ -25,8 +29,8 @@ try:
 except ImportError:  # CPython tests
     micropython = None
 
-SERVER_VERSION = "4"
-PROTOCOL = 5  # mcu/messages.py keeps the history
+SERVER_VERSION = "5"
+PROTOCOL = 6  # mcu/messages.py keeps the history
 MODULE_MIN = 4  # the q15attn version whose kernel computes the contract this server speaks (v2: row shifts)
 
 # request types; a reply has the request's type | REPLY
@@ -59,6 +63,8 @@ LOAD_HEAD = framing.HEADER_SIZE + 5  # the data's index in a LOAD frame (after t
 MEMORY_TEXT = b"out of memory while answering"
 
 SETUP_FMT = "<HHBBHBHH"  # seq, dim, causal, bc, score_mult, score_shift, rows, keys (seq: resident; less: streamed)
+SETUP_HEADS_FMT = "<B"  # after SETUP_FMT, optional (protocol 6): query heads per RUN/STREAM on these K, V^T (absent: 1)
+HEADS_MAX = 255
 LOAD_FMT = "<BI"  # tensor, byte offset; the data follows
 RUN_FMT = "<HHB"  # row0, nrows, repeat
 STREAM_FMT = "<HHHH"  # row0, nrows, key0, nkeys: the chunk of keys key0 .. key0+nkeys-1 now in K and V^T
@@ -70,10 +76,11 @@ RUN_REPLY_FMT = "<BiI"  # status, temp_milli_c, vdda_milli_v; then one u32 cycle
 SETUP_REPLY_FMT = "<BII"  # status, bytes needed, bytes free
 
 
-def tensor_bytes(seq, dim, rows, keys, state_bytes=0):
+def tensor_bytes(seq, dim, rows, keys, state_bytes=0, heads=1):
     # what SETUP allocates: K and V^T for `keys` keys (all seq of them, or a streamed chunk), Q and O for `rows`
-    # query rows, int16 each, O's row shifts (a byte per row); and a streamed head's state
-    return 2 * dim * (2 * keys + 2 * rows) + rows + state_bytes
+    # query rows of each of `heads` query heads, int16 each, O's row shifts (a byte per row); and a streamed head's
+    # state (`state_bytes` per query head)
+    return 2 * dim * (2 * keys + 2 * heads * rows) + heads * rows + heads * state_bytes
 
 
 class Refused(Exception):
@@ -110,6 +117,7 @@ class Server:
         self.loads_at = 0
         self.last_kind = self.last_seq = -1
         self.problem = None  # (seq, dim, causal, bc, score_mult, score_shift, rows, keys)
+        self.heads = 1  # query heads per RUN or STREAM on the K and V^T (SETUP's heads)
         self.tensors = [None] * (STATE_SLOT + 1)
         self.running = True
         self.handlers = {HELLO: self.hello, SETUP: self.setup, LOAD: self.load, RUN: self.run, READ: self.read,
@@ -248,13 +256,17 @@ class Server:
         return len(body)
 
     def setup(self, payload):
-        n = len(payload)
-        if n != struct.calcsize(SETUP_FMT):
-            raise Refused(E_PAYLOAD, "SETUP payload of %d bytes; expected %d" % (n, struct.calcsize(SETUP_FMT)))
+        n, base = len(payload), struct.calcsize(SETUP_FMT)
+        if n not in (base, base + struct.calcsize(SETUP_HEADS_FMT)):
+            raise Refused(E_PAYLOAD, "SETUP payload of %d bytes; expected %d, or %d with heads"
+                          % (n, base, base + struct.calcsize(SETUP_HEADS_FMT)))
         seq, dim, causal, bc, mult, shift, rows, keys = struct.unpack_from(SETUP_FMT, payload)
+        heads = payload[base] if n > base else 1
         if not (1 <= seq and 1 <= dim and 1 <= rows <= seq and 1 <= keys <= seq):
             raise Refused(E_PAYLOAD, "seq=%d dim=%d rows=%d keys=%d; allowed: seq, dim >= 1 and 1 <= rows, keys <= seq"
                           % (seq, dim, rows, keys))
+        if not 1 <= heads <= HEADS_MAX:
+            raise Refused(E_PAYLOAD, "heads=%d; allowed: 1..%d query heads on one K/V head" % (heads, HEADS_MAX))
         self.free()
         if 0 < self.module < MODULE_MIN:
             raise Refused(E_MODULE, self.too_old())
@@ -270,18 +282,19 @@ class Server:
                 state = self.kernel.state_bytes(dim, rows)
             except ValueError as exc:
                 raise Refused(E_KERNEL, str(exc))
-        need = tensor_bytes(seq, dim, rows, keys, state)
+        need = tensor_bytes(seq, dim, rows, keys, state, heads)
         free = gc.mem_free()
         if need + RESERVE > free:
             raise Refused(E_MEMORY, "tensors need %d bytes + %d reserve; the heap has %d free"
                           % (need, RESERVE, free))
         try:
-            self.tensors = board.carve(rows, keys, dim, state)  # Q, K, V^T, O, OSHIFT, state
+            self.tensors = board.carve(heads * rows, keys, dim, heads * state)  # Q, K, V^T, O, OSHIFT, state
         except MemoryError:
             self.free()
             raise Refused(E_MEMORY, "tensors need %d bytes; allocation failed with %d free, the largest block %d"
                           % (need, free, board.largest_block(free)))
         self.problem = (seq, dim, causal, bc, mult, shift, rows, keys)
+        self.heads = heads
         struct.pack_into(SETUP_REPLY_FMT, self.out.buffer, self.out.payload, OK, need, gc.mem_free())
         return struct.calcsize(SETUP_REPLY_FMT)
 
@@ -323,17 +336,18 @@ class Server:
         if not 1 <= nrows <= rows or not 1 <= repeat <= REPEAT_MAX:
             raise Refused(E_PAYLOAD, "nrows=%d repeat=%d; allowed: nrows 1..%d, repeat 1..%d"
                           % (nrows, repeat, rows, REPEAT_MAX))
-        q = memoryview(self.tensors[TENSOR_Q])[:2 * nrows * dim]
-        o = memoryview(self.tensors[TENSOR_O])[:2 * nrows * dim]
-        oshift = memoryview(self.tensors[TENSOR_OSHIFT])[:nrows]
         k, vt = self.tensors[TENSOR_K], self.tensors[TENSOR_VT]
+        views = [self.rows_of(h, nrows, dim) for h in range(self.heads)]  # (q, o, oshift) of each query head
         out, p = self.out.buffer, self.out.payload + struct.calcsize(RUN_REPLY_FMT)
         for r in range(repeat):
-            try:
-                took = self.kernel.attention(q, k, vt, o, oshift, seq, dim, causal, bc, mult, shift, row0)
-            except ValueError as exc:
-                raise Refused(E_KERNEL, str(exc))
-            struct.pack_into("<I", out, p + 4 * r, NO_CYCLES if took is None else took & 0xFFFFFFFF)
+            total = 0
+            for q, o, oshift in views:
+                try:
+                    took = self.kernel.attention(q, k, vt, o, oshift, seq, dim, causal, bc, mult, shift, row0)
+                except ValueError as exc:
+                    raise Refused(E_KERNEL, str(exc))
+                total = None if took is None or total is None else total + took
+            struct.pack_into("<I", out, p + 4 * r, NO_CYCLES if total is None else total & 0xFFFFFFFF)
         return self.ran(repeat)
 
     def stream(self, payload):
@@ -345,18 +359,21 @@ class Server:
         if not 1 <= nrows <= rows or not 1 <= nkeys <= keys:
             raise Refused(E_PAYLOAD,
                           "nrows=%d nkeys=%d; allowed: nrows 1..%d, nkeys 1..%d" % (nrows, nkeys, rows, keys))
-        q = memoryview(self.tensors[TENSOR_Q])[:2 * nrows * dim]
-        o = memoryview(self.tensors[TENSOR_O])[:2 * nrows * dim]
-        oshift = memoryview(self.tensors[TENSOR_OSHIFT])[:nrows]  # written by the chunk that divides
         k = memoryview(self.tensors[TENSOR_K])[:2 * nkeys * dim]
         vt = memoryview(self.tensors[TENSOR_VT])[:2 * nkeys * dim]
-        state = memoryview(self.tensors[STATE_SLOT])[:self.kernel.state_bytes(dim, nrows)]
-        try:
-            took = self.kernel.stream(q, k, vt, o, oshift, state, seq, dim, causal, bc, mult, shift, row0, key0)
-        except ValueError as exc:
-            raise Refused(E_KERNEL, str(exc))
+        size = self.kernel.state_bytes(dim, nrows)  # a multiple of 8: each head's state stays 8-byte aligned
+        states = memoryview(self.tensors[STATE_SLOT])
+        total = 0
+        for h in range(self.heads):
+            q, o, oshift = self.rows_of(h, nrows, dim)  # oshift: written by the chunk that divides
+            try:
+                took = self.kernel.stream(q, k, vt, o, oshift, states[h * size:(h + 1) * size], seq, dim, causal, bc,
+                                          mult, shift, row0, key0)
+            except ValueError as exc:
+                raise Refused(E_KERNEL, str(exc))
+            total = None if took is None or total is None else total + took
         struct.pack_into("<I", self.out.buffer, self.out.payload + struct.calcsize(RUN_REPLY_FMT),
-                         NO_CYCLES if took is None else took & 0xFFFFFFFF)
+                         NO_CYCLES if total is None else total & 0xFFFFFFFF)
         return self.ran(1)
 
     def bye(self, payload):
@@ -377,6 +394,14 @@ class Server:
             raise Refused(E_STATE, "%s on a head set up with keys=%d of seq=%d; allowed: %s" % (
                 request, keys, seq, "RUN (every key resident)" if keys == seq else "STREAM (key chunks)"))
         return self.problem
+
+    def rows_of(self, h, nrows, dim):
+        # query head h's (q, o, oshift) of a RUN or STREAM of `nrows` rows: Q and O hold `heads` blocks of `nrows`
+        # rows, head after head, and OSHIFT `heads` blocks of `nrows` bytes
+        span = 2 * nrows * dim
+        return (memoryview(self.tensors[TENSOR_Q])[h * span:(h + 1) * span],
+                memoryview(self.tensors[TENSOR_O])[h * span:(h + 1) * span],
+                memoryview(self.tensors[TENSOR_OSHIFT])[h * nrows:(h + 1) * nrows])
 
     def too_old(self):
         # the refusal of a q15attn whose kernel computes an older contract
@@ -403,6 +428,7 @@ class Server:
     def free(self):
         self.tensors = [None] * (STATE_SLOT + 1)
         self.problem = None
+        self.heads = 1
         gc.collect()
 
 

@@ -51,7 +51,7 @@ def hello(monkeypatch, largest: int) -> m.Hello:
 
 def test_hello_says_the_largest_block_beside_the_free_heap(monkeypatch):
     said = hello(monkeypatch, 36_864)
-    assert said.protocol == m.PROTOCOL == 5 and said.heap_free == 79_000
+    assert said.protocol == m.PROTOCOL == 6 and said.heap_free == 79_000
     assert 36_864 - 16 <= said.largest_block <= 36_864
 
 

@@ -262,8 +262,8 @@ def test_the_twin_refuses_a_setup_the_planner_overestimated_and_the_head_replans
 
     real = planner.plan
 
-    def overestimated(seq, dim, heap_free, reserve, bc=BC, cap=None, largest=None):
-        return real(seq, dim, 200_000, reserve, bc, cap)  # neither the free heap nor its largest block bounds it
+    def overestimated(seq, dim, heap_free, reserve, bc=BC, cap=None, largest=None, **shape):
+        return real(seq, dim, 200_000, reserve, bc, cap, **shape)  # neither the free heap nor its largest block
 
     monkeypatch.setattr(planner, "plan", overestimated)
     code = compare.main(["--targets", "mcu", "--sim", "--seq", "200", "--dim", "64", "--heads", "1", "--causal",

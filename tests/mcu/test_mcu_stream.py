@@ -43,8 +43,8 @@ SMALL_HEAP = planner.SERVER_RESERVE + planner.SLACK + 4 * 8 * q15.BC + 32 + 8 * 
 def small_heap(monkeypatch):
     real = planner.plan
 
-    def plan(seq, dim, heap_free, reserve, bc=q15.BC, largest=None):
-        return real(seq, dim, min(heap_free, SMALL_HEAP), reserve, bc, largest=largest)
+    def plan(seq, dim, heap_free, reserve, bc=q15.BC, largest=None, **shape):
+        return real(seq, dim, min(heap_free, SMALL_HEAP), reserve, bc, largest=largest, **shape)
 
     monkeypatch.setattr(planner, "plan", plan)
 

@@ -1,8 +1,8 @@
-"""Protocol 5 and q15attn 4 (issue 31, Q15 contract v2: every output row with its own shift) against their older
-versions, each refusal one line naming both versions and the re-deploy (docs/protocol.md, "Versions"): the host
-refuses a server of an older protocol before it parses the rest of its HELLO, and stops it; the server refuses a
-q15attn older than 4 at SETUP, so it never calls it; the MCU target refuses such a q15attn before a row runs; and
-mcu.deploy says what to do when it finds one."""
+"""Protocol 6 (issue 32: SETUP's heads, grouped query heads on one K/V head), q15attn 4 (issue 31, Q15 contract v2:
+every output row with its own shift) against their older versions, each refusal one line naming both versions and
+the re-deploy (docs/protocol.md, "Versions"): the host refuses a server of an older protocol before it parses the
+rest of its HELLO, and stops it; the server refuses a q15attn older than 4 at SETUP, so it never calls it; the MCU
+target refuses such a q15attn before a row runs; and mcu.deploy says what to do when it finds one."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def hello(module: int) -> m.Hello:
     return m.Hello(m.PROTOCOL, 6, 168_000_000, 90_000, 102_400, 8192, 1024, module, "board", "fw", "4", 8, 60_000)
 
 
-def test_the_versions_are_contract_v2s():
-    assert (m.PROTOCOL, board.PROTOCOL, m.MODULE_VERSION, board.MODULE_MIN, board.SERVER_VERSION) == (5, 5, 4, 4, "4")
+def test_the_versions_are_contract_v2s_with_grouped_heads():
+    assert (m.PROTOCOL, board.PROTOCOL, m.MODULE_VERSION, board.MODULE_MIN, board.SERVER_VERSION) == (6, 6, 4, 4, "5")
 
 
 @pytest.mark.parametrize("old", [
@@ -41,7 +41,11 @@ def test_the_versions_are_contract_v2s():
     # protocol 4's (issue 29, contract v1: no output row shifts) has this one's layout, window and largest block
     m.HELLO_REPLY.pack(0, 4, 7942, 168_000_000, 89_756, 102_400, 8192, 1024, 3) + b"\x01a\x01b\x013"
     + bytes((8,)) + (60_000).to_bytes(4, "little"),
-], ids=["protocol 1", "protocol 4"])
+    # protocol 5's (issue 31) has this one's layout too, but its server takes no SETUP heads: a grouped head would
+    # be refused (or, without the byte, computed for one query head only)
+    m.HELLO_REPLY.pack(0, 5, 7942, 168_000_000, 89_756, 102_400, 8192, 1024, 4) + b"\x01a\x01b\x014"
+    + bytes((8,)) + (60_000).to_bytes(4, "little"),
+], ids=["protocol 1", "protocol 4", "protocol 5"])
 def test_a_server_of_an_older_protocol_is_refused_before_its_hello_is_parsed(old):
     """The host reads the protocol first and refuses in one line naming both protocols and the re-deploy."""
     writes = []
