@@ -101,23 +101,34 @@ def _clamp(values: np.ndarray, bits: int, overflow: str) -> tuple[np.ndarray, in
     return fitted, int(np.count_nonzero(fitted != values))
 
 
-def run_head(q: np.ndarray, k: np.ndarray, v: np.ndarray, params: Q15Params, datapath: Datapath) -> HeadBits:
-    """One head (q, k, v: (N, d) int16) on `datapath`, in key blocks of params.bc (1..MODEL_BC_MAX) for any array."""
+def run_head(q: np.ndarray, k: np.ndarray, v: np.ndarray, params: Q15Params, datapath: Datapath,
+             row0: int = 0) -> HeadBits:
+    """One head on `datapath`, in key blocks of params.bc (1..MODEL_BC_MAX) for any array: q (rows, d) int16, the
+    contract's query rows row0 .. row0 + rows − 1 (a decode head's q_len queries are rows seq − q_len .. seq − 1:
+    host.q15.Quantized.row0), against k, v (seq, d) int16. The rows are the array's M: tiles of R of them, so q_len
+    rows fill ⌈q_len/R⌉ tiles (one query row of a decode step uses one of R array rows)."""
     if not 1 <= params.bc <= MODEL_BC_MAX:
         raise SpecError(f"bc={params.bc} is outside the datapath model's key blocks; allowed: 1..{MODEL_BC_MAX}")
     seq, dim, rows, bc = params.seq, params.dim, datapath.rows, params.bc
-    for name, array in (("q", q), ("k", k), ("v", v)):
-        if array.dtype != np.int16 or array.shape != (seq, dim):
-            raise SpecError(f"{name} is {array.dtype} {array.shape}; allowed: int16 ({seq}, {dim})")
-    m = np.full((seq, 1), INT32_MIN, dtype=np.int64)  # running max of z per query row, Q15.16
-    l = np.zeros((seq, 1), dtype=np.int64)  # running sum of p, Q15 units (< 2³⁰: never overflows its 32 bits)
-    acc = np.zeros((seq, dim), dtype=np.int64)  # the 48-bit output accumulators A
+    for name, array, want in (("q", q, None), ("k", k, seq), ("v", v, seq)):
+        if array.dtype != np.int16 or array.ndim != 2 or array.shape[1] != dim or (
+                want is not None and array.shape[0] != want):
+            raise SpecError(f"{name} is {array.dtype} {array.shape}; allowed: int16 "
+                            f"({want if want is not None else 'rows'}, {dim})")
+    nrows = q.shape[0]
+    if nrows < 1 or row0 < 0 or row0 + nrows > seq:
+        raise SpecError(f"query rows {row0}..{row0 + nrows - 1} are outside 0..{seq - 1} (seq={seq})")
+    m = np.full((nrows, 1), INT32_MIN, dtype=np.int64)  # running max of z per query row, Q15.16
+    l = np.zeros((nrows, 1), dtype=np.int64)  # running sum of p, Q15 units (< 2³⁰: never overflows its 32 bits)
+    acc = np.zeros((nrows, dim), dtype=np.int64)  # the 48-bit output accumulators A
     rescales = overflows = 0
-    query = np.arange(seq)[:, None]
-    for j0 in range(0, seq, bc):
-        j1 = min(j0 + bc, seq)
-        first = (j0 // rows) * rows if params.causal else 0  # first row of the first tile that sees key j0
-        live = slice(first, seq)
+    query = np.arange(row0, row0 + nrows)[:, None]  # (rows, 1) each row's position among the keys
+    key_end = row0 + nrows if params.causal else seq  # keys past the last row's own position are masked for all
+    for j0 in range(0, key_end, bc):
+        j1 = min(j0 + bc, key_end)
+        # first row of the first tile that sees key j0 (tiles of R rows from the head's first query)
+        first = (max(j0 - row0, 0) // rows) * rows if params.causal else 0
+        live = slice(first, nrows)
         # QKᵀ on the array: (rows, d) @ (d, keys) per tile, the tiles side by side, the keys in ⌈Bc/C⌉ column folds
         scores, spilled = accumulate(q[live], k[j0:j1].T, datapath.acc_bits, datapath.overflow)
         overflows += spilled

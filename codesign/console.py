@@ -144,3 +144,15 @@ class Progress:
     def __exit__(self, *exc) -> None:
         if self.bar is not None or exc[0] is None:  # an interrupted count in a log: guard's line says it stopped
             self.close()
+
+
+
+def problem_text(problem, join: str = " ") -> str:
+    """A problem's shape as the codesign commands print it: 'B 1 H 32/8 N 8192 q_len 1 d 128 causal' (K/V heads and
+    q_len only where they differ from heads and seq), its parts separated by `join`."""
+    heads = f"H {problem.heads}" + (f"/{problem.kv_heads}" if problem.kv_heads is not None else "")
+    parts = [f"B {problem.batch}", heads, f"N {problem.seq}"]
+    if problem.q_len is not None:
+        parts.append(f"q_len {problem.q_len}")
+    parts.append(f"d {problem.dim}")
+    return join.join(parts) + (f"{join.rstrip()} causal" if problem.causal else "")

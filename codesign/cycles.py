@@ -48,7 +48,7 @@ class HeadCycles:
     """One head on one datapath: total cycles, per-stage figures, DRAM stalls, and the traffic per operand."""
 
     datapath: Datapath
-    seq: int
+    seq: int  # keys (the KV cache's length)
     dim: int
     causal: bool
     bc: int  # keys per block (the contract's)
@@ -58,6 +58,8 @@ class HeadCycles:
     traffic: dict[str, int]  # see TRAFFIC_KEYS
     useful_macs: int  # the MACs of the unmasked (query, key) pairs, both GEMMs
     buffering: dict[str, str]  # per buffer: "double", "single" or "resident"
+    queries: int  # query rows: seq for self-attention, q_len for decode (the array's M)
+    shared_kv: bool  # K and V were on chip already (a later query head of a group): none loaded from DRAM
 
     @property
     def latency_s(self) -> float:
@@ -162,16 +164,18 @@ class _Tiles:
     kinds: list[tuple[int, int, bool, np.ndarray]]  # (rows, keys, first block, (tiles,) such steps of each tile)
 
 
-def _tiles(dp: Datapath, seq: int, causal: bool, bc: int) -> _Tiles:
-    """The tiles and their steps. A tile's first step (block 0, no rescale) has min(Bc, seq) keys; its later steps
-    are full blocks and, where it reaches it, the short last block."""
+def _tiles(dp: Datapath, seq: int, queries: int, causal: bool, bc: int) -> _Tiles:
+    """The tiles of the head's `queries` rows (the contract's rows seq − queries .. seq − 1) and their steps. A
+    tile's first step (block 0, no rescale) has min(Bc, seq) keys; its later steps are full blocks and, where it
+    reaches it, the short last block. A causal tile visits the blocks up to its last row's own key."""
     R, Bc = dp.rows, bc
-    tiles = -(-seq // R)
+    row0 = seq - queries  # the first query's position: bottom-right alignment
+    tiles = -(-queries // R)
     blocks = -(-seq // Bc)
     last_keys = seq - (blocks - 1) * Bc  # keys in the last block (Bc when seq is a multiple of Bc)
     t = np.arange(tiles)
-    tile_rows = np.minimum(R, seq - t * R)
-    visited = -(-np.minimum(seq, t * R + tile_rows) // Bc) if causal else np.full(tiles, blocks)
+    tile_rows = np.minimum(R, queries - t * R)
+    visited = -(-np.minimum(seq, row0 + t * R + tile_rows) // Bc) if causal else np.full(tiles, blocks)
     partial = (visited == blocks) & (last_keys < Bc)  # the tile visits the short last block
     full = visited - partial
     first_keys = min(Bc, seq)
@@ -240,20 +244,23 @@ class _Dram:
 
 
 def _dram(dp: Datapath, seq: int, dim: int, bc: int, tiles: _Tiles, buffers: _Buffers,
-          compute: np.ndarray) -> _Dram:
+          compute: np.ndarray, shared_kv: bool) -> _Dram:
     """DRAM, every byte charged once. Before anything computes (prologue): tile 0's Q and the first K, V block.
     During tile t: its other K, V blocks (each block once per head when resident), the next tile's Q and the
     previous tile's O; each overlaps the tile's compute when its buffer is double, else adds to it. After the last
-    tile (epilogue): its O."""
+    tile (epilogue): its O. With `shared_kv` (K and V resident from the group's earlier query head) no K or V
+    moves."""
     bw = dp.dram_bytes_per_cycle
     kv_keys = np.minimum(tiles.visited * bc, seq)  # keys of the blocks the tile visits
     q_bytes = tiles.rows * dim * WORD_BYTES
     o_bytes = tiles.rows * (dim * WORD_BYTES + SHIFT_BYTES)  # the tile's output: d Q15 words and g per row
-    if buffers.resident:  # each block is loaded once, by the first tile that visits it, and stays
+    if shared_kv:
+        kv_bytes = np.zeros_like(kv_keys)
+    elif buffers.resident:  # each block is loaded once, by the first tile that visits it, and stays
         kv_bytes = 2 * np.diff(kv_keys, prepend=0) * dim * WORD_BYTES
     else:
         kv_bytes = 2 * kv_keys * dim * WORD_BYTES
-    first_kv = 2 * tiles.first_keys * dim * WORD_BYTES
+    first_kv = 0 if shared_kv else 2 * tiles.first_keys * dim * WORD_BYTES
     kv_during = kv_bytes.copy()
     kv_during[0] -= first_kv
     q_next = np.append(q_bytes[1:], 0)
@@ -275,40 +282,118 @@ def _divider(dp: Datapath, dim: int, tiles: _Tiles, o_double: bool, tile_time: n
     busy = int(divide.sum())
     # double: tile t's divisions run beside tile t+1's steps
     exposed = int(np.maximum(divide[:-1] - tile_time[1:], 0).sum()) + int(divide[-1]) if o_double else busy
-    divisions = int(tiles.rows.sum()) * dim  # seq · d
+    divisions = int(tiles.rows.sum()) * dim  # queries · d
     return Stage(busy, divisions, divisions * dp.div_latency / (busy * dp.dividers)), exposed
 
 
-def _traffic(seq: int, dim: int, steps: dict[str, int], kv_bytes: np.ndarray) -> dict[str, int]:
+def _traffic(queries: int, dim: int, steps: dict[str, int], kv_bytes: np.ndarray) -> dict[str, int]:
     """Every traffic counter: the steps' on-chip counts, plus DRAM, the buffers' writes and the divisions."""
     counts = dict(steps)
-    divisions = seq * dim
+    divisions = queries * dim
     dram_kv = int(kv_bytes.sum()) // 2
-    counts.update(dram_read_q_bytes=seq * dim * WORD_BYTES, dram_read_k_bytes=dram_kv, dram_read_v_bytes=dram_kv,
-                  dram_write_o_bytes=seq * (dim * WORD_BYTES + SHIFT_BYTES), sram_write_q=seq * dim,
+    counts.update(dram_read_q_bytes=queries * dim * WORD_BYTES, dram_read_k_bytes=dram_kv,
+                  dram_read_v_bytes=dram_kv, dram_write_o_bytes=queries * (dim * WORD_BYTES + SHIFT_BYTES),
+                  sram_write_q=queries * dim,
                   sram_write_k=dram_kv // WORD_BYTES, sram_write_v=dram_kv // WORD_BYTES,
                   sram_read_o=divisions, divisions=divisions)
     counts["acc_reads"] += 2 * divisions  # each accumulator read by the peak pass and by its division
     return counts
 
 
-def head_cycles(dp: Datapath, seq: int, dim: int, causal: bool, bc: int = BC) -> HeadCycles:
-    """The cycle and traffic model of one head (seq × dim, key blocks of `bc`) on `dp`; SpecError when a buffer
-    cannot hold one tile or block.
+def head_cycles(dp: Datapath, seq: int, dim: int, causal: bool, bc: int = BC, queries: int | None = None,
+                shared_kv: bool = False) -> HeadCycles:
+    """The cycle and traffic model of one head (`queries` rows, default seq, against seq keys of dim; key blocks of
+    `bc`) on `dp`; SpecError when a buffer cannot hold one tile or block. The rows are the contract's last ones
+    (seq − queries .. seq − 1: a decode step's causal mask aligned to the bottom right), tiled R at a time onto the
+    array's rows. `shared_kv`: K and V are already resident (a later query head of a group; only when they fit).
     The stages' closed forms (array and softmax unit per step, DRAM per tile, dividers per tile) summed: the
     prologue, the first step's softmax (the fill), every tile's time, the dividers' exposed cycles, the epilogue."""
     check_int("seq", seq, 1, SEQ_MAX)
     check_int("dim", dim, 1, DIM_MAX)
     check_int("bc", bc, 1, MODEL_BC_MAX)
+    queries = seq if queries is None else check_int("q_len", queries, 1, seq)
     buffers = _buffers(dp, seq, dim, bc)
-    tiles = _tiles(dp, seq, causal, bc)
+    if shared_kv and not buffers.resident:
+        raise SpecError(f"K and V of seq {seq}, dim {dim} do not fit the K/V buffers "
+                        f"({min(dp.k_buffer_kb, dp.v_buffer_kb):g} KB each): they cannot stay on chip for a group")
+    tiles = _tiles(dp, seq, queries, causal, bc)
     compute = _compute(dp, dim, tiles)
-    dram = _dram(dp, seq, dim, bc, tiles, buffers, compute.per_tile)
+    dram = _dram(dp, seq, dim, bc, tiles, buffers, compute.per_tile, shared_kv)
     divider, divider_exposed = _divider(dp, dim, tiles, buffers.o_double, dram.tile_time)
     stall = dram.prologue + int((dram.tile_time - compute.per_tile).sum()) + dram.epilogue
     cycles = dram.prologue + compute.fill + int(dram.tile_time.sum()) + divider_exposed + dram.epilogue
-    pairs = seq * (seq + 1) // 2 if causal else seq * seq
+    row0 = seq - queries
+    # unmasked (query, key) pairs: query i (0-based) sees keys 0 .. row0 + i when causal
+    pairs = queries * row0 + queries * (queries + 1) // 2 if causal else queries * seq
     stages = {"array": compute.array, "softmax": compute.softmax, "divider": divider}
     return HeadCycles(dp, seq, dim, causal, bc, cycles, stall, stages,
-                      _traffic(seq, dim, compute.counts, dram.kv_bytes),
-                      2 * pairs * dim, buffers.names)
+                      _traffic(queries, dim, compute.counts, dram.kv_bytes),
+                      2 * pairs * dim, buffers.names, queries, shared_kv)
+
+
+@dataclass(frozen=True)
+class ProblemCycles:
+    """A whole problem on one datapath: batch × kv_heads groups, each of G = heads / kv_heads query heads run one
+    after another against one K/V head. The group's first query head loads K and V; the later ones find them on
+    chip when the K/V buffers hold all of them (resident), else they read them again (`later` has the traffic
+    either way). Totals are the first head's plus G − 1 later heads', times the groups."""
+
+    first: HeadCycles  # a group's first query head (also every head when G = 1)
+    later: HeadCycles | None  # each later query head of a group; None when G = 1
+    groups: int  # batch × kv_heads
+    group: int  # G, query heads per K/V head
+
+    @property
+    def heads(self) -> int:
+        return self.groups * self.group
+
+    def _total(self, value) -> int:
+        later = 0 if self.later is None else (self.group - 1) * value(self.later)
+        return self.groups * (value(self.first) + later)
+
+    @property
+    def cycles(self) -> int:
+        return self._total(lambda head: head.cycles)
+
+    @property
+    def stall_cycles(self) -> int:
+        return self._total(lambda head: head.stall_cycles)
+
+    @property
+    def useful_macs(self) -> int:
+        return self._total(lambda head: head.useful_macs)
+
+    @property
+    def traffic(self) -> dict[str, int]:
+        """Every counter of TRAFFIC_KEYS summed over the problem's heads."""
+        return {name: self._total(lambda head, name=name: head.traffic[name]) for name in TRAFFIC_KEYS}
+
+    @property
+    def dram_bytes(self) -> int:
+        t = self.traffic
+        return t["dram_read_q_bytes"] + t["dram_read_k_bytes"] + t["dram_read_v_bytes"] + t["dram_write_o_bytes"]
+
+    @property
+    def kv_shared(self) -> bool:
+        """Whether a group's later query heads reuse its K/V head from the buffers (K and V read once per group)."""
+        return self.later is not None and self.later.shared_kv
+
+    @property
+    def utilisation(self) -> float:
+        """Useful MACs over what the array could do in the problem's cycles."""
+        return self.useful_macs / (self.cycles * self.first.datapath.rows * self.first.datapath.cols)
+
+
+def problem_cycles(dp: Datapath, seq: int, dim: int, causal: bool, bc: int = BC, queries: int | None = None,
+                   heads: int = 1, kv_heads: int | None = None, batch: int = 1) -> ProblemCycles:
+    """The cycle and traffic model of batch × heads heads of `queries` rows against seq keys, kv_heads K/V heads
+    (default heads; it must divide heads), one head after another with each group's query heads together."""
+    kv_heads = heads if kv_heads is None else kv_heads
+    if kv_heads < 1 or heads % kv_heads:
+        raise SpecError(f"kv_heads={kv_heads} does not divide heads={heads}; allowed: a divisor of {heads}")
+    first = head_cycles(dp, seq, dim, causal, bc, queries)
+    group = heads // kv_heads
+    later = None
+    if group > 1:
+        later = head_cycles(dp, seq, dim, causal, bc, queries, shared_kv=first.buffering["kv"] == "resident")
+    return ProblemCycles(first, later, batch * kv_heads, group)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from codesign.cycles import TRAFFIC_KEYS, head_cycles
+from codesign.cycles import TRAFFIC_KEYS, problem_cycles
 from codesign.datapath import (ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, DATAFLOWS, OVERFLOWS, Datapath)
 from codesign.energy import area, head_energy, leakage_w
 from codesign.technology import Band, GateCalibration, Technology, default_gates
@@ -163,7 +163,9 @@ class Exploration:
 
 
 def _cycle_table(problem: AttentionProblem, space: dict, progress) -> dict[str, np.ndarray]:
-    """One row per cycle configuration: its parameters, cycles, utilisation, traffic, and '' or why it cannot run."""
+    """One row per cycle configuration: its parameters, the whole problem's cycles, utilisation and traffic (every
+    head, a group's query heads sharing their K/V head where it stays on chip: codesign/cycles.py problem_cycles),
+    and '' or why it cannot run."""
     rows: dict[str, list] = {k: [] for k in ("rows", "cols", "dataflow", "exp_lanes", "dividers", "div_latency",
                                              "q_kb", "k_kb", "v_kb", "o_kb", "clock_hz", "dram_gbps", "cycles",
                                              "utilisation", "stall_cycles", "skipped", *TRAFFIC_KEYS)}
@@ -174,9 +176,10 @@ def _cycle_table(problem: AttentionProblem, space: dict, progress) -> dict[str, 
                       q_buffer_kb=buffers[0], k_buffer_kb=buffers[1], v_buffer_kb=buffers[2], o_buffer_kb=buffers[3],
                       dram_bytes_per_cycle=max(gbps * 1e9 / clock, 0.001), clock_hz=clock)
         try:
-            head = head_cycles(dp, problem.seq, problem.dim, problem.causal)
-            values = {"cycles": head.cycles, "utilisation": head.utilisation, "stall_cycles": head.stall_cycles,
-                      "skipped": "", **head.traffic}
+            model = problem_cycles(dp, problem.seq, problem.dim, problem.causal, BC, problem.queries, problem.heads,
+                                   problem.kv_head_count, problem.batch)
+            values = {"cycles": model.cycles, "utilisation": model.utilisation, "stall_cycles": model.stall_cycles,
+                      "skipped": "", **model.traffic}
         except SpecError as exc:
             values = {"cycles": 0, "utilisation": 0.0, "stall_cycles": 0, "skipped": str(exc),
                       **dict.fromkeys(TRAFFIC_KEYS, 0)}
@@ -194,9 +197,10 @@ def _cycle_table(problem: AttentionProblem, space: dict, progress) -> dict[str, 
 def bit_labels(problem: AttentionProblem, widths: list[int], overflows: list[str], seed: int = 0,
                bc: int = BC) -> dict[tuple[int, str], tuple[str, float]]:
     """(acc_bits, overflow) → (bit_exact label, rel-L2 against the float64 golden), measured on one seeded N(0,1)
-    head of min(seq, 256) keys at the contract's Bc: 'all inputs' at or above the exact width (the rel-L2 is then the
-    contract's own, its v2 outputs with their row shifts), else 'probe' when the probe's output is still bit-exact,
-    else 'no'. No array shape enters: the bits of every R×C are the same at one Bc (codesign/bits.py)."""
+    head of min(seq, 256) keys at the contract's Bc, its last min(q_len, that) rows as the queries (a decode
+    problem's probe is a decode head): 'all inputs' at or above the exact width (the rel-L2 is then the contract's
+    own, its v2 outputs with their row shifts), else 'probe' when the probe's output is still bit-exact, else 'no'.
+    No array shape enters: the bits of every R×C are the same at one Bc (codesign/bits.py)."""
     from codesign.bits import run_head
     from codesign.widths import inputs, predicted_width
     from host import q15
@@ -204,9 +208,10 @@ def bit_labels(problem: AttentionProblem, widths: list[int], overflows: list[str
 
     seq = min(problem.seq, PROBE_SEQ_MAX)
     q, k, v = inputs("normal", seq, problem.dim, seed)
+    q = q[seq - min(problem.queries, seq):]  # (q_len, d): the head's last rows, as a decode head's queries are
     gold = attention(q[None, None], k[None, None], v[None, None], problem.causal, np.float64)[0, 0]
-    probe = AttentionProblem(batch=1, heads=1, seq=seq, dim=problem.dim, causal=problem.causal, dtype="q15",
-                             seed=seed)
+    probe = AttentionProblem(batch=1, heads=1, seq=seq, q_len=len(q), dim=problem.dim, causal=problem.causal,
+                             dtype="q15", seed=seed)
     labels = {}
     quantized = q15.prepare(probe, *(x[None, None] for x in (q, k, v)), bc)
     expected = quantized.expected()
@@ -217,7 +222,8 @@ def bit_labels(problem: AttentionProblem, widths: list[int], overflows: list[str
         if bits >= exact_bits:
             labels[bits, overflow] = ("all inputs", contract)
             continue
-        head = run_head(*quantized.head(0, 0), quantized.params, Datapath(acc_bits=bits, overflow=overflow))
+        head = run_head(*quantized.head(0, 0), quantized.params, Datapath(acc_bits=bits, overflow=overflow),
+                        quantized.row0)
         exact = head.out.same_bits(head_expected)
         labels[bits, overflow] = ("probe" if exact else "no", errors(quantized.dequantize(head.out), gold).rel_l2)
     return labels
@@ -239,20 +245,20 @@ def synthesis_area(tech: Technology, gates: GateCalibration, units: dict[str, Ba
 
 def explore(problem: AttentionProblem, space: dict, tech: Technology, progress=None,
             gates: GateCalibration | None = None) -> Exploration:
-    """Every operating point of `space` for `problem` (heads run one after another on the one datapath); the area
+    """Every operating point of `space` for `problem` (heads run one after another on the one datapath, the cycle
+    table's figures already the whole problem's); the area
     from the table (`area_mm2`, the default) and from the gate calibration (`synth_area_mm2`; default the shipped
     codesign/rtl_gates.toml)."""
     start = time.perf_counter()
     gates = gates or default_gates()
     table = _cycle_table(problem, space, progress)
     cols = _every_point(table, space)
-    heads = problem.batch * problem.heads
     ok = cols["skipped"] == ""
-    latency = np.where(ok, cols["cycles"] * heads / cols["clock_hz"], np.nan)
+    latency = np.where(ok, cols["cycles"] / cols["clock_hz"], np.nan)
     buffers = (cols["q_kb"], cols["k_kb"], cols["v_kb"], cols["o_kb"])
     units = area(tech, cols["rows"], cols["cols"], cols["acc_bits"], cols["exp_lanes"], cols["dividers"], buffers,
                  cols["node_nm"])
-    energy_low, energy_high, shares = _energy(tech, cols, space, units, heads, latency, ok)
+    energy_low, energy_high, shares = _energy(tech, cols, space, units, latency, ok)
     synth = synthesis_area(tech, gates, units, cols["rows"], cols["cols"], cols["acc_bits"], cols["overflow"],
                            cols["exp_lanes"], cols["dividers"], cols["node_nm"])
     label, rel_l2 = _bit_columns(problem, space, cols)
@@ -291,7 +297,7 @@ def _every_point(table: dict[str, np.ndarray], space: dict) -> dict[str, np.ndar
     return cols
 
 
-def _energy(tech: Technology, cols: dict, space: dict, units: dict, heads: int, latency: np.ndarray,
+def _energy(tech: Technology, cols: dict, space: dict, units: dict, latency: np.ndarray,
             ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """(low, high) energy per inference in J (NaN where the point cannot run), and each part's energy from the
     geometric means of the bands (for its share)."""
@@ -305,10 +311,10 @@ def _energy(tech: Technology, cols: dict, space: dict, units: dict, heads: int, 
     shares = {part: np.zeros(points) for part in ("array", "buffers", "softmax", "score", "dividers", "dram")}
     for kind, parts in dynamic.items():
         here = cols["dram"] == kind
-        energy_low[here] = (parts["total"].low * heads * 1e-12)[here]
-        energy_high[here] = (parts["total"].high * heads * 1e-12)[here]
+        energy_low[here] = (parts["total"].low * 1e-12)[here]  # the traffic is the whole problem's
+        energy_high[here] = (parts["total"].high * 1e-12)[here]
         for part, share in shares.items():
-            share[here] = (parts[part].mid * heads * 1e-12)[here]
+            share[here] = (parts[part].mid * 1e-12)[here]
     leak = leakage_w(tech, units, buffers, cols["rows"], cols["cols"], node)
     shares["leakage"] = leak.mid * latency
     energy_low = np.where(ok, energy_low + leak.low * latency, np.nan)

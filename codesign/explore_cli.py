@@ -1,12 +1,13 @@
-"""`python -m codesign explore --seq 1024 --dim 64 --heads 16 [--causal 0|1|both] [--space space.toml]
-[--results DIR ...] [--out DIR]`: run the operating-point explorer (codesign/explore.py) and write OUT/points.csv
-(every point), OUT/front.csv (the Pareto fronts, also printed), OUT/sensitivity.csv, OUT/energy_latency.png (energy
-per inference against latency, area as colour, the front drawn, the --results rows marked) and OUT/efficiency.png
+"""`python -m codesign explore --seq 1024 --dim 64 --heads 16 [--q-len Q] [--kv-heads H] [--causal 0|1|both] [--space
+space.toml] [--results DIR ...] [--out DIR]`, or `--workload NAME` (host/workloads.toml, in place of the shape options;
+`--workload list` prints the table): run the operating-point explorer (codesign/explore.py) and write OUT/points.csv
+(every point), OUT/front.csv (the Pareto fronts, also printed), OUT/sensitivity.csv, OUT/energy_latency.png (energy per
+inference against latency, area as colour, the front drawn, the --results rows marked) and OUT/efficiency.png
 (throughput per mm² against energy efficiency, one colour per node). OUT defaults to reports/latest/explore
-(git-ignored). Progress goes to stderr stage by stage, in a log as on a terminal; the report prints the machine's
-load and a matmul anchor beside the time it took. One sweep writes into a folder at a time (OUT/.kbench.lock, shared
-with host.compare and kernels.sweep: host/out_lock.py, holds its PID, host and tool); the lock of a run that no
-longer runs is taken over, saying so in one line.
+(git-ignored). Progress goes to stderr stage by stage, in a log as on a terminal; the report prints the machine's load
+and a matmul anchor beside the time it took. One sweep writes into a folder at a time (OUT/.kbench.lock, shared with
+host.compare and kernels.sweep: host/out_lock.py, holds its PID, host and tool); the lock of a run that no longer runs
+is taken over, saying so in one line.
 Exit status: 0 written; 1 a failure while working (a file, another sweep holding OUT); 2 bad arguments (one
 `kbench: error:` line); 130 interrupted (Ctrl-C) and 143 terminated (SIGTERM), each one line, nothing of the
 interrupted run written and the lock released.
@@ -22,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from codesign.console import Progress, joules, machine, say, seconds
+from codesign.console import Progress, joules, machine, problem_text, say, seconds
 from codesign.explore import SWEPT, explore, fronts, load_space, sensitivity, space_size
 from codesign.explore_plots import nothing_exact, plot_efficiency, plot_energy_latency
 from codesign.measured import MeasuredPoint, load
-from codesign.options import add_causal_option, causal_masks
+from codesign.options import add_shape_options, listed, problems_of
 from codesign.technology import GateCalibration, Technology
 from host.cli_common import Parser, folder, guard, integer, output_folder, terminate_on_sigterm
 from host.errors import KbenchError, SpecError
@@ -175,7 +176,7 @@ def build_parser() -> Parser:
     parser.add_argument("--heads", type=integer("heads", *LIMITS["heads"]), default=16,
                         help="heads, run one after another on the datapath (default 16)")
     parser.add_argument("--batch", type=integer("batch", *LIMITS["batch"]), default=1, help="batch (default 1)")
-    add_causal_option(parser)
+    add_shape_options(parser)
     parser.add_argument("--space", type=Path, help="TOML file of space keys replacing the defaults "
                         "(default: codesign/explore.py DEFAULT_SPACE, which lists them)")
     parser.add_argument("--technology", type=Path, help="per-action table (default codesign/technology.toml)")
@@ -191,8 +192,7 @@ def build_parser() -> Parser:
 
 
 def _describe(problem: AttentionProblem) -> str:
-    return (f"B {problem.batch} H {problem.heads} N {problem.seq} d {problem.dim}"
-            f"{' causal' if problem.causal else ''}")
+    return problem_text(problem)
 
 
 def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Technology, gates: GateCalibration,
@@ -238,9 +238,11 @@ def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Techno
 
 def main(argv: list[str]) -> int:
     terminate_on_sigterm()  # a killed explore releases its lock and temporary files, as Ctrl-C does
-    args = build_parser().parse_args(argv)
-    problems = [AttentionProblem(batch=args.batch, heads=args.heads, seq=args.seq, dim=args.dim, causal=causal,
-                                 dtype="q15") for causal in causal_masks(args.causal)]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if listed(args):
+        return 0
+    problems = problems_of(args, parser)
     tech = Technology.load(args.technology)
     gates = GateCalibration.load(args.gates)
     space = load_space(args.space, tech)

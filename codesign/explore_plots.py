@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from codesign.measured import MeasuredPoint
+from codesign.console import problem_text
 from host.problem import AttentionProblem
 
 #: target → (marker, colour) of its rows; large, black-edged.
@@ -51,8 +52,7 @@ def title(what: str, problem: AttentionProblem, placed: list[MeasuredPoint]) -> 
     """'ASIC operating points (modelled) beside measured targets: …', the targets said only when placed."""
     kinds = " and ".join(sorted({point.kind for point in placed}))
     beside = f" beside {kinds} targets" if placed else ""
-    return (f"{what}: ASIC operating points (modelled){beside}\nB {problem.batch}, H {problem.heads}, "
-            f"N {problem.seq}, d {problem.dim}{', causal' if problem.causal else ''}")
+    return f"{what}: ASIC operating points (modelled){beside}\n{problem_text(problem, ', ')}"
 
 
 def nothing_exact(columns) -> str:

@@ -3,8 +3,9 @@ their latency and energy per inference and where each figure came from. A row's 
 DWT cycles of a board, wall clock) or modelled (the board twin's cycle model): its timing_source says which, and
 `MeasuredPoint.kind` carries it to every label.
 
-A row is taken when it is `ok`, has energy_j, and matches the problem (batch, heads, seq, dim, causal); every other
-row is counted with the reason it was left out, so a plot never silently lacks a target.
+A row is taken when it is `ok`, has energy_j, and matches the problem (batch, heads, seq, dim, causal, and q_len and
+kv_heads: a decode row never stands beside a prefill problem, nor a grouped one beside heads with K/V heads of their
+own); every other row is counted with the reason it was left out, so a plot never silently lacks a target.
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ def _label(row) -> str:
     return " ".join(dict.fromkeys((device, row.kernel, row.dtype)))
 
 
+def _shape(q_len: int | None, kv_heads: int | None) -> str:
+    """'q_len 1, kv_heads 8', 'q_len seq, kv_heads heads' (None: the square default)."""
+    return f"q_len {'seq' if q_len is None else q_len}, kv_heads {'heads' if kv_heads is None else kv_heads}"
+
+
 def load(folders: list[Path], problem: AttentionProblem) -> tuple[list[MeasuredPoint], list[str]]:
     """The matching rows of each folder's results.csv, and one line per reason rows were left out (with counts)."""
     points: list[MeasuredPoint] = []
@@ -64,7 +70,10 @@ def load(folders: list[Path], problem: AttentionProblem) -> tuple[list[MeasuredP
         for row in rows:
             shape = (row.batch, row.heads, row.seq, row.dim, bool(row.causal))
             wanted = (problem.batch, problem.heads, problem.seq, problem.dim, problem.causal)
+            # None in both: seq queries and a K/V head per query head (results schema 6 writes them so)
             reason = ("another problem" if shape != wanted else
+                      f"another q_len or kv_heads than the problem's ({_shape(problem.q_len, problem.kv_heads)})"
+                      if (row.q_len, row.kv_heads) != (problem.q_len, problem.kv_heads) else
                       f"status {row.status}" if row.status != "ok" else
                       f"{row.target} row without energy_j" if row.energy_j is None else
                       "no latency" if row.p50_ms is None else

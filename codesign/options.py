@@ -1,7 +1,8 @@
 """Command-line options that describe a `Datapath`, shared by `python -m codesign run` (one datapath) and the asic
 target of host.compare (prefixed --asic-…, where the array, dataflow and accumulator width take lists: each
-combination is one kernel of the sweep); and `--causal {0,1,both}`, in host.compare's form, for every codesign
-command that takes a causal mask."""
+combination is one kernel of the sweep); `--causal {0,1,both}`, in host.compare's form, for every codesign
+command that takes a causal mask; and `--q-len`, `--kv-heads` and `--workload NAME|list` (host/workloads.py's table
+and lookup) for the commands that take a problem (`run`, `explore`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import itertools
 
 from codesign.datapath import ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, DATAFLOWS, OVERFLOWS, Datapath, array_shape
 from host.cli_common import integer, int_list, name_list, real
+from host.errors import SpecError
+from host.problem import LIMITS, AttentionProblem
 from host.q15 import BC
 
 DEFAULT = Datapath()
@@ -98,6 +101,52 @@ def add_causal_option(group, default: str = "0") -> None:
 def causal_masks(value: str) -> tuple[bool, ...]:
     """The masks a --causal value stands for: (False,), (True,) or (False, True)."""
     return CAUSAL[value]
+
+
+#: The options a named workload sets (flag, argparse dest): refused beside --workload, as host.compare does.
+SHAPE_OPTIONS = (("--seq", "seq"), ("--dim", "dim"), ("--heads", "heads"), ("--batch", "batch"), ("--q-len", "q_len"),
+                 ("--kv-heads", "kv_heads"), ("--causal", "causal"))
+
+
+def add_shape_options(group) -> None:
+    """--q-len, --kv-heads, --causal and --workload on `group` (beside the command's --seq, --dim, --heads, --batch;
+    parsed by `problems_of`)."""
+    group.add_argument("--q-len", type=integer("q-len", *LIMITS["seq"]), default=None,
+                       help="queries per head against the seq keys of a KV cache, the array's M (1: one decode step; "
+                            "default: seq, self-attention)")
+    group.add_argument("--kv-heads", type=integer("kv-heads", *LIMITS["heads"]), default=None,
+                       help="K/V heads, dividing --heads: grouped-query attention (default: --heads)")
+    add_causal_option(group)
+    group.add_argument("--workload", metavar="NAME", default=None,
+                       help="a named workload's shape (a model's heads, K/V heads, head dim and masking at a stated "
+                            "context, q_len and batch: host/workloads.toml) in place of the shape options; 'list' "
+                            "prints them")
+
+
+def listed(args: argparse.Namespace) -> bool:
+    """Print the workload table and say so when the command is `--workload list`."""
+    if args.workload is None or args.workload.strip() != "list":
+        return False
+    from host.workloads import listing
+
+    print(listing())
+    return True
+
+
+def problems_of(args: argparse.Namespace, parser: argparse.ArgumentParser, seed: int = 0) -> list[AttentionProblem]:
+    """The Q15 problems the options describe: a --workload's (host/workloads.py's lookup, whose error names the known
+    workloads), or the shape options' for each --causal mask."""
+    if args.workload is not None:
+        from host.workloads import named
+
+        given = [flag for flag, dest in SHAPE_OPTIONS if getattr(args, dest) != parser.get_default(dest)]
+        if given:
+            raise SpecError(f"--workload sets the problem's shape; drop {', '.join(given)} (or drop --workload)")
+        (workload,) = named([args.workload.strip()])
+        return [workload.problem.with_(dtype="q15", seed=seed)]
+    return [AttentionProblem(batch=args.batch, heads=args.heads, seq=args.seq, dim=args.dim, causal=causal,
+                             q_len=args.q_len, kv_heads=args.kv_heads, dtype="q15", seed=seed)
+            for causal in causal_masks(args.causal)]
 
 
 def _buffer_sizes(d: Datapath) -> tuple[float, float, float, float]:

@@ -19,11 +19,11 @@ from host import q15
 from host.q15 import DIM_MAX, SEQ_MAX
 from host.target_api import Inputs
 
-from codesign.console import Progress
+from codesign.console import Progress, problem_text
 from codesign.cycles import head_cycles
 from codesign.datapath import OUTPUT_ACC_BITS, Datapath
-from codesign.evaluate import Evaluation, evaluate
-from codesign.options import add_causal_option, add_datapath_options, causal_masks, datapaths
+from codesign.evaluate import Evaluation, evaluate, mapping_note
+from codesign.options import add_datapath_options, add_shape_options, datapaths, listed, problems_of
 
 
 def build_parser() -> Parser:
@@ -33,7 +33,7 @@ def build_parser() -> Parser:
     problem.add_argument("--dim", type=integer("dim", 1, DIM_MAX), default=64, help="head dimension (default 64)")
     problem.add_argument("--heads", type=integer("heads", 1, 256), default=1, help="heads (default 1)")
     problem.add_argument("--batch", type=integer("batch", 1, 64), default=1, help="batch (default 1)")
-    add_causal_option(problem)
+    add_shape_options(problem)
     problem.add_argument("--seed", type=integer("seed", 0, 2**32 - 1), default=0, help="input seed (default 0)")
     problem.add_argument("--bc", type=integer("bc", 1, q15.MODEL_BC_MAX), default=q15.BC,
                          help=f"keys per block (default the contract's {q15.BC}; --rtl needs the array's columns)")
@@ -61,6 +61,9 @@ def rtl_plan(problem: AttentionProblem, dp: Datapath, bc: int = q15.BC) -> str:
 
     if dp.dataflow != "os":
         raise SpecError(f"--rtl: dataflow={dp.dataflow!r} has no RTL array; allowed: os")
+    if problem.q_len is not None:
+        raise SpecError(f"--rtl: q_len={problem.q_len} of seq={problem.seq}: the RTL's head engine runs a head's every "
+                        "query row (self-attention) only; allowed: no --q-len with --rtl")
     if dp.cols != bc:
         raise SpecError(f"--rtl: bc={bc} differs from the array's {dp.cols} columns; allowed: an array "
                         f"{dp.rows}x{bc} (the RTL folds no key block over its columns; the contract's Bc is {q15.BC}, "
@@ -116,23 +119,33 @@ def report(result: Evaluation) -> str:
     v = result.verdict
     bc = result.quantized.params.bc
     off_contract = "" if bc == q15.BC else f", not the contract's {q15.BC}"
+    model = result.model
+    per_head = (f"{head.cycles:,} per head, {head.stall_cycles:,} of them DRAM stalls" if model.later is None else
+                f"{head.cycles:,} for a group's first head, {model.later.cycles:,} for each of its "
+                f"{model.group - 1} later one(s); {model.stall_cycles:,} DRAM stall cycles in all")
+    mapping = mapping_note(model)
     lines = [
         f"datapath   {dp.name}: {dp.describe()}",
-        f"problem    B{p.batch} H{p.heads} N{p.seq} d{p.dim}{' causal' if p.causal else ''}: "
-        f"{result.heads} head(s) one after another",
-        f"cycles     {result.cycles:,} ({head.cycles:,} per head, {head.stall_cycles:,} of them DRAM stalls)",
+        f"problem    {problem_text(p)}: {result.heads} head(s) one after another"
+        + (f", the {model.group} query heads of each K/V head together" if model.group > 1 else ""),
+        *([f"mapping    {mapping}"] if mapping else []),
+        f"cycles     {result.cycles:,} ({per_head})",
         f"latency    {result.latency_s * 1e3:.4g} ms at {dp.clock_hz / 1e6:g} MHz (modelled)",
         f"throughput {p.flops() / result.latency_s / 1e9:.4g} GFLOP/s of "
-        f"{2 * dp.rows * dp.cols * dp.clock_hz / 1e9:.4g} peak; useful MACs {head.utilisation:.1%} of the array "
-        "over the head",
+        f"{2 * dp.rows * dp.cols * dp.clock_hz / 1e9:.4g} peak; useful MACs {model.utilisation:.1%} of the array "
+        "over the problem",
         f"buffers    Q {head.buffering['q']}, K/V {head.buffering['kv']}, O {head.buffering['o']}",
         "stage      busy cycles   operations   utilisation (of the stage's own capacity while busy)",
     ]
     for name, stage in head.stages.items():
         lines.append(f"  {name:<8} {stage.busy_cycles:>12,} {stage.operations:>12,}   {stage.utilisation:.1%}")
-    lines.append("traffic per head (DRAM in bytes; buffers and units in words or operations)")
+    lines.append("traffic per head (a group's first; DRAM in bytes; buffers and units in words or operations)"
+                 if model.later is not None else
+                 "traffic per head (DRAM in bytes; buffers and units in words or operations)")
     for name, value in head.traffic.items():
         lines.append(f"  {name:<20} {value:>14,}")
+    lines.append(f"DRAM       {result.dram_bytes:,} B over the problem (K and V "
+                 f"{model.traffic['dram_read_k_bytes'] + model.traffic['dram_read_v_bytes']:,} B)")
     lines += [
         f"bit_exact  {'yes' if v.bit_exact else 'no'} (host/q15.py at Bc={bc}{off_contract}, values and row shifts); "
         f"accumulator results that overflowed: {result.overflows} ({dp.acc_bits}-bit {dp.overflow} array, "
@@ -166,10 +179,12 @@ def run_problem(problem: AttentionProblem, datapath: Datapath, rtl: bool, bc: in
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if listed(args):
+        return 0
     (datapath,) = datapaths(args)
-    problems = [AttentionProblem(batch=args.batch, heads=args.heads, seq=args.seq, dim=args.dim, causal=causal,
-                                 dtype="q15", seed=args.seed) for causal in causal_masks(args.causal)]
+    problems = problems_of(args, parser, args.seed)
     if args.rtl:
         plans = [rtl_plan(problem, datapath, args.bc) for problem in problems]  # every problem refused or planned first
         print("\n".join(plans), file=sys.stderr)

@@ -5,7 +5,12 @@ A row carries the datapath's output judged like every Q15 row (bit-exact with ho
 host.q15.BC, whatever the array's shape, and within the contract's bound of the float64 golden), and its latency from
 the cycle model at the given clock, marked modelled: nothing here is measured on hardware. Its GFLOP/s and GB/s (of the
 datapath's modelled DRAM bytes) are RunContext.result's, over that modelled latency. The roof is the model's own: R×C
-MACs (2 operations each) per cycle and the DRAM interface's bytes per cycle."""
+MACs (2 operations each) per cycle and the DRAM interface's bytes per cycle.
+
+Every shape of the contract runs (`supports`): a decode problem's q_len queries are the array's M (one tile of
+q_len rows: a decode step of one query fills 1 of R rows of an output-stationary array), grouped K/V heads run their
+query heads one after another, each K/V head read once for its group when the K/V buffers hold it (else again for
+each query head); the row's message says which."""
 
 from __future__ import annotations
 
@@ -15,11 +20,11 @@ from dataclasses import dataclass
 
 from codesign.cycles import buffer_shortfall
 from codesign.datapath import Datapath
-from codesign.evaluate import evaluate
+from codesign.evaluate import evaluate, mapping_note
 from codesign.options import add_datapath_options, datapaths
 from host.errors import SpecError
 from host.problem import AttentionProblem
-from host.q15 import BC
+from host.q15 import BC, SEQ_MAX
 from host.results import Result
 from host.target_api import Inputs, RunOptions
 
@@ -69,6 +74,14 @@ def available(settings: Settings = Settings()) -> tuple[bool, str]:
     return True, f"codesign datapath model ({', '.join(kernels(settings))})"
 
 
+def supports(problem: AttentionProblem) -> tuple[bool, str]:
+    """Every shape within the Q15 contract's keys: self-attention, decode against a KV cache (q_len < seq) and grouped
+    K/V heads."""
+    if problem.seq > SEQ_MAX:
+        return False, f"seq={problem.seq} is past the Q15 contract's {SEQ_MAX} keys (host.q15.SEQ_MAX)"
+    return True, ""
+
+
 def device(settings: Settings | None = None, session: object = None) -> str:
     """What the rows ran on: the datapath when there is one, else the model in general."""
     if settings is not None and len(settings.datapaths) == 1:
@@ -90,8 +103,11 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
     ms = result.latency_s * 1e3
     stages = result.head.stages
     note = (f"modelled: array {stages['array'].utilisation:.0%} busy-utilised, softmax "
-            f"{stages['softmax'].utilisation:.0%}, overall {result.head.utilisation:.0%} of the array's MACs; "
-            f"DRAM stalls {result.head.stall_cycles * result.heads} cycles; K/V {result.head.buffering['kv']}")
+            f"{stages['softmax'].utilisation:.0%}, overall {result.model.utilisation:.1%} of the array's MACs; "
+            f"DRAM stalls {result.model.stall_cycles} cycles; K/V {result.head.buffering['kv']}")
+    mapping = mapping_note(result.model)
+    if mapping:
+        note += f"; {mapping}"
     if result.overflows:
         note += f"; {result.overflows} accumulator results overflowed ({dp.acc_bits}-bit, {dp.overflow})"
     return [options.context.result(

@@ -192,7 +192,7 @@ def test_run_with_both_masks_reports_each(capsys):
 
     assert main(["run", "--seq", "17", "--dim", "8", "--causal", "both"]) == 0
     out = capsys.readouterr().out
-    assert "problem    B1 H1 N17 d8: " in out and "problem    B1 H1 N17 d8 causal: " in out
+    assert "problem    B 1 H 1 N 17 d 8: " in out and "problem    B 1 H 1 N 17 d 8 causal: " in out
     assert out.count("verdict    ok") == 2
 
 
