@@ -298,9 +298,18 @@ def build_parser() -> Parser:
 
 def stream_rows(dim: int, heap_free: int, reserve: int, bc: int = BC, largest: int | None = None) -> int:
     """The most query rows (of one query head, or of several heads: each adds a state header of 32 B) that one
-    STREAM of Bc keys can take within the budget (0 if not one)."""
+    STREAM of Bc keys can take (0 if not one): in one block within the budget, or, where not even one row fits so
+    and the board said its largest block, with a block per tensor (the free heap bounding their sum, the largest
+    block each), as `plan` falls back."""
     per_row = row_bytes(dim) + state_bytes(dim, 1) - state_bytes(dim, 0)
-    return max(0, (budget(heap_free, reserve, largest) - 4 * dim * bc - state_bytes(dim, 0)) // per_row)
+    state_row = per_row - row_bytes(dim)
+    whole = (budget(heap_free, reserve, largest) - 4 * dim * bc - state_bytes(dim, 0)) // per_row
+    if largest is None or whole >= 1:
+        return max(0, whole)
+    piece = largest - BLOCK_MARGIN
+    split = min((budget(heap_free, reserve) - 4 * dim * bc - state_bytes(dim, 0)) // per_row, piece // (2 * dim),
+                (piece - state_bytes(dim, 0)) // state_row)
+    return max(0, split) if 2 * dim * bc <= piece else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from mcu import planner, q15_c
 
 board = board_module("kbench_server")
 
-#: The deployed twin's HELLO (docs/twin.md, "Measured"): 61,040 B free, largest block 30,520 B.
+#: A heap like the deployed twin's (docs/twin.md, "Measured", before protocol 6): 61,040 B free, largest block 30,520 B.
 TWIN_FREE, TWIN_LARGEST = 61_040, 30_520
 
 
@@ -133,3 +133,13 @@ def test_setup_refuses_heads_zero_in_one_line(monkeypatch):
         m.check_status(m.Kind.SETUP, ask(server, m.Kind.SETUP, payload))
     with pytest.raises(m.BoardRefused, match=r"E_PAYLOAD: SETUP payload of 15 bytes; expected 13, or 14 with heads$"):
         m.check_status(m.Kind.SETUP, ask(server, m.Kind.SETUP, payload + b"\x01", seq=8))
+
+
+def test_the_most_rows_one_stream_takes():
+    """The deployed twin's HELLO under protocol 6 (reports/issue-32/mcu/heap.txt): 59,328 B free, largest 29,664 B.
+    Budget min(59,328 - 8,192 - 1,024, 29,664 - 512) = 29,152 B; 64 keys of K and V^T at d 64 take 16,384 B, the
+    state's header 32 B, and a row 785 B: (29,152 - 16,416) // 785 = 16 rows. At d 128 the keys alone take 32,768 B,
+    more than the block: with a block per tensor, min((50,112 - 32,800) // 1,553, 29,152 // 256,
+    (29,152 - 32) // 1,040) = 11 rows (a row: 4·128 + 1 + 8·130 = 1,553 B, its state 1,040 B)."""
+    assert planner.stream_rows(64, 59_328, 8192, 64, 29_664) == 16
+    assert planner.stream_rows(128, 59_328, 8192, 64, 29_664) == 11
