@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -65,43 +65,64 @@ def _module(name: str, expressions: tuple[str, ...] = (), extra: tuple[str, ...]
                           name_expressions=list(expressions) or None)
 
 
+class DeviceInputs(NamedTuple):
+    """Q (B·H, q_len, d) and K, V (B·Hkv, N, d) already on the device in the problem's storage (float32, or 16-bit
+    bit patterns as uint16): inputs too large to draw on the host (kernels/inference_bench.py draws them here)."""
+
+    q: object
+    k: object
+    v: object
+
+
 class CudaLauncher:
     """Device buffers for one problem and `launch()` for one kernel variant (kernels/variants.py); `out` is poisoned
     with NaN before use. The target has already checked the plan (memory, shared memory, tile) against this device's
     limits."""
 
     def __init__(self, kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int,
-                 path: str = "mma.sync", chosen: Variant | None = None):
+                 path: str = "mma.sync", chosen: Variant | None = None, splits: int = 1):
         self.kernel, self.problem = kernel, problem
         self.variant = chosen or variant(kernel, problem.dtype, path)  # `chosen`: another launch configuration
-        self._buffers(problem, inputs)
+        launches = self.variant.launches(problem, br, bc, splits)
+        self._buffers(problem, inputs, splits)
         values = self._arguments(problem, br, bc)
         self.calls = [(self._function(launch), launch.grid, launch.block,
-                       tuple(values[name] for name in launch.args), launch.smem)
-                      for launch in self.variant.launches(problem, br, bc)]
+                       tuple(ints[name] if name in ints else values[name] for name in launch.args), launch.smem)
+                      for launch in launches for ints in [{k: np.int32(v) for k, v in launch.ints}]]
 
-    def _buffers(self, problem: AttentionProblem, inputs: Inputs) -> None:
-        """Q, K, V and O on the device, (B·H, N, d): float32, or fp16/bf16 bit patterns; O NaN until written; the
-        naive kernel's S (B·H, N, N) beside them."""
+    def _buffers(self, problem: AttentionProblem, inputs: Inputs, splits: int) -> None:
+        """Q and O (B·H, q_len, d), K and V (B·Hkv, N, d) on the device: float32, or fp16/bf16 bit patterns; O NaN
+        until written; the naive kernel's S (B·H, q_len, N), or a split-KV call's partial states, beside them."""
         import cupy
 
-        bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
-        if problem.dtype in HALF_DTYPES:  # 16-bit storage: Q, K, V, O hold fp16 or bf16 bit patterns
-            self.q, self.k, self.v = (cupy.asarray(to_bits(x.reshape(bh, n, d), problem.dtype))
-                                      for x in (inputs.q, inputs.k, inputs.v))
-            self.out = cupy.full((bh, n, d), NAN_BITS[problem.dtype], dtype=cupy.uint16)
-            return
-        self.q, self.k, self.v = (cupy.asarray(x.reshape(bh, n, d)) for x in (inputs.q, inputs.k, inputs.v))
-        self.out = cupy.full((bh, n, d), np.nan, dtype=cupy.float32)
+        (bh, nq, d), (bkv, n, _) = (problem.batch * problem.heads, problem.queries, problem.dim), \
+            (problem.batch * problem.kv_head_count, problem.seq, problem.dim)
+        if isinstance(inputs, DeviceInputs):
+            self.q, self.k, self.v = inputs
+            self.out = cupy.full((bh, nq, d), NAN_BITS[problem.dtype] if problem.dtype in HALF_DTYPES else np.nan,
+                                 dtype=cupy.uint16 if problem.dtype in HALF_DTYPES else cupy.float32)
+        elif problem.dtype in HALF_DTYPES:  # 16-bit storage: Q, K, V, O hold fp16 or bf16 bit patterns
+            self.q = cupy.asarray(to_bits(inputs.q.reshape(bh, nq, d), problem.dtype))
+            self.k, self.v = (cupy.asarray(to_bits(x.reshape(bkv, n, d), problem.dtype)) for x in (inputs.k, inputs.v))
+            self.out = cupy.full((bh, nq, d), NAN_BITS[problem.dtype], dtype=cupy.uint16)
+        else:
+            self.q = cupy.asarray(inputs.q.reshape(bh, nq, d))
+            self.k, self.v = (cupy.asarray(x.reshape(bkv, n, d)) for x in (inputs.k, inputs.v))
+            self.out = cupy.full((bh, nq, d), np.nan, dtype=cupy.float32)
         if self.variant is NAIVE:
-            self.s = cupy.empty((bh, n, n), dtype=cupy.float32)  # (BH, N, N): S, then P in place
+            self.s = cupy.empty((bh, nq, n), dtype=cupy.float32)  # (BH, q_len, N): S, then P in place
+        # (splits, B·H·q_len, d) and (splits, B·H·q_len) float32, NaN until the split launch writes them; a
+        # one-element stand-in where the call does not split (the kernel writes O directly then)
+        rows = bh * nq if splits > 1 else 1
+        self.o_part = cupy.full((splits, rows, d if splits > 1 else 1), np.nan, dtype=cupy.float32)
+        self.lse = cupy.full((splits, rows), np.nan, dtype=cupy.float32)
 
     def _arguments(self, problem: AttentionProblem, br: int, bc: int) -> dict[str, object]:
-        """The launch arguments by name (kernels/variants.py ARGS); the Hopper kernel's tensor maps are made here
-        and kept alive beside the buffers they point into."""
-        values = {"q": self.q, "k": self.k, "v": self.v, "out": self.out, "n": np.int32(problem.seq),
-                  "d": np.int32(problem.dim), "scale": np.float32(problem.scale),
-                  "scale_log2": np.float32(problem.scale * LOG2E), "causal": np.int32(problem.causal)}
+        """The buffer and float launch arguments by name (kernels/variants.py ARGS; each Launch carries its
+        integers); the Hopper kernel's tensor maps are made here and kept alive beside the buffers they point
+        into."""
+        values = {"q": self.q, "k": self.k, "v": self.v, "out": self.out, "o_part": self.o_part, "lse": self.lse,
+                  "scale": np.float32(problem.scale), "scale_log2": np.float32(problem.scale * LOG2E)}
         if self.variant is NAIVE:
             values["s"] = self.s
         if self.variant.sm90a:
@@ -120,7 +141,7 @@ class CudaLauncher:
 
             return hopper.kernel(launch.function, launch.smem)
         expressions = (launch.function,) if self.variant.templated else ()
-        fn = _module(self.variant.source, expressions).get_function(launch.function)
+        fn = _module(launch.source or self.variant.source, expressions).get_function(launch.function)
         if launch.smem > SMEM_DEFAULT_LIMIT:
             fn.max_dynamic_shared_size_bytes = launch.smem
         return fn
@@ -225,9 +246,10 @@ class CudaDevice:
         import cupy
 
         p = inputs.problem
-        elements = p.batch * p.heads * p.seq * p.dim
+        q_elements, kv_elements = p.batch * p.heads * p.queries * p.dim, p.batch * p.kv_head_count * p.seq * p.dim
         # Q, K, V in float32 and float64, O in float64, one slab of scores and its exponentials' product with V
-        need = 44 * elements + 16 * min(DEVICE_SLAB_ELEMENTS, p.batch * p.heads * p.seq * p.seq)
+        need = 12 * (q_elements + 2 * kv_elements) + 8 * q_elements + 16 * min(
+            DEVICE_SLAB_ELEMENTS, p.batch * p.heads * p.queries * p.seq)
         if need > CudaDevice.free_bytes():
             return None
         try:

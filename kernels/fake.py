@@ -31,59 +31,93 @@ MEMORY_BYTES = 1 << 30
 LIMITS = PROFILES["h200"]
 
 
+def _kv_per_query_head(x: np.ndarray, problem: AttentionProblem) -> np.ndarray:
+    """K or V (B·Hkv, N, d) as each query head reads it: (B·H, N, d), K/V head h // G repeated for its G heads."""
+    return np.repeat(x, problem.heads // problem.kv_head_count, axis=0)
+
+
+def _causal_mask(problem: AttentionProblem, rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """(rows, keys) True where the causal mask hides the key: key j after query i's position i + N − M (the mask
+    aligned to the bottom right, kernels/kv_rows.cuh)."""
+    return keys[None, :] > rows[:, None] + (problem.seq - problem.queries)
+
+
 def _scores_log2(q: np.ndarray, k: np.ndarray, problem: AttentionProblem) -> np.ndarray:
-    """S·log2(e)/√d in float32 with the causal mask as -inf: (BH, N, N)."""
-    s = np.matmul(q, k.transpose(0, 2, 1)) * np.float32(problem.scale * LOG2E)  # (BH, N, N)
+    """S·log2(e)/√d in float32 with the causal mask as -inf: (BH, M, N)."""
+    s = np.matmul(q, k.transpose(0, 2, 1)) * np.float32(problem.scale * LOG2E)  # (BH, M, N)
     if problem.causal:
-        n = problem.seq
-        s[:, np.triu(np.ones((n, n), dtype=bool), k=1)] = -np.inf
+        s[:, _causal_mask(problem, np.arange(problem.queries), np.arange(problem.seq))] = -np.inf
     return s
 
 
 def naive(q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndarray, problem: AttentionProblem, br: int,
-          bc: int) -> None:
-    """S, then P = softmax(S) row by row, then P·V: (BH, N, d) float32 each."""
-    s = _scores_log2(q, k, problem)
+          bc: int, splits: int = 1) -> None:
+    """S, then P = softmax(S) row by row, then P·V: Q, O (BH, M, d) and K, V (BHkv, N, d), float32."""
+    s = _scores_log2(q, _kv_per_query_head(k, problem), problem)
     p = np.exp2(s - s.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
-    np.matmul(p, v, out=out)
+    np.matmul(p, _kv_per_query_head(v, problem), out=out)
 
 
 def fused(q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndarray, problem: AttentionProblem, br: int,
-          bc: int) -> None:
-    """One query row at a time: its N scores, their max and sum, then the weighted sum of V."""
-    for i in range(problem.seq):
-        keys = i + 1 if problem.causal else problem.seq
+          bc: int, splits: int = 1) -> None:
+    """One query row at a time: its visible scores, their max and sum, then the weighted sum of V."""
+    k, v = _kv_per_query_head(k, problem), _kv_per_query_head(v, problem)
+    for i in range(problem.queries):
+        keys = i + problem.seq - problem.queries + 1 if problem.causal else problem.seq
         s = np.matmul(q[:, i:i + 1], k[:, :keys].transpose(0, 2, 1)) * np.float32(problem.scale * LOG2E)  # (BH,1,K)
         p = np.exp2(s - s.max(axis=-1, keepdims=True))
         out[:, i:i + 1] = np.matmul(p, v[:, :keys]) / p.sum(axis=-1, keepdims=True)
 
 
+def _flash_keys(q, k, v, problem, rows: np.ndarray, keys: range, bc: int, storage: str | None):
+    """The online softmax of query rows `rows` over the key blocks of `keys`, in order: (m, l, acc) as the kernel
+    leaves them, m and l (BH, R, 1), acc (BH, R, d), float32."""
+    scale = np.float32(problem.scale * LOG2E)
+    m = np.full((q.shape[0], len(rows), 1), -np.inf, dtype=np.float32)
+    l = np.zeros_like(m)
+    acc = np.zeros((q.shape[0], len(rows), problem.dim), dtype=np.float32)
+    for j0 in range(keys.start, keys.stop, bc):
+        j1 = min(keys.stop, j0 + bc)
+        s = np.matmul(q[:, rows], k[:, j0:j1].transpose(0, 2, 1)) * scale  # (BH, R, Bc)
+        if problem.causal:
+            s[:, _causal_mask(problem, rows, np.arange(j0, j1))] = -np.inf
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
+        safe = np.where(np.isinf(m_new), np.float32(0), m_new)  # nothing seen yet: p = 0, not NaN
+        alpha = np.exp2(m - safe)
+        p = np.exp2(s - safe)
+        l = l * alpha + p.sum(axis=-1, keepdims=True)
+        acc = acc * alpha + np.matmul(p if storage is None else rounded(p, storage), v[:, j0:j1])
+        m = m_new
+    return m, l, acc
+
+
 def flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndarray, problem: AttentionProblem, br: int,
-          bc: int) -> None:
+          bc: int, splits: int = 1) -> None:
     """Br-query tiles; for each, Bc-key tiles in order with the online softmax (running max m, sum l, rescale).
     For a 16-bit problem (the tensor-core kernel) P is rounded to the dtype before P·V, as the kernel packs it for
-    the tensor cores, and O is rounded to it on the way out; l sums the unrounded p, in float32, as the kernel does."""
+    the tensor cores, and O is rounded to it on the way out; l sums the unrounded p, in float32, as the kernel does.
+    With splits > 1 (the split-KV path) each range of whole key blocks (kernels/kv_rows.cuh split_keys) gives its
+    partial state, O / l in float32 and lse = m + log2 l, and the combine (kernels/split_combine.cu) merges them."""
     storage = problem.dtype if problem.dtype in HALF_DTYPES else None
+    k, v = _kv_per_query_head(k, problem), _kv_per_query_head(v, problem)
     n = problem.seq
-    scale = np.float32(problem.scale * LOG2E)
-    for i0 in range(0, n, br):
-        i1 = min(n, i0 + br)
-        m = np.full((q.shape[0], i1 - i0, 1), -np.inf, dtype=np.float32)  # (BH, Br, 1)
-        l = np.zeros_like(m)
-        acc = np.zeros((q.shape[0], i1 - i0, problem.dim), dtype=np.float32)  # (BH, Br, d)
-        for j0 in range(0, i1 if problem.causal else n, bc):
-            j1 = min(n, j0 + bc)
-            s = np.matmul(q[:, i0:i1], k[:, j0:j1].transpose(0, 2, 1)) * scale  # (BH, Br, Bc)
-            if problem.causal:
-                s[:, np.arange(j0, j1)[None, :] > np.arange(i0, i1)[:, None]] = -np.inf
-            m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
-            alpha = np.exp2(m - m_new)
-            p = np.exp2(s - m_new)
-            l = l * alpha + p.sum(axis=-1, keepdims=True)
-            acc = acc * alpha + np.matmul(p if storage is None else rounded(p, storage), v[:, j0:j1])
-            m = m_new
-        out[:, i0:i1] = acc / l if storage is None else rounded(acc / l, storage)
+    blocks = -(-n // bc)
+    per = -(-blocks // splits) * bc  # keys per split: whole key blocks
+    for i0 in range(0, problem.queries, br):
+        rows = np.arange(i0, min(problem.queries, i0 + br))
+        last = min(n, rows[-1] + n - problem.queries + 1) if problem.causal else n
+        if splits == 1:
+            _, l, acc = _flash_keys(q, k, v, problem, rows, range(0, last), bc, storage)
+            o = acc / l
+        else:
+            parts = [_flash_keys(q, k, v, problem, rows, range(begin, min(last, begin + per)), bc, storage)
+                     for begin in range(0, n, per)]
+            lse = np.stack([np.where(l > 0, m + np.log2(np.where(l > 0, l, 1)), -np.inf) for m, l, _ in parts])
+            weights = np.exp2(lse - lse.max(axis=0))  # (splits, BH, R, 1); a split with no key weighs 0
+            partial = np.stack([acc / np.where(l > 0, l, 1) for _, l, acc in parts])
+            o = (weights * partial).sum(axis=0) / weights.sum(axis=0)
+        out[:, rows] = o if storage is None else rounded(o.astype(np.float32), storage)
 
 
 #: kernel name → its numpy implementation, writing O (BH, N, d) in place. Tests replace entries with broken ones.
@@ -94,24 +128,26 @@ class FakeLauncher:
     """The launcher protocol on numpy arrays: `out` is NaN until a launch writes it."""
 
     def __init__(self, kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int,
-                 path: str = "mma.sync", chosen: Variant | None = None):
+                 path: str = "mma.sync", chosen: Variant | None = None, splits: int = 1):
         # The variant a GPU would run (kernels/variants.py) and its launches, as kernels/cuda.py builds them: the
         # same refusals (an unknown kernel, a 16-bit naive or fused, a tensor-core d not built). Its path picks no
         # arithmetic here: both 16-bit tensor-core kernels compute the same steps (fp32 scores, P rounded to 16
         # bits, fp32 O), and the 3xTF32 and FFMA float32 kernels both to about fp32 accuracy; only their tiles
         # differ, and the tile is what the fake's flash takes
         self.variant = chosen or variant(kernel, problem.dtype, path)
-        self.launches = self.variant.launches(problem, br, bc)
-        self.kernel, self.problem, self.br, self.bc = kernel, problem, br, bc
-        bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
-        self.q, self.k, self.v = (np.ascontiguousarray(x.reshape(bh, n, d), dtype=np.float32)
-                                  for x in (inputs.q, inputs.k, inputs.v))
+        self.launches = self.variant.launches(problem, br, bc, splits)
+        self.kernel, self.problem, self.br, self.bc, self.splits = kernel, problem, br, bc, splits
+        bh, bkv, m, n, d = (problem.batch * problem.heads, problem.batch * problem.kv_head_count, problem.queries,
+                            problem.seq, problem.dim)
+        self.q = np.ascontiguousarray(inputs.q.reshape(bh, m, d), dtype=np.float32)  # (BH, M, d)
+        self.k, self.v = (np.ascontiguousarray(x.reshape(bkv, n, d), dtype=np.float32)  # (BHkv, N, d)
+                          for x in (inputs.k, inputs.v))
         if problem.dtype in HALF_DTYPES:  # what 16-bit device buffers would hold
             self.q, self.k, self.v = (rounded(x, problem.dtype) for x in (self.q, self.k, self.v))
-        self.out = np.full((bh, n, d), np.nan, dtype=np.float32)  # (BH, N, d)
+        self.out = np.full((bh, m, d), np.nan, dtype=np.float32)  # (BH, M, d)
 
     def launch(self) -> None:
-        KERNEL_MATH[self.kernel](self.q, self.k, self.v, self.out, self.problem, self.br, self.bc)
+        KERNEL_MATH[self.kernel](self.q, self.k, self.v, self.out, self.problem, self.br, self.bc, self.splits)
 
     def output(self) -> np.ndarray:
         return self.out.reshape(self.problem.shape).copy()

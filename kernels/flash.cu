@@ -70,7 +70,7 @@ __device__ __forceinline__ void load_rows(typename Words<W>::T (&x)[COUNT], cons
 template <int Br, int Bc, int D>
 __global__ void __launch_bounds__(FLASH_THREADS)
 flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
-          float *__restrict__ O, int N, float scale_log2, int causal) {
+          float *__restrict__ O, int NQ, int N, int group, float scale_log2, int causal) {
     constexpr int NT = FLASH_THREADS;
     constexpr int W = D % 4 == 0 ? 4 : 1;                // floats per word along d: tile loads and the score loop
     using Word = Words<W>;
@@ -98,16 +98,17 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
     float *a_s = l_s + Br;          // Br this tile's rescale factor
 
     const int tid = threadIdx.x;
-    const TileSlot slot = tile_slot<Br>(N, causal);  // causal: longest tiles first, across heads
+    const TileSlot slot = tile_slot<Br>(NQ, causal);  // causal: longest tiles first, across heads
     const long bh = slot.bh;
     const int q0 = slot.q0;
-    const float *q = Q + bh * N * D;
-    const float *k = K + bh * N * D;
-    const float *v = V + bh * N * D;
+    const int offset = N - NQ;  // query i sits at key position i + offset (the mask's bottom-right alignment)
+    const float *q = Q + bh * NQ * D;
+    const float *k = K + bh / group * N * D;
+    const float *v = V + bh / group * N * D;
 
     for_tile_words<Br, D, W>([&](int r, int c) {
         typename Word::T x = Word::zero();
-        if (q0 + r < N) x = Word::scaled(Word::at(q + (long)(q0 + r) * D + c), scale_log2);
+        if (q0 + r < NQ) x = Word::scaled(Word::at(q + (long)(q0 + r) * D + c), scale_log2);
         Word::at(q_s + r * QP + c) = x;
     });
     for (int r = tid; r < Br; r += NT) {
@@ -124,7 +125,7 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
 #pragma unroll
         for (int j = 0; j < TNO; j++) acc[i][j] = 0.0f;
 
-    const int kv_end = causal ? min(N, q0 + Br) : N;
+    const int kv_end = causal ? min(N, min(q0 + Br, NQ) + offset) : N;
     for (int kv0 = 0; kv0 < kv_end; kv0 += Bc) {
         __syncthreads();  // the previous tile's readers are done with k_s, v_s, s_s
         for_tile_words<Bc, D, W>([&](int r, int c) {
@@ -159,7 +160,7 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
 #pragma unroll
             for (int j = 0; j < TN; j++) {
                 const int c = sx + j * SX, key = kv0 + c;
-                const bool masked = key >= N || (causal && key > q0 + r);
+                const bool masked = key >= N || (causal && key > q0 + r + offset);
                 s_s[r * SP + c] = masked ? KB_NEG_INF : s[i][j];
             }
         }
@@ -241,12 +242,12 @@ flash_fwd(const float *__restrict__ Q, const float *__restrict__ K, const float 
 #pragma unroll
     for (int i = 0; i < TMO; i++) {
         const int r = oy + i * OY;
-        if (r >= Br || q0 + r >= N) continue;
+        if (r >= Br || q0 + r >= NQ) continue;
         const float inv = 1.0f / l_s[r];
 #pragma unroll
         for (int j = 0; j < TNO; j++) {
             const int c = out_col(j);
-            if (c < D) O[(bh * N + q0 + r) * D + c] = acc[i][j] * inv;
+            if (c < D) O[(bh * NQ + q0 + r) * D + c] = acc[i][j] * inv;
         }
     }
 }

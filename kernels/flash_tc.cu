@@ -17,6 +17,7 @@
 #include <cuda_fp16.h>
 
 #include "cp_async.cuh"
+#include "kv_rows.cuh"
 #include "tc_softmax.cuh"
 #include "tile_order.cuh"
 
@@ -88,7 +89,8 @@ __device__ __forceinline__ void load_tile(T *tile, const T *src, int r0, int n) 
 
 template <typename T, int D, int WARPS, int BC, int MT>
 __global__ void __launch_bounds__(WARPS * 32)
-flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, T *__restrict__ o, int n,
+flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, T *__restrict__ o,
+             float *__restrict__ o_part, float *__restrict__ lse, int nq, int qlen, int n, int group, int splits,
              float scale_log2, int causal) {
     // MT m-tiles of 16 rows per warp: each K or V fragment read from shared memory feeds MT products.
     constexpr int ROWS = 16 * MT, BR = ROWS * WARPS, THREADS = WARPS * 32, KSTEPS = D / 16, STILES = BC / 8,
@@ -101,20 +103,21 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
     T *k_tiles = q_tile + BR * D;      // two stages of BC × D
     T *v_tiles = k_tiles + 2 * BC * D;  // two stages of BC × D
 
-    const TileSlot slot = tile_slot<BR>(n, causal);  // causal: longest tiles first, across heads
+    const KvRows rows{nq, qlen, n, group};
+    const TileSlot slot = tile_slot<BR>(nq, causal);  // causal: longest tiles first, across heads
     const int bh = slot.bh;
     const int q0 = slot.q0;
-    const size_t head = (size_t)bh * n * D;
-    const T *qg = q + head, *kg = k + head, *vg = v + head;
+    const T *qg = q + (size_t)bh * nq * D, *kg = k + (size_t)(bh / group) * n * D, *vg = v + (size_t)(bh / group) * n * D;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int row0 = warp * ROWS;  // the warp's first row in the tile
 
-    int blocks = (n + BC - 1) / BC;
-    if (causal) blocks = min(blocks, (q0 + BR - 1) / BC + 1);
+    const int2 keys = split_keys<BC>(n, splits);  // this split's keys; key blocks past the tile's last query skipped
+    const int key_stop = min(keys.y, last_key_bounds(rows, q0, min(BR, nq - q0), causal).y + 1);
+    const int blocks = key_stop > keys.x ? (key_stop - keys.x + BC - 1) / BC : 0;
 
-    load_tile<BR, D, THREADS>(q_tile, qg, q0, n);
-    load_tile<BC, D, THREADS>(k_tiles, kg, 0, n);
-    load_tile<BC, D, THREADS>(v_tiles, vg, 0, n);
+    load_tile<BR, D, THREADS>(q_tile, qg, q0, nq);
+    load_tile<BC, D, THREADS>(k_tiles, kg, keys.x, n);
+    load_tile<BC, D, THREADS>(v_tiles, vg, keys.x, n);
     cp_async_commit();
 
     unsigned qf[MT][Q_IN_REGS ? KSTEPS : 1][4];
@@ -134,8 +137,8 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
     for (int j = 0; j < blocks; ++j) {
         const int stage = j & 1;
         if (j + 1 < blocks) {  // the next key block into the other stage, while this one is computed on
-            load_tile<BC, D, THREADS>(k_tiles + (stage ^ 1) * BC * D, kg, (j + 1) * BC, n);
-            load_tile<BC, D, THREADS>(v_tiles + (stage ^ 1) * BC * D, vg, (j + 1) * BC, n);
+            load_tile<BC, D, THREADS>(k_tiles + (stage ^ 1) * BC * D, kg, keys.x + (j + 1) * BC, n);
+            load_tile<BC, D, THREADS>(v_tiles + (stage ^ 1) * BC * D, vg, keys.x + (j + 1) * BC, n);
         }
         cp_async_commit();
         cp_async_wait<1>();  // everything but the group just issued: block j (and Q) is in shared memory
@@ -146,8 +149,8 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
 #pragma unroll
                 for (int kk = 0; kk < KSTEPS; ++kk) q_fragment(qf[mt][Q_IN_REGS ? kk : 0], mt, kk);
         }
-        const int kbase = j * BC;
-        const bool warp_sees = !causal || kbase <= q0 + row0 + ROWS - 1;
+        const int kbase = keys.x + j * BC;
+        const bool warp_sees = kbase <= last_key_bounds(rows, q0 + row0, ROWS, causal).y && q0 + row0 < nq;
         if (warp_sees) {
             const T *ks = k_tiles + stage * BC * D, *vs = v_tiles + stage * BC * D;
             float s[MT][STILES][4];
@@ -175,8 +178,8 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 float alpha[2];
-                online_softmax<STILES>(&s[mt][0][0], m[mt], l[mt], alpha, scale_log2, kbase, q0 + row0 + mt * 16, n,
-                                       causal);
+                online_softmax<STILES>(&s[mt][0][0], m[mt], l[mt], alpha, scale_log2, kbase, keys.y, rows,
+                                       q0 + row0 + mt * 16 + g, causal);
 #pragma unroll
                 for (int i = 0; i < OTILES; ++i) {
                     acc[mt][i][0] *= alpha[0];
@@ -210,18 +213,31 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
         }
         __syncthreads();  // every warp is done with this stage before the next iteration refills it
     }
-    T *og = o + (size_t)tile_slot<BR>(n, causal).bh * n * D;  // recomputed: fewer registers live in the loop
+    cp_async_wait<0>();  // no copy may still land in shared memory when the block exits (a split with no keys)
+    const size_t head_row = (size_t)tile_slot<BR>(nq, causal).bh * nq;  // recomputed: fewer registers in the loop
+    const size_t total_rows = (size_t)(gridDim.x / ((nq + BR - 1) / BR)) * nq;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const float inv = inverse_row_sum(l[mt][r]);
+            const float sum = row_sum(l[mt][r]);
             const int query = q0 + row0 + mt * 16 + g + r * 8;
-            if (query >= n) continue;
+            if (query >= nq) continue;
+            const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // a split may hold no key of a row
+            if (splits == 1) {
+                T *orow = o + (head_row + query) * D;
 #pragma unroll
-            for (int i = 0; i < OTILES; ++i) {
-                *reinterpret_cast<unsigned *>(og + (size_t)query * D + i * 8 + 2 * t) =
-                    pack2<T>(acc[mt][i][2 * r] * inv, acc[mt][i][2 * r + 1] * inv);
+                for (int i = 0; i < OTILES; ++i)
+                    *reinterpret_cast<unsigned *>(orow + i * 8 + 2 * t) =
+                        pack2<T>(acc[mt][i][2 * r] * inv, acc[mt][i][2 * r + 1] * inv);
+            } else {
+                const size_t prow = blockIdx.y * total_rows + head_row + query;
+                float *orow = o_part + prow * D;
+#pragma unroll
+                for (int i = 0; i < OTILES; ++i)
+                    *reinterpret_cast<float2 *>(orow + i * 8 + 2 * t) =
+                        make_float2(acc[mt][i][2 * r] * inv, acc[mt][i][2 * r + 1] * inv);
+                if (t == 0) lse[prow] = split_lse(m[mt][r], sum, scale_log2);
             }
         }
     }

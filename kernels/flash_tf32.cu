@@ -21,6 +21,7 @@
 // heaviest first. Any N (rows and keys past N are zero-filled by cp.async and masked); D a multiple of 8 (64 and 128
 // are built); compiled by NVRTC through CuPy (kernels/cuda.py).
 #include "cp_async.cuh"
+#include "kv_rows.cuh"
 #include "tc_softmax.cuh"
 #include "tile_order.cuh"
 
@@ -88,7 +89,8 @@ __device__ __forceinline__ void load_pair(float *x, const float *p) {
 template <int D, int WARPS, int BC, int MT, bool Q_IN_REGS>
 __global__ void __launch_bounds__(WARPS * 32)
 flash_tf32_fwd(const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,
-               float *__restrict__ o, int n, float scale_log2, int causal) {
+               float *__restrict__ o, float *__restrict__ o_part, float *__restrict__ lse, int nq, int qlen, int n,
+               int group, int splits, float scale_log2, int causal) {
     constexpr int ROWS = 16 * MT, BR = ROWS * WARPS, THREADS = WARPS * 32, KSTEPS = D / 8, STILES = BC / 8,
                   OTILES = D / 8;
     constexpr int QK_LD = D + 8, V_LD = D + 4;  // row strides in floats (bank-conflict-free, 16-byte aligned)
@@ -99,20 +101,22 @@ flash_tf32_fwd(const float *__restrict__ q, const float *__restrict__ k, const f
     float *k_tiles = q_tile + BR * QK_LD;      // two stages of BC × QK_LD
     float *v_tiles = k_tiles + 2 * BC * QK_LD;  // two stages of BC × V_LD
 
-    const TileSlot slot = tile_slot<BR>(n, causal);  // causal: longest tiles first, across heads
+    const KvRows rows{nq, qlen, n, group};
+    const TileSlot slot = tile_slot<BR>(nq, causal);  // causal: longest tiles first, across heads
     const int bh = slot.bh;
     const int q0 = slot.q0;
-    const size_t head = (size_t)bh * n * D;
-    const float *qg = q + head, *kg = k + head, *vg = v + head;
+    const size_t head_row = (size_t)bh * nq, kv_head = (size_t)(bh / group) * n * D;
+    const float *qg = q + head_row * D, *kg = k + kv_head, *vg = v + kv_head;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int row0 = warp * ROWS;  // the warp's first row in the tile
 
-    int blocks = (n + BC - 1) / BC;
-    if (causal) blocks = min(blocks, (q0 + BR - 1) / BC + 1);
+    const int2 keys = split_keys<BC>(n, splits);  // this split's keys; key blocks past the tile's last query skipped
+    const int key_stop = min(keys.y, last_key_bounds(rows, q0, min(BR, nq - q0), causal).y + 1);
+    const int blocks = key_stop > keys.x ? (key_stop - keys.x + BC - 1) / BC : 0;
 
-    load_rows<BR, D, QK_LD, THREADS>(q_tile, qg, q0, n);
-    load_rows<BC, D, QK_LD, THREADS>(k_tiles, kg, 0, n);
-    load_rows<BC, D, V_LD, THREADS>(v_tiles, vg, 0, n);
+    load_rows<BR, D, QK_LD, THREADS>(q_tile, qg, q0, nq);
+    load_rows<BC, D, QK_LD, THREADS>(k_tiles, kg, keys.x, n);
+    load_rows<BC, D, V_LD, THREADS>(v_tiles, vg, keys.x, n);
     cp_async_commit();
 
     Split<4> qf[MT][Q_IN_REGS ? KSTEPS : 1];
@@ -138,8 +142,8 @@ flash_tf32_fwd(const float *__restrict__ q, const float *__restrict__ k, const f
     for (int j = 0; j < blocks; ++j) {
         const int stage = j & 1;
         if (j + 1 < blocks) {  // the next key block into the other stage, while this one is computed on
-            load_rows<BC, D, QK_LD, THREADS>(k_tiles + (stage ^ 1) * BC * QK_LD, kg, (j + 1) * BC, n);
-            load_rows<BC, D, V_LD, THREADS>(v_tiles + (stage ^ 1) * BC * V_LD, vg, (j + 1) * BC, n);
+            load_rows<BC, D, QK_LD, THREADS>(k_tiles + (stage ^ 1) * BC * QK_LD, kg, keys.x + (j + 1) * BC, n);
+            load_rows<BC, D, V_LD, THREADS>(v_tiles + (stage ^ 1) * BC * V_LD, vg, keys.x + (j + 1) * BC, n);
         }
         cp_async_commit();
         cp_async_wait<1>();  // everything but the group just issued: block j (and Q) is in shared memory
@@ -150,8 +154,8 @@ flash_tf32_fwd(const float *__restrict__ q, const float *__restrict__ k, const f
 #pragma unroll
                 for (int kk = 0; kk < KSTEPS; ++kk) q_fragment(qf[mt][Q_IN_REGS ? kk : 0], mt, kk);
         }
-        const int kbase = j * BC;
-        const bool warp_sees = !causal || kbase <= q0 + row0 + ROWS - 1;
+        const int kbase = keys.x + j * BC;
+        const bool warp_sees = kbase <= last_key_bounds(rows, q0 + row0, ROWS, causal).y && q0 + row0 < nq;
         if (warp_sees) {
             const float *ks = k_tiles + stage * BC * QK_LD, *vs = v_tiles + stage * BC * V_LD;
             float s[MT][STILES][4];
@@ -189,8 +193,8 @@ flash_tf32_fwd(const float *__restrict__ q, const float *__restrict__ k, const f
             float alpha[MT][2];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
-                online_softmax<STILES>(&s[mt][0][0], m[mt], l[mt], alpha[mt], scale_log2, kbase, q0 + row0 + mt * 16,
-                                       n, causal);
+                online_softmax<STILES>(&s[mt][0][0], m[mt], l[mt], alpha[mt], scale_log2, kbase, keys.y, rows,
+                                       q0 + row0 + mt * 16 + g, causal);
             float part[MT][OTILES][4];  // this key block's P·V, staged from zero
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
@@ -223,19 +227,24 @@ flash_tf32_fwd(const float *__restrict__ q, const float *__restrict__ k, const f
         }
         __syncthreads();  // every warp is done with this stage before the next iteration refills it
     }
-    float *og = o + head;
+    cp_async_wait<0>();  // no copy may still land in shared memory when the block exits (a split with no keys)
+    const size_t total_rows = (size_t)(gridDim.x / ((nq + BR - 1) / BR)) * nq;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const float inv = inverse_row_sum(l[mt][r]);
+            const float sum = row_sum(l[mt][r]);
             const int query = q0 + row0 + mt * 16 + g + r * 8;
-            if (query >= n) continue;
+            if (query >= nq) continue;
+            const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // a split may hold no key of a row
+            const size_t prow = splits == 1 ? head_row + query : blockIdx.y * total_rows + head_row + query;
+            float *orow = (splits == 1 ? o : o_part) + prow * D;
 #pragma unroll
             for (int i = 0; i < OTILES; ++i) {
-                *reinterpret_cast<float2 *>(og + (size_t)query * D + i * 8 + 2 * t) =
+                *reinterpret_cast<float2 *>(orow + i * 8 + 2 * t) =
                     make_float2(acc[mt][i][2 * r] * inv, acc[mt][i][2 * r + 1] * inv);
             }
+            if (splits > 1 && t == 0) lse[prow] = split_lse(m[mt][r], sum, scale_log2);
         }
     }
 }

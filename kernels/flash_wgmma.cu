@@ -21,6 +21,7 @@
 // The tensor maps (kernels/hopper.py) live in device memory: Q's with a box of 64 columns × BR rows, K's and V's
 // 64 × BC, over the (d, N, B·H) tensor.
 
+#include "kv_rows.cuh"
 #include "tc_softmax.cuh"
 #include "tile_order.cuh"
 #include "wgmma.cuh"
@@ -112,8 +113,8 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
 
 template <int KIND, int D, int BC, int CONSUMERS, int STAGES, int SCHEDULE>
 __global__ void __launch_bounds__(CONSUMERS * 128 + 128, 1)
-flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigned short *__restrict__ o, int n,
-                float scale_log2, int causal) {
+flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigned short *__restrict__ o, int nq,
+                int n, int group, float scale_log2, int causal) {
     constexpr int BR = 64 * CONSUMERS, HALVES = D / 64, KSTEPS = D / 16, STILES = BC / 8, OTILES = D / 8;
     constexpr unsigned ROW = 128;                         // bytes per row of a 64-column half
     constexpr unsigned Q_BYTES = BR * D * 2, KV_BYTES = BC * D * 2;
@@ -126,12 +127,12 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
     u64 *bars = reinterpret_cast<u64 *>(v_tiles + STAGES * KV_BYTES);
     u64 *q_full = bars, *k_full = bars + 1, *v_full = k_full + STAGES, *empty = v_full + STAGES;
 
-    const TileSlot slot = tile_slot<BR>(n, causal);  // causal: longest tiles first, across heads
+    const KvRows rows{nq, nq, n, group};
+    const TileSlot slot = tile_slot<BR>(nq, causal);  // causal: longest tiles first, across heads
     const int bh = slot.bh;
     const int q0 = slot.q0;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int blocks = (n + BC - 1) / BC;
-    if (causal) blocks = min(blocks, (q0 + BR - 1) / BC + 1);
+    const int blocks = min((n + BC - 1) / BC, last_key_bounds(rows, q0, min(BR, nq - q0), causal).y / BC + 1);
 
     if (threadIdx.x == 0) {
         mbar_init(q_full, 1);
@@ -156,9 +157,9 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
                 if (j >= STAGES) mbar_wait(empty + s, ((j / STAGES) - 1) & 1);
                 unsigned char *ks = k_tiles + s * KV_BYTES, *vs = v_tiles + s * KV_BYTES;
                 mbar_expect_tx(k_full + s, KV_BYTES);
-                for (int h = 0; h < HALVES; ++h) tma_load(ks + h * BC * ROW, map_k, 64 * h, j * BC, bh, k_full + s);
+                for (int h = 0; h < HALVES; ++h) tma_load(ks + h * BC * ROW, map_k, 64 * h, j * BC, bh / group, k_full + s);
                 mbar_expect_tx(v_full + s, KV_BYTES);
-                for (int h = 0; h < HALVES; ++h) tma_load(vs + h * BC * ROW, map_v, 64 * h, j * BC, bh, v_full + s);
+                for (int h = 0; h < HALVES; ++h) tma_load(vs + h * BC * ROW, map_v, 64 * h, j * BC, bh / group, v_full + s);
             }
         }
         return;
@@ -167,9 +168,8 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
 
     const int wg = warp >> 2, g = lane >> 2, t = lane & 3;
     const int row0 = wg * 64 + (warp & 3) * 16;  // the warp's first row in the block's tile
-    const int wg_last = q0 + wg * 64 + 63;        // the warpgroup's last query
     // key blocks this warpgroup computes on; with the causal mask the later ones are only passed through
-    const int mine = causal ? min(blocks, wg_last / BC + 1) : blocks;
+    const int mine = min(blocks, last_key_bounds(rows, q0 + wg * 64, 64, causal).y / BC + 1);
     const unsigned q_base = smem_u32(q_tile) + wg * 64 * ROW;
     float acc[OTILES * 4], sc[STILES * 4];
     unsigned p[BC / 16][4];  // P as the A operand, one k16 step of keys per entry
@@ -206,7 +206,7 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
         wgmma_commit();
     };
     auto softmax = [&](int j, float *alpha) {  // sc becomes P (unrounded); m and l move on
-        online_softmax<STILES>(sc, m, l, alpha, scale_log2, j * BC, q0 + row0, n, causal);
+        online_softmax<STILES>(sc, m, l, alpha, scale_log2, j * BC, n, rows, q0 + row0 + g, causal);
     };
     auto rescale_and_pack = [&](const float *alpha) {  // O *= alpha; P to 16 bits
 #pragma unroll
@@ -275,12 +275,12 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
         mbar_arrive(empty + j % STAGES);
     }
 
-    unsigned short *og = o + (size_t)bh * n * D;
+    unsigned short *og = o + (size_t)bh * nq * D;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const float inv = inverse_row_sum(l[r]);
         const int query = q0 + row0 + g + r * 8;
-        if (query >= n) continue;
+        if (query >= nq) continue;
 #pragma unroll
         for (int i = 0; i < OTILES; ++i)
             *reinterpret_cast<unsigned *>(og + (size_t)query * D + i * 8 + 2 * t) =

@@ -58,7 +58,7 @@ def kernel_ms(kernel: str, problem: AttentionProblem, iters: int, settings: targ
     dev = target.backend(settings)
     inputs = Inputs(problem)
     plan = target.launch_plan(problem, settings, dev)
-    launch = target.launcher(kernel, problem, inputs, plan.br, plan.bc, dev, plan.path)
+    launch = target.launcher(kernel, problem, inputs, plan.br, plan.bc, dev, plan.path, plan.splits)
     launch.launch()
     out = launch.output()
     target.check_output(kernel, out)
@@ -82,12 +82,17 @@ def torch_ms(problem: AttentionProblem, iters: int, settings: target.Settings,
         from torch.nn.attention import SDPBackend, sdpa_kernel
     except ImportError as exc:
         return None, f"torch unavailable: {exc}"
+    if problem.causal and problem.queries != problem.seq:
+        return None, ("torch SDPA's is_causal aligns the mask to the top left when q_len < seq; this problem's is "
+                      "aligned to the bottom right (a KV cache's)")
     inputs = Inputs(problem)
     dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[problem.dtype]
     q, k, v = (torch.from_numpy(x).cuda().to(dtype) for x in (inputs.q, inputs.k, inputs.v))
+    grouped = problem.kv_head_count != problem.heads  # K/V heads shared by query groups (torch >= 2.5)
     try:
         with sdpa_kernel(getattr(SDPBackend, backend)):
-            call = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=problem.causal)  # noqa: E731
+            call = lambda: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
+                q, k, v, is_causal=problem.causal, **({"enable_gqa": True} if grouped else {}))
             _judge(f"torch SDPA {backend}", check_float(call().float().cpu().numpy(), problem, inputs.golden))
             ms = float(np.median(target.backend(settings).event_times(call, warmup=WARMUP, iters=iters)))
     except RuntimeError as exc:  # the backend refuses this shape or dtype

@@ -5,15 +5,12 @@ and each 16-bit row's message names the path that ran. float32 flash runs from s
 cores by 3xTF32 (kernels/flash_tf32.cu, the arithmetic of torch's EFFICIENT kernel in fp32), elsewhere (or with
 `--gpu-fp32-path simt`, or a forced `--gpu-tile`) in FFMA (kernels/flash.cu); its row's message says which.
 
-The device is the real one (kernels/cuda.py: CuPy, CUDA events) or the fake (kernels/fake.py: the same contract in
-numpy, for a machine without a GPU: ``--gpu-device fake``). Either way this module plans the launch against the
-device's limits (the naive kernel's N² scores against free memory, before allocating anything; the fused kernel's
-row against shared memory; the flash tile against the opt-in shared memory), poisons O with NaN, launches once and
-judges the output (host/verdict.py) before timing, then times `warmup` + `iters` launches with the device's timer
-(CUDA events, L2 flushed between repeats), and measures the board's energy per call through NVML on the real device
-(kernels/energy.py). Each row carries where that timing comes from (the device's `timing_source`), the modelled HBM
-bytes of its kernel (`model_bytes`, formulas in docs/gpu.md; RunContext.result derives GFLOP/s and GB/s from them and
-the p50) and the device's own ceilings measured once per process.
+Every kernel runs every shape of the problem: decode and chunks of prefill (q_len queries against a KV cache of
+seq keys, the causal mask aligned to the bottom right) and grouped-query heads (kv_heads dividing heads). Where a
+head has fewer than SPLIT_BELOW_ROWS queries against a longer KV cache (decode), flash takes the split-KV path
+(`split_plan`): a K/V head's query heads packed into one block's rows, so that K and V are read once for the
+group, and the keys cut across the SMs into ranges whose partial softmax states a second launch combines
+(Flash-Decoding's scheme).
 """
 
 from __future__ import annotations
@@ -32,8 +29,9 @@ from host.target_api import ClusterNeeds, Inputs, RunOptions
 from host.timing import summarize
 from host.verdict import check_float
 from kernels.halves import HALF_DTYPES
-from kernels.variants import (DEFAULT_TILES, FLASH, FLASH_TC, FLASH_TF32, FLASH_WGMMA, MAX_GRID_X, TC_DIMS,
-                              TF32_DIMS, TILE_CHOICES, check_tile, flash_grid, variant)
+from kernels.budget import PROFILES, blocks_per_sm
+from kernels.variants import (DEFAULT_TILES, FLASH, FLASH_TC, FLASH_TF32, FLASH_WGMMA, MAX_GRID_X, MAX_SPLITS, TC_DIMS,
+                              TF32_DIMS, TILE_CHOICES, check_tile, flash_grid, head_rows, variant)
 
 #: kernel name → the dtype it computes in (float32, the default dtype; `kernels(settings)` adds the 16-bit ones).
 KERNELS = {"naive": "float32", "fused": "float32", "flash": "float32"}
@@ -46,12 +44,19 @@ FLASH_THREADS = FLASH.threads
 #: Below this many query tiles per SM, halve Br (down to 32) to fill the SMs: the sweep's best at N <= 1024.
 MIN_TILES_PER_SM = 1
 H200_SMS = 132
+#: Shared-memory limits by the device's model name, for the split planner's blocks per SM (the H200's otherwise).
+LIMITS = {limits.name: limits for limits in PROFILES.values()}
 DEVICES = ("cuda", "fake")
 #: The most (batch, head) pairs one launch takes: CUDA's limit on a grid's y and z extent, where naive and fused put
 #: them (flash puts tiles × pairs on x: variants.MAX_GRID_X).
 MAX_GRID_BH = 65535
 #: --gpu-tc-path: which tensor-core kernel runs the 16-bit rows. auto: wgmma on sm_90, mma.sync elsewhere.
 TC_PATHS = ("auto", "wgmma", "mma")
+#: Heads with fewer queries than this (one prefill query tile of 64 rows) run flash on the split-KV path.
+SPLIT_BELOW_ROWS = 64
+#: The split-KV planner's aim: the smallest split count whose waves of blocks fill the SMs to within this fraction of
+#: the best count's fill (FlashAttention-2's num_splits heuristic), and no split of fewer than two key blocks.
+SPLIT_FILL = 0.85
 #: --gpu-fp32-path: how float32 flash computes. auto: 3xTF32 on the tensor cores where it is built (sm_80+, d 64 and
 #: 128, no forced tile), FFMA elsewhere; 3xtf32 (skipped flash rows where it is not built); simt (FFMA everywhere).
 FP32_PATHS = ("auto", "3xtf32", "simt")
@@ -195,6 +200,12 @@ def available(settings: Settings | None = None) -> tuple[bool, str]:
     return backend(settings).available()
 
 
+def supports(problem: AttentionProblem) -> tuple[bool, str]:
+    """Every GPU kernel runs every shape: q_len < seq (the mask aligned to the bottom right) and grouped K/V heads
+    (kernels/kv_rows.cuh)."""
+    return True, ""
+
+
 def device(settings: Settings | None = None, session: object = None) -> str:
     """The device in words, e.g. 'NVIDIA H200 (132 SMs)'; '' when it cannot be asked."""
     ok, _ = available(settings)
@@ -217,7 +228,7 @@ def default_tile(problem: AttentionProblem, sms: int = H200_SMS) -> tuple[int, i
         raise SpecError(f"dim={problem.dim} is out of range for the GPU kernels; allowed: 1..{max(DEFAULT_TILES)}")
     br, bc = DEFAULT_TILES[limit]
     bh = problem.batch * problem.heads
-    while br > 32 and -(-problem.seq // br) * bh < MIN_TILES_PER_SM * sms:
+    while br > 32 and -(-problem.queries // br) * bh < MIN_TILES_PER_SM * sms:
         br //= 2
     return br, bc
 
@@ -225,12 +236,13 @@ def default_tile(problem: AttentionProblem, sms: int = H200_SMS) -> tuple[int, i
 @dataclass(frozen=True)
 class Plan:
     """A launch's flash tile and which flash kernel runs it: "wgmma" or "mma.sync" (16-bit), "3xtf32" or "simt"
-    (float32); the note goes into the flash row's message."""
+    (float32), "split-kv" (either, `splits` key ranges); the note goes into the flash row's message."""
 
     br: int
     bc: int
     path: str = ""
     note: str = ""
+    splits: int = 1
 
 
 def launch_plan(problem: AttentionProblem, settings: Settings, dev) -> Plan:
@@ -238,10 +250,11 @@ def launch_plan(problem: AttentionProblem, settings: Settings, dev) -> Plan:
     (`tc_plan`); for float32 the 3xTF32 kernel where `fp32_plan` picks it, else the FFMA kernel with the forced
     tile or the default for the device's SM count (the note says when that count is a fallback)."""
     if problem.dtype in HALF_DTYPES:
-        return tc_plan(problem, dev.capability(), settings.tc_path)
+        plan = tc_plan(problem, dev.capability(), settings.tc_path)
+        return split_plan(problem, plan, dev, settings) if settings.tc_path == "auto" else plan
     tf32 = fp32_plan(problem, dev.capability(), settings)
     if tf32.path == "3xtf32":
-        return tf32
+        return split_plan(problem, tf32, dev, settings) if settings.fp32_path == "auto" else tf32
     sms, note = sm_count(settings)
     return Plan(*(settings.tile or default_tile(problem, sms)), "simt", "; ".join(filter(None, [tf32.note, note])))
 
@@ -266,6 +279,43 @@ def fp32_plan(problem: AttentionProblem, capability: int, settings: Settings) ->
                 "products), as torch's EFFICIENT kernel")
 
 
+def split_plan(problem: AttentionProblem, plan: Plan, dev, settings: Settings) -> Plan:
+    """`plan` (a tensor-core one), or for a decode head (fewer than SPLIT_BELOW_ROWS queries against a longer KV
+    cache) the split-KV plan: its variant's tile, and `kv_splits` key ranges for this device."""
+    if problem.queries >= SPLIT_BELOW_ROWS or problem.queries == problem.seq:
+        return plan
+    chosen = variant("flash", problem.dtype, "split-kv")
+    config = chosen.config(problem)
+    sms, why = sm_count(settings)
+    rows = head_rows(problem, packed=True)
+    blocks = flash_grid(rows.nq, config.br, rows.heads)
+    resident = blocks_per_sm(chosen.smem(problem, config.br, config.bc), LIMITS.get(dev.model(), PROFILES["h200"]),
+                             32 * config.warps)
+    splits = kv_splits(blocks, -(-problem.seq // config.bc), sms * max(resident, 1))
+    group = problem.heads // problem.kv_head_count
+    note = (f"split-KV decode: {chosen.label.split(' ', 1)[1]}, {group} query head{'s' * (group > 1)} of a K/V head "
+            f"packed into {rows.nq} rows a block, keys cut into {splits} range{'s' * (splits > 1)} "
+            f"({blocks * splits} blocks) and combined")
+    return Plan(config.br, config.bc, "split-kv", "; ".join(filter(None, [note, why])), splits)
+
+
+def kv_splits(blocks: int, key_blocks: int, slots: int) -> int:
+    """Key ranges for a launch of `blocks` blocks over `key_blocks` key blocks on a device that holds `slots`
+    blocks at once: 1 when the blocks already fill it; else the smallest count whose waves fill the slots to
+    within SPLIT_FILL of the best count's (FlashAttention-2's heuristic), each range at least two key blocks, at
+    most MAX_SPLITS."""
+    if blocks >= SPLIT_FILL * slots:
+        return 1
+    counts = range(1, max(1, min(MAX_SPLITS, key_blocks // 2)) + 1)
+
+    def fill(splits: int) -> float:
+        waves = blocks * splits / slots
+        return waves / -(-waves // 1)
+
+    best = max(fill(count) for count in counts)
+    return next(count for count in counts if fill(count) >= SPLIT_FILL * best)
+
+
 def tc_plan(problem: AttentionProblem, capability: int, forced: str = "auto") -> Plan:
     """The tensor-core kernel for a 16-bit problem on a device of this compute capability (90 for sm_90): wgmma on
     Hopper, mma.sync from sm_80, or the `forced` one; TargetError (skipped) where none runs."""
@@ -288,23 +338,27 @@ def tc_plan(problem: AttentionProblem, capability: int, forced: str = "auto") ->
     return Plan(config.br, config.bc, FLASH_TC.path, f"tensor cores: mma.sync m16n8k16, fp32 accumulation ({why})")
 
 
-def model_bytes(kernel: str, problem: AttentionProblem) -> int:
+def model_bytes(kernel: str, problem: AttentionProblem, splits: int = 1) -> int:
     """Modelled device-memory traffic of one call (docs/gpu.md), in the problem's dtype (4 bytes for float32, 2 for
-    float16 and bfloat16):
+    float16 and bfloat16), for M = q_len queries against N keys, B·H query heads and B·Hkv K/V heads:
 
     naive: Q, K read and S written by the score kernel; S read and P written by the softmax; P, V read and O written
-    by P·V: 4·BH·(4·N·d + 4·N²). fused and flash: Q, K, V read once and O written once, bytes·BH·4·N·d; the re-reads
-    of K and V by every query row (fused) or query tile (flash) are served by the L2 cache, not counted here.
+    by P·V: 4·(2·BH·M·d + 2·BHkv·N·d + 4·BH·M·N) (square: 4·BH·(4·N·d + 4·N²)). fused and flash: Q, K, V read once
+    and O written once (problem.min_bytes); the re-reads of K and V by every query row (fused), query tile or query
+    head of a group (flash) are served by the L2 cache, not counted here. A split-KV call adds its partial states,
+    written and read once in float32: 2·4·splits·BH·M·(d + 1).
     """
-    bh, n, d = problem.batch * problem.heads, problem.seq, problem.dim
+    bh, bkv, m, n, d = (problem.batch * problem.heads, problem.batch * problem.kv_head_count, problem.queries,
+                        problem.seq, problem.dim)
     if kernel == "naive":
-        return 4 * bh * (4 * n * d + 4 * n * n)
-    return problem.min_bytes()
+        return 4 * (2 * bh * m * d + 2 * bkv * n * d + 4 * bh * m * n)
+    partials = 2 * 4 * splits * bh * m * (d + 1) if splits > 1 else 0
+    return problem.min_bytes() + partials
 
 
 def naive_scores_bytes(problem: AttentionProblem) -> int:
-    """Device memory the naive kernel needs for S (P overwrites it): 4·B·H·N² bytes."""
-    return 4 * problem.batch * problem.heads * problem.seq * problem.seq
+    """Device memory the naive kernel needs for S (P overwrites it): 4·B·H·q_len·N bytes."""
+    return 4 * problem.batch * problem.heads * problem.queries * problem.seq
 
 
 def fused_cap(dev) -> int:
@@ -313,20 +367,21 @@ def fused_cap(dev) -> int:
 
 
 def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int, dev=None,
-             path: str = "mma.sync"):
+             path: str = "mma.sync", splits: int = 1):
     """Check the launch against the device's limits, then build its launcher (buffers allocated, O poisoned); `path`
     picks the flash kernel (Plan.path): the tensor-core kernel of a 16-bit problem, 3xtf32 or the FFMA one (any
-    other path) in float32."""
+    other path) in float32, split-kv (`splits` key ranges) in either."""
     dev = dev or backend()
     if kernel not in KERNELS:
         raise SpecError(f"kernel {kernel!r} is unknown; allowed: {', '.join(KERNELS)}")
     if problem.batch * problem.heads > MAX_GRID_BH:  # one limit for all kernels, as naive and fused need
         raise SpecError(f"batch·heads = {problem.batch * problem.heads} exceeds the GPU kernels' grid; allowed: "
                         f"1..{MAX_GRID_BH} (CUDA's grid y and z limit)")
-    blocks = flash_grid(problem.seq, br, problem.batch * problem.heads) if kernel == "flash" else 0
+    rows = head_rows(problem, packed=path == "split-kv")
+    blocks = flash_grid(rows.nq, br, rows.heads) if kernel == "flash" else 0
     if blocks > MAX_GRID_X:
-        raise SpecError(f"flash Br={br} at N={problem.seq}, batch·heads={problem.batch * problem.heads} needs {blocks} "
-                        f"blocks; allowed: 1..{MAX_GRID_X} (CUDA's grid x limit): take a larger Br")
+        raise SpecError(f"flash Br={br} at q_len={problem.queries}, batch·heads={problem.batch * problem.heads} needs "
+                        f"{blocks} blocks; allowed: 1..{MAX_GRID_X} (CUDA's grid x limit): take a larger Br")
     if kernel == "naive":  # refuse before any allocation: S alone can exceed the device
         need, free = naive_scores_bytes(problem), dev.free_bytes()
         if need + problem.min_bytes() > free:
@@ -339,11 +394,11 @@ def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc
         chosen = variant(kernel, problem.dtype, path)
         if chosen is FLASH:
             check_tile(br, bc)
-        smem = chosen.smem(problem, br, bc)
+        smem = chosen.smem(problem, br, bc, splits)
         if smem > dev.smem_optin():
             raise SpecError(f"{chosen.label} Br={br}, Bc={bc}, d={problem.dim} needs {smem} B of shared memory per "
                             f"block; this device allows {dev.smem_optin()} B")
-    return dev.launcher(kernel, problem, inputs, br, bc, path)
+    return dev.launcher(kernel, problem, inputs, br, bc, path, splits=splits)
 
 
 def flash_note(kernel: str, problem: AttentionProblem, plan: Plan, dev) -> str:
@@ -371,7 +426,7 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
     plan = launch_plan(problem, chosen, dev) if kernel == "flash" else Plan(0, 0)
     tile = {"br": plan.br, "bc": plan.bc} if kernel == "flash" else {}
     try:
-        launch = launcher(kernel, problem, inputs, plan.br, plan.bc, dev, plan.path)
+        launch = launcher(kernel, problem, inputs, plan.br, plan.bc, dev, plan.path, plan.splits)
         launch.launch()  # compile, check it runs
         dev.synchronize()
         out = launch.output()
@@ -387,7 +442,7 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
                    "measured: fp16 tensor-core matmul (cuBLAS) in this run; bf16 runs at the same rate")
     return [options.context.result(
         problem, target="gpu", kernel=kernel, device=dev.describe(), warmup=options.warmup, **tile,
-        **timing.as_fields(), timing_source=dev.timing_source, model_bytes=model_bytes(kernel, problem),
+        **timing.as_fields(), timing_source=dev.timing_source, model_bytes=model_bytes(kernel, problem, plan.splits),
         peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source=peak_source if peak_gflops else "",
         energy_j=energy.joules_per_call if energy else None, energy_source=energy.source if energy else "",
         verdict=verdict, message="; ".join(filter(None, [flash_note(kernel, problem, plan, dev),

@@ -4,6 +4,10 @@
 // In base 2: log2 e is folded into scale_log2, applied inside each exponent's FFMA, so the max runs on raw scores
 // (a positive scale keeps their order) and m stays in raw units.
 
+#pragma once
+
+#include "kv_rows.cuh"
+
 #define TC_NEG_INF (-__int_as_float(0x7f800000))
 
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -12,21 +16,23 @@ __device__ __forceinline__ float fast_exp2(float x) {
     return y;
 }
 
-// Masks keys past n and (causal) keys after their query (query0 is the warp's first row), turns s into the
-// unnormalised probabilities p = 2^((s - max)·scale), moves the running max m and this lane's share of the running
-// sum l (rows g and g+8) on, and returns in alpha the factors that rescale the old accumulator rows.
+// Masks keys at or past key_end (the end of the keys this block reads: N, or its split's end) and keys after a row's
+// last visible key (kernels/kv_rows.cuh last_key; `row` is the warp's row g of these 16, rows g and g+8 are this
+// lane's), turns s into the unnormalised probabilities p = 2^((s - max)·scale), moves the running max m and this
+// lane's share of the running sum l (rows g and g+8) on, and returns in alpha the factors that rescale the old
+// accumulator rows. The per-element test runs only on blocks that reach past the least last key of the 16 rows.
 template <int STILES>
 __device__ __forceinline__ void online_softmax(float *s, float *m, float *l, float *alpha, float scale_log2, int kbase,
-                                               int query0, int n, int causal) {
+                                               int key_end, const KvRows &rows, int row, int causal) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    if (kbase + 8 * STILES > n || (causal && kbase + 8 * STILES - 1 > query0)) {
+    if (kbase + 8 * STILES > key_end || kbase + 8 * STILES - 1 > last_key_bounds(rows, row - g, 16, causal).x) {
+        const int last[2] = {last_key(rows, row, causal), last_key(rows, row + 8, causal)};
 #pragma unroll
         for (int i = 0; i < STILES; ++i) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int key = kbase + i * 8 + 2 * t + (e & 1);
-                const int query = query0 + g + (e >> 1) * 8;
-                if (key >= n || (causal && key > query)) s[4 * i + e] = TC_NEG_INF;
+                if (key >= key_end || key > last[e >> 1]) s[4 * i + e] = TC_NEG_INF;
             }
         }
     }
@@ -61,9 +67,11 @@ __device__ __forceinline__ void online_softmax(float *s, float *m, float *l, flo
     l[1] = l[1] * alpha[1] + sum[1];
 }
 
-// 1 / a row's running sum: this lane's share l added over the row's 4 lanes (the kernels' final normalisation).
-__device__ __forceinline__ float inverse_row_sum(float l) {
+// A row's running sum: this lane's share l added over the row's 4 lanes.
+__device__ __forceinline__ float row_sum(float l) {
     l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    return 1.0f / l;
+    return l + __shfl_xor_sync(0xffffffffu, l, 2);
 }
+
+// 1 / a row's running sum (the kernels' final normalisation).
+__device__ __forceinline__ float inverse_row_sum(float l) { return 1.0f / row_sum(l); }

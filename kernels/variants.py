@@ -12,10 +12,16 @@ tool (kernels/budget.py) all read these records, so a variant's facts are writte
 | `flash_tf32`  | flash  | 3xtf32           | flash_tf32.cu | float32           | TF32_CONFIGS per (d, causal)         |
 | `flash_tc`    | flash  | mma.sync         | flash_tc.cu   | float16, bfloat16 | TC_CONFIGS per (d, causal)           |
 | `flash_wgmma` | flash  | wgmma            | flash_wgmma.cu| float16, bfloat16 | WGMMA_CONFIGS per d                  |
+| `split_tc`    | flash  | split-kv         | flash_tc.cu   | float16, bfloat16 | SPLIT_TC_CONFIG, KV splits planned   |
+| `split_tf32`  | flash  | split-kv         | flash_tf32.cu | float32           | SPLIT_TF32_CONFIG, KV splits planned |
 
-A variant's `launches(problem, br, bc)` gives each kernel launch of one call: the function, its grid and block,
-its dynamic shared memory in bytes and its arguments by name (ARGS says what each name is; kernels/cuda.py binds
-them to buffers). Nothing here imports CuPy.
+A variant's `launches(problem, br, bc, splits)` gives each kernel launch of one call: the function, its grid and
+block, its dynamic shared memory in bytes, its arguments by name (ARGS says what each name is; kernels/cuda.py binds
+the buffers and floats) and its integer arguments' values. Every kernel takes any shape of the problem: q_len
+queries against seq keys (the causal mask aligned to the bottom right) and kv_heads K/V heads (kernels/kv_rows.cuh).
+The split-KV variants (the decode path) pack a K/V head's query heads into one launch head, so that a block reads
+its K and V once for the whole group, and cut the keys into `splits` ranges whose partial states a second launch
+(kernels/split_combine.cu) merges. Nothing here imports CuPy.
 """
 
 from __future__ import annotations
@@ -36,14 +42,22 @@ MAX_GRID_X = 2**31 - 1
 #: Dynamic shared memory a kernel gets without raising its max_dynamic_shared_size_bytes attribute.
 SMEM_DEFAULT_LIMIT = 48 * 1024
 
-#: What each launch argument name stands for (kernels/cuda.py binds them).
+#: What each launch argument name stands for (kernels/cuda.py binds the buffers and floats; each Launch carries its
+#: integer arguments' values, int32).
 ARGS = {
-    "q": "Q, (B·H, N, d) in the problem's storage (float32, or 16-bit bit patterns)",
-    "k": "K, (B·H, N, d)",
-    "v": "V, (B·H, N, d)",
-    "out": "O, (B·H, N, d), poisoned with NaN before the first launch",
-    "s": "the naive kernel's scores S, then P in place: (B·H, N, N) float32",
-    "n": "N as int32",
+    "q": "Q, (B·H, q_len, d) in the problem's storage (float32, or 16-bit bit patterns)",
+    "k": "K, (B·Hkv, N, d)",
+    "v": "V, (B·Hkv, N, d)",
+    "out": "O, (B·H, q_len, d), poisoned with NaN before the first launch",
+    "s": "the naive kernel's scores S, then P in place: (B·H, q_len, N) float32",
+    "o_part": "the split-KV partial outputs, (splits, B·H·q_len, d) float32",
+    "lse": "the split-KV partial log-sums (base 2), (splits, B·H·q_len) float32",
+    "n": "N, the keys, as int32",
+    "nq": "query rows of a launch head (q_len; packed: the group's G·q_len)",
+    "qlen": "queries per query head (row r is query r mod qlen)",
+    "group": "launch heads per K/V head (heads / kv_heads; packed: 1)",
+    "splits": "key ranges of a split-KV launch (1: no split, O written directly)",
+    "rows": "rows the split-KV combine merges: B·H·q_len",
     "d": "d as int32",
     "scale": "1/√d as float32",
     "scale_log2": "log2(e)/√d as float32 (the kernels' exponentials are base 2)",
@@ -52,12 +66,40 @@ ARGS = {
     "k_map": "the copy engine's map of K, boxes of Bc rows",
     "v_map": "the copy engine's map of V, boxes of Bc rows",
 }
+#: The most key ranges a split-KV launch cuts (the combine reads every range's state for each row).
+MAX_SPLITS = 128
 
 
 def flash_grid(n: int, br: int, bh: int) -> int:
-    """Blocks of one flash launch: ⌈N / Br⌉ query tiles × batch·heads on the grid's x axis, in the order
+    """Blocks of one flash launch: ⌈rows / Br⌉ query tiles × launch heads on the grid's x axis, in the order
     kernels/tile_order.cuh reads (causal launches run their longest tiles first across all heads)."""
     return -(-n // br) * bh
+
+
+class HeadRows(NamedTuple):
+    """How a launch sees the problem's heads (kernels/kv_rows.cuh): `heads` launch heads of `nq` query rows each,
+    each query head's `qlen` queries, `group` launch heads per K/V head."""
+
+    heads: int
+    nq: int
+    qlen: int
+    group: int
+
+
+def head_rows(problem: AttentionProblem, packed: bool = False) -> HeadRows:
+    """Unpacked: a launch head per query head (B·H of q_len rows, K/V head h // G); packed: a launch head per K/V
+    head, its G query heads' rows one after another (B·Hkv of G·q_len rows: Q's memory order)."""
+    group = problem.heads // problem.kv_head_count
+    if packed:
+        return HeadRows(problem.batch * problem.kv_head_count, group * problem.queries, problem.queries, 1)
+    return HeadRows(problem.batch * problem.heads, problem.queries, problem.queries, group)
+
+
+def shape_ints(problem: AttentionProblem, rows: HeadRows | None = None, **more: int) -> tuple[tuple[str, int], ...]:
+    """A launch's integer arguments by name: the shape (nq, qlen, n, group, d, causal) and `more`."""
+    rows = rows or head_rows(problem)
+    return tuple({"nq": rows.nq, "qlen": rows.qlen, "n": problem.seq, "group": rows.group, "d": problem.dim,
+                  "causal": int(problem.causal), **more}.items())
 
 
 def row_strides(dim: int) -> tuple[int, int]:
@@ -180,13 +222,16 @@ def check_tile(br: int, bc: int) -> None:
 @dataclass(frozen=True)
 class Launch:
     """One kernel launch of a call: the function (a name expression where the source is a template), its grid and
-    block, dynamic shared memory in bytes, and its arguments by name (ARGS)."""
+    block, dynamic shared memory in bytes, its arguments by name (ARGS), the values of its integer arguments, and
+    its source where that is not the variant's (the split-KV combine)."""
 
     function: str
     grid: tuple[int, ...]
     block: tuple[int, ...]
     smem: int
     args: tuple[str, ...]
+    ints: tuple[tuple[str, int], ...] = ()
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -206,16 +251,18 @@ class Variant:
     templated: bool = True
     sm90a: bool = False
 
-    def launches(self, problem: AttentionProblem, br: int, bc: int) -> tuple[Launch, ...]:
+    def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
         raise NotImplementedError
 
-    def smem(self, problem: AttentionProblem, br: int, bc: int) -> int:
+    def smem(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> int:
         """Dynamic shared memory of one block of the call's largest launch, in bytes."""
-        return max(launch.smem for launch in self.launches(problem, br, bc))
+        return max(launch.smem for launch in self.launches(problem, br, bc, splits))
 
-    def expressions(self, problem: AttentionProblem, br: int, bc: int) -> tuple[str, ...]:
-        """The name expressions this call compiles (none for a variant of plain extern "C" kernels)."""
-        return tuple(launch.function for launch in self.launches(problem, br, bc)) if self.templated else ()
+    def expressions(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[str, ...]:
+        """The name expressions this call compiles from the variant's source (none for plain extern "C" kernels;
+        a launch from another source compiles there)."""
+        return tuple(launch.function for launch in self.launches(problem, br, bc, splits)
+                     if not launch.source) if self.templated else ()
 
 
 @dataclass(frozen=True)
@@ -225,12 +272,14 @@ class Naive(Variant):
     tile: int = 16
     softmax_threads: int = 256
 
-    def launches(self, problem: AttentionProblem, br: int, bc: int) -> tuple[Launch, ...]:
-        bh, n, d, t = problem.batch * problem.heads, problem.seq, problem.dim, self.tile
-        tiles = -(-n // t)
-        return (Launch("naive_scores", (tiles, tiles, bh), (t, t), 0, ("q", "k", "s", "n", "d", "scale", "causal")),
-                Launch("naive_softmax", (n, bh), (self.softmax_threads,), 0, ("s", "n")),
-                Launch("naive_pv", (-(-d // t), tiles, bh), (t, t), 0, ("s", "v", "out", "n", "d")))
+    def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
+        bh, nq, n, d, t = problem.batch * problem.heads, problem.queries, problem.seq, problem.dim, self.tile
+        ints = shape_ints(problem)
+        return (Launch("naive_scores", (-(-n // t), -(-nq // t), bh), (t, t), 0,
+                       ("q", "k", "s", "nq", "n", "group", "d", "scale", "causal"), ints),
+                Launch("naive_softmax", (nq, bh), (self.softmax_threads,), 0, ("s", "nq", "n"), ints),
+                Launch("naive_pv", (-(-d // t), -(-nq // t), bh), (t, t), 0,
+                       ("s", "v", "out", "nq", "n", "group", "d"), ints))
 
 
 @dataclass(frozen=True)
@@ -239,13 +288,15 @@ class Fused(Variant):
 
     threads: int = 256
 
-    def launches(self, problem: AttentionProblem, br: int, bc: int) -> tuple[Launch, ...]:
-        n = problem.seq
-        return (Launch("fused_row", (n, problem.batch * problem.heads), (self.threads,), FLOAT_BYTES * (n + 32),
-                       ("q", "k", "v", "out", "n", "d", "scale_log2", "causal")),)
+    def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
+        return (Launch("fused_row", (problem.queries, problem.batch * problem.heads), (self.threads,),
+                       FLOAT_BYTES * (problem.seq + 32),
+                       ("q", "k", "v", "out", "nq", "n", "group", "d", "scale_log2", "causal"), shape_ints(problem)),)
 
 
-FLASH_ARGS = ("q", "k", "v", "out", "n", "scale_log2", "causal")
+FLASH_ARGS = ("q", "k", "v", "out", "nq", "n", "group", "scale_log2", "causal")
+#: The mma.sync kernels' arguments: the split-KV buffers and the packing beside the shape.
+SPLIT_ARGS = ("q", "k", "v", "out", "o_part", "lse", "nq", "qlen", "n", "group", "splits", "scale_log2", "causal")
 
 
 @dataclass(frozen=True)
@@ -254,10 +305,29 @@ class Flash(Variant):
 
     threads: int = 128
 
-    def launches(self, problem: AttentionProblem, br: int, bc: int) -> tuple[Launch, ...]:
-        d = problem.dim
-        return (Launch(f"flash_fwd<{br},{bc},{d}>", (flash_grid(problem.seq, br, problem.batch * problem.heads),),
-                       (self.threads,), flash_smem_bytes(br, bc, d), FLASH_ARGS),)
+    def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
+        d, rows = problem.dim, head_rows(problem)
+        return (Launch(f"flash_fwd<{br},{bc},{d}>", (flash_grid(rows.nq, br, rows.heads),),
+                       (self.threads,), flash_smem_bytes(br, bc, d), FLASH_ARGS, shape_ints(problem, rows)),)
+
+
+def mma_launches(of: "FlashTc | FlashTf32", problem: AttentionProblem, function: str, br: int, threads: int,
+                 smem: int, splits: int) -> tuple[Launch, ...]:
+    """The launches of an mma.sync flash call: the kernel, on (tiles × launch heads, splits) blocks; with splits > 1
+    the combine after it (kernels/split_combine.cu, 4 rows per 128-thread block). The split-KV variants pack."""
+    splits = check_int("splits", splits, 1, MAX_SPLITS)
+    if splits > 1 and not of.split:
+        raise SpecError(f"{of.label} writes O directly; splits={splits} needs a split-KV variant")
+    rows = head_rows(problem, packed=of.split)
+    kernel = Launch(function, (flash_grid(rows.nq, br, rows.heads), splits), (threads,), smem, SPLIT_ARGS,
+                    shape_ints(problem, rows, splits=splits))
+    if splits == 1:
+        return (kernel,)
+    total = problem.batch * problem.heads * problem.queries
+    out_type = TC_TYPES.get(problem.dtype, "float")
+    return (kernel, Launch(f"split_combine<{out_type},{problem.dim}>", (-(-total // 4),), (128,), 0,
+                           ("o_part", "lse", "out", "rows", "splits"), (("rows", total), ("splits", splits)),
+                           source="split_combine.cu"))
 
 
 @dataclass(frozen=True)
@@ -265,15 +335,16 @@ class FlashTf32(Variant):
     """The 3xTF32 flash kernel: its launch per (d, causal) from TF32_CONFIGS, 32 threads per warp."""
 
     configs: tuple[tuple[tuple[int, bool], Tf32Config], ...] = tuple(TF32_CONFIGS.items())
+    split: bool = False  # the split-KV decode variant: packed heads, `splits` key ranges
 
     def config(self, problem: AttentionProblem) -> Tf32Config:
         return _config(self, dict(self.configs), (problem.dim, problem.causal))
 
-    def launches(self, problem: AttentionProblem, br: int, bc: int) -> tuple[Launch, ...]:
+    def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
         c, d = self.config(problem), problem.dim
-        return (Launch(f"flash_tf32_fwd<{d},{c.warps},{bc},{c.m_tiles},{str(c.q_in_regs).lower()}>",
-                       (flash_grid(problem.seq, br, problem.batch * problem.heads),), (32 * c.warps,),
-                       flash_tf32_smem_bytes(br, bc, d), FLASH_ARGS),)
+        return mma_launches(self, problem, f"flash_tf32_fwd<{d},{c.warps},{bc},{c.m_tiles},"
+                                           f"{str(c.q_in_regs).lower()}>", br, 32 * c.warps,
+                            flash_tf32_smem_bytes(br, bc, d), splits)
 
 
 @dataclass(frozen=True)
@@ -281,15 +352,15 @@ class FlashTc(Variant):
     """The mma.sync tensor-core flash kernel: its launch per (d, causal) from TC_CONFIGS, 32 threads per warp."""
 
     configs: tuple[tuple[tuple[int, bool], TcConfig], ...] = tuple(TC_CONFIGS.items())
+    split: bool = False  # the split-KV decode variant: packed heads, `splits` key ranges
 
     def config(self, problem: AttentionProblem) -> TcConfig:
         return _config(self, dict(self.configs), (problem.dim, problem.causal))
 
-    def launches(self, problem: AttentionProblem, br: int, bc: int) -> tuple[Launch, ...]:
+    def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
         c, d = self.config(problem), problem.dim
-        return (Launch(f"flash_tc_fwd<{TC_TYPES[problem.dtype]},{d},{c.warps},{bc},{c.m_tiles}>",
-                       (flash_grid(problem.seq, br, problem.batch * problem.heads),), (32 * c.warps,),
-                       flash_tc_smem_bytes(br, bc, d), FLASH_ARGS),)
+        return mma_launches(self, problem, f"flash_tc_fwd<{TC_TYPES[problem.dtype]},{d},{c.warps},{bc},{c.m_tiles}>",
+                            br, 32 * c.warps, flash_tc_smem_bytes(br, bc, d), splits)
 
 
 @dataclass(frozen=True)
@@ -302,12 +373,13 @@ class FlashWgmma(Variant):
     def config(self, problem: AttentionProblem) -> WgmmaConfig:
         return _config(self, dict(self.configs), problem.dim)
 
-    def launches(self, problem: AttentionProblem, br: int, bc: int) -> tuple[Launch, ...]:
-        c, d = self.config(problem), problem.dim
+    def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
+        c, d, rows = self.config(problem), problem.dim, head_rows(problem)
         return (Launch(f"flash_wgmma_fwd<{WGMMA_TYPES[problem.dtype]},{d},{bc},{c.consumers},{c.stages},{c.schedule}>",
-                       (flash_grid(problem.seq, br, problem.batch * problem.heads),),
+                       (flash_grid(rows.nq, br, rows.heads),),
                        (flash_wgmma_threads(c.consumers),), flash_wgmma_smem_bytes(d, bc, c.consumers, c.stages),
-                       ("q_map", "k_map", "v_map", "out", "n", "scale_log2", "causal")),)
+                       ("q_map", "k_map", "v_map", "out", "nq", "n", "group", "scale_log2", "causal"),
+                       shape_ints(problem, rows)),)
 
 
 def _config(of: Variant, configs: dict, key: int | tuple[int, bool]):
@@ -326,20 +398,35 @@ FLASH_TF32 = FlashTf32("flash_tf32", "flash", "3xtf32", "flash_tf32.cu", ("float
 FLASH_TC = FlashTc("flash_tc", "flash", "mma.sync", "flash_tc.cu", HALF_DTYPES, "tensor-core flash (mma.sync)")
 FLASH_WGMMA = FlashWgmma("flash_wgmma", "flash", "wgmma", "flash_wgmma.cu", HALF_DTYPES,
                          "tensor-core flash (wgmma)", sm90a=True)
+#: The split-KV (decode) launches: 64 query rows a block (4 warps of one m-tile), so that a group's G·q_len packed
+#: rows waste little of a tile at decode's few queries; 64-key blocks (16-bit) and 32-key blocks (float32, whose
+#: tiles are twice the bytes), both dimensions alike.
+SPLIT_TC_CONFIG = TcConfig(4, 64, 1)
+SPLIT_TF32_CONFIG = Tf32Config(4, 32, 1, False)
+SPLIT_TC = FlashTc("split_tc", "flash", "split-kv", "flash_tc.cu", HALF_DTYPES, "split-KV tensor-core flash (mma.sync)",
+                   configs=tuple(((d, causal), SPLIT_TC_CONFIG) for d in TC_DIMS for causal in (False, True)),
+                   split=True)
+SPLIT_TF32 = FlashTf32("split_tf32", "flash", "split-kv", "flash_tf32.cu", ("float32",), "split-KV 3xTF32 flash",
+                       configs=tuple(((d, causal), SPLIT_TF32_CONFIG) for d in TF32_DIMS for causal in (False, True)),
+                       split=True)
 #: Every variant by name.
-VARIANTS: dict[str, Variant] = {v.name: v for v in (NAIVE, FUSED, FLASH, FLASH_TF32, FLASH_TC, FLASH_WGMMA)}
+VARIANTS: dict[str, Variant] = {v.name: v for v in (NAIVE, FUSED, FLASH, FLASH_TF32, FLASH_TC, FLASH_WGMMA, SPLIT_TC,
+                                                    SPLIT_TF32)}
 
 
 def variant(kernel: str, dtype: str, path: str) -> Variant:
     """The variant that runs `kernel` for a problem of `dtype` on plan path `path`: naive and fused whatever the
-    path; flash in 16 bits wgmma on path "wgmma", else mma.sync; flash in float32 3xTF32 on path "3xtf32", else
-    FFMA. SpecError for an unknown kernel or a 16-bit naive or fused."""
+    path; flash on path "split-kv" the split-KV variant of its dtype; flash in 16 bits wgmma on path "wgmma", else
+    mma.sync; flash in float32 3xTF32 on path "3xtf32", else FFMA. SpecError for an unknown kernel or a 16-bit
+    naive or fused."""
     if kernel not in ("naive", "fused", "flash"):
         raise SpecError(f"kernel {kernel!r} is unknown; allowed: naive, fused, flash")
     if dtype in HALF_DTYPES and kernel != "flash":
         raise SpecError(f"kernel {kernel!r} computes in float32 only; {dtype} runs on flash")
     if kernel != "flash":
         return VARIANTS[kernel]
+    if path == "split-kv":
+        return SPLIT_TC if dtype in HALF_DTYPES else SPLIT_TF32
     if dtype in HALF_DTYPES:
         return FLASH_WGMMA if path == "wgmma" else FLASH_TC
     return FLASH_TF32 if path == "3xtf32" else FLASH

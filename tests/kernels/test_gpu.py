@@ -13,14 +13,14 @@ from host.errors import SpecError, TargetError
 from host.problem import AttentionProblem
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import target
-from kernels.variants import FLASH
+from kernels.variants import FLASH, TC_DIMS
 
 FLASH_INSTANCES = [(128, 64, 64), (64, 64, 64), (32, 64, 64), (64, 32, 128), (32, 32, 128), (16, 32, 256), (8, 8, 59),
                    (16, 64, 16), (128, 8, 1)]
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("source", ["naive.cu", "fused.cu", "flash.cu"])
+@pytest.mark.parametrize("source", ["naive.cu", "fused.cu", "flash.cu", "split_combine.cu"])
 def test_every_kernel_compiles_with_nvcc(source, arch, tmp_path):
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not installed")
@@ -28,8 +28,11 @@ def test_every_kernel_compiles_with_nvcc(source, arch, tmp_path):
     text = f'#include "{ROOT / "kernels" / source}"\n'
     if source == "flash.cu":  # a template: instantiate the tiles and head dimensions we use, d = 59 included
         text += "".join(f"template __global__ void {FLASH.expressions(AttentionProblem(seq=1, dim=d), br, bc)[0]}("
-                        "const float*, const float*, const float*, float*, int, float, int);\n"
+                        "const float*, const float*, const float*, float*, int, int, int, float, int);\n"
                         for br, bc, d in FLASH_INSTANCES)
+    if source == "split_combine.cu":  # each output type at both dimensions the split-KV kernels are built for
+        text += "".join(f"template __global__ void split_combine<{kind},{d}>(const float*, const float*, {kind}*, "
+                        "int, int);\n" for kind in ("float", "__half", "__nv_bfloat16") for d in TC_DIMS)
     unit.write_text(text)
     done = subprocess.run(["nvcc", f"-arch={arch}", "-std=c++17", "-Werror", "all-warnings", f"-I{ROOT / 'kernels'}",
                            "-c", "-o", str(tmp_path / "unit.o"), str(unit)], capture_output=True, text=True,
@@ -181,7 +184,7 @@ def test_poisoned_output_is_fully_written(device):
 def test_a_kernel_that_skips_rows_fails_the_nan_poison_check(monkeypatch):
     from kernels import fake
 
-    def skips_last_row(q, k, v, out, problem, br, bc):
+    def skips_last_row(q, k, v, out, problem, br, bc, splits=1):
         fake.flash(q, k, v, out, problem, br, bc)
         out[:, -1] = np.nan  # as if the last query tile were never launched
 
@@ -194,7 +197,7 @@ def test_a_kernel_that_skips_rows_fails_the_nan_poison_check(monkeypatch):
 def flash_with(mistake):
     """kernels/fake.py's flash algorithm with one mistake a real kernel makes: a missed rescale of the accumulator
     when the running max grows, 1/d instead of 1/√d, or the causal mask shifted by one key."""
-    def kernel(q, k, v, out, problem, br, bc):
+    def kernel(q, k, v, out, problem, br, bc, splits=1):
         n = problem.seq
         scale = np.float32((1.0 / problem.dim if mistake == "wrong_scale" else problem.scale) * 1.4426950408889634)
         for i0 in range(0, n, br):

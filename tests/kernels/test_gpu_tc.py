@@ -17,7 +17,7 @@ from host.problem import AttentionProblem
 from host.reference import errors
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import target
-from kernels.variants import FLASH_TC, FLASH_WGMMA, TC_CONFIGS, TC_TYPES, WGMMA_CONFIGS
+from kernels.variants import FLASH_TC, FLASH_WGMMA, SPLIT_TC, TC_TYPES, WGMMA_CONFIGS
 from kernels.fake import FakeDevice
 from kernels.halves import from_bits, rounded, to_bits
 
@@ -30,22 +30,24 @@ def test_the_tensor_core_kernel_compiles_for_sm90(tmp_path):
         pytest.skip("nvcc is not installed")
     unit = tmp_path / "unit_flash_tc.cu"
     text = f'#include "{ROOT / "kernels" / "flash_tc.cu"}"\n'
-    # the launcher's own name expressions (kernels/variants.py), each distinct instance once
-    launches = sorted({(dtype, FLASH_TC.expressions(AttentionProblem(seq=1, dim=d, causal=causal, dtype=dtype),
-                                                    config.br, config.bc)[0])
-                       for (d, causal), config in TC_CONFIGS.items() for dtype in HALF})
+    # the launcher's own name expressions (kernels/variants.py), each distinct instance once: the prefill configs
+    # and the split-KV one
+    launches = sorted({(dtype, chosen.expressions(AttentionProblem(seq=1, dim=d, causal=causal, dtype=dtype),
+                                                  config.br, config.bc)[0])
+                       for chosen in (FLASH_TC, SPLIT_TC) for (d, causal), config in chosen.configs for dtype in HALF})
     for dtype, expression in launches:
         kind = TC_TYPES[dtype]
-        text += (f"template __global__ void {expression}(const {kind}*, const {kind}*, const {kind}*, {kind}*, int, "
-                 "float, int);\n")
+        text += (f"template __global__ void {expression}(const {kind}*, const {kind}*, const {kind}*, {kind}*, float*, "
+                 "float*, int, int, int, int, int, float, int);\n")
     unit.write_text(text)
     done = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-Werror", "all-warnings", "-Xptxas", "-v", "-c",
                            "-o", str(tmp_path / "unit.o"), str(unit)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     spills = [int(line.split("bytes spill stores")[0].split(",")[-1]) for line in done.stderr.splitlines()
               if "bytes spill stores" in line]
-    assert len(spills) == len(launches) == 6  # 3 distinct launches of TC_CONFIGS × 2 types
-    # registers hold each instance's state: at most the 48 bytes the d 128 two-m-tile launch spills (docs/gpu.md)
+    assert len(spills) == len(launches) == 10  # (3 distinct launches of TC_CONFIGS + 2 of SPLIT_TC) × 2 types
+    # registers hold each instance's state: at most the 48 bytes the d 128 two-m-tile launch spilt before the
+    # split-KV arguments (docs/gpu.md; 28 since), none in the split-KV launches
     assert max(spills) <= 48, done.stderr
 
 
@@ -58,7 +60,7 @@ def test_the_wgmma_kernel_compiles_for_sm90a_without_spills(tmp_path):
         for d, config in WGMMA_CONFIGS.items():
             [expression] = FLASH_WGMMA.expressions(AttentionProblem(seq=1, dim=d, dtype=dtype), config.br, config.bc)
             text += (f"template __global__ void {expression}(const void*, const void*, const void*, unsigned short*, "
-                     "int, float, int);\n")
+                     "int, int, int, float, int);\n")
     unit.write_text(text)
     done = subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-Werror", "all-warnings",
                            "-Xptxas", "-v", "-c", "-o", str(tmp_path / "unit.o"), str(unit)],
@@ -260,6 +262,6 @@ def test_more_flash_blocks_than_a_grid_holds_is_refused_in_one_line():
     # flash puts ⌈N / Br⌉ tiles × batch·heads on the grid's x axis (kernels/tile_order.cuh): 2^20 × 4096 = 2^32 blocks
     problem = AttentionProblem(batch=1, heads=4096, seq=1 << 20, dim=8)
     dev = target.backend(target.Settings(device="fake"))
-    with pytest.raises(SpecError, match=r"flash Br=1 at N=1048576, batch·heads=4096 needs 4294967296 blocks; "
+    with pytest.raises(SpecError, match=r"flash Br=1 at q_len=1048576, batch·heads=4096 needs 4294967296 blocks; "
                                         r"allowed: 1\.\.2147483647 \(CUDA's grid x limit\)"):
         target.launcher("flash", problem, None, 1, 64, dev, "simt")

@@ -18,7 +18,7 @@ from host.problem import AttentionProblem
 from host.reference import errors
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import target
-from kernels.variants import FLASH_TF32, TF32_CONFIGS
+from kernels.variants import FLASH_TF32, SPLIT_TF32, TF32_CONFIGS
 from kernels.fake import FakeDevice
 
 
@@ -29,12 +29,13 @@ def test_the_3xtf32_kernel_compiles_without_spills(tmp_path, arch):
     unit = tmp_path / "unit_flash_tf32.cu"
     text = f'#include "{ROOT / "kernels" / "flash_tf32.cu"}"\n'
     # the launcher's own name expressions (kernels/variants.py), each distinct instance once
-    launches = sorted({FLASH_TF32.expressions(AttentionProblem(seq=1, dim=d, causal=causal), config.br, config.bc)[0]
-                       for (d, causal), config in TF32_CONFIGS.items()})
-    assert len(launches) == 3  # (64, 4, 32, 2, false), (64, 4, 32, 1, true), (128, 8, 64, 1, false)
+    launches = sorted({chosen.expressions(AttentionProblem(seq=1, dim=d, causal=causal), config.br, config.bc)[0]
+                       for chosen in (FLASH_TF32, SPLIT_TF32) for (d, causal), config in chosen.configs})
+    # (64, 4, 32, 2, false), (64, 4, 32, 1, true), (128, 8, 64, 1, false); split-KV (64 and 128, 4, 32, 1, false)
+    assert len(launches) == 5
     for expression in launches:
-        text += (f"template __global__ void {expression}(const float*, const float*, const float*, float*, int, "
-                 "float, int);\n")
+        text += (f"template __global__ void {expression}(const float*, const float*, const float*, float*, float*, "
+                 "float*, int, int, int, int, int, float, int);\n")
     unit.write_text(text)
     done = subprocess.run(["nvcc", f"-arch={arch}", "-std=c++17", "-Werror", "all-warnings", "-Xptxas", "-v", "-c",
                            "-o", str(tmp_path / "unit.o"), str(unit)], capture_output=True, text=True, timeout=600)

@@ -9,8 +9,15 @@ from host.problem import AttentionProblem
 from kernels import variants
 from kernels.variants import FLASH, FLASH_TC, FLASH_TF32, FLASH_WGMMA, FUSED, NAIVE, Launch
 
-FLASH_ARGS = ("q", "k", "v", "out", "n", "scale_log2", "causal")
-MAP_ARGS = ("q_map", "k_map", "v_map", "out", "n", "scale_log2", "causal")
+FLASH_ARGS = ("q", "k", "v", "out", "nq", "n", "group", "scale_log2", "causal")
+SPLIT_ARGS = ("q", "k", "v", "out", "o_part", "lse", "nq", "qlen", "n", "group", "splits", "scale_log2", "causal")
+MAP_ARGS = ("q_map", "k_map", "v_map", "out", "nq", "n", "group", "scale_log2", "causal")
+
+
+def square(n, d, causal=False, **more):
+    """The integer arguments of a launch of a square problem: N query rows a head, each its own query (qlen N),
+    N keys, one query head per K/V head."""
+    return (("nq", n), ("qlen", n), ("n", n), ("group", 1), ("d", d), ("causal", int(causal)), *more.items())
 
 
 def problem(batch, heads, seq, dim, causal=False, dtype="float32"):
@@ -25,10 +32,12 @@ def problem(batch, heads, seq, dim, causal=False, dtype="float32"):
 ])
 def test_naive_launches(shape, scores_grid, softmax_grid, pv_grid):
     p = problem(*shape)
+    ints = square(shape[2], shape[3])
     assert NAIVE.launches(p, 0, 0) == (
-        Launch("naive_scores", scores_grid, (16, 16), 0, ("q", "k", "s", "n", "d", "scale", "causal")),
-        Launch("naive_softmax", softmax_grid, (256,), 0, ("s", "n")),
-        Launch("naive_pv", pv_grid, (16, 16), 0, ("s", "v", "out", "n", "d")))
+        Launch("naive_scores", scores_grid, (16, 16), 0, ("q", "k", "s", "nq", "n", "group", "d", "scale", "causal"),
+               ints),
+        Launch("naive_softmax", softmax_grid, (256,), 0, ("s", "nq", "n"), ints),
+        Launch("naive_pv", pv_grid, (16, 16), 0, ("s", "v", "out", "nq", "n", "group", "d"), ints))
     assert NAIVE.expressions(p, 0, 0) == ()  # extern "C" kernels: no name expressions
     assert NAIVE.smem(p, 0, 0) == 0
 
@@ -42,7 +51,8 @@ def test_naive_launches(shape, scores_grid, softmax_grid, pv_grid):
 def test_fused_launches(shape, grid, smem):
     p = problem(*shape)
     assert FUSED.launches(p, 0, 0) == (
-        Launch("fused_row", grid, (256,), smem, ("q", "k", "v", "out", "n", "d", "scale_log2", "causal")),)
+        Launch("fused_row", grid, (256,), smem, ("q", "k", "v", "out", "nq", "n", "group", "d", "scale_log2", "causal"),
+               square(shape[2], shape[3])),)
     assert FUSED.expressions(p, 0, 0) == ()
 
 
@@ -60,7 +70,8 @@ def test_fused_launches(shape, grid, smem):
 def test_ffma_flash_launches(shape, tile, expression, grid, smem):
     for causal in (False, True):  # the mask is an argument, not a variant
         p = problem(*shape, causal=causal)
-        assert FLASH.launches(p, *tile) == (Launch(expression, (grid,), (128,), smem, FLASH_ARGS),)
+        assert FLASH.launches(p, *tile) == (Launch(expression, (grid,), (128,), smem, FLASH_ARGS,
+                                                   square(shape[2], shape[3], causal)),)
         assert FLASH.expressions(p, *tile) == (expression,)
         assert FLASH.smem(p, *tile) == smem == variants.flash_smem_bytes(*tile, shape[3])
 
@@ -80,7 +91,8 @@ def test_tf32_flash_launches(shape, causal, tile, expression, threads, grid, sme
     p = problem(*shape, causal=causal)
     config = FLASH_TF32.config(p)
     assert (config.br, config.bc) == tile  # the planner's tile (target.fp32_plan) is the record's
-    assert FLASH_TF32.launches(p, *tile) == (Launch(expression, (grid,), (threads,), smem, FLASH_ARGS),)
+    assert FLASH_TF32.launches(p, *tile) == (Launch(expression, (grid, 1), (threads,), smem, SPLIT_ARGS,
+                                                    square(shape[2], shape[3], causal, splits=1)),)
 
 
 # mma.sync: flash_tc_fwd<type,d,warps,Bc,m_tiles>, 32·warps threads, Br = 16·m_tiles·warps, smem 2·(Br + 4·Bc)·d
@@ -97,7 +109,8 @@ def test_mma_sync_flash_launches(shape, causal, dtype, tile, expression, threads
     p = problem(*shape, causal=causal, dtype=dtype)
     config = FLASH_TC.config(p)
     assert (config.br, config.bc) == tile  # the planner's tile (target.tc_plan)
-    assert FLASH_TC.launches(p, *tile) == (Launch(expression, (grid,), (threads,), smem, FLASH_ARGS),)
+    assert FLASH_TC.launches(p, *tile) == (Launch(expression, (grid, 1), (threads,), smem, SPLIT_ARGS,
+                                                  square(shape[2], shape[3], causal, splits=1)),)
 
 
 # wgmma: flash_wgmma_fwd<kind,d,Bc,consumers,stages,schedule> (kind 0 fp16, 1 bf16), 128·consumers + 128 threads,
@@ -113,7 +126,8 @@ def test_wgmma_flash_launches(shape, causal, dtype, expression, grid, smem):
     p = problem(*shape, causal=causal, dtype=dtype)
     config = FLASH_WGMMA.config(p)
     assert (config.br, config.bc) == (128, 128)  # Br = 64 · 2 consumers
-    assert FLASH_WGMMA.launches(p, 128, 128) == (Launch(expression, (grid,), (384,), smem, MAP_ARGS),)  # 2·128 + 128
+    assert FLASH_WGMMA.launches(p, 128, 128) == (Launch(expression, (grid,), (384,), smem, MAP_ARGS,  # 2·128 + 128
+                                                        square(shape[2], shape[3], causal)),)
     assert FLASH_WGMMA.sm90a and not FLASH_TC.sm90a
 
 
@@ -140,6 +154,7 @@ def test_a_variant_refuses_what_no_kernel_runs():
 def test_every_variant_is_listed_once_with_its_source():
     assert {name: v.source for name, v in variants.VARIANTS.items()} == {
         "naive": "naive.cu", "fused": "fused.cu", "flash": "flash.cu", "flash_tf32": "flash_tf32.cu",
-        "flash_tc": "flash_tc.cu", "flash_wgmma": "flash_wgmma.cu"}
+        "flash_tc": "flash_tc.cu", "flash_wgmma": "flash_wgmma.cu", "split_tc": "flash_tc.cu",
+        "split_tf32": "flash_tf32.cu"}
     assert all(set(launch.args) <= set(variants.ARGS) for v in variants.VARIANTS.values()
                for launch in v.launches(problem(1, 2, 64, 64, dtype=v.dtypes[0]), 64, 64))

@@ -1,0 +1,224 @@
+"""LLM inference shapes on the GPU (issue 32), each measured in one run against torch SDPA and the copy floor:
+
+- decode: fp16, Llama 3 8B's attention (32 query heads on 8 K/V heads, d 128), q_len 1 and 16, batch × kv_len
+  over a grid (points whose KV cache exceeds --max-gib are left out, and say so), not causal (every new query sees
+  the whole cache: torch's is_causal would align a q_len-16 mask to the top left, so both sides run unmasked).
+  Ours is the flash kernel on the target's plan (the split-KV path); torch's FLASH and cuDNN backends run with
+  `enable_gqa=True` on the same device buffers (EFFICIENT refuses grouped heads). The floor is the KV cache's
+  bytes over the measured device copy bandwidth (read + write counted, as kernels/cuda.py measures it): the
+  printed `xcopy` is KV bytes / time over that bandwidth. Inputs are drawn on the device (a 128k-key batch-64
+  cache is 34 GB); before timing, ours is judged against the float64 golden (host/verdict.py) at small points of
+  each q_len and compared with torch's output at every timed point (rel-L2 printed; above 1e-2 stops the run).
+- grouped prefill: Llama 3 8B at 8k, causal, fp16: the same kernel with 8 K/V heads and with 32 (no grouping),
+  beside torch cuDNN (grouped), each judged against the golden first.
+
+    python -m kernels.inference_bench [--quick] [--iters 20] [--max-gib 40] [--out reports/latest/inference]
+
+Writes OUT/decode.csv and OUT/prefill.csv (every point, with the command line) and prints the tables. Exit status:
+0 done; 1 a kernel wrong or no CUDA device (one line with the reason); 2 bad arguments; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from host.cli_common import Parser, folder, guard, integer, output_folder
+from host.errors import TargetError, UnavailableError
+from host.problem import AttentionProblem
+from host.target_api import Inputs, RunContext, RunOptions
+from kernels import headline, target
+
+HEADS, KV_HEADS, DIM = 32, 8, 128  # Llama 3 8B (host/workloads.toml)
+BATCHES = (1, 8, 32, 64)
+KV_LENS = (4096, 16384, 65536, 131072)
+Q_LENS = (1, 16)
+QUICK = {"batches": (1, 32), "kv_lens": (4096, 65536)}
+#: Ours against torch at a timed point: both fp16 with fp32 sums, so rel-L2 far under this; above it, a bug.
+AGREE = 1e-2
+PREFILL_SEQ = 8192
+
+
+def parser() -> Parser:
+    p = Parser(prog="python -m kernels.inference_bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help=f"batches {QUICK['batches']}, kv_len {QUICK['kv_lens']}")
+    p.add_argument("--iters", type=integer("--iters", 1, 10_000), default=20,
+                   help="timed calls per point (default 20)")
+    p.add_argument("--max-gib", type=integer("--max-gib", 1, 1024), default=40,
+                   help="largest KV cache timed (default 40 GiB)")
+    p.add_argument("--out", type=folder, default=Path("reports/latest/inference"),
+                   help="folder for decode.csv and prefill.csv")
+    return p
+
+
+def device_tensors(problem: AttentionProblem, seed: int):
+    """Seeded standard-normal fp16 Q (B·H, q_len, d) and K, V (B·Hkv, N, d) drawn on the device, as uint16 bit
+    patterns (the launcher's 16-bit storage), a batch element at a time (no float32 copy of the whole cache)."""
+    import cupy
+
+    from kernels.cuda import DeviceInputs
+
+    rng = cupy.random.default_rng(seed)
+    b, h, hkv, m, n, d = problem.batch, problem.heads, problem.kv_head_count, problem.queries, problem.seq, problem.dim
+
+    def draw(rows: int, length: int):
+        x = cupy.empty((b * rows, length, d), dtype=cupy.uint16)
+        for i in range(b):
+            x[i * rows:(i + 1) * rows] = rng.standard_normal((rows, length, d), dtype=cupy.float32) \
+                .astype(cupy.float16).view(cupy.uint16)
+        return x
+
+    return DeviceInputs(draw(h, m), draw(hkv, n), draw(hkv, n))
+
+
+def torch_view(problem: AttentionProblem, tensors):
+    """The device buffers as torch fp16 tensors (B, H, q_len, d) and (B, Hkv, N, d), sharing their memory."""
+    import torch
+
+    q, k, v = (torch.from_dlpack(x).view(torch.float16) for x in tensors)
+    return (q.view(problem.batch, problem.heads, problem.queries, problem.dim),
+            k.view(problem.batch, problem.kv_head_count, problem.seq, problem.dim),
+            v.view(problem.batch, problem.kv_head_count, problem.seq, problem.dim))
+
+
+def torch_call(backend: str, q, k, v):
+    """A call of torch SDPA with one backend, grouped heads, no mask; None where the backend refuses the shape."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def call():
+        with sdpa_kernel(getattr(SDPBackend, backend)):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+    try:
+        call()
+    except RuntimeError:
+        return None
+    return call
+
+
+def rel_l2(ours, theirs) -> float:
+    import cupy
+
+    a = cupy.asarray(ours).astype(cupy.float32).ravel()
+    b = cupy.asarray(theirs).astype(cupy.float32).ravel()
+    return float(cupy.linalg.norm(a - b) / cupy.linalg.norm(b))
+
+
+def judge_small_points(settings: target.Settings) -> None:
+    """Ours against the float64 golden at small decode points of each q_len (grouped heads, both masks)."""
+    for q_len in Q_LENS:
+        for seq, batch, causal in ((4096, 1, False), (4097, 2, True), (16384, 1, False)):
+            problem = AttentionProblem(batch=batch, heads=HEADS, kv_heads=KV_HEADS, seq=seq, q_len=q_len, dim=DIM,
+                                       causal=causal, dtype="float16", seed=seq + q_len)
+            options = RunOptions(context=RunContext("bench", "bench", "bench"), kernel="flash", warmup=1, iters=3,
+                                 settings=settings)
+            [row] = target.run(problem, Inputs(problem), options)
+            print(f"  check q_len {q_len} kv_len {seq} batch {batch} causal {int(causal)}: {row.status} "
+                  f"(rel-L2 {row.rel_l2:.1e}; {row.message.split(';')[0]})", flush=True)
+            if row.status != "ok":
+                raise TargetError(f"flash at q_len {q_len}, kv_len {seq}: {row.message}", status="wrong")
+
+
+def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
+    dev = target.backend(settings)
+    batches, kv_lens = (QUICK["batches"], QUICK["kv_lens"]) if args.quick else (BATCHES, KV_LENS)
+    print(f"{'q_len':>5} {'batch':>5} {'kv_len':>7} {'KV MB':>8} {'splits':>6} {'ours us':>9} {'KV GB/s':>8} "
+          f"{'xcopy':>6} {'FLASH':>8} {'cuDNN':>8} {'xbest':>6} {'rel-L2':>8}", flush=True)
+    for q_len in Q_LENS:
+        for batch in batches:
+            for kv_len in kv_lens:
+                problem = AttentionProblem(batch=batch, heads=HEADS, kv_heads=KV_HEADS, seq=kv_len, q_len=q_len,
+                                           dim=DIM, dtype="float16")
+                kv_bytes = 2 * batch * KV_HEADS * kv_len * DIM * 2
+                if kv_bytes > args.max_gib * 2**30:
+                    print(f"{q_len:>5} {batch:>5} {kv_len:>7}  left out: a {kv_bytes / 2**30:.0f} GiB cache is over "
+                          f"--max-gib {args.max_gib}", flush=True)
+                    continue
+                tensors = device_tensors(problem, seed=batch * kv_len + q_len)
+                plan = target.launch_plan(problem, settings, dev)
+                launch = target.launcher("flash", problem, tensors, plan.br, plan.bc, dev, plan.path, plan.splits)
+                launch.launch()
+                dev.synchronize()
+                ours_us = 1e3 * float(np.median(dev.event_times(launch.launch, warmup=3, iters=args.iters)))
+                q, k, v = torch_view(problem, tensors)
+                theirs, agree = {}, None
+                for backend in ("FLASH_ATTENTION", "CUDNN_ATTENTION"):
+                    call = torch_call(backend, q, k, v)
+                    if call is None:
+                        theirs[backend] = None
+                        continue
+                    theirs[backend] = 1e3 * float(np.median(dev.event_times(call, warmup=3, iters=args.iters)))
+                    if agree is None:
+                        agree = rel_l2(launch.out.view(np.float16), call().reshape(launch.out.shape))
+                if agree is None or not agree <= AGREE:
+                    raise TargetError(f"flash at q_len {q_len}, batch {batch}, kv_len {kv_len} differs from torch by "
+                                      f"rel-L2 {agree} (allowed: {AGREE})", status="wrong")
+                gbps = kv_bytes / (ours_us / 1e6) / 1e9
+                best = min(t for t in theirs.values() if t) if any(theirs.values()) else None
+                cells = [f"{t:.1f}" if t else "-" for t in theirs.values()]
+                print(f"{q_len:>5} {batch:>5} {kv_len:>7} {kv_bytes / 1e6:>8.1f} {plan.splits:>6} {ours_us:>9.1f} "
+                      f"{gbps:>8.0f} {gbps / copy_gbps:>6.2f} {cells[0]:>8} {cells[1]:>8} "
+                      f"{best / ours_us if best else float('nan'):>6.2f} {agree:>8.1e}", flush=True)
+                writer.writerow([q_len, batch, kv_len, kv_bytes, plan.splits, f"{ours_us:.2f}", f"{gbps:.1f}",
+                                 f"{gbps / copy_gbps:.3f}", *(f"{t:.2f}" if t else "" for t in theirs.values()),
+                                 f"{agree:.2e}"])
+                del launch, tensors, q, k, v
+                import cupy
+
+                cupy.get_default_memory_pool().free_all_blocks()
+
+
+def prefill(args, settings: target.Settings, writer) -> None:
+    grouped = AttentionProblem(heads=HEADS, kv_heads=KV_HEADS, seq=PREFILL_SEQ // (8 if args.quick else 1), dim=DIM,
+                               causal=True, dtype="float16", seed=7)
+    print(f"\nprefill (Llama 3 8B, causal, fp16): {'kv_heads':>8} {'ours ms':>9} {'TFLOP/s':>8} {'cuDNN ms':>9}")
+    times = {}
+    for problem in (grouped, grouped.with_(kv_heads=None)):
+        ms = headline.kernel_ms("flash", problem, args.iters, settings)
+        cudnn, why = headline.torch_ms(problem, args.iters, settings, "CUDNN_ATTENTION")
+        times[problem.kv_head_count] = ms
+        print(f"{'':>36} {problem.kv_head_count:>8} {ms:>9.3f} {headline.rate(problem, ms):>8} "
+              f"{cudnn if cudnn else why:>9}", flush=True)
+        writer.writerow([problem.seq, problem.kv_head_count, f"{ms:.4f}", headline.rate(problem, ms),
+                         f"{cudnn:.4f}" if cudnn else why])
+    print(f"grouped / ungrouped speed: {times[HEADS] / times[KV_HEADS]:.3f}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    settings = target.Settings(device="cuda", dtypes=("float16",))
+
+    def body() -> int:
+        args = parser().parse_args(argv)
+        ok, why = target.available(settings)
+        if not ok:
+            raise UnavailableError(f"no GPU to measure on: {why}")
+        from kernels.cuda import CudaDevice
+
+        out = output_folder(args.out)
+        copy_gbps = CudaDevice.copy_gbps()
+        print(f"{CudaDevice.describe()}; device copy {copy_gbps:.0f} GB/s (read + write); "
+              f"{time.strftime('%Y-%m-%d %H:%M')}; python -m kernels.inference_bench "
+              f"{' '.join(sys.argv[1:] if argv is None else argv)}", flush=True)
+        judge_small_points(settings)
+        with open(out / "decode.csv", "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["q_len", "batch", "kv_len", "kv_bytes", "splits", "ours_us", "kv_gbps", "x_copy",
+                             "flash_us", "cudnn_us", "rel_l2_vs_torch"])
+            decode(args, settings, copy_gbps, writer)
+        with open(out / "prefill.csv", "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["seq", "kv_heads", "ours_ms", "tflops", "cudnn_ms"])
+            prefill(args, settings, writer)
+        return 0
+
+    return guard(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""The GPU kernels on LLM inference shapes (issue 32): q_len queries against a longer KV cache (the causal mask
+aligned to the bottom right) and grouped K/V heads, every kernel and dtype against the float64 golden at awkward
+shapes, on the real device (marker gpu) and on the numpy fake; the split-KV decode path with forced split counts
+(ranges with no key of a row among them), its planner's split counts derived by hand, and its byte model."""
+
+import os
+
+import pytest
+
+from host.problem import AttentionProblem
+from host.target_api import Inputs, RunContext, RunOptions
+from kernels import target
+from kernels.variants import SPLIT_TC, SPLIT_TF32, head_rows, variant
+
+DEVICES = [pytest.param("cuda", marks=pytest.mark.gpu), "fake"]
+
+
+def fresh(seq, q_len, heads, kv_heads, dim, causal, dtype="float32", batch=1):
+    return AttentionProblem(batch=batch, heads=heads, kv_heads=kv_heads, seq=seq, q_len=q_len, dim=dim, causal=causal,
+                            dtype=dtype, seed=int.from_bytes(os.urandom(4), "little"))
+
+
+def options(kernel, device, **settings):
+    return RunOptions(context=RunContext("test", "test", "test"), kernel=kernel, warmup=1, iters=2,
+                      settings=target.Settings(device=device, **settings))
+
+
+# (seq, q_len, heads, kv_heads): one query against 17 and 97 keys, a chunk of 3 and of 17, a prefill chunk of 97
+# queries against 1025 keys (more than one query tile and key block), and square prefill with grouped heads
+SHAPES = [(17, 1, 6, 2), (97, 3, 6, 3), (97, 17, 4, 1), (1025, 97, 4, 2), (97, 97, 6, 2)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kernel", ["naive", "fused", "flash"])
+@pytest.mark.parametrize("seq,q_len,heads,kv_heads", SHAPES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_float32_kernels_take_every_shape(device, kernel, seq, q_len, heads, kv_heads, causal):
+    for dim in (59, 64):  # the FFMA kernel at an odd d; 3xTF32 (and its split-KV variant) at 64
+        problem = fresh(seq, q_len, heads, kv_heads, dim, causal)
+        [row] = target.run(problem, Inputs(problem), options(kernel, device))
+        assert row.status == "ok", row.message
+        assert (row.q_len, row.kv_heads) == (problem.q_len, problem.kv_heads)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("seq,q_len,heads,kv_heads", SHAPES)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("tc_path", ["auto", "mma"])
+def test_16bit_flash_takes_every_shape(device, dtype, seq, q_len, heads, kv_heads, causal, tc_path):
+    problem = fresh(seq, q_len, heads, kv_heads, 128 if seq == 97 else 64, causal, dtype)
+    [row] = target.run(problem, Inputs(problem), options("flash", device, tc_path=tc_path))
+    assert row.status == "ok", row.message
+    # a decode head (fewer than 64 queries, against a longer cache) on the planner's own path takes the split-KV one
+    assert ("split-kv" in row.message.lower()) == (tc_path == "auto" and q_len < min(64, seq)), row.message
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("splits", [2, 3, 7])
+@pytest.mark.parametrize("causal", [False, True])
+def test_forced_split_counts_combine_to_the_golden(device, dtype, splits, causal):
+    """Split counts the planner would not pick, among them more ranges than key blocks (ranges past the keys, and
+    with the mask ranges after a row's last key): each row's combine must weigh the empty ones at zero."""
+    problem = fresh(320 if dtype == "float32" else 450, 5, 8, 2, 64, causal, dtype)
+    chosen = variant("flash", dtype, "split-kv")
+    config = chosen.config(problem)
+    dev = target.backend(target.Settings(device=device))
+    launch = target.launcher("flash", problem, Inputs(problem), config.br, config.bc, dev, "split-kv", splits)
+    launch.launch()
+    out = launch.output()
+    target.check_output("flash", out)
+    from host.verdict import check_float
+
+    verdict = check_float(out, problem, Inputs(problem).golden)
+    assert verdict.passed, verdict.message
+
+
+def test_a_split_launch_packs_the_group_and_adds_the_combine():
+    # Llama 3 8B decode, batch 2: 32 query heads on 8 K/V heads, so a launch head holds G = 4 query heads' 1 query
+    # each: 2·8 = 16 launch heads of 4 rows, one 64-row tile each; 8 splits on grid y; the combine merges
+    # B·H·q_len = 64 rows, 4 a block: 16 blocks
+    problem = AttentionProblem(batch=2, heads=32, kv_heads=8, seq=4096, q_len=1, dim=128, dtype="float16")
+    assert head_rows(problem, packed=True) == (16, 4, 1, 1) and head_rows(problem) == (64, 1, 1, 4)
+    kernel, combine = SPLIT_TC.launches(problem, 64, 64, 8)
+    assert kernel.grid == (16, 8) and dict(kernel.ints) == {"nq": 4, "qlen": 1, "n": 4096, "group": 1, "d": 128,
+                                                            "causal": 0, "splits": 8}
+    assert combine.grid == (16,) and combine.source == "split_combine.cu" and dict(combine.ints) == {"rows": 64,
+                                                                                                      "splits": 8}
+    assert combine.function == "split_combine<__half,128>"
+    assert SPLIT_TF32.launches(problem.with_(dtype="float32"), 64, 32, 2)[1].function == "split_combine<float,128>"
+    assert len(SPLIT_TC.launches(problem, 64, 64, 1)) == 1  # one range: O written directly, no combine
+
+
+# fill(s) = w / ⌈w⌉ with w = blocks·s / slots waves; the count is the smallest s ≤ min(128, key_blocks / 2) with
+# fill(s) ≥ 0.85 · the best fill, and 1 when blocks ≥ 0.85 · slots already
+@pytest.mark.parametrize("blocks,key_blocks,slots,splits", [
+    # 200 < 224.4: split. s = 1..4: w = 0.758, 1.515, 2.273, 3.030, fill 0.758 each; s = 5: w = 3.788, fill 0.947,
+    # and no s fills more than 1, so 0.85 · best ≤ 0.85 < 0.947: s = 5
+    (200, 64, 264, 5),
+    # s = 66 gives w = 4.000, fill 1: the bar is 0.85; s = 14: 224/264 = 0.848 misses it, s = 15: 240/264 = 0.909
+    (16, 2048, 264, 15),
+    (300, 64, 264, 1),  # 300 ≥ 224.4: no split
+    (4, 1, 264, 1),     # a single key block: nothing to split (at most key_blocks / 2 ranges, at least 1)
+])
+def test_split_counts_by_hand(blocks, key_blocks, slots, splits):
+    assert target.kv_splits(blocks, key_blocks, slots) == splits
+
+
+def test_the_split_byte_model_adds_the_partial_states():
+    problem = AttentionProblem(batch=1, heads=32, kv_heads=8, seq=4096, q_len=1, dim=128, dtype="float16")
+    # K, V: 2 · 8 heads · 4096 · 128 · 2 B = 16,777,216; Q, O: 2 · 32 · 128 · 2 = 16,384; partials written and read
+    # once in float32: 2 · 4 · 8 splits · 32 rows · 129 = 264,192
+    assert target.model_bytes("flash", problem) == 16_777_216 + 16_384
+    assert target.model_bytes("flash", problem, splits=8) == 16_777_216 + 16_384 + 264_192
+    # naive: 4·(2·BH·M·d + 2·BHkv·N·d + 4·BH·M·N) = 4·(8,192 + 8,388,608 + 524,288)
+    assert target.model_bytes("naive", problem.with_(dtype="float32")) == 4 * (8_192 + 8_388_608 + 524_288)
+
+
+def test_a_decode_row_names_its_split_plan():
+    problem = fresh(4096, 1, 32, 8, 128, False, "float16")
+    plan = target.launch_plan(problem, target.Settings(device="fake"), target.backend(target.Settings("fake")))
+    assert plan.path == "split-kv" and plan.splits > 1 and (plan.br, plan.bc) == (64, 64)
+    assert "4 query heads of a K/V head packed into 4 rows a block" in plan.note
+    square = problem.with_(q_len=None)
+    assert target.launch_plan(square, target.Settings(device="fake"),
+                              target.backend(target.Settings("fake"))).path == "wgmma"
