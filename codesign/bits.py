@@ -33,6 +33,9 @@ from host.q15 import INT32_MAX, INT32_MIN, MODEL_BC_MAX, Q15Out, Q15Params, divi
 
 #: Operand elements the saturating path copies per pass (two int64 arrays of this many: 32 MiB each).
 SATURATE_CHUNK = 1 << 22
+#: Query rows run_head takes through the key blocks at a time (rounded to whole tiles of the array's R rows): a
+#: block's (rows, Bc) int64 temporaries then stay in the caches (reports/issue-32/asic/profile.md).
+ROWS_PER_PASS = 128
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,7 @@ def run_head(q: np.ndarray, k: np.ndarray, v: np.ndarray, params: Q15Params, dat
     rows fill ⌈q_len/R⌉ tiles (one query row of a decode step uses one of R array rows)."""
     if not 1 <= params.bc <= MODEL_BC_MAX:
         raise SpecError(f"bc={params.bc} is outside the datapath model's key blocks; allowed: 1..{MODEL_BC_MAX}")
-    seq, dim, rows, bc = params.seq, params.dim, datapath.rows, params.bc
+    seq, dim, rows = params.seq, params.dim, datapath.rows
     for name, array, want in (("q", q, None), ("k", k, seq), ("v", v, seq)):
         if array.dtype != np.int16 or array.ndim != 2 or array.shape[1] != dim or (
                 want is not None and array.shape[0] != want):
@@ -118,6 +121,17 @@ def run_head(q: np.ndarray, k: np.ndarray, v: np.ndarray, params: Q15Params, dat
     nrows = q.shape[0]
     if nrows < 1 or row0 < 0 or row0 + nrows > seq:
         raise SpecError(f"query rows {row0}..{row0 + nrows - 1} are outside 0..{seq - 1} (seq={seq})")
+    # whole tiles at a time (tiles are independent: the same bits), so that a pass's arrays stay in the caches
+    chunk = max(1, ROWS_PER_PASS // rows) * rows
+    parts = [_rows(q[start:start + chunk], k, v, params, datapath, row0 + start) for start in range(0, nrows, chunk)]
+    out = Q15Out(np.concatenate([part.out.o for part in parts]), np.concatenate([part.out.shift for part in parts]))
+    return HeadBits(out, sum(part.rescales for part in parts), sum(part.overflows for part in parts))
+
+
+def _rows(q: np.ndarray, k: np.ndarray, v: np.ndarray, params: Q15Params, datapath: Datapath, row0: int) -> HeadBits:
+    """run_head on some whole tiles of query rows (rows row0 .. row0 + len(q) − 1), checked by the caller."""
+    seq, dim, rows, bc = params.seq, params.dim, datapath.rows, params.bc
+    nrows = q.shape[0]
     m = np.full((nrows, 1), INT32_MIN, dtype=np.int64)  # running max of z per query row, Q15.16
     l = np.zeros((nrows, 1), dtype=np.int64)  # running sum of p, Q15 units (< 2³⁰: never overflows its 32 bits)
     acc = np.zeros((nrows, dim), dtype=np.int64)  # the 48-bit output accumulators A

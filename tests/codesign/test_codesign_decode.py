@@ -292,3 +292,16 @@ def test_measured_rows_match_q_len_and_kv_heads(tmp_path):
         assert [point.label for point in points] == [f"H200 q{q_len}-kv{kv_heads} float16"]
         want = f"q_len {'seq' if q_len is None else q_len}, kv_heads {'heads' if kv_heads is None else kv_heads}"
         assert left == [f"4 row(s): another q_len or kv_heads than the problem's ({want})"]
+
+
+@pytest.mark.parametrize("shape", [(97, 97, 2, 1, 59), (97, 17, 2, 2, 59), (1025, 1025, 1, 1, 8), (1025, 3, 1, 1, 8)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_expected_output_in_row_chunks_is_the_models(shape, causal):
+    from codesign.evaluate import expected_output
+
+    problem = _problem(*shape, causal)
+    quantized = q15.prepare(problem, *problem.inputs())
+    whole = quantized.expected()
+    for rows in (1, 5, 64, 512, 2048):
+        got = expected_output(quantized, rows)
+        assert got.same_bits(whole), (rows, got.first_difference(whole))
