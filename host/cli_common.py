@@ -57,6 +57,25 @@ class Parser(argparse.ArgumentParser):
         raise SpecError(message)
 
 
+#: The Namespace attribute where `Given` notes the options on the command line.
+GIVEN = "given_options"
+
+
+class Given(argparse.Action):
+    """argparse's plain store, noting the option's dest in `namespace.given_options` (a frozenset): whether the
+    option was on the command line, whatever its value. A value equal to the default, typed out (`--seq 128,256,512`),
+    is given all the same, which comparing values with the default cannot tell (`given`)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        setattr(namespace, GIVEN, given(namespace) | {self.dest})
+
+
+def given(namespace: argparse.Namespace) -> frozenset[str]:
+    """The dests of the `Given` options on the command line parsed into `namespace`."""
+    return frozenset(getattr(namespace, GIVEN, ()))
+
+
 def summary(doc: str) -> str:
     """A docstring's first paragraph as one line (argparse wraps it again)."""
     return " ".join(doc.strip().split("\n\n")[0].split())

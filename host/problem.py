@@ -102,7 +102,13 @@ class AttentionProblem:
 
     def inputs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Seeded Q (batch, heads, q_len, dim) and K, V (batch, kv_heads, seq, dim), float32, standard normal (drawn
-        in that order, so a square problem's inputs are what they always were)."""
+        in that order, so a square problem's inputs are what they always were).
+
+        Because Q comes first, a decode problem (q_len < seq) at the same seed and seq has other K and V than the
+        square problem (they follow a shorter Q in the stream), and its Q is the stream's first batch·heads·q_len·dim
+        numbers, not the square Q's last rows. To compare decode with the prefill it continues, slice the square
+        problem's own inputs (its last q_len rows of Q against its K, V); nothing relies on the two problems' inputs
+        being related (docs/architecture.md, "The problem")."""
         rng = np.random.default_rng(self.seed)
         q = rng.standard_normal(self.shape, dtype=np.float32)
         k, v = (rng.standard_normal(self.kv_shape, dtype=np.float32) for _ in range(2))

@@ -38,11 +38,17 @@ from host.errors import ResultsError
 #                  v1's, and --resume measures them again (host/sweep/resume.py).
 #   6  2026-12-03  q_len and kv_heads: the problem's queries per head and K/V heads where they are not seq and heads
 #                  (decode, grouped-query attention); empty for self-attention with a K/V head per query head, which
-#                  is what every older row measured.
-SCHEMA_VERSION = 6
+#                  is what every older row measured. A row is refused (written or read) whose q_len is not below its
+#                  seq or whose kv_heads is not a divisor of heads below it: the problem stores q_len = seq and
+#                  kv_heads = heads as empty, so one square problem has one spelling and one configuration key.
+#   7  2026-12-03  workload: the named workload (host/workloads.toml) a row was measured for, by host.compare
+#                  --workload NAME; empty for a row of the shape options. Part of a row's configuration (two
+#                  workloads of one shape are two experiments, each grouped under its name in results.md). Older
+#                  rows are read with it empty: version 6 did not record it.
+SCHEMA_VERSION = 7
 #: Columns each later version added, with the value older rows get for them when read.
 ADDED_COLUMNS = {2: {"peak_source": "", "sensors_source": ""}, 3: {"timing_source": ""}, 4: {"worker": ""},
-                 5: {"numerics": ""}, 6: {"q_len": "", "kv_heads": ""}}
+                 5: {"numerics": ""}, 6: {"q_len": "", "kv_heads": ""}, 7: {"workload": ""}}
 #: The first word of a timing_source: how its figures were obtained.
 TIMING_KINDS = ("measured", "modelled")
 #: The figures timing_source describes: a row with any of them must say where they come from.
@@ -51,12 +57,16 @@ _TIMING_FORMS = " or ".join(repr(f"{kind}: <how>") for kind in TIMING_KINDS)
 _TIMING_SOURCE_SINCE = next(version for version, added in ADDED_COLUMNS.items() if "timing_source" in added)
 
 STATUSES = ("ok", "wrong", "skipped", "oom", "error")
-#: Statuses that make a sweep fail (exit 1) and that --resume measures again.
+#: Statuses that make a sweep fail (exit 1).
 FAILED_STATUSES = ("wrong", "error")
+#: Statuses whose rows --resume measures again, dropping the old row once the new one is on disk: the failed ones,
+#: and skipped rows, whose reason may no longer hold (a target that gained the shape, a device that gained the dtype).
+#: oom rows count as done: the same machine runs out of memory again (another device's rows are measured again).
+REMEASURED_STATUSES = FAILED_STATUSES + ("skipped",)
 
 #: Problem fields plus tile: two rows with equal keys measure the same thing (used by --resume).
 CONFIG_FIELDS = ("target", "kernel", "dtype", "batch", "heads", "seq", "dim", "causal", "seed", "q_len", "kv_heads",
-                 "br", "bc")
+                 "workload", "br", "bc")
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,7 @@ class Result:
     seed: int
     q_len: int | None = None  # queries per head where not seq (decode, a prefill chunk); None: seq
     kv_heads: int | None = None  # K/V heads where not heads (grouped-query attention); None: heads
+    workload: str = ""  # the named workload (host/workloads.toml) the row was measured for; "" for the shape options
     br: int | None = None
     bc: int | None = None
     numerics: str = ""  # the numeric contract of a Q15 row ("q15 v2", host/q15.py NUMERICS); "" for float rows
@@ -143,10 +154,27 @@ class Result:
         self._check_record()
 
     def _check_record(self) -> None:
-        """What ties fields together: a minimum above the median, the timing_source (after the fields' own checks)."""
+        """What ties fields together: the problem's shape, a minimum above the median, the timing_source (after the
+        fields' own checks)."""
+        if self.q_len is not None or self.kv_heads is not None:
+            self._check_shape()
         if self.p50_ms is not None and self.min_ms is not None and self.min_ms > self.p50_ms:
             raise ResultsError(f"min_ms={self.min_ms} exceeds p50_ms={self.p50_ms}")
         self._check_timing_source()
+
+    def _check_shape(self) -> None:
+        """q_len and kv_heads as AttentionProblem stores them: q_len in 1..seq − 1 (q_len = seq is written empty),
+        kv_heads a divisor of heads below it (kv_heads = heads is written empty)."""
+        seq, q_len, heads, kv_heads = self.seq, self.q_len, self.heads, self.kv_heads
+        if q_len is not None and seq is not None and not 1 <= q_len < seq:
+            allowed = f"1..{seq - 1}, or empty" if seq > 1 else "empty"
+            raise ResultsError(f"q_len={q_len} with seq={seq}; allowed: {allowed} (q_len = seq, self-attention, is "
+                               "written empty)")
+        if kv_heads is not None and heads is not None and not (1 <= kv_heads < heads and heads % kv_heads == 0):
+            divisors = [d for d in range(1, heads) if heads % d == 0]
+            allowed = f"{', '.join(map(str, divisors))} (a divisor of heads), or empty" if divisors else "empty"
+            raise ResultsError(f"kv_heads={kv_heads} with heads={heads}; allowed: {allowed} (kv_heads = heads is "
+                               "written empty)")
 
     def _check_each_field(self) -> None:
         """Each field's kind and range: ResultsError naming the first bad value. A value of a related type is

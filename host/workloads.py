@@ -1,5 +1,5 @@
-"""Named attention workloads (host/workloads.toml): a model's attention shape in one phase, prefill or decode, as an
-AttentionProblem, for `python -m host.compare --workload NAME` and `--workload list`.
+"""Named attention workloads (host/workloads.toml): a model's attention shape in one phase (prefill, decode, ...:
+PHASES), as an AttentionProblem, for `python -m host.compare --workload NAME` and `--workload list`.
 
 Each model carries its published head count, K/V heads, head dimension and masking with the configuration file it
 comes from; each workload a context length (seq), queries per head (q_len: the context for prefill, 1 for a decode
@@ -30,16 +30,34 @@ class Workload:
 
     @property
     def phase(self) -> str:
-        """'prefill', 'decode' or, for an encoder's one pass, 'encode'."""
-        if self.problem.q_len is not None:
+        """The phase the problem's shape is (PHASES says what each name means): 'prefill' or, for an encoder,
+        'encode' (every position a query, q_len = seq); 'decode' (one new query against the KV cache); 'chunked
+        prefill' (1 < q_len < seq, causal: a block of new queries against the cache, as a prefill split into chunks
+        or a step of multi-token decode computes); 'cross' (1 < q_len < seq without the mask: queries against another
+        sequence's keys)."""
+        p = self.problem
+        if p.queries == p.seq:
+            return "prefill" if p.causal else "encode"
+        if p.queries == 1:
             return "decode"
-        return "prefill" if self.problem.causal else "encode"
+        return "chunked prefill" if p.causal else "cross"
 
     def line(self) -> str:
         """The workload as `--workload list` prints it."""
         p = self.problem
-        return (f"{self.name:<20} {self.model:<20} {self.phase:<8} B{p.batch:<3} H{p.heads}/{p.kv_head_count:<3} "
+        return (f"{self.name:<20} {self.model:<20} {self.phase:<15} B{p.batch:<3} H{p.heads}/{p.kv_head_count:<3} "
                 f"N{p.seq:<6} q_len {p.queries:<6} d{p.dim} {'causal' if p.causal else 'non-causal'}")
+
+
+#: What each name of Workload.phase means (the shape alone decides it: q_len against seq, and the mask).
+PHASES = {
+    "prefill": "every position of a causal model's context a query (q_len = seq): compute-bound",
+    "encode": "an encoder's one pass, every position a query, no mask (q_len = seq)",
+    "decode": "one new query per sequence against its KV cache of seq keys (q_len = 1): memory-bound",
+    "chunked prefill": "1 < q_len < seq new queries of a causal model against its KV cache (the last q_len positions "
+                       "of seq): a prefill split into chunks, or a step of multi-token (speculative) decode",
+    "cross": "1 < q_len < seq queries against seq keys without the mask (cross-attention's shape)",
+}
 
 
 def load(path: Path = TABLE) -> dict[str, Workload]:

@@ -24,7 +24,7 @@ PLOTTED_STATUSES = ("ok", "wrong")
 NOT_OK_LISTED = 50
 #: A plotted point's identity apart from its sequence length: the series fields, device, tile, roof source, status.
 POINT_FIELDS = ("target", "kernel", "dtype", "dim", "heads", "batch", "causal", "host", "device", "br", "bc",
-                "numerics", "q_len", "kv_heads", "peak_source", "status")
+                "numerics", "q_len", "kv_heads", "workload", "peak_source", "status")
 
 
 #: Rows of one table are sorted by these problem fields, then by tile.
@@ -43,8 +43,8 @@ def not_ok_key(r: Result) -> tuple:
 
 
 class Group:
-    """What the summary says of one target/kernel/dtype: rows by status, hosts, the ranges of N, d and H, the GFLOP/s
-    of its ok rows, its worst errors."""
+    """What the summary says of one target/kernel/dtype (of one workload, where rows name one): rows by status,
+    hosts, the ranges of N, d and H, the GFLOP/s of its ok rows, its worst errors."""
 
     __slots__ = ("statuses", "seq", "dim", "heads", "gflops", "rel_l2", "max_abs", "hosts")
 
@@ -141,7 +141,7 @@ class Digest:
         self.run_first: dict[str, tuple[str, str, str]] = {}  # run_id → its first row's timestamp, host, git_rev
         self.hosts: set[str] = set()
         self.seeds: set[int] = set()
-        self.groups: dict[tuple[str, str, str], Group] = {}  # (target, kernel, dtype) → its summary
+        self.groups: dict[tuple[str, str, str, str], Group] = {}  # (workload, target, kernel, dtype) → its summary
         self.not_ok = 0
         self._not_ok: list[tuple[tuple, int, Result]] = []  # the first NOT_OK_LISTED by not_ok_key, kept sorted
         self.points: dict[tuple, Point] = {}  # POINT_FIELDS + (seq,) → the point of those rows
@@ -170,14 +170,14 @@ class Digest:
             self.run_first[r.run_id] = (r.timestamp, r.host, r.git_rev)
         self.hosts.add(r.host)
         self.seeds.add(r.seed)
-        group = self.groups.get((r.target, r.kernel, r.dtype))
+        group = self.groups.get((r.workload, r.target, r.kernel, r.dtype))
         if group is None:
-            group = self.groups[(r.target, r.kernel, r.dtype)] = Group()
+            group = self.groups[(r.workload, r.target, r.kernel, r.dtype)] = Group()
         group.add(r)
         status = r.status
         if status in PLOTTED_STATUSES:
             key = (r.target, r.kernel, r.dtype, r.dim, r.heads, r.batch, r.causal, r.host, r.device, r.br, r.bc,
-                   r.numerics, r.q_len, r.kv_heads, r.peak_source, status, r.seq)
+                   r.numerics, r.q_len, r.kv_heads, r.workload, r.peak_source, status, r.seq)
             point = self.points.get(key)
             if point is None:
                 point = self.points[key] = Point()

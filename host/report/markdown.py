@@ -1,12 +1,12 @@
 """results.md from result rows and run records: the runs, the targets a run could not use, one table per (target,
-kernel) with only the columns that apply to that group, the rows that were wrong, skipped or failed with their
-message, and the plots (or why each was not drawn). A note that every row of a table carries in its message (the
-CPU's missing RAPL, the MCU's datasheet energy) is said once under the table; a message does not repeat its row's
-status word; each column writes its figures in one number format. Above SUMMARY_ROWS (2,000) rows results.md
-summarises instead (one line per target/kernel/dtype: rows by status, ranges of N, d, H, best and median GFLOP/s,
-worst errors; the first NOT_OK_LISTED rows that are not ok, and how many more): the full rows stay in results.csv.
-The headline says the seed(s) the inputs were drawn from; a table whose rows differ in seed has a seed column. Lines
-of runs.jsonl that are not runs are named under the runs.
+kernel) with only the columns that apply to that group (grouped under each workload's name where rows name one), the
+rows that were wrong, skipped or failed with their message, and the plots (or why each was not drawn). A note that
+every row of a table carries in its message (the CPU's missing RAPL, the MCU's datasheet energy) is said once under
+the table; a message does not repeat its row's status word; each column writes its figures in one number format.
+Above SUMMARY_ROWS (2,000) rows results.md summarises instead (one line per target/kernel/dtype: rows by status,
+ranges of N, d, H, best and median GFLOP/s, worst errors; the first NOT_OK_LISTED rows that are not ok, and how many
+more): the full rows stay in results.csv. The headline says the seed(s) the inputs were drawn from; a table whose rows
+differ in seed has a seed column. Lines of runs.jsonl that are not runs are named under the runs.
 
 Figures that were not measured on hardware say so: cachegrind's counters are labelled "simulated"; the twin's
 temperature and VDDA, and timing from a cycle model (latency, cycles and the GFLOP/s they give: the twin's, the asic
@@ -385,13 +385,39 @@ def _group_caption(rows: Sequence[Result]) -> str:
     return "Ran on " + "; ".join(parts) + "." + _timing_text(rows)
 
 
-def tables_section(results: Sequence[Result]) -> list[str]:
-    lines = ["## Results", ""]
+def shape_text(r: Result) -> str:
+    """A row's problem in one phrase: 'B16 H32/8 N8192 q_len 1 d128 causal' (H/K-V heads where grouped, q_len where
+    it is not N)."""
+    kv = "" if r.kv_heads is None else f"/{r.kv_heads}"
+    queries = "" if r.q_len is None else f" q_len {r.q_len}"
+    return f"B{r.batch} H{r.heads}{kv} N{r.seq}{queries} d{r.dim} {'causal' if r.causal else 'non-causal'}"
+
+
+def _target_tables(results: Iterable[Result], level: str) -> list[str]:
+    """One table per (target, kernel) of `results`, each under a heading of `level` ('###') with its caption."""
+    lines = []
     key = lambda r: (r.target, r.kernel)  # noqa: E731
     for (target, kernel), rows in groupby(sorted(results, key=key), key=key):
         rows = list(rows)
-        lines += [f"### {target} / {kernel}", "", _group_caption(rows), ""]
+        lines += [f"{level} {target} / {kernel}", "", _group_caption(rows), ""]
         lines += group_table(rows) + [""]
+    return lines
+
+
+def tables_section(results: Sequence[Result]) -> list[str]:
+    """One table per target/kernel; where rows name a workload (host.compare --workload), the tables of each
+    workload under a heading naming it and its shape, in name order, then the rows without one."""
+    lines = ["## Results", ""]
+    by_workload: dict[str, list[Result]] = {}
+    for r in results:
+        by_workload.setdefault(r.workload, []).append(r)
+    if not any(by_workload):
+        return lines + _target_tables(results, "###")
+    for name in sorted(by_workload, key=lambda name: (name == "", name)):
+        rows = by_workload[name]
+        shapes = ", ".join(dict.fromkeys(shape_text(r) for r in sorted(rows, key=row_sort_key)))
+        lines += [f"### Workload {_code(name)}: {shapes}" if name else "### Rows without a workload", ""]
+        lines += _target_tables(rows, "####")
     return lines
 
 
@@ -409,10 +435,15 @@ def not_ok_section(results: Sequence[Result] | Digest) -> list[str]:
     headers = ["target", "kernel", "host", "dtype", "B", "H", "N", "d", "causal", "Br×Bc", "status", "message"]
     cells = [[r.target, r.kernel, r.host, r.dtype, str(r.batch), str(r.heads), str(r.seq), str(r.dim),
               _yes_no(r.causal), tile(r), r.status, own_message(r)] for r in shown]
-    if len({r.seed for r in shown}) > 1:
-        headers.insert(9, "seed")
-        for r, row in zip(shown, cells):
-            row.insert(9, str(r.seed))
+    extra = [("seed", 9, lambda r: str(r.seed), len({r.seed for r in shown}) > 1),
+             ("q_len", 7, lambda r: str(r.q_len or r.seq), any(r.q_len is not None for r in shown)),
+             ("K/V heads", 6, lambda r: str(r.kv_heads or r.heads), any(r.kv_heads is not None for r in shown)),
+             ("workload", 0, lambda r: r.workload, any(r.workload for r in shown))]
+    for header, at, cell, applies in extra:  # from the right, so each position is the plain table's
+        if applies:
+            headers.insert(at, header)
+            for r, row in zip(shown, cells):
+                row.insert(at, cell(r))
     lines += markdown_table(headers, cells) + [""]
     if total > len(shown):
         lines += [f"The first {len(shown)} of {total} such rows; every row is in {RESULTS_CSV}.", ""]
@@ -425,15 +456,17 @@ def _span(span: list[int]) -> str:
 
 def summary_section(digest: Digest) -> list[str]:
     """Above SUMMARY_ROWS rows, instead of one table per target/kernel with every row: one table with a line per
-    target/kernel/dtype: its rows by status, its hosts, the ranges of N, d and H, the best and median GFLOP/s of its
-    ok rows and its worst errors (digest.Group). Nothing is written per row."""
+    target/kernel/dtype (of each workload, in a first column where rows name one): its rows by status, its hosts, the
+    ranges of N, d and H, the best and median GFLOP/s of its ok rows and its worst errors (digest.Group). Nothing is
+    written per row."""
     groups = digest.groups
     statuses = [s for s in STATUSES if any(g.statuses[s] for g in groups.values())]
-    headers = (["target", "kernel", "dtype", "rows"] + statuses
+    named = any(workload for workload, *_ in groups)
+    headers = ((["workload"] if named else []) + ["target", "kernel", "dtype", "rows"] + statuses
                + ["hosts", "N", "d", "H", "best GFLOP/s", "median GFLOP/s", "worst rel_l2", "worst max_abs"])
     cells = []
-    for (target, kernel, dtype), g in sorted(groups.items()):
-        cells.append([target, kernel, dtype, str(sum(g.statuses.values()))]
+    for (workload, target, kernel, dtype), g in sorted(groups.items(), key=lambda item: (item[0][0] == "", item[0])):
+        cells.append(([workload] if named else []) + [target, kernel, dtype, str(sum(g.statuses.values()))]
                      + [str(g.statuses[s]) for s in statuses]
                      + [str(len(g.hosts)), _span(g.seq), _span(g.dim), _span(g.heads),
                         fmt_num(max(g.gflops)) if g.gflops else "",

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 #: The fields of a row the plots use (results_frame's columns, with "tile").
 FRAME_FIELDS = ("target", "kernel", "dtype", "dim", "heads", "kv_heads", "batch", "causal", "host", "device", "status",
-                "seq", "q_len",
+                "seq", "q_len", "workload",
                 "br", "bc", "p50_ms", "p50_ci_low_ms", "p50_ci_high_ms", "gflops", "gbps", "peak_gflops",
                 "peak_gbps", "peak_source", "max_abs", "rel_l2", "bit_exact")
 NUMERIC_FIELDS = ("seq", "br", "bc", "p50_ms", "p50_ci_low_ms", "p50_ci_high_ms", "gflops", "gbps", "peak_gflops",
@@ -47,7 +47,8 @@ ERROR_PNG = "error.png"
 ROOFLINE_PNG = "roofline.png"
 
 #: One series per distinct value of these fields; the tile joins them only for a Br×Bc sweep (see `series`).
-SERIES_FIELDS = ("target", "kernel", "dtype", "dim", "heads", "kv_heads", "q_len", "batch", "causal", "host")
+SERIES_FIELDS = ("target", "kernel", "dtype", "dim", "heads", "kv_heads", "q_len", "batch", "causal", "workload",
+                 "host")
 #: Series fields a label names only when they differ within one target/kernel: otherwise the kernel implies them.
 IMPLIED = ("dtype", "host")
 DPI = 120
@@ -136,6 +137,8 @@ def _label_part(name: str, value: object) -> str:
     if name in ("kv_heads", "q_len"):
         number = "" if absent else int(value)
         return {"kv_heads": f"Hkv={number or 'H'}", "q_len": f"q_len={number or 'N'}"}[name]
+    if name == "workload":
+        return "" if absent else str(value)  # a row of the shape options: no name
     return {"dim": f"d={value}", "heads": f"H={value}", "batch": f"B={value}", "host": f"@{value}",
             "causal": "causal" if value else "non-causal"}.get(name, str(value))
 
@@ -155,7 +158,31 @@ def shared_text(frame: pd.DataFrame) -> str:
     parts = [_label_part(name, rows[name].iloc[0]) for name in SERIES_FIELDS[2:]
              if name != "host" and len(rows) and rows[name].nunique(dropna=False) == 1
              and not (name in ("kv_heads", "q_len") and rows[name].isna().all())]  # square rows: said by nothing
-    return ", ".join(parts)
+    return ", ".join(part for part in parts if part)
+
+
+def series_groups(rows: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
+    """The rows by SERIES_FIELDS as (key, rows), in key order, a missing value (NaN) written None in the key.
+
+    A self-attention row (q_len empty) at N = s is also the point at N = s of the series of q_len = s that has the
+    same other fields, where there is one: q_len = seq is stored empty, so `--seq 16,64 --q-len 16` gives its q_len 16
+    at N 16 as a self-attention row, and that row belongs on the q_len 16 line. A self-attention series all of whose
+    rows found such a home is not drawn on its own (it would be a line of borrowed points only)."""
+    absent = lambda value: value is None or (isinstance(value, float) and math.isnan(value))  # noqa: E731
+    groups = {tuple(None if absent(value) else value for value in key): config
+              for key, config in rows.groupby(list(SERIES_FIELDS), sort=True, dropna=False)}
+    q = SERIES_FIELDS.index("q_len")
+    for key, config in list(groups.items()):
+        if key[q] is not None:
+            continue
+        homes = [key[:q] + (seq,) + key[q + 1:] for seq in config.seq]
+        found = [home in groups for home in homes]
+        for home, at_home in zip(homes, found):
+            if at_home:
+                groups[home] = pd.concat([groups[home], config[config.seq == home[q]]])
+        if all(found):
+            del groups[key]
+    return list(groups.items())
 
 
 def series(frame: pd.DataFrame) -> list[Series]:
@@ -168,11 +195,12 @@ def series(frame: pd.DataFrame) -> list[Series]:
     rows = frame[frame.status.isin(PLOTTED_STATUSES)]
     if rows.empty:
         return []
-    groups = list(rows.groupby(list(SERIES_FIELDS), sort=True, dropna=False))
+    groups = series_groups(rows)
     varying = [name for i, name in enumerate(SERIES_FIELDS) if i < 2 or _varies(groups, i, within=name in IMPLIED)]
     out = []
     for key, config in groups:
-        label = " ".join(_label_part(name, value) for name, value in zip(SERIES_FIELDS, key) if name in varying)
+        label = " ".join(part for part in (_label_part(name, value) for name, value in zip(SERIES_FIELDS, key)
+                                           if name in varying) if part)
         label = label.replace(" ", "/", 1)  # target/kernel
         swept = config.groupby("seq").tile.nunique().max() > 1
         parts = config.groupby(["br", "bc"], sort=True, dropna=False) if swept else [(None, config)]

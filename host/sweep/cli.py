@@ -35,19 +35,20 @@ from typing import Callable
 
 import numpy as np
 
-from host.errors import KbenchError, ResultsError, SpecError, UnavailableError
-from host.cli_common import (Parser, Terminated, folder, guard, int_list, integer, name_list, output_folder, real,
-                             stop_line, terminate_on_sigterm)
+from host.errors import ResultsError, SpecError, UnavailableError
+from host.cli_common import (Given, Parser, Terminated, folder, given, guard, int_list, integer, name_list,
+                             output_folder, real, stop_line, terminate_on_sigterm)
 from host.out_lock import sweep_lock
 from host.problem import LIMITS
-from host.results import FAILED_STATUSES, STATUSES, Result
+from host.results import FAILED_STATUSES, Result
 from host.results_file import ResultsFile
 from host.run_log import RunInfo, read_runs
 from host.target_api import RunContext
 from host.sweep.registry import (TARGETS, TargetEntry, check_kernels, load_targets, open_sessions, select_targets,
                                   target_settings, unused_options)
-from host.sweep.jobs import DEFAULT_REPEATS, Job, LastInputs, measure, plan, repeats
+from host.sweep.jobs import DEFAULT_REPEATS, Job, LastInputs, check_pairings, measure, plan, repeats, skipped_row
 from host.sweep.resume import open_out
+from host.sweep.summary import summarize_run
 
 #: Test hook: after this many rows are appended, the sweep sends itself KBENCH_STOP_SIGNAL (KILL, TERM or INT), so
 #: kill-and-resume tests stop it at a known row instead of racing a timer.
@@ -63,23 +64,31 @@ def seq_list(name: str):
 
 def build_parser() -> tuple[Parser, dict[str, TargetEntry]]:
     parser = Parser(prog="python -m host.compare", doc=__doc__)
-    parser.add_argument("--seq", type=seq_list("seq"), default=(128, 256, 512), metavar="LIST",
-                        help="sequence lengths N, comma-separated (default 128,256,512)")
-    parser.add_argument("--dim", type=seq_list("dim"), default=(64,), help="head dimensions d (default 64)")
-    parser.add_argument("--heads", type=seq_list("heads"), default=(4,), help="heads H (default 4)")
-    parser.add_argument("--batch", type=seq_list("batch"), default=(1,), help="batch sizes B (default 1)")
-    parser.add_argument("--q-len", type=int_list("q_len", *LIMITS["seq"]), default=(None,), metavar="LIST",
-                        dest="q_len",
-                        help="queries per head against the seq keys (decode: 1; a prefill chunk: more), each at most "
-                             "seq (default: seq, self-attention)")
-    parser.add_argument("--kv-heads", type=int_list("kv_heads", *LIMITS["heads"]), default=(None,), metavar="LIST",
-                        dest="kv_heads",
-                        help="K/V heads, each dividing heads (grouped-query attention; default: heads)")
-    parser.add_argument("--causal", choices=("0", "1", "both"), default="both", help="causal masking (default both)")
-    parser.add_argument("--workload", type=name_list, default=None, metavar="NAMES",
-                        help="named workloads instead of the shape options (a model's heads, K/V heads, head dim and "
-                             "masking in prefill or decode at a stated context and batch: host/workloads.toml); "
-                             "list: print them")
+    shape = parser.add_argument_group("problem shape (the sweep runs every combination of the lists)")
+    shape.add_argument("--seq", type=seq_list("seq"), default=(128, 256, 512), metavar="LIST", action=Given,
+                       help="sequence lengths N (keys per head: the KV cache), comma-separated (default 128,256,512)")
+    shape.add_argument("--dim", type=seq_list("dim"), default=(64,), action=Given,
+                       help="head dimensions d (default 64)")
+    shape.add_argument("--heads", type=seq_list("heads"), default=(4,), action=Given, help="heads H (default 4)")
+    shape.add_argument("--batch", type=seq_list("batch"), default=(1,), action=Given,
+                       help="batch sizes B (default 1)")
+    shape.add_argument("--q-len", type=int_list("q_len", *LIMITS["seq"]), default=(None,), metavar="LIST",
+                       dest="q_len", action=Given,
+                       help="queries per head against the seq keys (decode: 1; a prefill chunk: more), each at most "
+                            "every --seq: a q_len above one is refused before anything runs, in one line naming the "
+                            "pairs (default: seq, self-attention; a q_len equal to a seq is that seq's self-attention "
+                            "row)")
+    shape.add_argument("--kv-heads", type=int_list("kv_heads", *LIMITS["heads"]), default=(None,), metavar="LIST",
+                       dest="kv_heads", action=Given,
+                       help="K/V heads, each dividing every --heads, refused like --q-len otherwise (grouped-query "
+                            "attention; default: heads)")
+    shape.add_argument("--causal", choices=("0", "1", "both"), default="both", action=Given,
+                       help="causal masking (default both)")
+    shape.add_argument("--workload", type=name_list, default=None, metavar="NAMES",
+                       help="named workloads instead of the shape options, none of which may be given with it (a "
+                            "model's heads, K/V heads, head dim and masking in prefill or decode at a stated context "
+                            "and batch: host/workloads.toml); each row records its workload and results.md groups "
+                            "the rows under it; list: print them")
     parser.add_argument("--seed", type=integer("seed", 0), default=0, help="input seed (default 0)")
     parser.add_argument("--targets", type=name_list, default=None,
                         help=f"targets to run, from {', '.join(TARGETS)} (default: every available one)")
@@ -153,10 +162,13 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
         if "list" in args.workload:
             print(listing())
             return 0
-        given = [flag for flag, dest in SHAPE_OPTIONS if getattr(args, dest) != parser.get_default(dest)]
-        if given:
-            raise SpecError(f"--workload sets the problem's shape; drop {', '.join(given)} (or drop --workload)")
+        shape_flags = [flag for flag, dest in SHAPE_OPTIONS if dest in given(args)]  # given, at any value
+        if shape_flags:
+            raise SpecError(f"--workload sets the problem's shape; drop {', '.join(shape_flags)} (or drop "
+                            "--workload)")
         args.workloads = named(args.workload)
+    else:
+        check_pairings(args)
     settings = target_settings(args, entries)
     for warning in unused_options(args, parser, entries, args.targets):
         print(f"kbench: {warning}", file=sys.stderr)
@@ -224,8 +236,17 @@ def _cluster_sweep(args: argparse.Namespace, argv: list[str], entries: dict[str,
         _check_any(targets, unavailable)
 
         def cluster_rows(todo: list[Job], context: RunContext, started: Callable[[Job], None]):
+            """A row whose shape its target cannot run is skipped here, as a local sweep skips it, never sent to
+            a worker (it names no device and no worker); the others are measured on the workers."""
             calls = {name: repeats(args, module) for name, module in targets.items()}
-            return cluster.rows(todo, calls, settings, context)
+            dispatched = []
+            for job in todo:
+                skipped = skipped_row(job, targets[job.target], context, device="")
+                if skipped is None:
+                    dispatched.append(job)
+                else:
+                    yield job, [skipped]
+            yield from cluster.rows(dispatched, calls, settings, context)
 
         return _sweep(args, argv, targets, unavailable, settings, cluster_rows, {}, cluster.describe())
 
@@ -316,57 +337,6 @@ def _stop_hook() -> tuple[int, int] | None:
     if name not in ("KILL", "TERM", "INT"):
         raise SpecError(f"{STOP_SIGNAL_ENV}={name!r} is unknown; allowed: KILL, TERM, INT")
     return int(rows), getattr(signal, f"SIG{name}")
-
-
-def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: dict[str, str], kept: int) -> bool:
-    """Print this run's rows as a short table (none when it wrote no row), each target/kernel's notes that every one
-    of its rows carries once below it, the unavailable targets, and where the report is; False when the report could
-    not be written whole (the rows are in results.csv all the same)."""
-    from host.report.common import NOTE_SEPARATOR, own_message, shared_notes
-    from host.report.render import ReportIncomplete, render
-
-    groups: dict[str, list[Result]] = {}
-    for row in written:
-        groups.setdefault(f"{row.target}/{row.kernel}", []).append(row)
-    shared = {name: shared_notes(rows) for name, rows in groups.items()}
-    width = max([16] + [len(name) for name in groups])
-    workers = max([0] + [len(row.worker) for row in written])  # a cluster sweep's rows say where they ran
-    where = lambda text: f" {text:<{workers}}" if workers else ""  # noqa: E731
-    grouped = any(row.kv_heads is not None for row in written)  # a K/V heads column only where a row has fewer
-    queries = any(row.q_len is not None for row in written)  # a q_len column only where a row is not square
-    if written:
-        print(f"{'target/kernel':<{width}} {'dtype':<8} {'B':>3} {'H':>4}{' Hkv' if grouped else ''} {'N':>6}"
-              f"{'  q_len' if queries else ''} {'d':>4} {'causal':>6} "
-              f"{'p50 ms':>10} {'GFLOP/s':>9} {'rel_l2':>9}{where('worker')}  status")
-    for row in written:
-        name = f"{row.target}/{row.kernel}"
-        fmt = lambda x, f, w: f"{'-':>{w}}" if x is None else format(x, f"{w}{f}")  # noqa: E731
-        message = own_message(row, shared[name])
-        kv = f" {row.kv_heads or row.heads:>3}" if grouped else ""
-        q_len = f" {row.q_len or row.seq:>6}" if queries else ""
-        print(f"{name:<{width}} {row.dtype:<8} {row.batch:>3} {row.heads:>4}{kv} {row.seq:>6}{q_len} {row.dim:>4} "
-              f"{int(row.causal):>6} {fmt(row.p50_ms, '.4g', 10)} {fmt(row.gflops, '.4g', 9)} "
-              f"{fmt(row.rel_l2, '.2e', 9)}{where(row.worker)}  {row.status}{': ' + message if message else ''}")
-    for name, notes in shared.items():
-        if notes:
-            print(f"{name}, every row: {NOTE_SEPARATOR.join(notes)}")
-    for name, reason in unavailable.items():
-        print(f"unavailable: {name}: {reason}")
-    counts = ", ".join(f"{sum(r.status == status for r in written)} {status}" for status in STATUSES
-                       if any(r.status == status for r in written))
-    print(f"{len(written)} rows written ({counts or 'none'}), {kept} of this sweep's rows already done before")
-    try:
-        paths = render(args.out)
-    except ReportIncomplete as exc:  # a full disk: the rows are in results.csv; some outputs are missing
-        for line in exc.lines:
-            print(f"kbench: {line}", file=sys.stderr)
-        print("report incomplete: " + ", ".join(str(path) for path in exc.written or ["nothing written"]))
-        return False
-    except KbenchError as exc:
-        print(f"kbench: report not rendered: {exc}", file=sys.stderr)
-        return False
-    print("report: " + ", ".join(str(path) for path in paths))
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -268,5 +268,5 @@ class _Watch:
 def _error_row(context: RunContext, job: Job, message: str, worker: str | None) -> Result:
     where = f"; last given to worker {worker}" if worker and worker not in message else ""
     return context.result(job.problem, target=job.target, kernel=job.kernel, device="", status="error",
-                          message=message + where).replace(worker=worker or "")
+                          message=message + where).replace(worker=worker or "", workload=job.workload)
 

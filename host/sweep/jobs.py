@@ -25,30 +25,54 @@ DEFAULT_REPEATS = (2, 10)
 
 @dataclass(frozen=True)
 class Job:
-    """One row to measure: a target's kernel on one problem."""
+    """One row to measure: a target's kernel on one problem, for a named workload where --workload asked for it."""
 
     target: str
     kernel: str
     problem: AttentionProblem
+    workload: str = ""  # the workload's name (host/workloads.toml); "" for the shape options
 
     def key(self) -> tuple:
         """The same tuple as Result.config_key() of the row this job writes."""
         p = self.problem
         values = {"target": self.target, "kernel": self.kernel, "dtype": p.dtype, "batch": p.batch,
                   "heads": p.heads, "seq": p.seq, "dim": p.dim, "causal": p.causal, "seed": p.seed,
-                  "q_len": p.q_len, "kv_heads": p.kv_heads, "br": None, "bc": None}
+                  "q_len": p.q_len, "kv_heads": p.kv_heads, "workload": self.workload, "br": None, "bc": None}
         return tuple(values[name] for name in CONFIG_FIELDS)
 
     def label(self) -> str:
         """The row as progress names it: 'gpu/flash float16 B1 H1 N64 d64 causal', 'cpu/numpy B1 H32/8 N4096 q1 d128'
-        (8 K/V heads, one query); the dtype is named where it is not the problem's default float32 (a target may run
-        one kernel in several dtypes, each its own row)."""
+        (8 K/V heads, one query), 'llama3-8b-decode: cpu/numpy B16 H32/8 N8192 q1 d128 causal' (a workload's); the
+        dtype is named where it is not the problem's default float32 (a target may run one kernel in several dtypes,
+        each its own row)."""
         p = self.problem
         dtype = "" if p.dtype == AttentionProblem.dtype else f" {p.dtype}"
         kv = "" if p.kv_heads is None else f"/{p.kv_heads}"
         queries = "" if p.q_len is None else f" q{p.q_len}"
-        return (f"{self.target}/{self.kernel}{dtype} B{p.batch} H{p.heads}{kv} N{p.seq}{queries} d{p.dim}"
+        workload = f"{self.workload}: " if self.workload else ""
+        return (f"{workload}{self.target}/{self.kernel}{dtype} B{p.batch} H{p.heads}{kv} N{p.seq}{queries} d{p.dim}"
                 f"{' causal' if p.causal else ''}")
+
+
+def check_pairings(args: argparse.Namespace) -> None:
+    """Refuse, in one line and before anything is measured, the values of --q-len and --kv-heads that do not make a
+    problem with every value they are swept against: a q_len above a --seq (q_len ≤ seq: queries against a KV cache
+    of seq keys), a kv_heads that does not divide a --heads. Every pair is named; the sweep is the product of the
+    lists, so a user who wants the pairs that fit runs the lists that fit, in turn, into one --out (--resume)."""
+    problems = []
+    over = [(q_len, seq) for q_len in getattr(args, "q_len", (None,)) if q_len is not None for seq in args.seq
+            if q_len > seq]
+    if over:
+        pairs = ", ".join(f"--q-len {q_len} with --seq {seq}" for q_len, seq in over)
+        problems.append(f"{pairs}: q_len must be at most seq (queries against a KV cache of seq keys)")
+    apart = [(kv, heads) for kv in getattr(args, "kv_heads", (None,)) if kv is not None for heads in args.heads
+             if kv > heads or heads % kv]
+    if apart:
+        pairs = ", ".join(f"--kv-heads {kv} with --heads {heads}" for kv, heads in apart)
+        problems.append(f"{pairs}: kv_heads must divide heads (grouped-query attention)")
+    if problems:
+        raise SpecError("; ".join(problems) + "; the sweep runs every pair of the lists: give the values that fit "
+                        "together, in separate runs into one --out with --resume")
 
 
 def plan(args: argparse.Namespace, targets: dict[str, ModuleType], settings: dict[str, object]) -> list[Job]:
@@ -61,20 +85,21 @@ def plan(args: argparse.Namespace, targets: dict[str, ModuleType], settings: dic
             raise SpecError(f"--kernels: unknown kernel {unknown[0]!r}; allowed: {', '.join(known) or 'none'}")
     causal = {"0": (False,), "1": (True,), "both": (False, True)}[args.causal]
     jobs = []
-    shapes = itertools.product(args.batch, args.heads, getattr(args, "kv_heads", (None,)), args.dim, args.seq,
-                               getattr(args, "q_len", (None,)), causal)
+    shapes = ((*shape, "") for shape in itertools.product(args.batch, args.heads, getattr(args, "kv_heads", (None,)),
+                                                            args.dim, args.seq, getattr(args, "q_len", (None,)),
+                                                            causal))
     workloads = getattr(args, "workloads", None)  # --workload: each a whole shape (host/workloads.py)
     if workloads:
         shapes = ((w.problem.batch, w.problem.heads, w.problem.kv_heads, w.problem.dim, w.problem.seq,
-                   w.problem.q_len, w.problem.causal) for w in workloads)
-    for batch, heads, kv_heads, dim, seq, q_len, is_causal in shapes:
+                   w.problem.q_len, w.problem.causal, w.name) for w in workloads)
+    for batch, heads, kv_heads, dim, seq, q_len, is_causal, workload in shapes:
         for target, pairs in tables.items():
             for kernel, dtype in pairs:
                 if args.kernels and kernel not in args.kernels:
                     continue
                 problem = AttentionProblem(batch=batch, heads=heads, seq=seq, dim=dim, causal=is_causal,
                                            dtype=dtype, seed=args.seed, q_len=q_len, kv_heads=kv_heads)
-                jobs.append(Job(target, kernel, problem))
+                jobs.append(Job(target, kernel, problem, workload))
     return jobs
 
 
@@ -120,18 +145,35 @@ def shape_supported(module: ModuleType, target: str, problem: AttentionProblem) 
                    f"kv_heads = heads); this problem has {shape}")
 
 
+def skipped_row(job: Job, module: ModuleType, context: RunContext, device: str) -> Result | None:
+    """The `skipped` row of a job whose target cannot run its problem's shape (`shape_supported`), or None when it
+    can. The sweep writes it without running anything: here for a local sweep (`measure`), on the coordinator for a
+    cluster sweep, which never sends such a row to a worker."""
+    runs, why = shape_supported(module, job.target, job.problem)
+    if runs:
+        return None
+    return context.result(job.problem, target=job.target, kernel=job.kernel, device=device, status="skipped",
+                          message=f"skipped: {why}").replace(workload=job.workload)
+
+
 def measure(job: Job, inputs: Callable[[], Inputs], module: ModuleType, calls: tuple[int, int],
             context: RunContext, settings: object = None, session: object = None) -> list[Result]:
     """Run one job with `calls` = (warmup, iters); a failure becomes a row with status error (or oom) and the sweep
     goes on. `inputs` builds (or returns the cached) inputs inside the row, so inputs too large for the machine are
-    this row's oom."""
+    this row's oom. Every row carries the job's workload name."""
+    skipped = skipped_row(job, module, context, module.device(settings, session))
+    if skipped is not None:
+        return [skipped]
+    return [row.replace(workload=job.workload) if job.workload else row
+            for row in _run(job, inputs, module, calls, context, settings, session)]
+
+
+def _run(job: Job, inputs: Callable[[], Inputs], module: ModuleType, calls: tuple[int, int],
+         context: RunContext, settings: object, session: object) -> list[Result]:
+    """The target's rows of one job whose shape it runs, or the one row of its failure."""
     warmup, iters = calls
     options = RunOptions(context=context, kernel=job.kernel, warmup=warmup, iters=iters, settings=settings,
                          session=session)
-    runs, why = shape_supported(module, job.target, job.problem)
-    if not runs:
-        return [context.result(job.problem, target=job.target, kernel=job.kernel,
-                               device=module.device(settings, session), status="skipped", message=f"skipped: {why}")]
     try:
         return module.run(job.problem, inputs(), options)
     except MemoryError as exc:

@@ -1,12 +1,13 @@
 """Open a sweep's output folder: afresh (earlier files kept aside, never overwritten) or, with ``--resume``, by one
-streamed pass over results.csv that finds which planned configurations are done, and which failed or wrong rows a
-newer measurement replaces.
+streamed pass over results.csv that finds which planned configurations are done, and which failed, wrong or skipped
+rows a newer measurement replaces (host/results.py REMEASURED_STATUSES: a skipped row's reason may no longer hold, a
+target having gained the shape or a device the dtype, so it is measured again too).
 
-A failed or wrong row is dropped only once its new measurement is on disk: rows already superseded in the file when
+A failed, wrong or skipped row is dropped only once its new row is on disk: rows already superseded in the file when
 the sweep starts, and those this sweep measures again, go in one crash-safe rewrite when the sweep ends (or stops:
 Ctrl-C, SIGTERM); a sweep killed outright leaves both rows, and the next resume drops the old one. The pass keeps only
-what it needs (the planned keys, the failed rows' positions), so a resume of a million-row file holds kilobytes, not
-the rows.
+what it needs (the planned keys, the positions of the rows to measure again), so a resume of a million-row file holds
+kilobytes, not the rows.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from host.q15 import NUMERICS
-from host.results import FAILED_STATUSES, Result
+from host.results import REMEASURED_STATUSES, Result
 from host.results_file import ResultsFile
 from host.safe_files import keep_aside, remove_leftovers
 from host.sweep.jobs import untiled_key
@@ -28,17 +29,18 @@ LEFTOVERS = ("results.csv", "results.md", "latency_vs_seq.png", "error.png", "ro
 
 @dataclass
 class OpenOut:
-    """results.csv opened for a sweep: what is done, and which failed rows wait for their replacement."""
+    """results.csv opened for a sweep: what is done, and which failed, wrong or skipped rows wait for their
+    replacement."""
 
     results: ResultsFile
     done: set[tuple] = field(default_factory=set)  # untiled keys of planned configurations finished here before
     rows_before: int = 0
-    _stale: set[int] = field(default_factory=set)  # ordinals of failed rows a later row in the file replaces
-    _failed: dict[tuple, list[int]] = field(default_factory=dict)  # the other failed rows' ordinals, by key
+    _stale: set[int] = field(default_factory=set)  # ordinals of rows to measure again a later row replaces
+    _failed: dict[tuple, list[int]] = field(default_factory=dict)  # the other such rows' ordinals, by key
 
     def drop_superseded(self, written: Iterable[Result]) -> int:
-        """Drop, in one crash-safe rewrite, the failed or wrong rows that a later row replaces: those the file held
-        already, and those of the configurations measured now (`written`, on disk). The number dropped."""
+        """Drop, in one crash-safe rewrite, the failed, wrong or skipped rows that a later row replaces: those the file
+        held already, and those of the configurations measured now (`written`, on disk). The number dropped."""
         ordinals = set(self._stale)
         for row in written:
             ordinals.update(self._failed.pop(untiled_key(row), ()))
@@ -55,8 +57,8 @@ def open_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
     copy). With resume, read the file once: a finished row counts as done only where its target's device is the one
     `devices` names for it now (a sweep resumed on a real GPU measures again what a fake GPU or another machine
     measured; those rows stay beside the new ones) and, for a Q15 row, where it was computed under this kbench's
-    numeric contract (host/q15.py NUMERICS; kept likewise); failed and wrong rows are measured again. A torn last row is
-    cut; a file that is not results is a ResultsError before anything in it changes."""
+    numeric contract (host/q15.py NUMERICS; kept likewise); failed, wrong and skipped rows are measured again. A torn
+    last row is cut; a file that is not results is a ResultsError before anything in it changes."""
     out.mkdir(parents=True, exist_ok=True)
     remove_leftovers(out, LEFTOVERS)  # of a sweep or report killed mid-rewrite: the caller holds OUT's lock
     results = ResultsFile(out / "results.csv")
@@ -70,8 +72,8 @@ def open_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
     other_numerics: dict[str, int] = {}  # a Q15 row's numerics (empty: contract v1) → finished planned rows
     for ordinal, row in enumerate(results.rows()):
         key = untiled_key(row)
-        opened._stale.update(opened._failed.pop(key, ()))  # a failed row that this later row replaces
-        if row.status in FAILED_STATUSES:
+        opened._stale.update(opened._failed.pop(key, ()))  # a row to measure again that this later row replaces
+        if row.status in REMEASURED_STATUSES:
             opened._failed[key] = [ordinal]
         elif key in planned:
             if row.dtype == "q15" and row.numerics != NUMERICS:

@@ -143,7 +143,7 @@ def run_row(job: Job, calls: tuple[int, int], sweep_settings: object, context: R
         row = here.result(job.problem, target=job.target, kernel=job.kernel, device="", status="error",
                           message=f"worker {name} ({worker.address}) holds no {needs.resource} for the kbench plugin "
                                   "(start workers with python -m host.cluster worker)")
-        return [row.replace(worker=name)]
+        return [row.replace(worker=name, workload=job.workload)]
     settings = plugin.settings_for(job.target, sweep_settings) if plugin else sweep_settings
     session = plugin.sessions.get(job.target) if plugin else None
     with _row_lock:  # one row at a time in this process, however many threads the worker runs tasks in

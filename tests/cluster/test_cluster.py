@@ -213,6 +213,41 @@ def test_gpu_rows_split_between_two_real_gpus(cluster, tmp_path):
     assert set(Counter(r["worker"] for r in found)) == {gpu_a, gpu_b}
 
 
+def test_a_shape_its_target_cannot_run_is_skipped_by_the_sweep_and_never_sent_to_a_worker(tmp_path, monkeypatch):
+    """The coordinator asks the target (shape_supported) before it submits a row, as a local sweep does before it
+    runs one: a shape the target cannot run is a skipped row written here, naming no worker and no device, and no
+    task goes to the cluster for it (the review found the check made only on the worker). An in-process Dask cluster,
+    so that the test's cpu target, which runs no decode, is the one the coordinator and the worker both see."""
+    from distributed import LocalCluster
+
+    from host.cpu import target as cpu
+    from host.results_file import ResultsFile
+    from host.sweep import cli as compare
+    from host.sweep import cluster as sweep_cluster
+
+    monkeypatch.setattr(cpu, "supports", lambda p: (p.square, "" if p.square else "no decode here (this test's cpu)"))
+    sent = []
+    rows_of = sweep_cluster.Cluster.rows
+
+    def recorded(self, jobs, *args):
+        sent.extend(job.label() for job in jobs)
+        return rows_of(self, jobs, *args)
+
+    monkeypatch.setattr(sweep_cluster.Cluster, "rows", recorded)
+    with LocalCluster(n_workers=1, processes=False, threads_per_worker=1, dashboard_address=None, protocol="tcp://",
+                      host="127.0.0.1") as local:
+        code = compare.main(["--cluster", local.scheduler_address, "--targets", "cpu", "--seq", "17", "--q-len",
+                             "3,17", "--heads", "2", "--dim", "8", "--causal", "1", "--iters", "1", "--warmup", "0",
+                             "--out", str(tmp_path)])
+    found = {row.q_len: row for row in ResultsFile(tmp_path / "results.csv").read()}
+    assert code == 0 and sorted(found, key=str) == [3, None]
+    assert found[None].status == "ok" and found[None].worker, "q_len 17 = seq: the square row, measured on the worker"
+    skipped = found[3]
+    assert (skipped.status, skipped.worker, skipped.device) == ("skipped", "", "")
+    assert skipped.message == "skipped: no decode here (this test's cpu)"
+    assert sent == ["cpu/numpy B1 H2 N17 d8 causal"]
+
+
 @pytest.mark.parametrize("address", ["tcp://127.0.0.1:8786", "tcp://[::1]:8786", "ws://sched.lan:80",
                                      "tcp://[fe80::1]:1"])
 def test_plain_scheduler_addresses_are_accepted_ipv6_in_brackets(address):

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from host.errors import SpecError
+from host.errors import ResultsError, SpecError
 from host.problem import AttentionProblem
 from host.reference import attention
 from host.results import Result
@@ -102,9 +102,14 @@ def test_results_keep_the_shape_columns_and_read_older_rows_as_square(tmp_path):
     assert got[0].config_key() != got[1].config_key()
 
 
-def test_a_sweep_of_decode_shapes_measures_the_cpu_and_skips_what_a_target_cannot_run(tmp_path, capsys):
+def test_a_sweep_of_decode_shapes_measures_the_cpu_and_skips_what_a_target_cannot_run(tmp_path, capsys,
+                                                                                     monkeypatch):
+    """A target that does not declare supports() runs square problems only: here the asic target, made one such
+    (issue 32 gives it the shapes; the rule for a target without them is what is tested)."""
+    from codesign import target as asic
     from host.sweep import cli as compare
 
+    monkeypatch.delattr(asic, "supports", raising=False)
     code = compare.main(["--targets", "cpu,asic", "--seq", "64", "--q-len", "1,16", "--heads", "4", "--kv-heads",
                          "2", "--dim", "16", "--causal", "1", "--out", str(tmp_path)])
     rows = ResultsFile(tmp_path / "results.csv").read()
@@ -119,7 +124,10 @@ def test_a_sweep_of_decode_shapes_measures_the_cpu_and_skips_what_a_target_canno
     assert " Hkv " in out and " q_len " in out
     assert "| K/V heads |" in (tmp_path / "results.md").read_text()
     assert compare.main(["--targets", "cpu", "--seq", "64", "--q-len", "65", "--out", str(tmp_path / "bad")]) == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == "kbench: error: q_len=65 is out of range; allowed: 1..64"
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "kbench: error: --q-len 65 with --seq 64: q_len must be at most seq (queries against a KV cache of seq keys); "
+        "the sweep runs every pair of the lists: give the values that fit together, in separate runs into one --out "
+        "with --resume")
     assert not (tmp_path / "bad" / "results.csv").exists()
     assert compare.main(["--targets", "cpu", "--q-len", "0", "--out", str(tmp_path / "bad")]) == 2
     assert "argument --q-len: q_len=0 is out of range; allowed: 1..1048576" in capsys.readouterr().err
@@ -183,3 +191,68 @@ def test_a_golden_computed_elsewhere_has_the_queries_shape():
     inputs = Inputs(AttentionProblem(heads=4, kv_heads=2, seq=64, q_len=1, dim=8))
     gold = inputs.golden_from(lambda x: attention(x.q, x.k, x.v, False, np.float64))
     assert gold.shape == (1, 4, 1, 8)
+
+
+@pytest.mark.parametrize("cells,message", [
+    ({"seq": "64", "q_len": "65"}, "q_len=65 with seq=64; allowed: 1..63, or empty (q_len = seq, self-attention, is "
+                                   "written empty)"),
+    ({"seq": "64", "q_len": "64"}, "q_len=64 with seq=64; allowed: 1..63, or empty"),
+    ({"seq": "1", "q_len": "1"}, "q_len=1 with seq=1; allowed: empty"),
+    ({"seq": "64", "q_len": "0"}, "q_len=0 with seq=64; allowed: 1..63, or empty"),
+    ({"heads": "12", "kv_heads": "5"}, "kv_heads=5 with heads=12; allowed: 1, 2, 3, 4, 6 (a divisor of heads), or "
+                                       "empty (kv_heads = heads is written empty)"),
+    ({"heads": "12", "kv_heads": "12"}, "kv_heads=12 with heads=12; allowed: 1, 2, 3, 4, 6"),
+    ({"heads": "4", "kv_heads": "8"}, "kv_heads=8 with heads=4; allowed: 1, 2 (a divisor of heads)"),
+    ({"heads": "1", "kv_heads": "1"}, "kv_heads=1 with heads=1; allowed: empty"),
+])
+def test_the_reader_refuses_a_shape_the_problem_cannot_have_naming_the_file_line_and_field(tmp_path, cells, message):
+    """A row the writer could not have written (the problem stores q_len = seq and kv_heads = heads empty, and
+    refuses the rest) is refused when read, in one line naming the file, its line and the field."""
+    row = Result(run_id="r", timestamp="t", git_rev="g", host="h", device="d", target="cpu", kernel="numpy",
+                 dtype="float32", batch=1, heads=12, seq=64, dim=4, causal=False, seed=0, status="skipped",
+                 message="why").to_row()
+    good = dict(row)
+    row.update(cells)
+    path = tmp_path / "results.csv"
+    path.write_text(",".join(row) + "\n" + ",".join(good.values()) + "\n" + ",".join(row.values()) + "\n")
+    with pytest.raises(ResultsError) as caught:
+        ResultsFile(path).read()
+    text = str(caught.value)
+    assert text.startswith(f"{path}:3: {message}") and "\n" not in text
+    with pytest.raises(ResultsError, match=message.split(";")[0]):  # the writer refuses it too: reader and writer agree
+        Result.from_row(row)
+
+
+def test_a_schema_6_file_is_read_with_no_workload(tmp_path):
+    """Schema 6 (q_len and kv_heads, without workload) is what issue 32's first part wrote: it must read, a decode
+    row keeping its shape."""
+    from host.results import FIELD_NAMES
+
+    row = Result(run_id="r", timestamp="t", git_rev="g", host="h", device="d", target="cpu", kernel="numpy",
+                 dtype="float32", batch=1, heads=32, kv_heads=8, seq=4096, q_len=1, dim=4, causal=True, seed=0,
+                 status="skipped", message="why").to_row()
+    names = [name for name in FIELD_NAMES if name != "workload"]
+    row["schema_version"] = "6"
+    (tmp_path / "results.csv").write_text(",".join(names) + "\n" + ",".join(row[name] for name in names) + "\n")
+    results = ResultsFile(tmp_path / "results.csv")
+    [read] = results.read()
+    assert (read.q_len, read.kv_heads, read.workload, read.schema_version) == (1, 8, "", 6)
+    results.append(read.replace(schema_version=7, workload="llama3-8b-decode"))  # the file is upgraded in place
+    assert [(r.workload, r.schema_version) for r in results.read()] == [("", 6), ("llama3-8b-decode", 7)]
+    assert "workload" in results.header()
+
+
+def test_a_decode_problems_k_and_v_are_not_the_square_problems_at_the_same_seed():
+    """Q is drawn first, so a square problem's inputs are what they always were, and a decode problem's K and V
+    follow its shorter Q: they are not the square problem's, nor is its Q the square Q's last rows
+    (docs/architecture.md "The problem"). A comparison of decode with prefill slices the square problem's own inputs
+    (as the tests above do), never one problem's Q against the other's K/V."""
+    square = AttentionProblem(heads=2, seq=17, dim=5, seed=3)
+    decode = square.with_(q_len=3)
+    (sq, sk, sv), (dq, dk, dv) = square.inputs(), decode.inputs()
+    rng = np.random.default_rng(3)
+    assert np.array_equal(dq, rng.standard_normal((1, 2, 3, 5), dtype=np.float32))
+    assert np.array_equal(dk, rng.standard_normal((1, 2, 17, 5), dtype=np.float32))
+    # the stream's first B·H·q_len·d numbers: not the square Q's last rows (nor its first, past head 0)
+    assert np.array_equal(dq.ravel(), sq.ravel()[:dq.size]) and not np.array_equal(dq, sq[:, :, -3:])
+    assert not np.array_equal(dq, sq[:, :, :3]) and not np.array_equal(dk, sk) and not np.array_equal(dv, sv)

@@ -15,7 +15,7 @@ import pytest
 from host.report import outputs
 from host.results_file import ResultsFile
 from host.report.render import ReportIncomplete, main, render
-from host.sweep.cli import summarize_run
+from host.sweep.summary import summarize_run
 from test_report import BENCH_RUN, GPU_RUN, cpu_rows, gpu_rows, mcu_rows, write
 
 NO_SPACE = os.strerror(errno.ENOSPC)

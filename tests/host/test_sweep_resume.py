@@ -105,3 +105,16 @@ def test_earlier_results_that_cannot_be_set_aside_are_one_line_and_stay(tmp_path
     err = capsys.readouterr().err.strip().splitlines()
     assert "results.csv: cannot keep it aside as results.csv.prev: Operation not permitted" in err[-1], err
     assert (tmp_path / "results.csv").read_bytes() == before
+
+
+def test_a_skipped_row_is_measured_again_and_an_oom_row_is_done(tmp_path):
+    """A skipped row's reason may no longer hold (a target that gained the shape): --resume measures it again and
+    drops it once the new row is on disk; an oom row counts as done (the same machine runs out of memory again)."""
+    results = ResultsFile(tmp_path / "results.csv")
+    for r in (row(1, "skipped"), row(2, "oom"), row(3, "skipped")):
+        results.append(r)
+    opened = open_out(tmp_path, True, {untiled_key(row(s)) for s in (1, 2, 3)}, {"cpu": "cpu0"})
+    assert opened.done == {untiled_key(row(2))}
+    results.append(row(1))  # seq 1 measured now; seq 3 skipped again, not yet written (interrupted)
+    assert opened.drop_superseded([row(1)]) == 1
+    assert [(r.seq, r.status) for r in results.read()] == [(2, "oom"), (3, "skipped"), (1, "ok")]
