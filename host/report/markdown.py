@@ -406,14 +406,15 @@ def _target_tables(results: Iterable[Result], level: str) -> list[str]:
 
 def tables_section(results: Sequence[Result]) -> list[str]:
     """One table per target/kernel; where rows name a workload (host.compare --workload), the tables of each
-    workload under a heading naming it and its shape, in name order, then the rows without one."""
+    workload under a heading naming it and its shape, in the order their rows first come (a sweep's: the order
+    --workload named them, as the console prints them), then the rows without one."""
     lines = ["## Results", ""]
     by_workload: dict[str, list[Result]] = {}
     for r in results:
         by_workload.setdefault(r.workload, []).append(r)
     if not any(by_workload):
         return lines + _target_tables(results, "###")
-    for name in sorted(by_workload, key=lambda name: (name == "", name)):
+    for name in sorted(by_workload, key=lambda name: name == ""):  # stable: first-come order, the unnamed last
         rows = by_workload[name]
         shapes = ", ".join(dict.fromkeys(shape_text(r) for r in sorted(rows, key=row_sort_key)))
         lines += [f"### Workload {_code(name)}: {shapes}" if name else "### Rows without a workload", ""]
