@@ -87,7 +87,7 @@ __device__ __forceinline__ void load_tile(T *tile, const T *src, int r0, int n) 
     }
 }
 
-template <typename T, int D, int WARPS, int BC, int MT>
+template <typename T, int D, int WARPS, int BC, int MT, int STAGES = 2>
 __global__ void __launch_bounds__(WARPS * 32)
 flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, T *__restrict__ o,
              float *__restrict__ o_part, float *__restrict__ lse, int nq, int qlen, int n, int group, int splits,
@@ -100,8 +100,9 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
     constexpr bool Q_IN_REGS = 4 * MT * (KSTEPS + STILES + OTILES) <= 160;
     extern __shared__ __align__(128) unsigned char smem[];
     T *q_tile = reinterpret_cast<T *>(smem);
-    T *k_tiles = q_tile + BR * D;      // two stages of BC × D
-    T *v_tiles = k_tiles + 2 * BC * D;  // two stages of BC × D
+    static_assert(STAGES >= 2, "at least one key block in flight while another is computed on");
+    T *k_tiles = q_tile + BR * D;            // STAGES stages of BC × D
+    T *v_tiles = k_tiles + STAGES * BC * D;  // STAGES stages of BC × D
 
     const KvRows rows{nq, qlen, n, group};
     const TileSlot slot = tile_slot<BR>(nq, causal);  // causal: longest tiles first, across heads
@@ -116,9 +117,14 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
     const int blocks = key_stop > keys.x ? (key_stop - keys.x + BC - 1) / BC : 0;
 
     load_tile<BR, D, THREADS>(q_tile, qg, q0, nq);
-    load_tile<BC, D, THREADS>(k_tiles, kg, keys.x, n);
-    load_tile<BC, D, THREADS>(v_tiles, vg, keys.x, n);
-    cp_async_commit();
+#pragma unroll
+    for (int p = 0; p < STAGES - 1; ++p) {  // key blocks 0 .. STAGES-2 in flight (Q in the first group)
+        if (p < blocks) {
+            load_tile<BC, D, THREADS>(k_tiles + p * BC * D, kg, keys.x + p * BC, n);
+            load_tile<BC, D, THREADS>(v_tiles + p * BC * D, vg, keys.x + p * BC, n);
+        }
+        cp_async_commit();
+    }
 
     unsigned qf[MT][Q_IN_REGS ? KSTEPS : 1][4];
     float acc[MT][OTILES][4];
@@ -135,13 +141,13 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
     };
 
     for (int j = 0; j < blocks; ++j) {
-        const int stage = j & 1;
-        if (j + 1 < blocks) {  // the next key block into the other stage, while this one is computed on
-            load_tile<BC, D, THREADS>(k_tiles + (stage ^ 1) * BC * D, kg, keys.x + (j + 1) * BC, n);
-            load_tile<BC, D, THREADS>(v_tiles + (stage ^ 1) * BC * D, vg, keys.x + (j + 1) * BC, n);
+        const int stage = j % STAGES, ahead = j + STAGES - 1;
+        if (ahead < blocks) {  // key block j + STAGES - 1 into the stage block j - 1 left, while this one is computed on
+            load_tile<BC, D, THREADS>(k_tiles + (ahead % STAGES) * BC * D, kg, keys.x + ahead * BC, n);
+            load_tile<BC, D, THREADS>(v_tiles + (ahead % STAGES) * BC * D, vg, keys.x + ahead * BC, n);
         }
         cp_async_commit();
-        cp_async_wait<1>();  // everything but the group just issued: block j (and Q) is in shared memory
+        cp_async_wait<STAGES - 1>();  // all but the STAGES - 1 newest groups: block j (and Q) is in shared memory
         __syncthreads();
         if (Q_IN_REGS && j == 0) {
 #pragma unroll

@@ -26,6 +26,8 @@ import numpy as np
 from host.errors import TargetError
 
 SOURCE_DIR = Path(__file__).resolve().parent
+#: The headers kernels/flash_wgmma.cu includes, and theirs: NVRTC is handed each by name (no include path).
+HEADERS = ("wgmma.cuh", "kv_rows.cuh", "tc_softmax.cuh", "tile_order.cuh")
 # cuTensorMapEncodeTiled's enumerations (cuda.h): 16-bit elements, no interleave, 128-byte swizzle, 128-byte L2
 # promotion, out-of-bounds elements read as zeros.
 _UINT16, _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_128B, _OOB_ZERO = 1, 0, 3, 2, 0
@@ -41,8 +43,7 @@ def module(expressions: tuple[str, ...]):
     from cupy_backends.cuda.libs import nvrtc
 
     source = (SOURCE_DIR / "flash_wgmma.cu").read_text()
-    names = ("wgmma.cuh", "tc_softmax.cuh", "tile_order.cuh")  # the headers it includes
-    headers = [(SOURCE_DIR / name).read_bytes() for name in names]
+    headers = [(SOURCE_DIR / name).read_bytes() for name in HEADERS]
     options = ["-std=c++17", "-arch=sm_90a", "--device-as-default-execution-space"]
     key = build_key([source.encode(), *headers], expressions, options, nvrtc.getVersion())
     cached = read_build(key)
@@ -51,7 +52,7 @@ def module(expressions: tuple[str, ...]):
         loaded = cupy.cuda.function.Module()
         loaded.load(cubin)
         return loaded, lowered
-    program = nvrtc.createProgram(source, "flash_wgmma.cu", headers, [name.encode() for name in names])
+    program = nvrtc.createProgram(source, "flash_wgmma.cu", headers, [name.encode() for name in HEADERS])
     try:
         for expression in expressions:
             nvrtc.addNameExpression(program, expression)

@@ -123,10 +123,10 @@ def flash_tf32_smem_bytes(br: int, bc: int, dim: int) -> int:
     return 4 * (br * (dim + 8) + 2 * bc * (dim + 8) + 2 * bc * (dim + 4))
 
 
-def flash_tc_smem_bytes(br: int, bc: int, dim: int) -> int:
-    """Shared memory of one tensor-core flash block (kernels/flash_tc.cu) in bytes: 2·(Br + 4·Bc)·d, the 16-bit Q
-    tile and two stages each of K and V."""
-    return 2 * (br + 4 * bc) * dim
+def flash_tc_smem_bytes(br: int, bc: int, dim: int, stages: int = 2) -> int:
+    """Shared memory of one tensor-core flash block (kernels/flash_tc.cu) in bytes: 2·(Br + 2·stages·Bc)·d, the
+    16-bit Q tile and `stages` stages each of K and V."""
+    return 2 * (br + 2 * stages * bc) * dim
 
 
 def flash_wgmma_smem_bytes(dim: int, bc: int, consumers: int, stages: int) -> int:
@@ -145,11 +145,13 @@ def flash_wgmma_threads(consumers: int) -> int:
 # ---------------------------------------------------------------------------------------------------------- configs
 
 class TcConfig(NamedTuple):
-    """A launch of kernels/flash_tc.cu: `warps` warps of 16 · m_tiles query rows each, Bc keys per block."""
+    """A launch of kernels/flash_tc.cu: `warps` warps of 16 · m_tiles query rows each, Bc keys per block, `stages`
+    key blocks of K and V in shared memory (stages − 1 in flight while one is computed on)."""
 
     warps: int
     bc: int
     m_tiles: int
+    stages: int = 2
 
     @property
     def br(self) -> int:
@@ -359,8 +361,10 @@ class FlashTc(Variant):
 
     def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
         c, d = self.config(problem), problem.dim
-        return mma_launches(self, problem, f"flash_tc_fwd<{TC_TYPES[problem.dtype]},{d},{c.warps},{bc},{c.m_tiles}>",
-                            br, 32 * c.warps, flash_tc_smem_bytes(br, bc, d), splits)
+        stages = f",{c.stages}" if c.stages != 2 else ""  # the template's default: two stages
+        return mma_launches(self, problem, f"flash_tc_fwd<{TC_TYPES[problem.dtype]},{d},{c.warps},{bc},{c.m_tiles}"
+                                           f"{stages}>", br, 32 * c.warps, flash_tc_smem_bytes(br, bc, d, c.stages),
+                            splits)
 
 
 @dataclass(frozen=True)
@@ -400,8 +404,9 @@ FLASH_WGMMA = FlashWgmma("flash_wgmma", "flash", "wgmma", "flash_wgmma.cu", HALF
                          "tensor-core flash (wgmma)", sm90a=True)
 #: The split-KV (decode) launches: 64 query rows a block (4 warps of one m-tile), so that a group's G·q_len packed
 #: rows waste little of a tile at decode's few queries; 64-key blocks (16-bit) and 32-key blocks (float32, whose
-#: tiles are twice the bytes), both dimensions alike.
-SPLIT_TC_CONFIG = TcConfig(4, 64, 1)
+#: tiles are twice the bytes), both dimensions alike. 16-bit: three stages, two key blocks in flight per block
+#: (decode is a stream of K and V: with two stages the H200 ran batch 1 at 0.84 of its copy bandwidth).
+SPLIT_TC_CONFIG = TcConfig(4, 64, 1, 3)
 SPLIT_TF32_CONFIG = Tf32Config(4, 32, 1, False)
 SPLIT_TC = FlashTc("split_tc", "flash", "split-kv", "flash_tc.cu", HALF_DTYPES, "split-KV tensor-core flash (mma.sync)",
                    configs=tuple(((d, causal), SPLIT_TC_CONFIG) for d in TC_DIMS for causal in (False, True)),

@@ -265,3 +265,20 @@ def test_more_flash_blocks_than_a_grid_holds_is_refused_in_one_line():
     with pytest.raises(SpecError, match=r"flash Br=1 at q_len=1048576, batch·heads=4096 needs 4294967296 blocks; "
                                         r"allowed: 1\.\.2147483647 \(CUDA's grid x limit\)"):
         target.launcher("flash", problem, None, 1, 64, dev, "simt")
+
+
+def test_the_hopper_build_hands_nvrtc_every_header_its_source_includes():
+    """NVRTC builds kernels/flash_wgmma.cu from text with no include path: a header it (or a header of it) includes
+    and kernels/hopper.py does not hand over fails only on a Hopper GPU (it did, once kv_rows.cuh was added)."""
+    import re
+
+    from kernels import hopper
+
+    wanted, todo = set(), ["flash_wgmma.cu"]
+    while todo:
+        text = (ROOT / "kernels" / todo.pop()).read_text()
+        for name in re.findall(r'^#include "([^"]+)"', text, flags=re.MULTILINE):
+            if name not in wanted:
+                wanted.add(name)
+                todo.append(name)
+    assert wanted == set(hopper.HEADERS)
