@@ -54,9 +54,12 @@ MAX_GRID_BH = 65535
 TC_PATHS = ("auto", "wgmma", "mma")
 #: Heads with fewer queries than this (one prefill query tile of 64 rows) run flash on the split-KV path.
 SPLIT_BELOW_ROWS = 64
-#: The split-KV planner's aim: the smallest split count whose waves of blocks fill the SMs to within this fraction of
-#: the best count's fill (FlashAttention-2's num_splits heuristic), and no split of fewer than two key blocks.
+#: The split-KV planner (`kv_splits`): enough blocks to fill this fraction of the SMs' block slots, and among those
+#: the fewest splits that give every SM nearly the same number of blocks (this fraction of the busiest SM's count).
+#: FlashAttention-2's rule (waves over SM slots) left 232 blocks on 132 SMs of 2 slots: 100 SMs ran 2, 32 ran 1, and
+#: batch-1 decode reached 0.83 of the copy bandwidth (reports/issue-32/gpu/run2_three_stages).
 SPLIT_FILL = 0.85
+SPLIT_BALANCE = 0.95
 #: --gpu-fp32-path: how float32 flash computes. auto: 3xTF32 on the tensor cores where it is built (sm_80+, d 64 and
 #: 128, no forced tile), FFMA elsewhere; 3xtf32 (skipped flash rows where it is not built); simt (FFMA everywhere).
 FP32_PATHS = ("auto", "3xtf32", "simt")
@@ -291,7 +294,7 @@ def split_plan(problem: AttentionProblem, plan: Plan, dev, settings: Settings) -
     blocks = flash_grid(rows.nq, config.br, rows.heads)
     resident = blocks_per_sm(chosen.smem(problem, config.br, config.bc), LIMITS.get(dev.model(), PROFILES["h200"]),
                              32 * config.warps)
-    splits = kv_splits(blocks, -(-problem.seq // config.bc), sms * max(resident, 1))
+    splits = kv_splits(blocks, -(-problem.seq // config.bc), sms, max(resident, 1))
     group = problem.heads // problem.kv_head_count
     note = (f"split-KV decode: {chosen.label.split(' ', 1)[1]}, {group} query head{'s' * (group > 1)} of a K/V head "
             f"packed into {rows.nq} rows a block, keys cut into {splits} range{'s' * (splits > 1)} "
@@ -299,21 +302,23 @@ def split_plan(problem: AttentionProblem, plan: Plan, dev, settings: Settings) -
     return Plan(config.br, config.bc, "split-kv", "; ".join(filter(None, [note, why])), splits)
 
 
-def kv_splits(blocks: int, key_blocks: int, slots: int) -> int:
-    """Key ranges for a launch of `blocks` blocks over `key_blocks` key blocks on a device that holds `slots`
-    blocks at once: 1 when the blocks already fill it; else the smallest count whose waves fill the slots to
-    within SPLIT_FILL of the best count's (FlashAttention-2's heuristic), each range at least two key blocks, at
-    most MAX_SPLITS."""
+def kv_splits(blocks: int, key_blocks: int, sms: int, resident: int) -> int:
+    """Key ranges for a launch of `blocks` blocks over `key_blocks` key blocks on `sms` SMs holding `resident`
+    blocks each: 1 when the blocks already fill SPLIT_FILL of the slots (sms · resident); else, among the counts
+    that do (at most MAX_SPLITS, each range at least two key blocks), the smallest that balances the SMs to within
+    SPLIT_BALANCE (blocks · s / sms over its ceiling: the busiest SM sets a memory-bound launch's time, each SM's
+    share of the bandwidth being its own), or the best balanced of them."""
+    slots = sms * resident
     if blocks >= SPLIT_FILL * slots:
         return 1
     counts = range(1, max(1, min(MAX_SPLITS, key_blocks // 2)) + 1)
 
-    def fill(splits: int) -> float:
-        waves = blocks * splits / slots
-        return waves / -(-waves // 1)
+    def balance(splits: int) -> float:
+        per_sm = blocks * splits / sms
+        return per_sm / -(-per_sm // 1)
 
-    best = max(fill(count) for count in counts)
-    return next(count for count in counts if fill(count) >= SPLIT_FILL * best)
+    enough = [count for count in counts if blocks * count >= SPLIT_FILL * slots] or [counts[-1]]
+    return next((count for count in enough if balance(count) >= SPLIT_BALANCE), max(enough, key=balance))
 
 
 def tc_plan(problem: AttentionProblem, capability: int, forced: str = "auto") -> Plan:

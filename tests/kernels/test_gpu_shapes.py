@@ -92,19 +92,22 @@ def test_a_split_launch_packs_the_group_and_adds_the_combine():
     assert len(SPLIT_TC.launches(problem, 64, 64, 1)) == 1  # one range: O written directly, no combine
 
 
-# fill(s) = w / ⌈w⌉ with w = blocks·s / slots waves; the count is the smallest s ≤ min(128, key_blocks / 2) with
-# fill(s) ≥ 0.85 · the best fill, and 1 when blocks ≥ 0.85 · slots already
-@pytest.mark.parametrize("blocks,key_blocks,slots,splits", [
-    # 200 < 224.4: split. s = 1..4: w = 0.758, 1.515, 2.273, 3.030, fill 0.758 each; s = 5: w = 3.788, fill 0.947,
-    # and no s fills more than 1, so 0.85 · best ≤ 0.85 < 0.947: s = 5
-    (200, 64, 264, 5),
-    # s = 66 gives w = 4.000, fill 1: the bar is 0.85; s = 14: 224/264 = 0.848 misses it, s = 15: 240/264 = 0.909
-    (16, 2048, 264, 15),
-    (300, 64, 264, 1),  # 300 ≥ 224.4: no split
-    (4, 1, 264, 1),     # a single key block: nothing to split (at most key_blocks / 2 ranges, at least 1)
+# slots = SMs · resident; no split when blocks ≥ 0.85 · slots; else among the counts s ≤ min(128, key_blocks / 2)
+# with blocks · s ≥ 0.85 · slots, the smallest whose balance b(s) = (blocks·s / SMs) / ⌈blocks·s / SMs⌉ ≥ 0.95
+@pytest.mark.parametrize("blocks,key_blocks,sms,resident,splits", [
+    # batch-1 decode: 8 blocks, 264 slots: s ≥ 224.4 / 8 = 28.05, so 29..128; b(29) = 1.758/2 = 0.879,
+    # b(30) = 1.818/2 = 0.909, b(31) = 1.879/2 = 0.939, b(32) = 256/132 = 1.939 → 0.970: s = 32
+    (8, 2048, 132, 2, 32),
+    # batch 2: 16 blocks: s ≥ 14.03; b(15) = 240/132 = 1.818 → 0.909, b(16) = 1.939 → 0.970: s = 16
+    (16, 2048, 132, 2, 16),
+    # batch 8: 64 blocks: s ≥ 3.5; b(4) = 256/132 = 1.939 → 0.970: s = 4
+    (64, 64, 132, 2, 4),
+    (300, 64, 132, 2, 1),  # 300 ≥ 224.4: no split
+    (4, 1, 132, 2, 1),     # a single key block: nothing to split (at most key_blocks / 2 ranges, at least 1)
+    (4, 10, 132, 2, 5),    # too few key blocks to fill the slots: the most ranges allowed, 10 / 2
 ])
-def test_split_counts_by_hand(blocks, key_blocks, slots, splits):
-    assert target.kv_splits(blocks, key_blocks, slots) == splits
+def test_split_counts_by_hand(blocks, key_blocks, sms, resident, splits):
+    assert target.kv_splits(blocks, key_blocks, sms, resident) == splits
 
 
 def test_the_split_byte_model_adds_the_partial_states():
