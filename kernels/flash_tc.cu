@@ -87,14 +87,17 @@ __device__ __forceinline__ void load_tile(T *tile, const T *src, int r0, int n) 
     }
 }
 
-template <typename T, int D, int WARPS, int BC, int MT, int STAGES = 2>
+template <typename T, int D, int WARPS, int BC, int MT, int STAGES = 2, int KW = 1>
 __global__ void __launch_bounds__(WARPS * 32)
 flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, T *__restrict__ o,
              float *__restrict__ o_part, float *__restrict__ lse, int nq, int qlen, int n, int group, int splits,
              float scale_log2, int causal) {
     // MT m-tiles of 16 rows per warp: each K or V fragment read from shared memory feeds MT products.
-    constexpr int ROWS = 16 * MT, BR = ROWS * WARPS, THREADS = WARPS * 32, KSTEPS = D / 16, STILES = BC / 8,
-                  OTILES = D / 8;
+    // KW key warps: the warps split each key block KW ways (and the rows WARPS / KW ways), each with its own m, l
+    // and O, merged at the end: a decode block of a few packed rows keeps every warp computing.
+    constexpr int RW = WARPS / KW, ROWS = 16 * MT, BR = ROWS * RW, THREADS = WARPS * 32, KSTEPS = D / 16,
+                  KEYS = BC / KW, STILES = KEYS / 8, OTILES = D / 8;
+    static_assert(WARPS % KW == 0 && KEYS % 16 == 0, "whole 16-key steps for each key warp");
     // Q's fragments stay in registers when S, O and Q together leave room (about 160 of the 255 registers), else
     // they are re-read from shared memory at each k-step (one ldmatrix per m-tile, shared by STILES products).
     constexpr bool Q_IN_REGS = 4 * MT * (KSTEPS + STILES + OTILES) <= 160;
@@ -110,7 +113,7 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
     const int q0 = slot.q0;
     const T *qg = q + (size_t)bh * nq * D, *kg = k + (size_t)(bh / group) * n * D, *vg = v + (size_t)(bh / group) * n * D;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int row0 = warp * ROWS;  // the warp's first row in the tile
+    const int row0 = (warp % RW) * ROWS, koff = KW == 1 ? 0 : (warp / RW) * KEYS;  // first row, first key of a block
 
     const int2 keys = split_keys<BC>(n, splits);  // this split's keys; key blocks past the tile's last query skipped
     const int key_stop = min(keys.y, last_key_bounds(rows, q0, min(BR, nq - q0), causal).y + 1);
@@ -155,7 +158,7 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
 #pragma unroll
                 for (int kk = 0; kk < KSTEPS; ++kk) q_fragment(qf[mt][Q_IN_REGS ? kk : 0], mt, kk);
         }
-        const int kbase = keys.x + j * BC;
+        const int kbase = keys.x + j * BC + koff;  // the warp's first key
         const bool warp_sees = kbase <= last_key_bounds(rows, q0 + row0, ROWS, causal).y && q0 + row0 < nq;
         if (warp_sees) {
             const T *ks = k_tiles + stage * BC * D, *vs = v_tiles + stage * BC * D;
@@ -173,7 +176,8 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
 #pragma unroll
                 for (int i = 0; i < STILES; i += 2) {
                     unsigned b[4];
-                    ldmatrix_x4(b, ks + swizzled<D>(i * 8 + (lane >> 4) * 8 + (lane & 7), kk * 2 + ((lane >> 3) & 1)));
+                    ldmatrix_x4(b, ks + swizzled<D>(koff + i * 8 + (lane >> 4) * 8 + (lane & 7),
+                                                    kk * 2 + ((lane >> 3) & 1)));
 #pragma unroll
                     for (int mt = 0; mt < MT; ++mt) {
                         mma16816<T>(s[mt][i], qf[mt][Q_IN_REGS ? kk : 0], b);
@@ -195,7 +199,7 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
                 }
             }
 #pragma unroll
-            for (int ks16 = 0; ks16 < BC / 16; ++ks16) {
+            for (int ks16 = 0; ks16 < KEYS / 16; ++ks16) {
                 unsigned a[MT][4];
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
@@ -207,7 +211,7 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
 #pragma unroll
                 for (int i = 0; i < OTILES; i += 2) {
                     unsigned b[4];
-                    ldmatrix_x4_trans(b, vs + swizzled<D>(ks16 * 16 + ((lane >> 3) & 1) * 8 + (lane & 7),
+                    ldmatrix_x4_trans(b, vs + swizzled<D>(koff + ks16 * 16 + ((lane >> 3) & 1) * 8 + (lane & 7),
                                                           i + (lane >> 4)));
 #pragma unroll
                     for (int mt = 0; mt < MT; ++mt) {
@@ -220,6 +224,52 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
         __syncthreads();  // every warp is done with this stage before the next iteration refills it
     }
     cp_async_wait<0>();  // no copy may still land in shared memory when the block exits (a split with no keys)
+    if constexpr (KW > 1) {  // the key warps' states into the first's, through the K tiles' shared memory
+        constexpr int STATE = MT * OTILES * 4 + 4 * MT;  // floats of one lane: O, then m and l of its rows
+        float *scratch = reinterpret_cast<float *>(k_tiles);
+        static_assert((KW - 1) * RW * 32 * STATE * 4 <= STAGES * BC * D * (int)sizeof(T), "scratch fits K's tiles");
+        __syncthreads();  // no warp reads a key tile any more (none at all where the block had no key block)
+        const int kw = warp / RW;
+        auto slot = [&](int key_warp) { return scratch + (((key_warp - 1) * RW + warp % RW) * 32 + lane) * STATE; };
+        if (kw > 0) {
+            float *mine = slot(kw);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+                for (int i = 0; i < OTILES; ++i)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) mine[(mt * OTILES + i) * 4 + e] = acc[mt][i][e];
+                mine[MT * OTILES * 4 + 4 * mt] = m[mt][0];
+                mine[MT * OTILES * 4 + 4 * mt + 1] = m[mt][1];
+                mine[MT * OTILES * 4 + 4 * mt + 2] = l[mt][0];
+                mine[MT * OTILES * 4 + 4 * mt + 3] = l[mt][1];
+            }
+        }
+        __syncthreads();
+        if (kw > 0) return;
+#pragma unroll
+        for (int other = 1; other < KW; ++other) {
+            const float *theirs = slot(other);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const float m2 = theirs[MT * OTILES * 4 + 4 * mt + r], l2 = theirs[MT * OTILES * 4 + 4 * mt + 2 + r];
+                    const float top = fmaxf(m[mt][r], m2);
+                    const float base = top == TC_NEG_INF ? 0.0f : __fmul_rn(top, scale_log2);
+                    const float a = fast_exp2(__fmul_rn(m[mt][r], scale_log2) - base);
+                    const float b = fast_exp2(__fmul_rn(m2, scale_log2) - base);
+                    m[mt][r] = top;
+                    l[mt][r] = l[mt][r] * a + l2 * b;
+#pragma unroll
+                    for (int i = 0; i < OTILES; ++i) {
+                        acc[mt][i][2 * r] = acc[mt][i][2 * r] * a + theirs[(mt * OTILES + i) * 4 + 2 * r] * b;
+                        acc[mt][i][2 * r + 1] = acc[mt][i][2 * r + 1] * a + theirs[(mt * OTILES + i) * 4 + 2 * r + 1] * b;
+                    }
+                }
+            }
+        }
+    }
     const size_t head_row = (size_t)tile_slot<BR>(nq, causal).bh * nq;  // recomputed: fewer registers in the loop
     const size_t total_rows = (size_t)(gridDim.x / ((nq + BR - 1) / BR)) * nq;
 #pragma unroll

@@ -146,16 +146,18 @@ def flash_wgmma_threads(consumers: int) -> int:
 
 class TcConfig(NamedTuple):
     """A launch of kernels/flash_tc.cu: `warps` warps of 16 · m_tiles query rows each, Bc keys per block, `stages`
-    key blocks of K and V in shared memory (stages − 1 in flight while one is computed on)."""
+    key blocks of K and V in shared memory (stages − 1 in flight while one is computed on), and `key_warps` warps
+    sharing each row block, each taking Bc / key_warps keys of every key block (their states merged at the end)."""
 
     warps: int
     bc: int
     m_tiles: int
     stages: int = 2
+    key_warps: int = 1
 
     @property
     def br(self) -> int:
-        return 16 * self.m_tiles * self.warps
+        return 16 * self.m_tiles * self.warps // self.key_warps
 
 
 class Tf32Config(NamedTuple):
@@ -355,13 +357,18 @@ class FlashTc(Variant):
 
     configs: tuple[tuple[tuple[int, bool], TcConfig], ...] = tuple(TC_CONFIGS.items())
     split: bool = False  # the split-KV decode variant: packed heads, `splits` key ranges
+    few_rows: TcConfig | None = None  # the split variant's launch where a K/V head's packed rows fit its Br
 
     def config(self, problem: AttentionProblem) -> TcConfig:
-        return _config(self, dict(self.configs), (problem.dim, problem.causal))
+        config = _config(self, dict(self.configs), (problem.dim, problem.causal))
+        if self.few_rows is not None and head_rows(problem, packed=self.split).nq <= self.few_rows.br:
+            return self.few_rows
+        return config
 
     def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
         c, d = self.config(problem), problem.dim
-        stages = f",{c.stages}" if c.stages != 2 else ""  # the template's default: two stages
+        # the template's defaults: two stages, one key warp
+        stages = f",{c.stages},{c.key_warps}" if c.key_warps != 1 else f",{c.stages}" if c.stages != 2 else ""
         return mma_launches(self, problem, f"flash_tc_fwd<{TC_TYPES[problem.dtype]},{d},{c.warps},{bc},{c.m_tiles}"
                                            f"{stages}>", br, 32 * c.warps, flash_tc_smem_bytes(br, bc, d, c.stages),
                             splits)
@@ -407,10 +414,13 @@ FLASH_WGMMA = FlashWgmma("flash_wgmma", "flash", "wgmma", "flash_wgmma.cu", HALF
 #: tiles are twice the bytes), both dimensions alike. 16-bit: three stages, two key blocks in flight per block
 #: (decode is a stream of K and V: with two stages the H200 ran batch 1 at 0.84 of its copy bandwidth).
 SPLIT_TC_CONFIG = TcConfig(4, 64, 1, 3)
+#: ... and where a K/V head's packed rows are 16 or fewer (one query of a group of up to 16: decode proper), one row
+#: block of 16 and the four warps splitting every 64-key block four ways, so that no warp idles on padding rows.
+SPLIT_TC_FEW_ROWS = TcConfig(4, 64, 1, 3, 4)
 SPLIT_TF32_CONFIG = Tf32Config(4, 32, 1, False)
 SPLIT_TC = FlashTc("split_tc", "flash", "split-kv", "flash_tc.cu", HALF_DTYPES, "split-KV tensor-core flash (mma.sync)",
                    configs=tuple(((d, causal), SPLIT_TC_CONFIG) for d in TC_DIMS for causal in (False, True)),
-                   split=True)
+                   split=True, few_rows=SPLIT_TC_FEW_ROWS)
 SPLIT_TF32 = FlashTf32("split_tf32", "flash", "split-kv", "flash_tf32.cu", ("float32",), "split-KV 3xTF32 flash",
                        configs=tuple(((d, causal), SPLIT_TF32_CONFIG) for d in TF32_DIMS for causal in (False, True)),
                        split=True)

@@ -59,10 +59,12 @@ def test_16bit_flash_takes_every_shape(device, dtype, seq, q_len, heads, kv_head
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("splits", [2, 3, 7])
 @pytest.mark.parametrize("causal", [False, True])
-def test_forced_split_counts_combine_to_the_golden(device, dtype, splits, causal):
+@pytest.mark.parametrize("q_len", [1, 5])
+def test_forced_split_counts_combine_to_the_golden(device, dtype, splits, causal, q_len):
     """Split counts the planner would not pick, among them more ranges than key blocks (ranges past the keys, and
-    with the mask ranges after a row's last key): each row's combine must weigh the empty ones at zero."""
-    problem = fresh(320 if dtype == "float32" else 450, 5, 8, 2, 64, causal, dtype)
+    with the mask ranges after a row's last key): each row's combine must weigh the empty ones at zero. q_len 1 packs
+    4 rows (the 16-bit few-row launch, its key warps merged in the block), q_len 5 packs 20 (the 64-row one)."""
+    problem = fresh(320 if dtype == "float32" else 450, q_len, 8, 2, 64, causal, dtype)
     chosen = variant("flash", dtype, "split-kv")
     config = chosen.config(problem)
     dev = target.backend(target.Settings(device=device))
@@ -123,7 +125,9 @@ def test_the_split_byte_model_adds_the_partial_states():
 def test_a_decode_row_names_its_split_plan():
     problem = fresh(4096, 1, 32, 8, 128, False, "float16")
     plan = target.launch_plan(problem, target.Settings(device="fake"), target.backend(target.Settings("fake")))
-    assert plan.path == "split-kv" and plan.splits > 1 and (plan.br, plan.bc) == (64, 64)
+    # 4 packed rows: the few-row launch (one 16-row block, four key warps); batch 1 has 8 launch heads of one tile,
+    # so 8 blocks, split 32 ways (test_split_counts_by_hand's first case)
+    assert plan.path == "split-kv" and plan.splits == 32 and (plan.br, plan.bc) == (16, 64)
     assert "4 query heads of a K/V head packed into 4 rows a block" in plan.note
     square = problem.with_(q_len=None)
     assert target.launch_plan(square, target.Settings(device="fake"),

@@ -31,10 +31,12 @@ def test_the_tensor_core_kernel_compiles_for_sm90(tmp_path):
     unit = tmp_path / "unit_flash_tc.cu"
     text = f'#include "{ROOT / "kernels" / "flash_tc.cu"}"\n'
     # the launcher's own name expressions (kernels/variants.py), each distinct instance once: the prefill configs
-    # and the split-KV one
-    launches = sorted({(dtype, chosen.expressions(AttentionProblem(seq=1, dim=d, causal=causal, dtype=dtype),
-                                                  config.br, config.bc)[0])
-                       for chosen in (FLASH_TC, SPLIT_TC) for (d, causal), config in chosen.configs for dtype in HALF})
+    # and the split-KV ones (a K/V head of 32 packed rows, and of one: the four-key-warp launch)
+    launches = sorted({(dtype, chosen.expressions(problem, config.br, config.bc)[0])
+                       for chosen in (FLASH_TC, SPLIT_TC) for (d, causal), _ in chosen.configs for dtype in HALF
+                       for problem in (AttentionProblem(seq=1, dim=d, causal=causal, dtype=dtype),
+                                       AttentionProblem(seq=128, q_len=32, dim=d, causal=causal, dtype=dtype))
+                       for config in [chosen.config(problem)]})
     for dtype, expression in launches:
         kind = TC_TYPES[dtype]
         text += (f"template __global__ void {expression}(const {kind}*, const {kind}*, const {kind}*, {kind}*, float*, "
@@ -45,7 +47,8 @@ def test_the_tensor_core_kernel_compiles_for_sm90(tmp_path):
     assert done.returncode == 0, done.stderr
     spills = [int(line.split("bytes spill stores")[0].split(",")[-1]) for line in done.stderr.splitlines()
               if "bytes spill stores" in line]
-    assert len(spills) == len(launches) == 10  # (3 distinct launches of TC_CONFIGS + 2 of SPLIT_TC) × 2 types
+    # (3 distinct launches of TC_CONFIGS + 2 of SPLIT_TC's 64-row one + 2 of its few-row one) × 2 types
+    assert len(spills) == len(launches) == 14
     # registers hold each instance's state: at most the 48 bytes the d 128 two-m-tile launch spilt before the
     # split-KV arguments (docs/gpu.md; 28 since), none in the split-KV launches
     assert max(spills) <= 48, done.stderr
