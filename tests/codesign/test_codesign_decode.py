@@ -305,3 +305,14 @@ def test_the_expected_output_in_row_chunks_is_the_models(shape, causal):
     for rows in (1, 5, 64, 512, 2048):
         got = expected_output(quantized, rows)
         assert got.same_bits(whole), (rows, got.first_difference(whole))
+
+
+def test_the_rtl_refuses_a_decode_problem_in_one_line():
+    from codesign import rtl
+    from codesign.run import rtl_plan
+
+    ok, why = rtl.available()
+    if not ok:
+        pytest.skip(why)
+    with pytest.raises(SpecError, match=r"^--rtl: q_len=1 of seq=64: the RTL's head engine runs a head's every query"):
+        rtl_plan(_problem(64, 1, 2, 1, 8, True), Datapath(rows=4, cols=64))
