@@ -1,6 +1,6 @@
 """One attention problem on one datapath: its bits (every head through codesign/bits.py), judged against the
 contract's model at the contract's Bc (host.q15.BC, whatever the array's shape) and against the float64 golden, and
-its cycles and traffic (codesign/cycles.py `problem_cycles`; heads run one after another on the one datapath, the
+its cycles and traffic (codesign/groups.py `problem_cycles`; heads run one after another on the one datapath, the
 query heads of a K/V head together). A decode or chunked problem's q_len queries are the contract's rows
 seq − q_len .. seq − 1 (host.q15.Quantized.row0); query head h reads K/V head h // G. Used by the asic target and by
 `python -m codesign run`."""
@@ -13,7 +13,8 @@ from typing import Callable
 import numpy as np
 
 from codesign.bits import run_head
-from codesign.cycles import HeadCycles, ProblemCycles, problem_cycles
+from codesign.cycles import HeadCycles
+from codesign.groups import ProblemCycles, problem_cycles
 from codesign.datapath import Datapath
 from host import q15
 from host.problem import AttentionProblem

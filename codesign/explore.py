@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from codesign.cycles import TRAFFIC_KEYS, problem_cycles
+from codesign.cycles import TRAFFIC_KEYS
+from codesign.groups import problem_cycles
 from codesign.datapath import (ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, DATAFLOWS, OVERFLOWS, Datapath)
 from codesign.energy import area, head_energy, leakage_w
 from codesign.technology import Band, GateCalibration, Technology, default_gates
@@ -164,7 +165,7 @@ class Exploration:
 
 def _cycle_table(problem: AttentionProblem, space: dict, progress) -> dict[str, np.ndarray]:
     """One row per cycle configuration: its parameters, the whole problem's cycles, utilisation and traffic (every
-    head, a group's query heads sharing their K/V head where it stays on chip: codesign/cycles.py problem_cycles),
+    head, a group's query heads sharing their K/V head where it stays on chip: codesign/groups.py problem_cycles),
     and '' or why it cannot run."""
     rows: dict[str, list] = {k: [] for k in ("rows", "cols", "dataflow", "exp_lanes", "dividers", "div_latency",
                                              "q_kb", "k_kb", "v_kb", "o_kb", "clock_hz", "dram_gbps", "cycles",

@@ -16,7 +16,8 @@ import pytest
 from codesign import target
 from codesign.__main__ import main as codesign_main
 from codesign.bits import run_head
-from codesign.cycles import head_cycles, problem_cycles
+from codesign.cycles import head_cycles
+from codesign.groups import problem_cycles
 from codesign.datapath import EXP_LATENCY, RESCALE_LATENCY, SCORE_LATENCY, Datapath
 from codesign.evaluate import evaluate
 from codesign.explore import check_space, explore
