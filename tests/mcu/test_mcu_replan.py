@@ -23,6 +23,7 @@ from mcu import messages as m
 from host.q15 import BC
 from mcu import target
 from mcu.head import Session, run_head
+from mcu.link_types import LinkStats
 from mcu.planner import TWIN_HEAP_FREE, DoesNotFit, plan, smaller
 from helpers.twin import needs_twin
 
@@ -38,7 +39,7 @@ class RefusingBoard:
         self.hello = SimpleNamespace(heap_free=TWIN_HEAP_FREE, reserve=8192, max_data=1024, clock_hz=168_000_000,
                                      machine="board", window=4, largest_block=TWIN_HEAP_FREE)
         self.timeouts = SimpleNamespace(reply=2.0)
-        self.stats = SimpleNamespace(retries=0, restarts=0, rejected=0)
+        self.stats = LinkStats()  # the real link's counters: retries, restarts, rejected frames, wire bytes
         self.setup_limit, self.refuse_loads = setup_limit, refuse_loads
         self.setups: list[tuple[int, int, bool]] = []
         self.loads = 0
