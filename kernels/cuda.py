@@ -220,6 +220,14 @@ class CudaDevice:
         return int(cupy.cuda.runtime.memGetInfo()[0])
 
     @staticmethod
+    @functools.lru_cache(maxsize=None)
+    def limits():
+        """(this device's kernels.budget.DeviceLimits read off it, ''): SMs, shared memory, threads per SM."""
+        from kernels.budget import query_device
+
+        return query_device(), ""
+
+    @staticmethod
     def smem_optin() -> int:
         """The opt-in shared memory per block in bytes."""
         import cupy

@@ -195,6 +195,11 @@ class FakeDevice:
         return MEMORY_BYTES
 
     @staticmethod
+    def limits():
+        """(the H200's published limits, which the fake stands in with, ''): kernels.budget.PROFILES["h200"]."""
+        return LIMITS, ""
+
+    @staticmethod
     def smem_optin() -> int:
         return LIMITS.smem_per_block_optin
 

@@ -29,7 +29,9 @@ from host.target_api import ClusterNeeds, Inputs, RunOptions
 from host.timing import summarize
 from host.verdict import check_float
 from kernels.halves import HALF_DTYPES
-from kernels.budget import PROFILES, blocks_per_sm
+from host.checks import check_int
+from host.problem import DTYPE_BYTES
+from kernels.budget import blocks_per_sm
 from kernels.variants import (DEFAULT_TILES, FLASH, FLASH_TC, FLASH_TF32, FLASH_WGMMA, MAX_GRID_X, MAX_SPLITS, TC_DIMS,
                               TF32_DIMS, TILE_CHOICES, check_tile, flash_grid, head_rows, variant)
 
@@ -44,8 +46,6 @@ FLASH_THREADS = FLASH.threads
 #: Below this many query tiles per SM, halve Br (down to 32) to fill the SMs: the sweep's best at N <= 1024.
 MIN_TILES_PER_SM = 1
 H200_SMS = 132
-#: Shared-memory limits by the device's model name, for the split planner's blocks per SM (the H200's otherwise).
-LIMITS = {limits.name: limits for limits in PROFILES.values()}
 DEVICES = ("cuda", "fake")
 #: The most (batch, head) pairs one launch takes: CUDA's limit on a grid's y and z extent, where naive and fused put
 #: them (flash puts tiles × pairs on x: variants.MAX_GRID_X).
@@ -60,6 +60,9 @@ SPLIT_BELOW_ROWS = 64
 #: batch-1 decode reached 0.83 of the copy bandwidth (reports/issue-32/gpu/run2_three_stages).
 SPLIT_FILL = 0.85
 SPLIT_BALANCE = 0.95
+#: ... and no more splits than keep the partial states' traffic within this share of the K/V bytes (many query rows
+#: against a short cache: 64 heads on 1 K/V head at q_len 63 and 1,025 keys wanted 4, whose partials were 6× K and V).
+SPLIT_PARTIAL_SHARE = 0.25
 #: --gpu-fp32-path: how float32 flash computes. auto: 3xTF32 on the tensor cores where it is built (sm_80+, d 64 and
 #: 128, no forced tile), FFMA elsewhere; 3xtf32 (skipped flash rows where it is not built); simt (FFMA everywhere).
 FP32_PATHS = ("auto", "3xtf32", "simt")
@@ -123,7 +126,8 @@ def add_options(group: argparse._ArgumentGroup) -> None:
                             "tensor cores, d 64 and 128); default fp32")
     group.add_argument("--gpu-tc-path", choices=TC_PATHS, default="auto",
                        help="the 16-bit rows' kernel: auto (default: wgmma on Hopper, mma.sync elsewhere from "
-                            "sm_80), wgmma (skipped rows off Hopper), mma (mma.sync everywhere, for comparison)")
+                            "sm_80; decode heads on mma.sync's split-KV path), wgmma (skipped rows off Hopper; "
+                            "decode heads too, unsplit), mma (mma.sync everywhere, for comparison)")
     group.add_argument("--gpu-fp32-path", choices=FP32_PATHS, default="auto",
                        help="float32 flash's arithmetic: auto (default: 3xTF32 on the tensor cores from sm_80 at d 64 "
                             "and 128, as torch's EFFICIENT kernel; FFMA elsewhere), 3xtf32 (skipped flash rows "
@@ -252,12 +256,12 @@ def launch_plan(problem: AttentionProblem, settings: Settings, dev) -> Plan:
     """The flash launch of this problem on this device: for 16-bit problems the tensor-core path and its tile
     (`tc_plan`); for float32 the 3xTF32 kernel where `fp32_plan` picks it, else the FFMA kernel with the forced
     tile or the default for the device's SM count (the note says when that count is a fallback)."""
-    if problem.dtype in HALF_DTYPES:
+    if problem.dtype in HALF_DTYPES:  # the split-KV kernel is the mma.sync one: not where wgmma is forced
         plan = tc_plan(problem, dev.capability(), settings.tc_path)
-        return split_plan(problem, plan, dev, settings) if settings.tc_path == "auto" else plan
+        return split_plan(problem, plan, dev, settings) if settings.tc_path != "wgmma" else plan
     tf32 = fp32_plan(problem, dev.capability(), settings)
-    if tf32.path == "3xtf32":
-        return split_plan(problem, tf32, dev, settings) if settings.fp32_path == "auto" else tf32
+    if tf32.path == "3xtf32":  # ... and the 3xTF32 one in float32
+        return split_plan(problem, tf32, dev, settings)
     sms, note = sm_count(settings)
     return Plan(*(settings.tile or default_tile(problem, sms)), "simt", "; ".join(filter(None, [tf32.note, note])))
 
@@ -289,16 +293,20 @@ def split_plan(problem: AttentionProblem, plan: Plan, dev, settings: Settings) -
         return plan
     chosen = variant("flash", problem.dtype, "split-kv")
     config = chosen.config(problem)
-    sms, why = sm_count(settings)
+    limits, why = dev.limits()
     rows = head_rows(problem, packed=True)
     blocks = flash_grid(rows.nq, config.br, rows.heads)
-    resident = blocks_per_sm(chosen.smem(problem, config.br, config.bc), LIMITS.get(dev.model(), PROFILES["h200"]),
-                             32 * config.warps)
-    splits = kv_splits(blocks, -(-problem.seq // config.bc), sms, max(resident, 1))
+    resident = blocks_per_sm(chosen.smem(problem, config.br, config.bc), limits, 32 * config.warps)
+    splits = kv_splits(blocks, -(-problem.seq // config.bc), limits.sms, max(resident, 1))
+    # the partial states (written and read once in float32) stay a small share of the K/V stream
+    partial_per_split = 2 * 4 * problem.batch * problem.heads * problem.queries * (problem.dim + 1)
+    kv = 2 * problem.batch * problem.kv_head_count * problem.seq * problem.dim * DTYPE_BYTES[problem.dtype]
+    splits = max(1, min(splits, int(SPLIT_PARTIAL_SHARE * kv // partial_per_split)))
     group = problem.heads // problem.kv_head_count
+    ranges = (f"keys cut into {splits} ranges ({blocks * splits} blocks), merged by a second launch" if splits > 1
+              else f"keys in one range ({blocks} blocks), O written directly")
     note = (f"split-KV decode: {chosen.label.split(' ', 1)[1]}, {group} query head{'s' * (group > 1)} of a K/V head "
-            f"packed into {rows.nq} rows a block, keys cut into {splits} range{'s' * (splits > 1)} "
-            f"({blocks * splits} blocks) and combined")
+            f"packed: {rows.nq} row{'s' * (rows.nq > 1)} a K/V head in {config.br}-row blocks, {ranges}")
     return Plan(config.br, config.bc, "split-kv", "; ".join(filter(None, [note, why])), splits)
 
 
@@ -308,6 +316,8 @@ def kv_splits(blocks: int, key_blocks: int, sms: int, resident: int) -> int:
     that do (at most MAX_SPLITS, each range at least two key blocks), the smallest that balances the SMs to within
     SPLIT_BALANCE (blocks · s / sms over its ceiling: the busiest SM sets a memory-bound launch's time, each SM's
     share of the bandwidth being its own), or the best balanced of them."""
+    for name, value in (("blocks", blocks), ("key_blocks", key_blocks), ("sms", sms), ("resident", resident)):
+        check_int(name, value, 1, 1 << 31)
     slots = sms * resident
     if blocks >= SPLIT_FILL * slots:
         return 1
@@ -379,9 +389,9 @@ def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc
     dev = dev or backend()
     if kernel not in KERNELS:
         raise SpecError(f"kernel {kernel!r} is unknown; allowed: {', '.join(KERNELS)}")
-    if problem.batch * problem.heads > MAX_GRID_BH:  # one limit for all kernels, as naive and fused need
-        raise SpecError(f"batch·heads = {problem.batch * problem.heads} exceeds the GPU kernels' grid; allowed: "
-                        f"1..{MAX_GRID_BH} (CUDA's grid y and z limit)")
+    if kernel != "flash" and problem.batch * problem.heads > MAX_GRID_BH:  # their grid's y or z axis
+        raise TargetError(f"{kernel} puts batch·heads = {problem.batch * problem.heads} on a grid axis that holds "
+                          f"1..{MAX_GRID_BH} (CUDA's grid y and z limit); flash takes them", status="skipped")
     rows = head_rows(problem, packed=path == "split-kv")
     blocks = flash_grid(rows.nq, br, rows.heads) if kernel == "flash" else 0
     if blocks > MAX_GRID_X:

@@ -346,6 +346,7 @@ class FlashTf32(Variant):
 
     def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
         c, d = self.config(problem), problem.dim
+        check_config_tile(self, c, problem, br, bc)
         return mma_launches(self, problem, f"flash_tf32_fwd<{d},{c.warps},{bc},{c.m_tiles},"
                                            f"{str(c.q_in_regs).lower()}>", br, 32 * c.warps,
                             flash_tf32_smem_bytes(br, bc, d), splits)
@@ -367,6 +368,7 @@ class FlashTc(Variant):
 
     def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
         c, d = self.config(problem), problem.dim
+        check_config_tile(self, c, problem, br, bc)
         # the template's defaults: two stages, one key warp
         stages = f",{c.stages},{c.key_warps}" if c.key_warps != 1 else f",{c.stages}" if c.stages != 2 else ""
         return mma_launches(self, problem, f"flash_tc_fwd<{TC_TYPES[problem.dtype]},{d},{c.warps},{bc},{c.m_tiles}"
@@ -386,11 +388,21 @@ class FlashWgmma(Variant):
 
     def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
         c, d, rows = self.config(problem), problem.dim, head_rows(problem)
+        check_config_tile(self, c, problem, br, bc)
         return (Launch(f"flash_wgmma_fwd<{WGMMA_TYPES[problem.dtype]},{d},{bc},{c.consumers},{c.stages},{c.schedule}>",
                        (flash_grid(rows.nq, br, rows.heads),),
                        (flash_wgmma_threads(c.consumers),), flash_wgmma_smem_bytes(d, bc, c.consumers, c.stages),
                        ("q_map", "k_map", "v_map", "out", "nq", "n", "group", "scale_log2", "causal"),
                        shape_ints(problem, rows)),)
+
+
+def check_config_tile(of: Variant, config: "TcConfig | Tf32Config | WgmmaConfig", problem: AttentionProblem,
+                      br: int, bc: int) -> None:
+    """SpecError unless (br, bc) is the tile the kernel's launch configuration is built with: its grid is sized
+    from br while the kernel's own rows come from the configuration, so another br would index past the heads."""
+    if (br, bc) != (config.br, config.bc):
+        raise SpecError(f"{of.label} runs Br={config.br}, Bc={config.bc} at d {problem.dim} (kernels/variants.py); "
+                        f"asked for Br={br}, Bc={bc}")
 
 
 def _config(of: Variant, configs: dict, key: int | tuple[int, bool]):

@@ -10,7 +10,8 @@ import pytest
 from host.problem import AttentionProblem
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import target
-from kernels.variants import SPLIT_TC, SPLIT_TF32, head_rows, variant
+from host.errors import SpecError
+from kernels.variants import SPLIT_TC, SPLIT_TC_FEW_ROWS, SPLIT_TF32, head_rows, variant
 
 DEVICES = [pytest.param("cuda", marks=pytest.mark.gpu), "fake"]
 
@@ -46,13 +47,14 @@ def test_float32_kernels_take_every_shape(device, kernel, seq, q_len, heads, kv_
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("seq,q_len,heads,kv_heads", SHAPES)
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("tc_path", ["auto", "mma"])
+@pytest.mark.parametrize("tc_path", ["auto", "mma", "wgmma"])
 def test_16bit_flash_takes_every_shape(device, dtype, seq, q_len, heads, kv_heads, causal, tc_path):
     problem = fresh(seq, q_len, heads, kv_heads, 128 if seq == 97 else 64, causal, dtype)
     [row] = target.run(problem, Inputs(problem), options("flash", device, tc_path=tc_path))
     assert row.status == "ok", row.message
-    # a decode head (fewer than 64 queries, against a longer cache) on the planner's own path takes the split-KV one
-    assert ("split-kv" in row.message.lower()) == (tc_path == "auto" and q_len < min(64, seq)), row.message
+    # a decode head (fewer than 64 queries, against a longer cache) takes the split-KV path, which is mma.sync: on
+    # the planner's choice and where mma.sync is forced, not where wgmma is
+    assert ("split-kv" in row.message.lower()) == (tc_path != "wgmma" and q_len < min(64, seq)), row.message
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -80,18 +82,42 @@ def test_forced_split_counts_combine_to_the_golden(device, dtype, splits, causal
 
 def test_a_split_launch_packs_the_group_and_adds_the_combine():
     # Llama 3 8B decode, batch 2: 32 query heads on 8 K/V heads, so a launch head holds G = 4 query heads' 1 query
-    # each: 2·8 = 16 launch heads of 4 rows, one 64-row tile each; 8 splits on grid y; the combine merges
+    # each: 2·8 = 16 launch heads of 4 rows; 4 ≤ 16 rows: the few-row launch, one 16-row tile each, its 4 warps
+    # splitting each 64-key block (template <..., 3 stages, 4 key warps>); 8 splits on grid y; the combine merges
     # B·H·q_len = 64 rows, 4 a block: 16 blocks
     problem = AttentionProblem(batch=2, heads=32, kv_heads=8, seq=4096, q_len=1, dim=128, dtype="float16")
     assert head_rows(problem, packed=True) == (16, 4, 1, 1) and head_rows(problem) == (64, 1, 1, 4)
-    kernel, combine = SPLIT_TC.launches(problem, 64, 64, 8)
+    assert SPLIT_TC.config(problem) == SPLIT_TC_FEW_ROWS and SPLIT_TC_FEW_ROWS.br == 16
+    kernel, combine = SPLIT_TC.launches(problem, 16, 64, 8)
+    assert kernel.function == "flash_tc_fwd<__half,128,4,64,1,3,4>"
     assert kernel.grid == (16, 8) and dict(kernel.ints) == {"nq": 4, "qlen": 1, "n": 4096, "group": 1, "d": 128,
                                                             "causal": 0, "splits": 8}
     assert combine.grid == (16,) and combine.source == "split_combine.cu" and dict(combine.ints) == {"rows": 64,
                                                                                                       "splits": 8}
     assert combine.function == "split_combine<__half,128>"
     assert SPLIT_TF32.launches(problem.with_(dtype="float32"), 64, 32, 2)[1].function == "split_combine<float,128>"
-    assert len(SPLIT_TC.launches(problem, 64, 64, 1)) == 1  # one range: O written directly, no combine
+    assert len(SPLIT_TC.launches(problem, 16, 64, 1)) == 1  # one range: O written directly, no combine
+    # 16 queries: G·q_len = 64 packed rows, the 64-row launch (4 warps of 16 rows, 3 stages): ⌈64/64⌉ · 16 = 16
+    wide = problem.with_(q_len=16)
+    [kernel] = SPLIT_TC.launches(wide, 64, 64, 1)
+    assert kernel.function == "flash_tc_fwd<__half,128,4,64,1,3>" and kernel.grid == (16, 1)
+
+
+def test_a_tile_other_than_the_launch_configurations_is_refused():
+    """The grid is sized from the Br given, the kernel's rows from its configuration: another Br would index past
+    the heads (a review found the launcher accepted Br 16 for the 64-row launch)."""
+    problem = AttentionProblem(heads=8, kv_heads=2, seq=450, q_len=5, dim=64, dtype="float16")  # 20 packed rows
+    with pytest.raises(SpecError, match=r"runs Br=64, Bc=64 at d 64 \(kernels/variants.py\); asked for Br=16, Bc=64"):
+        SPLIT_TC.launches(problem, 16, 64, 3)
+    with pytest.raises(SpecError, match=r"asked for Br=64, Bc=32"):
+        target.launcher("flash", problem, None, 64, 32, target.backend(target.Settings("fake")), "split-kv", 3)
+
+
+def test_the_benchmarks_alternative_launch_is_a_64_row_one():
+    from kernels.inference_bench import ALTERNATIVE
+
+    # 2 m-tiles · 4 warps / 2 key warps · 16 = 64 rows; 64 keys split between 2 key warps: 32 each
+    assert ALTERNATIVE.br == 64 and ALTERNATIVE.bc // ALTERNATIVE.key_warps == 32
 
 
 # slots = SMs · resident; no split when blocks ≥ 0.85 · slots; else among the counts s ≤ min(128, key_blocks / 2)
@@ -112,6 +138,20 @@ def test_split_counts_by_hand(blocks, key_blocks, sms, resident, splits):
     assert target.kv_splits(blocks, key_blocks, sms, resident) == splits
 
 
+def test_split_counts_refuse_an_empty_launch():
+    with pytest.raises(SpecError, match=r"blocks=0 is out of range"):
+        target.kv_splits(0, 10, 132, 2)
+
+
+def test_the_partial_states_cap_the_split_count():
+    # 64 query heads on 1 K/V head, q_len 63, 1,025 keys, bf16: 4,032 packed rows, 63 tiles of 64 rows: the fill rule
+    # asks for 4 splits (63·4 = 252 ≥ 224.4, balance 252/132 → 0.955); K and V are 2·1025·128·2 = 524,800 B, one
+    # split's partials 2·4·64·63·129 = 4,161,024 B: a quarter of K/V allows 0 whole splits, so 1
+    problem = AttentionProblem(heads=64, kv_heads=1, seq=1025, q_len=63, dim=128, dtype="bfloat16")
+    plan = target.launch_plan(problem, target.Settings(device="fake"), target.backend(target.Settings("fake")))
+    assert plan.path == "split-kv" and plan.splits == 1 and "O written directly" in plan.note
+
+
 def test_the_split_byte_model_adds_the_partial_states():
     problem = AttentionProblem(batch=1, heads=32, kv_heads=8, seq=4096, q_len=1, dim=128, dtype="float16")
     # K, V: 2 · 8 heads · 4096 · 128 · 2 B = 16,777,216; Q, O: 2 · 32 · 128 · 2 = 16,384; partials written and read
@@ -128,7 +168,8 @@ def test_a_decode_row_names_its_split_plan():
     # 4 packed rows: the few-row launch (one 16-row block, four key warps); batch 1 has 8 launch heads of one tile,
     # so 8 blocks, split 32 ways (test_split_counts_by_hand's first case)
     assert plan.path == "split-kv" and plan.splits == 32 and (plan.br, plan.bc) == (16, 64)
-    assert "4 query heads of a K/V head packed into 4 rows a block" in plan.note
+    assert "4 query heads of a K/V head packed: 4 rows a K/V head in 16-row blocks, keys cut into 32 ranges (256 " \
+           "blocks), merged by a second launch" in plan.note
     square = problem.with_(q_len=None)
     assert target.launch_plan(square, target.Settings(device="fake"),
                               target.backend(target.Settings("fake"))).path == "wgmma"
