@@ -1,0 +1,136 @@
+"""The launch configurations of the GPU kernels, and their shared memory: the formulas each kernel's launch is
+checked against (kernels/budget.py, kernels/target.py) and the configuration records and tables the sweeps chose
+(TC_CONFIGS, TF32_CONFIGS, WGMMA_CONFIGS, DEFAULT_TILES; docs/gpu.md). kernels/variants.py builds the launches from
+them. Nothing here imports CuPy.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from host.checks import check_int
+from host.errors import SpecError
+from host.problem import LIMITS
+
+FLOAT_BYTES = 4
+#: Tile sizes (Br, Bc) the shared-memory formulas accept; a block of these kernels holds at most a few hundred rows.
+TILE_RANGE = (1, 1024)
+
+
+def row_strides(dim: int) -> tuple[int, int]:
+    """(QP, KP): the FFMA flash kernel's Q and K row strides in floats (float4 rows when d % 4 == 0)."""
+    return (dim, dim + 4) if dim % 4 == 0 else (dim + 1, dim + 1)
+
+
+def flash_smem_bytes(br: int, bc: int, dim: int) -> int:
+    """Shared memory of one FFMA flash block (kernels/flash.cu) in bytes: 4·(Br·QP + Bc·KP + Bc·d + Br·(Bc+4) +
+    3·Br): fp32 Q, K, V and S tiles (Q, K and S rows padded), and m, l, scale per row."""
+    br = check_int("Br", br, *TILE_RANGE)
+    bc = check_int("Bc", bc, *TILE_RANGE)
+    dim = check_int("dim", dim, *LIMITS["dim"])
+    qp, kp = row_strides(dim)
+    return FLOAT_BYTES * (br * qp + bc * kp + bc * dim + br * (bc + 4) + 3 * br)
+
+
+def flash_tf32_smem_bytes(br: int, bc: int, dim: int) -> int:
+    """Shared memory of one 3xTF32 flash block (kernels/flash_tf32.cu) in bytes: 4·(Br·(d+8) + 2·Bc·(d+8) +
+    2·Bc·(d+4)), the fp32 Q tile and two stages each of K (rows d + 8 floats apart) and V (d + 4)."""
+    return 4 * (br * (dim + 8) + 2 * bc * (dim + 8) + 2 * bc * (dim + 4))
+
+
+def flash_tc_smem_bytes(br: int, bc: int, dim: int, stages: int = 2) -> int:
+    """Shared memory of one tensor-core flash block (kernels/flash_tc.cu) in bytes: 2·(Br + 2·stages·Bc)·d, the
+    16-bit Q tile and `stages` stages each of K and V."""
+    return 2 * (br + 2 * stages * bc) * dim
+
+
+def flash_wgmma_smem_bytes(dim: int, bc: int, consumers: int, stages: int) -> int:
+    """Dynamic shared memory of one Hopper block in bytes: the 16-bit Q tile (64 · consumers rows) and `stages`
+    stages each of K and V, their mbarriers (8 bytes each: Q's, then full K, full V and empty per stage), and 1024
+    bytes to align the tiles to the swizzle's period."""
+    return 2 * dim * (64 * consumers + 2 * stages * bc) + 8 * (1 + 3 * stages) + 1024
+
+
+def flash_wgmma_threads(consumers: int) -> int:
+    """Threads of one Hopper block: the consumer warpgroups and the producer warpgroup (one thread of which issues
+    the copies; the rest hand their registers to the consumers)."""
+    return 128 * consumers + 128
+
+
+# ---------------------------------------------------------------------------------------------------------- configs
+
+class TcConfig(NamedTuple):
+    """A launch of kernels/flash_tc.cu: `warps` warps of 16 · m_tiles query rows each, Bc keys per block, `stages`
+    key blocks of K and V in shared memory (stages − 1 in flight while one is computed on), and `key_warps` warps
+    sharing each row block, each taking Bc / key_warps keys of every key block (their states merged at the end)."""
+
+    warps: int
+    bc: int
+    m_tiles: int
+    stages: int = 2
+    key_warps: int = 1
+
+    @property
+    def br(self) -> int:
+        return 16 * self.m_tiles * self.warps // self.key_warps
+
+
+class Tf32Config(NamedTuple):
+    """A launch of kernels/flash_tf32.cu: as TcConfig, and whether Q's split fragments stay in registers."""
+
+    warps: int
+    bc: int
+    m_tiles: int
+    q_in_regs: bool
+
+    @property
+    def br(self) -> int:
+        return 16 * self.m_tiles * self.warps
+
+
+class WgmmaConfig(NamedTuple):
+    """A launch of kernels/flash_wgmma.cu: key block Bc, consumer warpgroups of 64 query rows each, K/V stages, and
+    the schedule (0: each block's products and softmax in turn; 1: a block's softmax overlaps the previous block's
+    P·V; 2: also turns between the warpgroups; docs/gpu.md)."""
+
+    bc: int
+    consumers: int
+    stages: int
+    schedule: int
+
+    @property
+    def br(self) -> int:
+        return 64 * self.consumers
+
+
+#: The tensor-core flash kernel's launch per (head dimension, causal). The best of the H200 variant sweeps at N 4096
+#: (reports/gpu-tc, docs/gpu.md): at d 128 two m-tiles (Q re-read from shared memory; 48 bytes of spills) win
+#: without the mask and lose with it.
+TC_CONFIGS = {(64, False): TcConfig(4, 64, 2), (64, True): TcConfig(4, 64, 2),
+              (128, False): TcConfig(8, 64, 2), (128, True): TcConfig(8, 128, 1)}
+#: The 3xTF32 flash kernel's launch per (head dimension, causal): the best of the H200 variant sweep at N 4096
+#: (reports/gpu-tf32).
+TF32_CONFIGS = {(64, False): Tf32Config(4, 32, 2, False), (64, True): Tf32Config(4, 32, 1, True),
+                (128, False): Tf32Config(8, 64, 1, False), (128, True): Tf32Config(8, 64, 1, False)}
+#: The Hopper kernel's launch per head dimension, causal or not: the best of the H200 variant sweeps at N 4096
+#: (reports/gpu-wgmma).
+WGMMA_CONFIGS = {64: WgmmaConfig(128, 2, 3, 2), 128: WgmmaConfig(128, 2, 3, 2)}
+#: Head dimensions each tensor-core kernel is built for.
+TC_DIMS = tuple(sorted({d for d, _ in TC_CONFIGS}))
+TF32_DIMS = tuple(sorted({d for d, _ in TF32_CONFIGS}))
+#: The FFMA flash kernel's tile sizes, for Br and Bc alike.
+TILE_CHOICES = (8, 16, 32, 64, 128)
+#: Default FFMA flash tiles by head dimension, (Br, Bc): the H200 sweeps' best at N = 2048 and 4096 for d = 64 and at
+#: N = 4096 for d = 128 (docs/gpu.md); d = 256 from the shared-memory budget (two blocks per SM), not swept.
+DEFAULT_TILES = {64: (128, 64), 128: (64, 32), 256: (16, 32)}
+
+#: The C++ type of each 16-bit dtype in kernels/flash_tc.cu, and its number in kernels/flash_wgmma.cu.
+TC_TYPES = {"float16": "__half", "bfloat16": "__nv_bfloat16"}
+WGMMA_TYPES = {"float16": 0, "bfloat16": 1}
+
+
+def check_tile(br: int, bc: int) -> None:
+    """SpecError unless Br and Bc are both FFMA flash tile sizes (TILE_CHOICES)."""
+    for name, value in (("Br", br), ("Bc", bc)):
+        if value not in TILE_CHOICES:
+            raise SpecError(f"{name}={value} is not supported; allowed: {', '.join(map(str, TILE_CHOICES))}")
