@@ -57,7 +57,10 @@ def parser() -> Parser:
     p.add_argument("--max-gib", type=integer("--max-gib", 1, 1024), default=40,
                    help="largest KV cache timed (default 40 GiB)")
     p.add_argument("--out", type=folder, default=Path("reports/latest/inference"),
-                   help="folder for decode.csv and prefill.csv")
+                   help="folder for decode.csv and prefill.csv (and splits.csv)")
+    p.add_argument("--split-sweep", action="store_true",
+                   help="instead of the grid: time forced split counts at q_len 1 (batch 1 and 64) against the "
+                        "planner's, into splits.csv")
     return p
 
 
@@ -193,6 +196,41 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
                 cupy.get_default_memory_pool().free_all_blocks()
 
 
+#: --split-sweep: (batch, kv_len) points and the split counts forced at each (capped at half the key blocks).
+SWEEP_POINTS = ((1, 16384), (1, 131072), (64, 4096), (64, 16384))
+SWEEP_SPLITS = (1, 2, 4, 8, 16, 24, 32, 33, 48, 64, 66, 96, 128)
+
+
+def split_sweep(args, settings: target.Settings, writer) -> None:
+    """Ours at q_len 1 with forced split counts beside the planner's, judged against the planned launch's output."""
+    dev = target.backend(settings)
+    print(f"{'batch':>5} {'kv_len':>7} {'planned':>7} " + " ".join(f"{s:>6}" for s in SWEEP_SPLITS) + "  (us)")
+    for batch, kv_len in SWEEP_POINTS:
+        problem = AttentionProblem(batch=batch, heads=HEADS, kv_heads=KV_HEADS, seq=kv_len, q_len=1, dim=DIM,
+                                   dtype="float16")
+        tensors = device_tensors(problem, seed=batch + kv_len)
+        plan = target.launch_plan(problem, settings, dev)
+        planned = target.launcher("flash", problem, tensors, plan.br, plan.bc, dev, plan.path, plan.splits)
+        planned.launch()
+        cells = []
+        for splits in SWEEP_SPLITS:
+            if splits > max(1, -(-kv_len // plan.bc) // 2):
+                cells.append("-")
+                continue
+            launch = target.launcher("flash", problem, tensors, plan.br, plan.bc, dev, plan.path, splits)
+            launch.launch()
+            differs = rel_l2(launch.out.view(np.float16), planned.out.view(np.float16))
+            if not differs <= AGREE:
+                raise TargetError(f"{splits} splits differ from the planned {plan.splits} by rel-L2 {differs}",
+                                  status="wrong")
+            us = 1e3 * float(np.median(dev.event_times(launch.launch, warmup=3, iters=args.iters)))
+            cells.append(f"{us:.1f}")
+            writer.writerow([batch, kv_len, plan.splits, splits, f"{us:.2f}"])
+            del launch
+        print(f"{batch:>5} {kv_len:>7} {plan.splits:>7} " + " ".join(f"{c:>6}" for c in cells), flush=True)
+        del planned, tensors
+
+
 def prefill(args, settings: target.Settings, writer) -> None:
     grouped = AttentionProblem(heads=HEADS, kv_heads=KV_HEADS, seq=PREFILL_SEQ // (8 if args.quick else 1), dim=DIM,
                                causal=True, dtype="float16", seed=7)
@@ -225,6 +263,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{time.strftime('%Y-%m-%d %H:%M')}; python -m kernels.inference_bench "
               f"{' '.join(sys.argv[1:] if argv is None else argv)}", flush=True)
         judge_small_points(settings)
+        if args.split_sweep:
+            with open(out / "splits.csv", "w", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(["batch", "kv_len", "planned_splits", "splits", "ours_us"])
+                split_sweep(args, settings, writer)
+            return 0
         with open(out / "decode.csv", "w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(["q_len", "batch", "kv_len", "kv_bytes", "splits", "ours_us", "kv_gbps", "x_copy",
