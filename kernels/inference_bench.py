@@ -197,7 +197,7 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
 
 
 #: --split-sweep: (batch, kv_len) points and the split counts forced at each (capped at half the key blocks).
-SWEEP_POINTS = ((1, 16384), (1, 131072), (64, 4096), (64, 16384))
+SWEEP_POINTS = ((1, 4096), (1, 16384), (1, 65536), (1, 131072), (8, 4096), (64, 4096), (64, 16384))
 SWEEP_SPLITS = (1, 2, 4, 8, 16, 24, 32, 33, 48, 64, 66, 96, 128)
 
 

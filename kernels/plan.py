@@ -6,6 +6,7 @@ count `kv_splits` derives from the device's SMs and block slots). kernels/target
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from host.checks import check_int
@@ -27,6 +28,10 @@ SPLIT_BELOW_ROWS = 64
 #: batch-1 decode reached 0.83 of the copy bandwidth (reports/issue-32/gpu/run2_three_stages).
 SPLIT_FILL = 0.85
 SPLIT_BALANCE = 0.95
+#: ... filling every block slot only where each range keeps this many key blocks, else one block an SM: forced
+#: counts on the H200 (reports/issue-32/gpu/run5_split_sweep) ran batch-1 decode at 16k keys in 33.8 µs with 16
+#: ranges of 16 key blocks (128 blocks) against 38.0 µs with 32 of 8 (256), and at 128k best with 32 of 64.
+SPLIT_LONG_RANGE = 32
 #: ... and no more splits than keep the partial states' traffic within this share of the K/V bytes (many query rows
 #: against a short cache: 64 heads on 1 K/V head at q_len 63 and 1,025 keys wanted 4, whose partials were 6× K and V).
 SPLIT_PARTIAL_SHARE = 0.25
@@ -123,22 +128,28 @@ def split_plan(problem: AttentionProblem, plan: Plan, dev, settings) -> Plan:
 
 def kv_splits(blocks: int, key_blocks: int, sms: int, resident: int) -> int:
     """Key ranges for a launch of `blocks` blocks over `key_blocks` key blocks on `sms` SMs holding `resident`
-    blocks each: 1 when the blocks already fill SPLIT_FILL of the slots (sms · resident); else, among the counts
-    that do (at most MAX_SPLITS, each range at least two key blocks), the smallest that balances the SMs to within
-    SPLIT_BALANCE (blocks · s / sms over its ceiling: the busiest SM sets a memory-bound launch's time, each SM's
-    share of the bandwidth being its own), or the best balanced of them."""
+    blocks each: 1 when the blocks already fill SPLIT_FILL of the slots (sms · resident). Else the blocks are split
+    to fill every slot where that leaves each range at least SPLIT_LONG_RANGE key blocks, and one block an SM where
+    it would not (short ranges pay their pipeline fill and partial state more than a second block an SM buys);
+    among the counts that fill the target (at most MAX_SPLITS, each range at least two key blocks), the smallest that
+    balances the SMs to within SPLIT_BALANCE (blocks · s / sms over its ceiling: the busiest SM sets a memory-bound
+    launch's time), or the best balanced of them."""
     for name, value in (("blocks", blocks), ("key_blocks", key_blocks), ("sms", sms), ("resident", resident)):
         check_int(name, value, 1, 1 << 31)
-    slots = sms * resident
-    if blocks >= SPLIT_FILL * slots:
+    if blocks >= SPLIT_FILL * sms * resident:
         return 1
     counts = range(1, max(1, min(MAX_SPLITS, key_blocks // 2)) + 1)
 
-    def balance(splits: int) -> float:
-        per_sm = blocks * splits / sms
-        return per_sm / -(-per_sm // 1)
+    def needed(per_sm: int) -> int:  # the fewest splits whose blocks fill SPLIT_FILL of per_sm blocks an SM
+        return math.ceil(SPLIT_FILL * sms * per_sm / blocks)
 
-    enough = [count for count in counts if blocks * count >= SPLIT_FILL * slots] or [counts[-1]]
+    per_sm = resident if key_blocks / needed(resident) >= SPLIT_LONG_RANGE else 1
+
+    def balance(splits: int) -> float:
+        per = blocks * splits / sms
+        return per / -(-per // 1)
+
+    enough = [count for count in counts if blocks * count >= SPLIT_FILL * sms * per_sm] or [counts[-1]]
     return next((count for count in enough if balance(count) >= SPLIT_BALANCE), max(enough, key=balance))
 
 

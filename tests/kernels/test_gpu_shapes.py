@@ -120,19 +120,29 @@ def test_the_benchmarks_alternative_launch_is_a_64_row_one():
     assert ALTERNATIVE.br == 64 and ALTERNATIVE.bc // ALTERNATIVE.key_warps == 32
 
 
-# slots = SMs · resident; no split when blocks ≥ 0.85 · slots; else among the counts s ≤ min(128, key_blocks / 2)
-# with blocks · s ≥ 0.85 · slots, the smallest whose balance b(s) = (blocks·s / SMs) / ⌈blocks·s / SMs⌉ ≥ 0.95
+# slots = SMs · resident; no split when blocks ≥ 0.85 · slots. Else the target is every slot (per_sm = resident)
+# when the fewest splits that fill it, n = ⌈0.85 · slots / blocks⌉, leave key_blocks / n ≥ 32 key blocks a range,
+# else one block an SM (per_sm = 1); among s ≤ min(128, key_blocks / 2) with blocks · s ≥ 0.85 · SMs · per_sm, the
+# smallest whose balance b(s) = (blocks·s / SMs) / ⌈blocks·s / SMs⌉ ≥ 0.95
 @pytest.mark.parametrize("blocks,key_blocks,sms,resident,splits", [
-    # batch-1 decode: 8 blocks, 264 slots: s ≥ 224.4 / 8 = 28.05, so 29..128; b(29) = 1.758/2 = 0.879,
-    # b(30) = 1.818/2 = 0.909, b(31) = 1.879/2 = 0.939, b(32) = 256/132 = 1.939 → 0.970: s = 32
+    # batch-1 decode at 128k: n = ⌈224.4 / 8⌉ = 29, 2048 / 29 = 70.6 ≥ 32: every slot; s ≥ 28.05, so 29..128;
+    # b(29) = 1.758/2 = 0.879, b(30) = 0.909, b(31) = 0.939, b(32) = 256/132 = 1.939 → 0.970: s = 32
     (8, 2048, 132, 2, 32),
-    # batch 2: 16 blocks: s ≥ 14.03; b(15) = 240/132 = 1.818 → 0.909, b(16) = 1.939 → 0.970: s = 16
+    # at 64k: 1024 / 29 = 35.3 ≥ 32: the same, s = 32
+    (8, 1024, 132, 2, 32),
+    # at 16k: 256 / 29 = 8.8 < 32: one block an SM; s ≥ 112.2 / 8 = 14.03; b(15) = 120/132 = 0.909,
+    # b(16) = 128/132 = 0.970: s = 16 (the H200 ran 16 in 33.8 µs, 32 in 38.0: run5_split_sweep)
+    (8, 256, 132, 2, 16),
+    # at 4k: 64 / 29 = 2.2 < 32: one block an SM, s = 16 as above (counts up to 64 / 2 = 32)
+    (8, 64, 132, 2, 16),
+    # batch 2 at 128k: n = 15, 2048 / 15 = 136.5: every slot; s ≥ 14.03; b(15) = 240/132 = 1.818 → 0.909,
+    # b(16) = 1.939 → 0.970: s = 16
     (16, 2048, 132, 2, 16),
-    # batch 8: 64 blocks: s ≥ 3.5; b(4) = 256/132 = 1.939 → 0.970: s = 4
-    (64, 64, 132, 2, 4),
+    # batch 8 at 4k: n = 4, 64 / 4 = 16 < 32: one block an SM; s ≥ 112.2 / 64 = 1.75; b(2) = 128/132 = 0.970: s = 2
+    (64, 64, 132, 2, 2),
     (300, 64, 132, 2, 1),  # 300 ≥ 224.4: no split
     (4, 1, 132, 2, 1),     # a single key block: nothing to split (at most key_blocks / 2 ranges, at least 1)
-    (4, 10, 132, 2, 5),    # too few key blocks to fill the slots: the most ranges allowed, 10 / 2
+    (4, 10, 132, 2, 5),    # too few key blocks to fill one block an SM: the most ranges allowed, 10 / 2
 ])
 def test_split_counts_by_hand(blocks, key_blocks, sms, resident, splits):
     assert target.kv_splits(blocks, key_blocks, sms, resident) == splits
@@ -166,9 +176,9 @@ def test_a_decode_row_names_its_split_plan():
     problem = fresh(4096, 1, 32, 8, 128, False, "float16")
     plan = target.launch_plan(problem, target.Settings(device="fake"), target.backend(target.Settings("fake")))
     # 4 packed rows: the few-row launch (one 16-row block, four key warps); batch 1 has 8 launch heads of one tile,
-    # so 8 blocks, split 32 ways (test_split_counts_by_hand's first case)
-    assert plan.path == "split-kv" and plan.splits == 32 and (plan.br, plan.bc) == (16, 64)
-    assert "4 query heads of a K/V head packed: 4 rows a K/V head in 16-row blocks, keys cut into 32 ranges (256 " \
+    # so 8 blocks over 64 key blocks, split 16 ways (test_split_counts_by_hand's 4k case)
+    assert plan.path == "split-kv" and plan.splits == 16 and (plan.br, plan.bc) == (16, 64)
+    assert "4 query heads of a K/V head packed: 4 rows a K/V head in 16-row blocks, keys cut into 16 ranges (128 " \
            "blocks), merged by a second launch" in plan.note
     square = problem.with_(q_len=None)
     assert target.launch_plan(square, target.Settings(device="fake"),
