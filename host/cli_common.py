@@ -24,7 +24,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from host.errors import KbenchError, SpecError
 
@@ -74,6 +74,16 @@ class Given(argparse.Action):
 def given(namespace: argparse.Namespace) -> frozenset[str]:
     """The dests of the `Given` options on the command line parsed into `namespace`."""
     return frozenset(getattr(namespace, GIVEN, ()))
+
+
+def typed(parser: argparse.ArgumentParser, argv: Sequence[str], dests: Iterable[str]) -> frozenset[str]:
+    """Which of `dests` the command line `argv` gave, whatever the value (one typed out at its default too): argv
+    parsed again into a namespace holding a sentinel for each, since argparse fills in a default only where the
+    namespace has none. For the options a tool does not declare itself (a target's own), where `Given` cannot be
+    the action."""
+    unset = object()
+    parsed, _ = parser.parse_known_args(list(argv), argparse.Namespace(**{dest: unset for dest in dests}))
+    return frozenset(dest for dest in dests if getattr(parsed, dest) is not unset)
 
 
 def summary(doc: str) -> str:

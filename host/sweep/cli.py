@@ -37,7 +37,7 @@ import numpy as np
 
 from host.errors import ResultsError, SpecError, UnavailableError
 from host.cli_common import (Given, Parser, Terminated, folder, given, guard, int_list, integer, name_list,
-                             output_folder, real, stop_line, terminate_on_sigterm)
+                             output_folder, real, stop_line, terminate_on_sigterm, typed)
 from host.out_lock import sweep_lock
 from host.problem import LIMITS
 from host.results import FAILED_STATUSES, Result
@@ -170,13 +170,16 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
     else:
         check_pairings(args)
     settings = target_settings(args, entries)
-    for warning in unused_options(args, parser, entries, args.targets):
-        print(f"kbench: {warning}", file=sys.stderr)
+    # the targets' own options typed on the command line, whatever their values (a default typed out too)
+    target_options = typed(parser, argv, [dest for entry in entries.values() for dest in entry.dests])
+    warnings = unused_options(target_options, entries, args.targets)  # printed once the options are accepted
     cluster_options = args.cluster_gpu is not None or args.cluster_wait != parser.get_default("cluster_wait")
     if args.cluster is None and cluster_options:
         raise SpecError("--cluster-gpu and --cluster-wait apply to a cluster sweep; give --cluster ADDRESS too")
     if args.cluster is not None:
-        return _cluster_sweep(args, argv, entries, settings)
+        return _cluster_sweep(args, argv, entries, settings, target_options, warnings)
+    for warning in warnings:
+        print(f"kbench: {warning}", file=sys.stderr)
     with contextlib.ExitStack() as stack:
         stack.enter_context(sweep_lock(output_folder(args.out), TOOL))  # before anything in OUT is read or changed
         check_out(args.out, args.resume)
@@ -209,7 +212,7 @@ def _check_any(targets: dict[str, ModuleType], unavailable: dict[str, str]) -> N
 
 
 def _cluster_sweep(args: argparse.Namespace, argv: list[str], entries: dict[str, TargetEntry],
-                   settings: dict[str, object]) -> int:
+                   settings: dict[str, object], target_options: frozenset[str], warnings: list[str]) -> int:
     """The sweep on a Dask cluster's workers (host/sweep/cluster.py): targets chosen by what the workers hold."""
     try:
         from host.sweep.cluster import Cluster, check_address, check_local_options
@@ -220,7 +223,9 @@ def _cluster_sweep(args: argparse.Namespace, argv: list[str], entries: dict[str,
                                "'.[cluster]' (docs/cluster.md), or leave --cluster out") from None
 
     check_address(args.cluster)
-    check_local_options(settings)
+    check_local_options(target_options)
+    for warning in warnings:
+        print(f"kbench: {warning}", file=sys.stderr)
     names = list(args.targets or TARGETS)
     unknown = [name for name in names if name not in TARGETS]
     if unknown:

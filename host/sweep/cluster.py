@@ -58,16 +58,13 @@ def check_address(address: str, option: str = "--cluster") -> str:
     return address
 
 
-def check_local_options(settings: dict[str, object]) -> None:
-    """Refuse the options that choose a local device (each target's declared device options, ClusterNeeds.options):
-    a cluster's workers own theirs."""
+def check_local_options(given_dests: frozenset[str]) -> None:
+    """Refuse the options that choose a local device (each target's declared device options, ClusterNeeds.options)
+    where the command line gave them (`given_dests`, at any value: host.cli_common.typed): a cluster's workers own
+    theirs."""
     needs = cluster_needs()
-    for target, declared in needs.items():
-        given = settings.get(target)
-        if given is None:
-            continue
-        defaults = declared.settings()
-        changed = [flag for name, flag in declared.options.items() if getattr(given, name) != getattr(defaults, name)]
+    for declared in needs.values():
+        changed = [flag for flag in declared.options.values() if flag.lstrip("-").replace("-", "_") in given_dests]
         if changed:
             one = len(changed) == 1
             usage = " | ".join(other.usage for other in needs.values())

@@ -78,14 +78,15 @@ def target_settings(args: argparse.Namespace, entries: dict[str, TargetEntry]) -
     return {name: entry.module.settings(args) for name, entry in entries.items() if entry.module is not None}
 
 
-def unused_options(args: argparse.Namespace, parser: argparse.ArgumentParser, entries: dict[str, TargetEntry],
+def unused_options(given_dests: frozenset[str], entries: dict[str, TargetEntry],
                    selected: tuple[str, ...] | None) -> list[str]:
-    """One warning per target whose options were given while --targets leaves it out."""
+    """One warning per target whose options were on the command line (`given_dests`, at any value:
+    host.cli_common.typed) while --targets leaves it out."""
     if not selected:
         return []
     warnings = []
     for name, entry in entries.items():
-        given = [dest for dest in entry.dests if getattr(args, dest) != parser.get_default(dest)]
+        given = [dest for dest in entry.dests if dest in given_dests]
         if given and name not in selected:
             flags = ", ".join("--" + dest.replace("_", "-") for dest in given)
             verb = "applies" if len(given) == 1 else "apply"

@@ -271,6 +271,8 @@ def test_cluster_arguments_are_checked_in_one_line(tmp_path):
            (("--cluster", "tcp://[::1]:1"), 1, "cannot reach the scheduler"),
            (("--cluster", "tcp://127.0.0.1:1"), 1, "cannot reach the scheduler"),
            (("--cluster", "tcp://127.0.0.1:1", "--sim", "--targets", "mcu"), 2, "--sim chooses a device"),
+           # at its default value, typed out, a device option still chooses this machine's device
+           (("--cluster", "tcp://127.0.0.1:1", "--gpu-device", "cuda"), 2, "--gpu-device chooses a device"),
            (("--cluster", "tcp://127.0.0.1:99999"), 2, "port 99999 is out of range"),
            (("--cluster", "tcp://127.0.0.1:1", "--cluster-gpu", "!!!"), 2, "names no GPU model"),
            (("--cluster-wait", "5"), 2, "give --cluster"),

@@ -219,6 +219,11 @@ def test_a_target_owns_its_options(fake_targets, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--fake-scale applies to the fake target, which --targets leaves out" in err
     assert "--fake-scale" in compare.build_parser()[0].format_help()
+    # typed at its default value, an option is given all the same (a comparison with the default missed it)
+    default = str(compare.build_parser()[0].get_default("fake_scale"))
+    assert compare.main(["--targets", "cpu", "--seq", "1", "--dim", "1", "--heads", "1", "--fake-scale", default,
+                         "--out", str(out), "--resume"]) == 0
+    assert "--fake-scale applies to the fake target, which --targets leaves out" in capsys.readouterr().err
     source = (ROOT / "host" / "sweep" / "cli.py").read_text()
     for flag in ("--serial", "--sim", "--baud", "--cpu-cache-sim", "--gpu-device", "--gpu-tile"):
         assert flag not in source, f"{flag} belongs to its target, not to compare.py"
