@@ -13,8 +13,10 @@
   beside torch cuDNN (grouped), each judged against the golden first.
 
     python -m kernels.inference_bench [--quick] [--iters 20] [--max-gib 40] [--out reports/latest/inference]
+    python -m kernels.inference_bench --split-sweep [--out DIR]
 
-Writes OUT/decode.csv and OUT/prefill.csv (every point, with the command line) and prints the tables. Exit status:
+Writes OUT/decode.csv and OUT/prefill.csv (every point, with the command line) and prints the tables; with
+--split-sweep, instead, forced split counts beside the planner's at q_len 1 into OUT/splits.csv. Exit status:
 0 done; 1 a kernel wrong or no CUDA device (one line with the reason); 2 bad arguments; 130 interrupted.
 """
 
