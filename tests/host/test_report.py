@@ -246,7 +246,7 @@ def test_an_interval_of_one_sample_is_not_shown():
     from types import SimpleNamespace
 
     from host.report.common import fmt_num
-    from host.report.markdown import _p50_with_ci
+    from host.report.columns import _p50_with_ci
 
     one = SimpleNamespace(p50_ms=0.8168, p50_ci_low_ms=0.8168, p50_ci_high_ms=0.8168)
     many = SimpleNamespace(p50_ms=3.2, p50_ci_low_ms=3.104, p50_ci_high_ms=3.328)
