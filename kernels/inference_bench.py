@@ -120,6 +120,21 @@ def rel_l2(ours, theirs) -> float:
     return float(cupy.linalg.norm(a - b) / cupy.linalg.norm(b))
 
 
+def median_us(dev, call, iters: int) -> float:
+    """Median µs of `iters` timed calls after three warm-ups (the device's CUDA-event timer, L2 flushed)."""
+    return 1e3 * float(np.median(dev.event_times(call, warmup=3, iters=iters)))
+
+
+def agreeing_us(dev, launch, reference, what: str, iters: int) -> float:
+    """`launch` run once and its output held to `reference`'s (both 16-bit launchers' O) within AGREE, then timed:
+    median µs; TargetError (wrong) naming `what` where they differ."""
+    launch.launch()
+    differs = rel_l2(launch.out.view(np.float16), reference.out.view(np.float16))
+    if not differs <= AGREE:
+        raise TargetError(f"{what} differs by rel-L2 {differs} (allowed: {AGREE})", status="wrong")
+    return median_us(dev, launch.launch, iters)
+
+
 def judge_small_points(settings: target.Settings) -> None:
     """Ours against the float64 golden at small decode points of each q_len (grouped heads, both masks)."""
     for q_len in Q_LENS:
@@ -157,17 +172,12 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
                 launch = target.launcher("flash", problem, tensors, plan.br, plan.bc, dev, plan.path, plan.splits)
                 launch.launch()
                 dev.synchronize()
-                ours_us = 1e3 * float(np.median(dev.event_times(launch.launch, warmup=3, iters=args.iters)))
+                ours_us = median_us(dev, launch.launch, args.iters)
                 alt_us = None
                 if q_len == 16:  # the same split count, the other 64-row launch, judged against ours first
                     other = dev.launcher("flash", problem, tensors, ALTERNATIVE.br, ALTERNATIVE.bc, "split-kv",
                                          chosen=alternative, splits=plan.splits)
-                    other.launch()
-                    differs = rel_l2(other.out.view(np.float16), launch.out.view(np.float16))
-                    if not differs <= AGREE:
-                        raise TargetError(f"the alternative launch differs from ours by rel-L2 {differs}",
-                                          status="wrong")
-                    alt_us = 1e3 * float(np.median(dev.event_times(other.launch, warmup=3, iters=args.iters)))
+                    alt_us = agreeing_us(dev, other, launch, "the alternative launch against ours", args.iters)
                     del other
                 q, k, v = torch_view(problem, tensors)
                 theirs, agree = {}, None
@@ -176,7 +186,7 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
                     if call is None:
                         theirs[backend] = None
                         continue
-                    theirs[backend] = 1e3 * float(np.median(dev.event_times(call, warmup=3, iters=args.iters)))
+                    theirs[backend] = median_us(dev, call, args.iters)
                     if agree is None:
                         agree = rel_l2(launch.out.view(np.float16), call().reshape(launch.out.shape))
                 if agree is None or not agree <= AGREE:
@@ -220,12 +230,7 @@ def split_sweep(args, settings: target.Settings, writer) -> None:
                 cells.append("-")
                 continue
             launch = target.launcher("flash", problem, tensors, plan.br, plan.bc, dev, plan.path, splits)
-            launch.launch()
-            differs = rel_l2(launch.out.view(np.float16), planned.out.view(np.float16))
-            if not differs <= AGREE:
-                raise TargetError(f"{splits} splits differ from the planned {plan.splits} by rel-L2 {differs}",
-                                  status="wrong")
-            us = 1e3 * float(np.median(dev.event_times(launch.launch, warmup=3, iters=args.iters)))
+            us = agreeing_us(dev, launch, planned, f"{splits} splits against the planned {plan.splits}", args.iters)
             cells.append(f"{us:.1f}")
             writer.writerow([batch, kv_len, plan.splits, splits, f"{us:.2f}"])
             del launch
