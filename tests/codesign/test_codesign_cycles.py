@@ -5,15 +5,14 @@ causal)."""
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
 
 from codesign import cycles
 from codesign.cycles import head_cycles
-from codesign.datapath import EXP_LATENCY, RESCALE_LATENCY, SCORE_LATENCY, Datapath
-from codesign.gemm import gemm
+from codesign.datapath import EXP_LATENCY, SCORE_LATENCY, Datapath
+from helpers.datapath_steps import walk_steps
 from host.errors import SpecError
 
 
@@ -54,28 +53,6 @@ def test_a_block_wider_than_the_array_folds_over_its_columns_by_hand():
     assert head.traffic["dram_write_o_bytes"] == 8 * (4 * 2 + 1)
 
 
-def _by_steps(dp: Datapath, seq: int, dim: int, causal: bool, bc: int) -> dict:
-    """The array's and the softmax unit's busy cycles, MACs and SRAM reads by walking every (tile, block) step."""
-    array = softmax = macs = reads_q = reads_v = 0
-    for row0 in range(0, seq, dp.rows):
-        rows = min(dp.rows, seq - row0)
-        last_key = row0 + rows if causal else seq
-        for block, j0 in enumerate(range(0, last_key, bc)):
-            keys = min(bc, seq - j0)
-            qk = gemm(rows, keys, dim, dp.rows, dp.cols, dp.dataflow)
-            pv = gemm(rows, dim, keys, dp.rows, dp.cols, dp.dataflow)
-            rescales = 0 if block == 0 else rows * (dim + 1)
-            lanes = dp.exp_lanes
-            array += qk.cycles + pv.cycles
-            softmax += (math.ceil(rows * keys / lanes) + math.ceil((rows * keys + rows) / lanes)
-                        + math.ceil(rescales / lanes) + SCORE_LATENCY + math.ceil(math.log2(keys)) + EXP_LATENCY
-                        + (RESCALE_LATENCY if rescales else 0))
-            macs += qk.macs + pv.macs
-            reads_q += qk.ifmap_reads
-            reads_v += pv.filter_reads
-    return {"array": array, "softmax": softmax, "macs": macs, "sram_read_q": reads_q, "sram_read_v": reads_v}
-
-
 @pytest.mark.parametrize("seq", [1, 17, 97, 1025])
 @pytest.mark.parametrize("dim", [1, 59, 128])
 @pytest.mark.parametrize("causal", [False, True])
@@ -85,7 +62,7 @@ def test_grouped_steps_equal_a_walk_over_every_step(seq, dim, causal, shape):
     rows, cols, dataflow, bc = shape
     dp = Datapath(rows=rows, cols=cols, dataflow=dataflow, q_buffer_kb=64, o_buffer_kb=256)
     head = head_cycles(dp, seq, dim, causal, bc)
-    walked = _by_steps(dp, seq, dim, causal, bc)
+    walked = walk_steps(dp, seq, dim, causal, bc)
     assert head.stages["array"].busy_cycles == walked["array"]
     assert head.stages["softmax"].busy_cycles == walked["softmax"]
     assert head.traffic["macs"] == walked["macs"] == head.stages["array"].operations

@@ -8,7 +8,6 @@ and kv_heads."""
 from __future__ import annotations
 
 import csv
-import math
 
 import numpy as np
 import pytest
@@ -21,9 +20,9 @@ from codesign.groups import problem_cycles
 from codesign.datapath import EXP_LATENCY, RESCALE_LATENCY, SCORE_LATENCY, Datapath
 from codesign.evaluate import evaluate
 from codesign.explore import check_space, explore
-from codesign.gemm import gemm
 from codesign.measured import load
 from codesign.technology import Technology
+from helpers.datapath_steps import walk_steps
 from host import q15
 from host.errors import SpecError
 from host.problem import AttentionProblem
@@ -110,28 +109,6 @@ def test_a_decode_step_by_hand():
     assert pair.traffic["dram_read_k_bytes"] == 64 and pair.traffic["dram_read_q_bytes"] == 16
 
 
-def _walk(dp: Datapath, seq: int, queries: int, dim: int, causal: bool, bc: int) -> dict:
-    """The array's and the softmax unit's busy cycles and the MACs by walking every (tile, block) step of the head's
-    last `queries` rows (row0 = seq − queries)."""
-    row0 = seq - queries
-    array = softmax = macs = 0
-    for start in range(0, queries, dp.rows):
-        rows = min(dp.rows, queries - start)
-        last_key = row0 + start + rows if causal else seq  # one past the tile's last row's own key
-        for block, j0 in enumerate(range(0, last_key, bc)):
-            keys = min(bc, seq - j0)
-            qk = gemm(rows, keys, dim, dp.rows, dp.cols, dp.dataflow)
-            pv = gemm(rows, dim, keys, dp.rows, dp.cols, dp.dataflow)
-            rescales = 0 if block == 0 else rows * (dim + 1)
-            lanes = dp.exp_lanes
-            array += qk.cycles + pv.cycles
-            softmax += (math.ceil(rows * keys / lanes) + math.ceil((rows * keys + rows) / lanes)
-                        + math.ceil(rescales / lanes) + SCORE_LATENCY + math.ceil(math.log2(keys)) + EXP_LATENCY
-                        + (RESCALE_LATENCY if rescales else 0))
-            macs += qk.macs + pv.macs
-    return {"array": array, "softmax": softmax, "macs": macs}
-
-
 @pytest.mark.parametrize("seq,queries", [(17, 1), (17, 3), (97, 1), (97, 3), (97, 17), (1025, 33)])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", [(32, 32, "os", 64), (8, 24, "ws", 64), (16, 5, "is", 64), (4, 128, "os", 20)])
@@ -139,7 +116,7 @@ def test_decode_steps_equal_a_walk_over_every_step(seq, queries, causal, shape):
     rows, cols, dataflow, bc = shape
     dp = Datapath(rows=rows, cols=cols, dataflow=dataflow)
     head = head_cycles(dp, seq, 59, causal, bc, queries)
-    walked = _walk(dp, seq, queries, 59, causal, bc)
+    walked = walk_steps(dp, seq, 59, causal, bc, queries)
     assert head.stages["array"].busy_cycles == walked["array"]
     assert head.stages["softmax"].busy_cycles == walked["softmax"]
     assert head.traffic["macs"] == walked["macs"]

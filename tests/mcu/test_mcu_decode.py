@@ -15,6 +15,7 @@ pytest.importorskip("cobs", reason="cobs is not installed (pip install -e '.[mcu
 pytest.importorskip("mpremote", reason="mpremote is not installed (pip install -e '.[mcu]')")
 pytest.importorskip("unicorn", reason="unicorn is not installed (pip install -e '.[mcu]')")
 
+from helpers.planner_heap import cap_planner_heap
 from host import q15
 from host.problem import AttentionProblem
 from host.results_file import ResultsFile
@@ -44,12 +45,7 @@ def deployed(twin):
 
 @pytest.fixture
 def small_heap(monkeypatch):
-    real = planner.plan
-
-    def plan(seq, dim, heap_free, reserve, bc=q15.BC, largest=None, **shape):
-        return real(seq, dim, min(heap_free, SMALL_HEAP), reserve, bc, largest=largest, **shape)
-
-    monkeypatch.setattr(planner, "plan", plan)
+    cap_planner_heap(monkeypatch, SMALL_HEAP)
 
 
 def run_problem(port: str, problem: AttentionProblem, tap: list | None = None):
@@ -135,9 +131,7 @@ def test_a_grouped_problem_sends_each_kv_head_once_an_ungrouped_one_per_query_he
     """Counted from the line: heads 4 on one K/V head send K and V^T (4·seq·d B) once; the same problem with a K/V
     head per query head sends four K/V heads, once each: four times the bytes."""
     if streamed:
-        real = planner.plan
-        monkeypatch.setattr(planner, "plan", lambda seq, dim, heap_free, reserve, bc=q15.BC, largest=None, **shape:
-                            real(seq, dim, min(heap_free, SMALL_HEAP), reserve, bc, largest=largest, **shape))
+        cap_planner_heap(monkeypatch, SMALL_HEAP)
     seq, dim = 97, 8
     counts = {}
     for kv_heads in (1, 4):

@@ -25,6 +25,7 @@ pytest.importorskip("unicorn", reason="unicorn is not installed (pip install -e 
 import numpy as np
 
 from helpers import run_module
+from helpers.planner_heap import cap_planner_heap
 from host import q15
 from host.sweep import cli as compare
 from host.results_file import ResultsFile
@@ -41,12 +42,7 @@ SMALL_HEAP = planner.SERVER_RESERVE + planner.SLACK + 4 * 8 * q15.BC + 32 + 8 * 
 
 @pytest.fixture
 def small_heap(monkeypatch):
-    real = planner.plan
-
-    def plan(seq, dim, heap_free, reserve, bc=q15.BC, largest=None, **shape):
-        return real(seq, dim, min(heap_free, SMALL_HEAP), reserve, bc, largest=largest, **shape)
-
-    monkeypatch.setattr(planner, "plan", plan)
+    cap_planner_heap(monkeypatch, SMALL_HEAP)
 
 
 def rows(out: Path) -> list[dict]:
