@@ -1,6 +1,7 @@
 """Energy per head and area of a datapath as low/high bands: the cycle model's action counts (codesign/cycles.py
 `HeadCycles.traffic`) times the cited per-action figures (codesign/technology.py), plus leakage × area × latency;
 area = array + score unit + softmax unit + dividers + buffers, times the table's control-overhead band.
+docs/codesign_energy.md gives the sources and bands.
 
 Every function broadcasts over numpy arrays of operating points. What each action is built from (docs/codesign.md
 "Energy and area" has the table):
@@ -12,7 +13,14 @@ Every function broadcasts over numpy arrays of operating points. What each actio
 - a score: a 32×16 multiply by M, a 32-bit add and register (the score unit); an EXP2: two 16-bit table entries, a
   16×16 interpolation multiply and a 32-bit add; a max: a 32-bit compare; a rescale: a 48×16 multiply and a 48-bit
   add; a division: div_latency cycles of a 32-bit subtract and 96 bits of registers;
-- DRAM: 8 bits per byte × pJ per bit of the DRAM kind.
+- DRAM: 8 bits per byte × pJ per bit of the DRAM kind (HBM: from the device alone to the HBM level with its PHY
+  and controller);
+- idle PEs (given the cycles): each PE-cycle without a MAC burns the table's idle fraction of a busy cell's
+  register energy; clock tree and control: the table's share of the logic's energy (the units and idle PEs);
+- at a clock below the node's f_max (given the clock) the logic runs at the lower supply the alpha-power law
+  allows, its energy × (V / v_nom)² (codesign/technology_limits.py); SRAM and DRAM keep their figures;
+- the Q, K, V and O buffers are banked to the array's operand bandwidth: a word costs from one bank's access (the
+  low end) to the whole buffer's (the high end: the wires to a far bank as costly as one big array's).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import numpy as np
 
 from codesign.datapath import OUTPUT_ACC_BITS
 from codesign.technology import Band, Technology
+from codesign.technology_limits import operand_bytes_per_cycle
 from host.q15 import BC
 
 #: Bits of the table an EXP2 lane holds (64 entries of 16 bits: the contract's EXP2 table, docs/q15.md).
@@ -62,6 +71,26 @@ def divider_cycle(tech: Technology, node, what: str) -> Band:
     return get("add", 32, node) + get("register", 1, node) * DIVIDER_REGISTER_BITS
 
 
+def mac_registers(tech: Technology, acc_bits, node) -> Band:
+    """pJ a busy MAC cell spends in its registers each cycle: the accumulator and the two 16-bit operands."""
+    return tech.energy("register", 1, node) * (np.asarray(acc_bits) + 32)
+
+
+def banked_read(tech: Technology, size_kb, bytes_per_cycle, node, key: str = "read") -> Band:
+    """pJ per 64-bit access of a buffer of `size_kb` banked for `bytes_per_cycle`: from one bank's lowest figure to
+    the whole buffer's highest (codesign/technology_limits.py `Limits.banks`)."""
+    _, bank_kb, _ = tech.limits.banks(size_kb, bytes_per_cycle)
+    get = tech.sram_read if key == "read" else tech.sram_write
+    return Band(np.minimum(get(bank_kb, node).low, get(size_kb, node).low), get(size_kb, node).high)
+
+
+def banked_area(tech: Technology, size_kb, bytes_per_cycle, node) -> Band:
+    """µm² of a buffer of `size_kb` banked for `bytes_per_cycle`: between one array of its size and its banks'."""
+    banks, bank_kb, _ = tech.limits.banks(size_kb, bytes_per_cycle)
+    one, split = tech.sram_area(size_kb, node), tech.sram_area(bank_kb, node) * banks
+    return Band(np.minimum(one.low, split.low), np.maximum(one.high, split.high))
+
+
 def area(tech: Technology, rows, cols, acc_bits, exp_lanes, dividers, buffers_kb: tuple, node) -> dict[str, Band]:
     """µm² per unit ('array', 'score', 'softmax', 'dividers', 'buffers'), the logic and SRAM sums, and 'total' (both
     times the control-overhead band)."""
@@ -74,8 +103,9 @@ def area(tech: Technology, rows, cols, acc_bits, exp_lanes, dividers, buffers_kb
         "dividers": divider_cycle(tech, node, "area") * np.asarray(dividers),
     }
     sram = tech.sram_area(score_buffer_kb(rows), node)
-    for size in buffers_kb:
-        sram = sram + tech.sram_area(size, node)
+    need = operand_bytes_per_cycle(rows, cols)
+    for name, size in zip(("q", "k", "v", "o"), buffers_kb):
+        sram = sram + banked_area(tech, size, need[name], node)
     units["buffers"] = sram
     logic = units["array"] + units["score"] + units["softmax"] + units["dividers"]
     low, high = tech.overhead
@@ -84,26 +114,44 @@ def area(tech: Technology, rows, cols, acc_bits, exp_lanes, dividers, buffers_kb
     return units
 
 
+PARTS = ("array", "buffers", "score", "softmax", "dividers", "idle", "clock", "dram")
+
+
 def head_energy(tech: Technology, traffic: dict, rows, cols, acc_bits, div_latency, buffers_kb: tuple, node,
-                dram_kind: str) -> dict[str, Band]:
-    """Dynamic pJ of one head per part ('array', 'buffers', 'softmax', 'score', 'dividers', 'dram') and 'total';
-    `traffic` holds HeadCycles.traffic's counters as arrays over the points."""
+                dram_kind: str, clock_hz=None, cycles=None) -> dict[str, Band]:
+    """Dynamic pJ of one head per part (PARTS) and 'total'; `traffic` holds HeadCycles.traffic's counters as arrays
+    over the points. With `cycles` (the head's, as arrays) idle PEs are charged; without, 'idle' is 0. With
+    `clock_hz` the logic's energy is taken at the supply that clock allows (codesign/technology_limits.py); without,
+    at the node's nominal supply (its f_max)."""
     q_kb, k_kb, v_kb, o_kb = buffers_kb
     word = 1 / 4  # a Q15 word: a quarter of a 64-bit access
     acc = OUTPUT_ACC_BITS / 64  # a 48-bit output accumulator: 6/8 of one
     scores = score_buffer_kb(rows)
-    sram_words = (tech.sram_read(q_kb, node) * (traffic["sram_read_q"] * word)
-                  + tech.sram_write(q_kb, node) * (traffic["sram_write_q"] * word)
-                  + tech.sram_read(k_kb, node) * (traffic["sram_read_k"] * word)
-                  + tech.sram_write(k_kb, node) * (traffic["sram_write_k"] * word)
-                  + tech.sram_read(v_kb, node) * (traffic["sram_read_v"] * word)
-                  + tech.sram_write(v_kb, node) * (traffic["sram_write_v"] * word)
-                  + tech.sram_read(o_kb, node) * (traffic["acc_reads"] * acc)
-                  + tech.sram_write(o_kb, node) * (traffic["acc_writes"] * acc)
+    need = operand_bytes_per_cycle(rows, cols)
+
+    def access(key: str, name: str, size) -> Band:
+        return banked_read(tech, size, need[name], node, key)
+
+    sram_words = (access("read", "q", q_kb) * (traffic["sram_read_q"] * word)
+                  + access("write", "q", q_kb) * (traffic["sram_write_q"] * word)
+                  + access("read", "k", k_kb) * (traffic["sram_read_k"] * word)
+                  + access("write", "k", k_kb) * (traffic["sram_write_k"] * word)
+                  + access("read", "v", v_kb) * (traffic["sram_read_v"] * word)
+                  + access("write", "v", v_kb) * (traffic["sram_write_v"] * word)
+                  + access("read", "o", o_kb) * (traffic["acc_reads"] * acc)
+                  + access("write", "o", o_kb) * (traffic["acc_writes"] * acc)
                   + tech.sram_write(scores, node) * (traffic["score_writes"] / 2)  # two 32-bit scores per access
                   + tech.sram_read(scores, node) * (traffic["prob_reads"] / 2))
+    if cycles is None:
+        idle_pe_cycles = np.zeros_like(np.asarray(traffic["macs"], dtype=float))
+    else:
+        idle_pe_cycles = np.maximum(np.asarray(cycles, dtype=float) * np.asarray(rows) * np.asarray(cols)
+                                    - traffic["macs"], 0)
+    idle_low, idle_high = tech.limits.idle_fraction
     parts = {
         "array": mac_cell(tech, acc_bits, node, "energy") * traffic["macs"],
+        "idle": mac_registers(tech, acc_bits, node) * Band(np.float64(idle_low), np.float64(idle_high))
+        * idle_pe_cycles,
         "buffers": sram_words,
         "score": score_lane(tech, node, "energy") * traffic["score_writes"],
         "softmax": (exp_lane(tech, node, "energy", 32) * traffic["exp_evals"]
@@ -113,8 +161,15 @@ def head_energy(tech: Technology, traffic: dict, rows, cols, acc_bits, div_laten
         "dram": tech.dram(dram_kind) * (8 * (traffic["dram_read_q_bytes"] + traffic["dram_read_k_bytes"]
                                              + traffic["dram_read_v_bytes"] + traffic["dram_write_o_bytes"])),
     }
+    logic = parts["array"] + parts["score"] + parts["softmax"] + parts["dividers"] + parts["idle"]
+    low, high = tech.limits.clock_share
+    parts["clock"] = logic * Band(np.float64(low / (1 - low)), np.float64(high / (1 - high)))
+    if clock_hz is not None:
+        scale = tech.limits.energy_scale(node, clock_hz)
+        for name in ("array", "score", "softmax", "dividers", "idle", "clock"):
+            parts[name] = parts[name] * scale
     total = parts["array"]
-    for name in ("buffers", "score", "softmax", "dividers", "dram"):
+    for name in PARTS[1:]:
         total = total + parts[name]
     parts["total"] = total
     return parts

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from codesign.technology_limits import Limits
 from codesign.tomlfile import read_toml
 from host.errors import SpecError
 
@@ -63,6 +64,20 @@ def _loglog(points: list[list[float]], x, exponent: float | None) -> np.ndarray:
     return np.exp(ly[segment] + slopes[segment] * (np.log(x) - lx[segment]))
 
 
+def _own_node(entry: dict, source_node: int, node, value) -> np.ndarray:
+    """`value` where the entry may be used: at every node, or (own_node_only) at its source's node alone, NaN
+    elsewhere, so that the other sources alone make the band there."""
+    if entry.get("own_node_only"):
+        return np.where(np.asarray(node) == source_node, value, np.nan)
+    return value
+
+
+def _band(values: list) -> Band:
+    """The minimum and maximum over the sources (NaN: a source not used at that point)."""
+    stacked = np.stack(np.broadcast_arrays(*values))
+    return Band(np.nanmin(stacked, axis=0), np.nanmax(stacked, axis=0))
+
+
 def _check_positive(origin: str, what: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise SpecError(f"{origin}: {what} = {value!r}; allowed: a finite number > 0")
@@ -104,6 +119,8 @@ class Technology:
             self.overhead = tuple(float(x) for x in data["assumptions"]["control_overhead"])
         except (KeyError, TypeError, ValueError) as exc:
             raise SpecError(f"{origin}: missing or malformed entry ({type(exc).__name__}: {exc})") from None
+        #: voltage, clock, clock-tree and idle-PE energy, banking (codesign/technology_limits.py)
+        self.limits = Limits.parse(origin, data, self.nodes, self.sources)
         for name, source in self.sources.items():
             if not isinstance(source, dict) or not str(source.get("cite", "")).strip():
                 raise SpecError(f"{origin}: source {name!r} has no cite; every source says where its numbers are from")
@@ -118,7 +135,7 @@ class Technology:
         for entry in [*self.logic, *self.sram, *self.sram_cacti, *self.dram_entries]:
             if entry.get("source") not in self.sources:
                 raise SpecError(f"{origin}: entry {entry} names no known source; allowed: {', '.join(self.sources)}")
-            for key in ("points", "area", "read", "write", "area_um2", "leakage_nw"):
+            for key in ("points", "area", "read", "write", "area_um2", "leakage_nw", "access_ns"):
                 if key in entry:
                     _check_points(origin, entry, key)
             for key in ("pj_per_bit", "exponent", "leak_pj_per_cycle_at_1ghz"):
@@ -184,12 +201,12 @@ class Technology:
         values = []
         for entry in (e for e in self.logic if e["action"] == action and key in e):
             scale = self.energy_factor if key == "points" else self.area_factor
-            values.append(_loglog(entry[key], bits, entry.get("exponent")) * scale(self._node_of(entry["source"]),
-                                                                                   node))
+            source_node = self._node_of(entry["source"])
+            values.append(_own_node(entry, source_node, node,
+                                    _loglog(entry[key], bits, entry.get("exponent")) * scale(source_node, node)))
         if not values:
             raise SpecError(f"{self.origin}: no {key} figure for {action}")
-        stacked = np.broadcast_arrays(*values)
-        return Band(np.minimum.reduce(stacked), np.maximum.reduce(stacked))
+        return _band(values)
 
     def energy(self, action: str, bits, node) -> Band:
         """pJ of one `action` (multiply, add, compare; register: per bit) on `bits`-wide operands at `node`."""
@@ -238,18 +255,20 @@ class Technology:
         for entry in self.sram:
             source_node = self._node_of(entry["source"])
             value = _loglog(entry.get(key, entry["read"]), size_kb, None) * self.energy_factor(source_node, node)
-            if entry.get("own_node_only"):  # elsewhere the other sources alone make the band
-                value = np.where(np.asarray(node) == source_node, value, np.nan)
-            values.append(value)
+            values.append(_own_node(entry, source_node, node, value))
         for entry in self.sram_cacti:
             values.append(_loglog(entry.get(key, entry["read"]), size_kb, None)
                           * self.energy_factor(int(entry["node_nm"]), node))
-        stacked = np.stack(np.broadcast_arrays(*values))
-        return Band(np.nanmin(stacked, axis=0), np.nanmax(stacked, axis=0))
+        return _band(values)
 
     def sram_area(self, size_kb, node) -> Band:
         """µm² of an SRAM of `size_kb` at `node` (CACTI entries, scaled by area from the node they were run at)."""
         return self._cacti("area_um2", size_kb, node, self.area_factor)
+
+    def sram_access_ns(self, size_kb, node) -> Band:
+        """ns of one access to an SRAM of `size_kb` at `node` (CACTI entries; scaled as a fixed circuit's delay,
+        by the nodes' f_max ratio: codesign/technology_limits.py)."""
+        return self._cacti("access_ns", size_kb, node, self.limits.delay_factor)
 
     def sram_leakage(self, size_kb, node) -> Band:
         """nW of leakage of an SRAM of `size_kb` at `node` (CACTI entries; scaled as logic leakage power is)."""
