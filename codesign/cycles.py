@@ -14,6 +14,13 @@ per head, by the first tile that visits it, when both buffers hold all of K and 
 one shift byte per row); with double-buffered inputs a tile's transfers overlap its compute and only the excess
 stalls, otherwise they add. Causal heads visit, per tile, only the blocks up to the tile's last row (the masked part
 of the diagonal block is computed and discarded).
+
+That is the serial schedule (the Datapath's default, which the RTL runs). Under the overlap schedule a step's GEMMs hold
+the array for their steady cycles only (codesign/gemm.py `overlapped`: the next fold's fill under the last one's drain),
+each GEMM takes the faster of its two orientations (rows and columns swapped, `oriented`), the tile height is the
+mapper's (`tile_rows`, default R), and the fill and drain of QKᵀ and of P·V are paid once a head (`array_tail`: the
+first scores wait for QKᵀ's, the last partial sums for P·V's). A pipelined divider takes d + ⌈r·d/D⌉ + latency − 1
+cycles per tile instead of d + ⌈r·d/D⌉ · latency.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import numpy as np
 
 from codesign.datapath import (EXP_LATENCY, OUTPUT_ACC_BYTES, RESCALE_LATENCY, ROW_STATE_BYTES, SCORE_LATENCY,
                                Datapath)
-from codesign.gemm import gemm
+from codesign.gemm import gemm, oriented, overlapped
 from host.errors import SpecError
 from host.checks import check_int
 from host.q15 import BC, DIM_MAX, MODEL_BC_MAX, SEQ_MAX
@@ -60,6 +67,13 @@ class HeadCycles:
     buffering: dict[str, str]  # per buffer: "double", "single" or "resident"
     queries: int  # query rows: seq for self-attention, q_len for decode (the array's M)
     shared_kv: bool  # K and V were on chip already (a later query head of a group): none loaded from DRAM
+    tile_rows: int  # Br, the query tile's height: R under the serial schedule, the mapper's under overlap
+    orientation: str  # which index of each GEMM lies along the rows and the columns (a tile's full block)
+    prologue: int  # cycles before anything computes (DRAM)
+    fill: int  # the first step's softmax (pipeline fill)
+    array_tail: int  # QKᵀ's and P·V's fill and drain, paid once (overlap schedule; 0 under serial)
+    divider_tail: int  # the last tile's divisions, exposed
+    epilogue: int  # the last tile's O to DRAM
 
     @property
     def latency_s(self) -> float:
@@ -87,40 +101,64 @@ class _Step:
     macs: int
     ops: int  # softmax-unit element operations
     counts: dict[str, int]
+    tail: int  # overlap schedule: the fill and drain of the step's two GEMMs (0 under serial)
+    orientation: str
 
 
-def _step(dp: Datapath, rows: int, keys: int, dim: int, first_block: bool) -> _Step:
-    qk = gemm(rows, keys, dim, dp.rows, dp.cols, dp.dataflow)  # scores: (rows, d) @ (d, keys)
-    pv = gemm(rows, dim, keys, dp.rows, dp.cols, dp.dataflow)  # partials: (rows, keys) @ (keys, d)
+#: The index along the rows, along the columns, and the streamed one, of a GEMM (M, N, K) per dataflow.
+_SPATIAL = {"os": (0, 1, 2), "ws": (2, 1, 0), "is": (2, 0, 1)}
+
+
+def _where(dataflow: str, names: tuple[str, str, str]) -> str:
+    rows, cols, streamed = (names[i] for i in _SPATIAL[dataflow])
+    return f"{rows} on rows, {cols} on columns, {streamed} streamed"
+
+
+def _step(dp: Datapath, rows: int, keys: int, dim: int, first_block: bool, overlap: bool) -> _Step:
+    if overlap:
+        qk, qk_t = oriented(rows, keys, dim, dp.rows, dp.cols, dp.dataflow)
+        pv, pv_t = oriented(rows, dim, keys, dp.rows, dp.cols, dp.dataflow)
+        (qk_cycles, qk_tail), (pv_cycles, pv_tail) = overlapped(qk), overlapped(pv)
+        tail = qk_tail + pv_tail  # the head's first scores come out after QKᵀ's fill, its last partials after P·V's
+    else:
+        qk = gemm(rows, keys, dim, dp.rows, dp.cols, dp.dataflow)  # scores: (rows, d) @ (d, keys)
+        pv = gemm(rows, dim, keys, dp.rows, dp.cols, dp.dataflow)  # partials: (rows, keys) @ (keys, d)
+        qk_t = pv_t = False
+        qk_cycles, pv_cycles, tail = qk.cycles, pv.cycles, 0
+    orientation = (f"QKᵀ {_where(dp.dataflow, ('keys', 'queries', 'd') if qk_t else ('queries', 'keys', 'd'))}; "
+                   f"P·V {_where(dp.dataflow, ('d', 'queries', 'keys') if pv_t else ('queries', 'd', 'keys'))}")
+    q_reads, k_reads = (qk.filter_reads, qk.ifmap_reads) if qk_t else (qk.ifmap_reads, qk.filter_reads)
+    p_reads, v_reads = (pv.filter_reads, pv.ifmap_reads) if pv_t else (pv.ifmap_reads, pv.filter_reads)
     lanes = dp.exp_lanes
     compares, exps = rows * keys, rows * keys + rows  # block max; p of each key and α of each row
     rescales = 0 if first_block else rows * (dim + 1)  # l and the d accumulators of every row (clock-gated if idle)
     softmax = (-(-compares // lanes) + -(-exps // lanes) + -(-rescales // lanes) + SCORE_LATENCY
                + math.ceil(math.log2(keys)) + EXP_LATENCY + (RESCALE_LATENCY if rescales else 0))
-    counts = {"sram_read_q": qk.ifmap_reads, "sram_read_k": qk.filter_reads, "score_writes": qk.ofmap_writes,
-              "prob_reads": pv.ifmap_reads, "sram_read_v": pv.filter_reads,
+    counts = {"sram_read_q": q_reads, "sram_read_k": k_reads, "score_writes": qk.ofmap_writes,
+              "prob_reads": p_reads, "sram_read_v": v_reads,
               "acc_reads": pv.ofmap_writes + rows * dim * (not first_block),
               "acc_writes": pv.ofmap_writes + rows * dim * (not first_block),
               "exp_evals": exps, "max_compares": compares, "rescale_mults": rescales, "macs": qk.macs + pv.macs}
-    return _Step(qk.cycles + pv.cycles, softmax, qk.macs + pv.macs, compares + exps + rescales, counts)
+    return _Step(qk_cycles + pv_cycles, softmax, qk.macs + pv.macs, compares + exps + rescales, counts, tail,
+                 orientation)
 
 
-def _tile_bytes(dp: Datapath, dim: int, bc: int) -> tuple[int, int, int]:
-    """Bytes of one query tile, one key (or value) block, and one tile's output accumulators with m and l."""
-    return (dp.rows * dim * WORD_BYTES, bc * dim * WORD_BYTES,
-            dp.rows * (dim * OUTPUT_ACC_BYTES + ROW_STATE_BYTES))
+def _tile_bytes(br: int, dim: int, bc: int) -> tuple[int, int, int]:
+    """Bytes of one query tile of br rows, one key (or value) block, and one tile's output accumulators with m, l."""
+    return (br * dim * WORD_BYTES, bc * dim * WORD_BYTES, br * (dim * OUTPUT_ACC_BYTES + ROW_STATE_BYTES))
 
 
-def buffer_shortfall(dp: Datapath, dim: int, bc: int = BC) -> str:
-    """Why `dp` cannot run a head of this dimension in blocks of `bc` keys ('' when it can): the first buffer that
-    holds less than one tile or block."""
-    q_tile, kv_block, o_tile = _tile_bytes(dp, dim, bc)
-    for name, size, need, what in (("q_buffer_kb", dp.q_buffer_kb, q_tile, f"one query tile ({dp.rows}x{dim} words)"),
+def buffer_shortfall(dp: Datapath, dim: int, bc: int = BC, tile_rows: int | None = None) -> str:
+    """Why `dp` cannot run a head of this dimension in blocks of `bc` keys and query tiles of `tile_rows` (default
+    R) ('' when it can): the first buffer that holds less than one tile or block."""
+    br = dp.rows if tile_rows is None else tile_rows
+    q_tile, kv_block, o_tile = _tile_bytes(br, dim, bc)
+    for name, size, need, what in (("q_buffer_kb", dp.q_buffer_kb, q_tile, f"one query tile ({br}x{dim} words)"),
                                    ("k_buffer_kb", dp.k_buffer_kb, kv_block, f"one key block ({bc}x{dim} words)"),
                                    ("v_buffer_kb", dp.v_buffer_kb, kv_block,
                                     f"one value block ({bc}x{dim} words)"),
                                    ("o_buffer_kb", dp.o_buffer_kb, o_tile,
-                                    f"one tile's accumulators ({dp.rows} rows)")):
+                                    f"one tile's accumulators ({br} rows)")):
         if size * 1024 < need:
             return f"{name}={size:g} holds less than {what} = {need} B at dim {dim}; allowed: >= {need / 1024:g}"
     return ""
@@ -142,12 +180,12 @@ class _Buffers:
                 "o": "double" if self.o_double else "single"}
 
 
-def _buffers(dp: Datapath, seq: int, dim: int, bc: int) -> _Buffers:
+def _buffers(dp: Datapath, seq: int, dim: int, bc: int, br: int) -> _Buffers:
     """The buffering each buffer's size allows; SpecError when one cannot hold a single tile or block."""
-    shortfall = buffer_shortfall(dp, dim, bc)
+    shortfall = buffer_shortfall(dp, dim, bc, br)
     if shortfall:
         raise SpecError(shortfall)
-    q_tile, kv_block, o_tile = _tile_bytes(dp, dim, bc)
+    q_tile, kv_block, o_tile = _tile_bytes(br, dim, bc)
     kv_kb = min(dp.k_buffer_kb, dp.v_buffer_kb)
     resident = kv_kb * 1024 >= seq * dim * WORD_BYTES
     return _Buffers(resident=resident, kv_double=resident or kv_kb * 1024 >= 2 * kv_block,
@@ -164,11 +202,11 @@ class _Tiles:
     kinds: list[tuple[int, int, bool, np.ndarray]]  # (rows, keys, first block, (tiles,) such steps of each tile)
 
 
-def _tiles(dp: Datapath, seq: int, queries: int, causal: bool, bc: int) -> _Tiles:
+def _tiles(br: int, seq: int, queries: int, causal: bool, bc: int) -> _Tiles:
     """The tiles of the head's `queries` rows (the contract's rows seq − queries .. seq − 1) and their steps. A
     tile's first step (block 0, no rescale) has min(Bc, seq) keys; its later steps are full blocks and, where it
     reaches it, the short last block. A causal tile visits the blocks up to its last row's own key."""
-    R, Bc = dp.rows, bc
+    R, Bc = br, bc
     row0 = seq - queries  # the first query's position: bottom-right alignment
     tiles = -(-queries // R)
     blocks = -(-seq // Bc)
@@ -200,20 +238,22 @@ class _Compute:
     softmax: Stage
     counts: dict[str, int]
     fill: int
+    tail: int  # the array's last fill and drain (overlap schedule)
+    orientation: str  # the first tile's full-block step's
 
 
-def _compute(dp: Datapath, dim: int, tiles: _Tiles) -> _Compute:
+def _compute(dp: Datapath, dim: int, tiles: _Tiles, overlap: bool) -> _Compute:
     """The array and softmax stages: each kind of step once (_step), times how many of it each tile takes."""
     steps = {}  # (rows, keys, first) -> _Step, for the few kinds of step a head has
 
     def step(rows: int, keys: int, first: bool) -> _Step:
         key = (rows, keys, first)
         if key not in steps:
-            steps[key] = _step(dp, rows, keys, dim, first)
+            steps[key] = _step(dp, rows, keys, dim, first, overlap)
         return steps[key]
 
     per_tile = np.zeros(len(tiles.rows), dtype=np.int64)
-    array_busy = softmax_busy = macs = ops = 0
+    array_busy = softmax_busy = macs = ops = tail = 0
     counts = dict.fromkeys(TRAFFIC_KEYS, 0)
     for rows, keys, first, n in tiles.kinds:
         total = int(n.sum())
@@ -221,15 +261,18 @@ def _compute(dp: Datapath, dim: int, tiles: _Tiles) -> _Compute:
             continue
         s = step(rows, keys, first)
         per_tile += n * max(s.array, s.softmax)
+        tail = max(tail, s.tail)
         array_busy += total * s.array
         softmax_busy += total * s.softmax
         macs += total * s.macs
         ops += total * s.ops
         for name, value in s.counts.items():
             counts[name] += total * value
+    array_busy += tail
     array = Stage(array_busy, macs, macs / (array_busy * dp.rows * dp.cols) if array_busy else 0.0)
     softmax = Stage(softmax_busy, ops, ops / (softmax_busy * dp.exp_lanes) if softmax_busy else 0.0)
-    return _Compute(per_tile, array, softmax, counts, step(int(tiles.rows[0]), tiles.first_keys, True).softmax)
+    first = step(int(tiles.rows[0]), tiles.first_keys, True)
+    return _Compute(per_tile, array, softmax, counts, first.softmax, tail, first.orientation)
 
 
 @dataclass(frozen=True)
@@ -273,17 +316,22 @@ def _dram(dp: Datapath, seq: int, dim: int, bc: int, tiles: _Tiles, buffers: _Bu
     return _Dram(tile_time, math.ceil((int(q_bytes[0]) + first_kv) / bw), math.ceil(int(o_bytes[-1]) / bw), kv_bytes)
 
 
-def _divider(dp: Datapath, dim: int, tiles: _Tiles, o_double: bool, tile_time: np.ndarray) -> tuple[Stage, int]:
-    """The divider stage, and the cycles of it the head waits for: per tile, the peak pass (d cycles: column c of
-    every row's accumulators in cycle c, each row's max |A| registered) and then its r·d divisions in waves of D;
-    beside the next tile's steps when the O buffer is double (only the excess and the last tile's exposed), else
-    all."""
-    divide = dim + -(-(tiles.rows * dim) // dp.dividers) * dp.div_latency
+def _divider(dp: Datapath, dim: int, tiles: _Tiles, o_double: bool,
+             tile_time: np.ndarray) -> tuple[Stage, int, int]:
+    """The divider stage, the cycles of it the head waits for, and of those the last tile's: per tile, the peak pass
+    (d cycles: column c of every row's accumulators in cycle c, each row's max |A| registered) and then its r·d
+    divisions in waves of D (iterative: latency cycles a wave; pipelined: a wave a cycle, the last one out latency −
+    1 cycles later); beside the next tile's steps when the O buffer is double (only the excess and the last tile's
+    exposed), else all."""
+    waves = -(-(tiles.rows * dim) // dp.dividers)
+    pipelined = dp.divider == "pipelined"
+    divide = dim + (waves + dp.div_latency - 1 if pipelined else waves * dp.div_latency)
     busy = int(divide.sum())
     # double: tile t's divisions run beside tile t+1's steps
     exposed = int(np.maximum(divide[:-1] - tile_time[1:], 0).sum()) + int(divide[-1]) if o_double else busy
     divisions = int(tiles.rows.sum()) * dim  # queries · d
-    return Stage(busy, divisions, divisions * dp.div_latency / (busy * dp.dividers)), exposed
+    occupied = divisions if pipelined else divisions * dp.div_latency  # divider-cycles the divisions take
+    return Stage(busy, divisions, occupied / (busy * dp.dividers)), exposed, int(divide[-1])
 
 
 def _traffic(queries: int, dim: int, steps: dict[str, int], kv_bytes: np.ndarray) -> dict[str, int]:
@@ -300,32 +348,43 @@ def _traffic(queries: int, dim: int, steps: dict[str, int], kv_bytes: np.ndarray
     return counts
 
 
+def useful_macs(seq: int, queries: int, dim: int, causal: bool) -> int:
+    """The MACs of the unmasked (query, key) pairs of both GEMMs: query i (0-based, of the last `queries` rows) sees
+    keys 0 .. seq − queries + i when causal, all seq keys otherwise."""
+    row0 = seq - queries
+    pairs = queries * row0 + queries * (queries + 1) // 2 if causal else queries * seq
+    return 2 * pairs * dim
+
+
 def head_cycles(dp: Datapath, seq: int, dim: int, causal: bool, bc: int = BC, queries: int | None = None,
-                shared_kv: bool = False) -> HeadCycles:
+                shared_kv: bool = False, tile_rows: int | None = None, overlap: bool | None = None) -> HeadCycles:
     """The cycle and traffic model of one head (`queries` rows, default seq, against seq keys of dim; key blocks of
-    `bc`) on `dp`; SpecError when a buffer cannot hold one tile or block. The rows are the contract's last ones
-    (seq − queries .. seq − 1: a decode step's causal mask aligned to the bottom right), tiled R at a time onto the
-    array's rows. `shared_kv`: K and V are already resident (a later query head of a group; only when they fit).
-    The stages' closed forms (array and softmax unit per step, DRAM per tile, dividers per tile) summed: the
-    prologue, the first step's softmax (the fill), every tile's time, the dividers' exposed cycles, the epilogue."""
+    `bc`) on `dp`; SpecError when a buffer cannot hold one tile or block. The rows are the contract's last ones (seq −
+    queries .. seq − 1: a decode step's causal mask aligned to the bottom right), tiled R at a time onto the array's
+    rows (or `tile_rows` at a time, the mapper's choice under the overlap schedule). `overlap`: the folds pipelined and
+    each GEMM oriented (default: when the datapath's schedule is overlap; the mapper also tries its folds back to back,
+    as the serial schedule runs them). `shared_kv`: K and V are already resident (a later query head of a group; only
+    when they fit). The stages' closed forms (array and softmax unit per step, DRAM per tile, dividers per tile) summed:
+    the prologue, the first step's softmax (the fill), every tile's time, the array's last fill and drain (overlap), the
+    dividers' exposed cycles, the epilogue."""
     check_int("seq", seq, 1, SEQ_MAX)
     check_int("dim", dim, 1, DIM_MAX)
     check_int("bc", bc, 1, MODEL_BC_MAX)
     queries = seq if queries is None else check_int("q_len", queries, 1, seq)
-    buffers = _buffers(dp, seq, dim, bc)
+    br = dp.rows if tile_rows is None else check_int("tile_rows", tile_rows, 1, SEQ_MAX)
+    buffers = _buffers(dp, seq, dim, bc, br)
     if shared_kv and not buffers.resident:
         raise SpecError(f"K and V of seq {seq}, dim {dim} do not fit the K/V buffers "
                         f"({min(dp.k_buffer_kb, dp.v_buffer_kb):g} KB each): they cannot stay on chip for a group")
-    tiles = _tiles(dp, seq, queries, causal, bc)
-    compute = _compute(dp, dim, tiles)
+    tiles = _tiles(br, seq, queries, causal, bc)
+    compute = _compute(dp, dim, tiles, dp.schedule == "overlap" if overlap is None else overlap)
     dram = _dram(dp, seq, dim, bc, tiles, buffers, compute.per_tile, shared_kv)
-    divider, divider_exposed = _divider(dp, dim, tiles, buffers.o_double, dram.tile_time)
+    divider, divider_exposed, divider_tail = _divider(dp, dim, tiles, buffers.o_double, dram.tile_time)
     stall = dram.prologue + int((dram.tile_time - compute.per_tile).sum()) + dram.epilogue
-    cycles = dram.prologue + compute.fill + int(dram.tile_time.sum()) + divider_exposed + dram.epilogue
-    row0 = seq - queries
-    # unmasked (query, key) pairs: query i (0-based) sees keys 0 .. row0 + i when causal
-    pairs = queries * row0 + queries * (queries + 1) // 2 if causal else queries * seq
+    cycles = (dram.prologue + compute.fill + int(dram.tile_time.sum()) + compute.tail + divider_exposed
+              + dram.epilogue)
     stages = {"array": compute.array, "softmax": compute.softmax, "divider": divider}
     return HeadCycles(dp, seq, dim, causal, bc, cycles, stall, stages,
                       _traffic(queries, dim, compute.counts, dram.kv_bytes),
-                      2 * pairs * dim, buffers.names, queries, shared_kv)
+                      useful_macs(seq, queries, dim, causal), buffers.names, queries, shared_kv, br,
+                      compute.orientation, dram.prologue, compute.fill, compute.tail, divider_tail, dram.epilogue)

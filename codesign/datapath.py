@@ -1,11 +1,12 @@
 """The parameters of one ASIC attention datapath: what an architect chooses, validated on construction.
 
-A `Datapath` is an R×C systolic array of Q15 multiply-accumulate cells (one dataflow, one accumulator width and
-overflow rule) with a score unit, a softmax unit of E exponent lanes, a bank of dividers, four on-chip buffers and a
-DRAM interface, at one clock. Its rows are the query tile (Br = R); the key block is the contract's (host.q15.BC, the
-same for every target), which a block's QKᵀ folds over the C columns, so every shape gives the Q15 contract's bits at
-that Bc (docs/codesign.md "Key block and array width"). codesign/bits.py computes those bits, codesign/cycles.py the
-cycles and the traffic; both take this object and the key block.
+A `Datapath` is an R×C systolic array of Q15 multiply-accumulate cells (one dataflow, one accumulator width and overflow
+rule) with a score unit, a softmax unit of E exponent lanes, a bank of dividers, four on-chip buffers and a DRAM
+interface, at one clock; `arrays` copies of all of it (each with its own buffers, softmax unit and dividers) share the
+DRAM interface. Under the serial schedule its rows are the query tile (Br = R); the key block is the contract's
+(host.q15.BC, the same for every target), which a block's QKᵀ folds over the C columns, so every shape gives the Q15
+contract's bits at that Bc (docs/codesign.md "Key block and array width"). codesign/bits.py computes those bits,
+codesign/cycles.py the cycles and the traffic; both take this object and the key block.
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ from host.checks import check_int, check_real
 from host.q15 import MODEL_BC_MAX
 
 DATAFLOWS = ("os", "ws", "is")
+#: serial: today's schedule, which the RTL runs (folds back to back, rows the query tile, heads one after another);
+#: overlap: folds pipelined (codesign/gemm.py `overlapped`), rows and columns and the query tile chosen by the mapper
+#: (codesign/mapper.py), heads pipelined one into the next (docs/codesign.md "Schedules and the mapper").
+SCHEDULES = ("serial", "overlap")
+#: iterative: a divider takes div_latency cycles per division; pipelined: it accepts one division a cycle and each
+#: comes out div_latency cycles later (the same quotient bits: codesign/bits.py models the function, not the timing).
+DIVIDERS = ("iterative", "pipelined")
+ARRAYS_MAX = 64
 OVERFLOWS = ("wrap", "saturate")
 ARRAY_MAX = MODEL_BC_MAX  # rows and columns: 1..256
 ACC_BITS_MIN, ACC_BITS_MAX = 16, 64
@@ -52,6 +61,9 @@ class Datapath:
     o_buffer_kb: float = 128.0
     dram_bytes_per_cycle: float = 32.0
     clock_hz: int = 1_000_000_000
+    arrays: int = 1  # P: copies of the array with its softmax unit, dividers and buffers, sharing the DRAM interface
+    schedule: str = "serial"  # one of SCHEDULES
+    divider: str = "iterative"  # one of DIVIDERS
 
     def __post_init__(self) -> None:
         check_int("array rows", self.rows, 1, ARRAY_MAX)
@@ -68,6 +80,11 @@ class Datapath:
             check_real(name, getattr(self, name), 0.0625, 1 << 20)
         check_real("dram_bytes_per_cycle", self.dram_bytes_per_cycle, 0.001, 65536)
         check_real("clock_hz", self.clock_hz, 1e6, 1e10)
+        check_int("arrays", self.arrays, 1, ARRAYS_MAX)
+        if self.schedule not in SCHEDULES:
+            raise SpecError(f"schedule={self.schedule!r} is unknown; allowed: {', '.join(SCHEDULES)}")
+        if self.divider not in DIVIDERS:
+            raise SpecError(f"divider={self.divider!r} is unknown; allowed: {', '.join(DIVIDERS)}")
         if float(self.clock_hz) != int(self.clock_hz):
             raise SpecError(f"clock_hz={self.clock_hz!r} is not a whole number of Hz; allowed: 1e6..1e10 Hz")
 
@@ -75,7 +92,7 @@ class Datapath:
     def name(self) -> str:
         """The short name rows carry as their kernel: array, dataflow, accumulator (s = saturating), then a tag for
         each other parameter that differs from its default, so that two different datapaths never share a name
-        (e.g. sa32x32-os-acc40, sa16x16-ws-acc36s-e8-bw4-500MHz)."""
+        (e.g. sa32x32-os-acc40, sa16x16-ws-acc36s-e8-bw4-500MHz, sa64x64-os-acc40-p4-overlap-pdiv)."""
         saturating = "s" if self.overflow == "saturate" else ""
         name = f"sa{self.rows}x{self.cols}-{self.dataflow}-acc{self.acc_bits}{saturating}"
         changed = [f.name for f in fields(self) if getattr(self, f.name) != f.default]
@@ -91,13 +108,22 @@ class Datapath:
             tags.append(f"bw{self.dram_bytes_per_cycle:g}")
         if "clock_hz" in changed:
             tags.append(f"{self.clock_hz / 1e6:g}MHz")
+        if "arrays" in changed:
+            tags.append(f"p{self.arrays}")
+        if "schedule" in changed:
+            tags.append(self.schedule)
+        if "divider" in changed:
+            tags.append("pdiv")
         return "-".join([name, *tags])
 
     def describe(self) -> str:
         """One line for a row's device field."""
-        return (f"ASIC model: {self.rows}x{self.cols} {self.dataflow} array, {self.acc_bits}-bit {self.overflow} "
-                f"accumulators, {self.exp_lanes} exp lanes, {self.dividers} dividers, "
-                f"{self.clock_hz / 1e6:g} MHz, DRAM {self.dram_bytes_per_cycle:g} B/cycle")
+        arrays = f"{self.arrays} x " if self.arrays > 1 else ""
+        extra = "" if self.schedule == "serial" else f", {self.schedule} schedule"
+        divider = "" if self.divider == "iterative" else f" {self.divider}"
+        return (f"ASIC model: {arrays}{self.rows}x{self.cols} {self.dataflow} array, {self.acc_bits}-bit "
+                f"{self.overflow} accumulators, {self.exp_lanes} exp lanes, {self.dividers}{divider} dividers, "
+                f"{self.clock_hz / 1e6:g} MHz, DRAM {self.dram_bytes_per_cycle:g} B/cycle{extra}")
 
 
 def array_shape(text: str) -> tuple[int, int]:

@@ -16,6 +16,13 @@ SRAM words moved (one word per operand element, whatever its width):
     ws  reads A M·K·ceil(N/C), B K·N once;  writes M·N·ceil(K/R) partial sums (one set per row fold of K)
     is  reads A M·K once, B K·N·ceil(M/C);  writes M·N·ceil(K/R)
 
+Under the datapath's overlap schedule (`Datapath.schedule == "overlap"`) a GEMM's folds run as a pipeline: the next
+fold's fill under the last one's drain, the stationary operand double-buffered, so each fold holds the array for
+max(T, r) cycles (r = min(Sr, R), the rows a fold uses: os drains r output rows, ws and is load r weight rows) and
+the fill and drain of the part of the array a fold uses, r + c − 2 in os and 2r + c − 2 in ws and is
+(c = min(Sc, C)), are paid once at the end of a chain of GEMMs (`overlapped`). One fold with T ≥ R on the whole array
+costs what the table above says. `oriented` also tries Cᵀ = Bᵀ·Aᵀ (rows and columns swapped) and keeps the faster.
+
 `GemmCounts` holds these true counts. `GemmCounts.scalesim()` gives the figures SCALE-Sim v2 (scale-sim-v2 @22f88b17)
 prints for the same GEMM without stalls, its counting quirks added there and only there (tests/data/scalesim/README.md
 lists them; tests/codesign/test_codesign_gemm.py checks every row SCALE-Sim printed).
@@ -31,7 +38,7 @@ from host.cli_common import Parser, guard, integer
 from host.errors import SpecError
 from host.checks import check_int
 
-__all__ = ["DATAFLOWS", "DIM_MAX", "GemmCounts", "array_shape", "gemm", "main"]
+__all__ = ["DATAFLOWS", "DIM_MAX", "GemmCounts", "array_shape", "gemm", "main", "oriented", "overlapped"]
 
 DIM_MAX = 2**31  # M, N, K: 1..2³¹
 
@@ -126,6 +133,25 @@ def gemm(m: int, n: int, k: int, rows: int, cols: int, dataflow: str) -> GemmCou
         reads_a, reads_b, writes_c = m * k, k * n * col_folds, m * n * row_folds
     return GemmCounts(m, n, k, rows, cols, dataflow, folds, fold_cycles, folds * fold_cycles, m * n * k,
                       reads_a, reads_b, writes_c, (sr * sc) / (folds * rows * cols))
+
+
+def overlapped(counts: GemmCounts) -> tuple[int, int]:
+    """(steady, tail) of a GEMM under the overlap schedule: the cycles it holds the array, folds · max(T, r), and the
+    fill and drain of the part of the array its folds use, paid once at the end of a chain (os r + c − 2, ws and
+    is 2r + c − 2, with r = min(Sr, R) and c = min(Sc, C))."""
+    sr, sc, t = _spatial_temporal(counts.m, counts.n, counts.k, counts.dataflow)
+    r, c = min(sr, counts.rows), min(sc, counts.cols)
+    fill = r + c - 2 if counts.dataflow == "os" else 2 * r + c - 2
+    return counts.folds * max(t, r), fill
+
+
+def oriented(m: int, n: int, k: int, rows: int, cols: int, dataflow: str) -> tuple[GemmCounts, bool]:
+    """The faster of C = A·B and Cᵀ = Bᵀ·Aᵀ under the overlap schedule (least steady cycles, then least tail; C = A·B
+    on a tie), and whether it is the transposed one (A's and B's reads then swap roles)."""
+    plain, swapped = gemm(m, n, k, rows, cols, dataflow), gemm(n, m, k, rows, cols, dataflow)
+    if overlapped(swapped) < overlapped(plain):
+        return swapped, True
+    return plain, False
 
 
 _FOLD_FORMULA = {"os": "T + R + C - 2", "ws": "2R + C + T - 2", "is": "2R + C + T - 2"}

@@ -1,0 +1,84 @@
+"""The mapper: for one datapath and one attention problem, the fastest legal mapping (codesign/mapping.py `Mapping`),
+found by exhaustive search over a small legal set (docs/codesign.md "Schedules and the mapper"), as Timeloop's and
+LLMCompass's mappers do for their architectures.
+
+The set: the folds back to back with the query tile R (the serial schedule's, the RTL's) and, under the overlap
+schedule, the folds overlapped with every query-tile height Br from `tile_heights` (powers of two from 8 up to the
+query rows, R and C, and the rows themselves), how many arrays take whole groups (or heads) and
+how many split each head's query rows (powers of two, the datapath's P and the work's unit count, at most P arrays
+in all), and whether a group's query heads share their K/V head on one array. Which index of each GEMM lies along the
+rows and columns is chosen inside the head model (codesign/gemm.py `oriented`, the faster of the two, per step
+kind). Each candidate is one `mapped_cycles` call; heads of equal shape and DRAM share are computed once (a cache),
+so a search costs a few head models per distinct tile height and array count.
+"""
+
+from __future__ import annotations
+
+from codesign.datapath import Datapath
+from codesign.mapping import Mapping, ProblemCycles, mapped_cycles
+from host.errors import SpecError
+
+#: The largest query tile the overlap schedule's mapper tries (rows; the buffers usually refuse sooner).
+TILE_MAX = 1024
+
+
+def _counts(limit: int, *extra: int) -> list[int]:
+    """1, 2, 4, … up to `limit`, with the `extra` values at or below it."""
+    values = {1 << i for i in range(limit.bit_length()) if 1 << i <= limit}
+    return sorted(values | {e for e in extra if 1 <= e <= limit})
+
+
+def tile_heights(dp: Datapath, rows: int) -> list[int]:
+    """The query-tile heights the mapper tries with overlapped folds for heads (or chunks) of `rows` query rows: the
+    powers of two from 8, R and C, below `rows`, and `rows` itself (up to TILE_MAX)."""
+    top = min(rows, TILE_MAX)
+    candidates = {1 << i for i in range(3, TILE_MAX.bit_length())} | {dp.rows, dp.cols}
+    return sorted({t for t in candidates if t < top} | {top})
+
+
+def candidates(dp: Datapath, queries: int, heads: int, kv_heads: int, batch: int) -> list[Mapping]:
+    """Every mapping the search tries for the problem's shape on `dp` (some may still be refused by the buffers)."""
+    out = []
+    for share in ((True, False) if heads // kv_heads > 1 else (True,)):
+        units = batch * (kv_heads if share else heads)
+        for across in _counts(min(dp.arrays, units), dp.arrays, units):
+            for split in _counts(min(dp.arrays // across, queries), dp.arrays // across):
+                chunk = -(-queries // split)
+                out.append(Mapping(dp.rows, across, split, share))  # folds back to back, rows the query tile
+                if dp.schedule == "overlap":
+                    out += [Mapping(t, across, split, share, True) for t in tile_heights(dp, chunk)]
+    return out
+
+
+def _order(dp: Datapath, model: ProblemCycles) -> tuple:
+    """The search's ranking: fewest cycles, then fewest arrays, K/V heads shared, folds back to back, the tile R, the
+    smaller tile."""
+    m = model.mapping
+    return model.cycles, m.arrays, not m.share_kv, m.overlap, m.tile_rows != dp.rows, m.tile_rows
+
+
+def best_mapping(dp: Datapath, seq: int, dim: int, causal: bool, bc: int, queries: int | None, heads: int,
+                 kv_heads: int | None, batch: int) -> ProblemCycles:
+    """The problem under its fastest legal mapping on `dp` (ties: the fewest arrays, then shared K/V heads, then the
+    tile R); SpecError with the first candidate's reason when none is legal (a buffer below one tile)."""
+    kv_heads = heads if kv_heads is None else kv_heads
+    if kv_heads < 1 or heads % kv_heads:
+        raise SpecError(f"kv_heads={kv_heads} does not divide heads={heads}; allowed: a divisor of {heads}")
+    rows = seq if queries is None else queries
+    best, first_error = None, None
+    for mapping in candidates(dp, rows, heads, kv_heads, batch):
+        try:
+            model = mapped_cycles(dp, seq, dim, causal, bc, queries, heads, kv_heads, batch, mapping)
+        except SpecError as exc:
+            first_error = first_error or exc
+            continue
+        if best is None or _order(dp, model) < _order(dp, best):
+            best = model
+    if best is None:
+        raise first_error
+    return best
+
+
+def mapping_count(dp: Datapath, queries: int, heads: int, kv_heads: int, batch: int) -> int:
+    """How many mappings one search tries (for the time per point the docs state)."""
+    return len(candidates(dp, queries, heads, kv_heads, batch))
