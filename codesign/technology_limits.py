@@ -27,12 +27,14 @@ def _positive(origin: str, what: str, value) -> float:
     return float(value)
 
 
-def _pair(origin: str, what: str, value, upper: float) -> tuple[float, float]:
+def _pair(origin: str, what: str, value, below_one: bool) -> tuple[float, float]:
+    """[low, high] with 0 < low <= high and high < 1 (`below_one`) or <= 1."""
+    bound = "< 1" if below_one else "<= 1"
     if not isinstance(value, list) or len(value) != 2:
-        raise SpecError(f"{origin}: {what} = {value!r}; allowed: [low, high]")
+        raise SpecError(f"{origin}: {what} = {value!r}; allowed: [low, high] with 0 < low <= high {bound}")
     low, high = (_positive(origin, what, v) for v in value)
-    if not low <= high < upper:
-        raise SpecError(f"{origin}: {what} = {value!r}; allowed: [low, high] with 0 < low <= high < {upper:g}")
+    if not (low <= high and (high < 1 if below_one else high <= 1)):
+        raise SpecError(f"{origin}: {what} = {value!r}; allowed: [low, high] with 0 < low <= high {bound}")
     return low, high
 
 
@@ -73,8 +75,8 @@ class Limits:
             port = bank["port_bits"]
             if isinstance(port, bool) or not isinstance(port, int) or port < 8 or port % 8:
                 raise SpecError(f"{origin}: [banking] port_bits = {port!r}; allowed: a whole number of bytes >= 8")
-            return cls(v_nom, f_max, alpha, v_th, v_min, _pair(origin, "[clock_energy] share", clock["share"], 1),
-                       _pair(origin, "[idle_pe] register_fraction", idle["register_fraction"], 1.0000001),
+            return cls(v_nom, f_max, alpha, v_th, v_min, _pair(origin, "[clock_energy] share", clock["share"], True),
+                       _pair(origin, "[idle_pe] register_fraction", idle["register_fraction"], False),
                        port, _positive(origin, "[banking] min_bank_kb", bank["min_bank_kb"]))
         except (KeyError, TypeError) as exc:
             raise SpecError(f"{origin}: missing or malformed voltage/clock/banking entry "

@@ -176,7 +176,9 @@ def test_every_new_band_is_ordered():
     (lambda d: d["voltage"].update(v_nom=[1.0]), r"v_nom = \[1.0\]; allowed: 10 volts, one per node"),
     (lambda d: d["clock_energy"].update(share=[0.5, 0.3]), r"share = \[0.5, 0.3\]; allowed: \[low, high\]"),
     (lambda d: d["clock_energy"].update(low_source="nobody"), "low_source = 'nobody' names no known source"),
-    (lambda d: d["idle_pe"].update(register_fraction=[0.1, 2.0]), "register_fraction"),
+    (lambda d: d["idle_pe"].update(register_fraction=[0.1, 2.0]),
+     r"register_fraction = \[0.1, 2.0\]; allowed: \[low, high\] with 0 < low <= high <= 1"),
+    (lambda d: d["clock_energy"].update(share=[0.25, 1.0]), r"share = \[0.25, 1.0\]; allowed: .* high < 1"),
     (lambda d: d["banking"].update(port_bits=12), "port_bits = 12; allowed: a whole number of bytes"),
     (lambda d: d.pop("voltage"), "missing or malformed voltage/clock/banking entry"),
 ])
@@ -185,3 +187,16 @@ def test_a_broken_limits_table_is_refused_in_one_line(change, message):
     change(data)
     with pytest.raises(SpecError, match=message):
         Technology(data)
+
+
+def test_the_new_arguments_broadcast_over_points_as_the_explorer_passes_them():
+    clocks, nodes = np.array([5e8, 1.5e9, 1e9]), np.array([45, 45, 7])
+    traffic = {k: np.full(3, v) for k, v in TRAFFIC.items()}
+    cycles = np.full(3, float(HEAD.cycles))
+    many = energy.head_energy(TECH, traffic, DP.rows, DP.cols, 40, DP.div_latency, BUFFERS, nodes, "hbm2",
+                              clock_hz=clocks, cycles=cycles)
+    for i in range(3):
+        one = _parts(int(nodes[i]), clock_hz=float(clocks[i]), cycles=HEAD.cycles)
+        for name in (*energy.PARTS, "total"):
+            assert many[name].low[i] == pytest.approx(float(one[name].low))
+            assert many[name].high[i] == pytest.approx(float(one[name].high))
