@@ -32,7 +32,7 @@ import numpy as np
 
 from codesign.datapath import (EXP_LATENCY, OUTPUT_ACC_BYTES, RESCALE_LATENCY, ROW_STATE_BYTES, SCORE_LATENCY,
                                Datapath)
-from codesign.gemm import gemm, oriented, overlapped
+from codesign.gemm import gemm, oriented, overlapped, streamed
 from host.errors import SpecError
 from host.checks import check_int
 from host.q15 import BC, DIM_MAX, MODEL_BC_MAX, SEQ_MAX
@@ -74,6 +74,8 @@ class HeadCycles:
     array_tail: int  # QKᵀ's and P·V's fill and drain, paid once (overlap schedule; 0 under serial)
     divider_tail: int  # the last tile's divisions, exposed
     epilogue: int  # the last tile's O to DRAM
+    fill_drain: int  # array cycles not streaming: every fold's fill, drain and loads (serial), or max(T, r) − T a
+    # fold and the tails (overlap)
 
     @property
     def latency_s(self) -> float:
@@ -103,6 +105,7 @@ class _Step:
     counts: dict[str, int]
     tail: int  # overlap schedule: the fill and drain of the step's two GEMMs (0 under serial)
     orientation: str
+    fill_drain: int  # the step's array cycles beyond streaming (folds · T of each GEMM)
 
 
 #: The index along the rows, along the columns, and the streamed one, of a GEMM (M, N, K) per dataflow.
@@ -139,8 +142,9 @@ def _step(dp: Datapath, rows: int, keys: int, dim: int, first_block: bool, overl
               "acc_reads": pv.ofmap_writes + rows * dim * (not first_block),
               "acc_writes": pv.ofmap_writes + rows * dim * (not first_block),
               "exp_evals": exps, "max_compares": compares, "rescale_mults": rescales, "macs": qk.macs + pv.macs}
+    fill_drain = qk_cycles + pv_cycles - streamed(qk) - streamed(pv)
     return _Step(qk_cycles + pv_cycles, softmax, qk.macs + pv.macs, compares + exps + rescales, counts, tail,
-                 orientation)
+                 orientation, fill_drain)
 
 
 def _tile_bytes(br: int, dim: int, bc: int) -> tuple[int, int, int]:
@@ -240,6 +244,7 @@ class _Compute:
     fill: int
     tail: int  # the array's last fill and drain (overlap schedule)
     orientation: str  # the first tile's full-block step's
+    fill_drain: int
 
 
 def _compute(dp: Datapath, dim: int, tiles: _Tiles, overlap: bool) -> _Compute:
@@ -253,7 +258,7 @@ def _compute(dp: Datapath, dim: int, tiles: _Tiles, overlap: bool) -> _Compute:
         return steps[key]
 
     per_tile = np.zeros(len(tiles.rows), dtype=np.int64)
-    array_busy = softmax_busy = macs = ops = tail = 0
+    array_busy = softmax_busy = macs = ops = tail = fill_drain = 0
     counts = dict.fromkeys(TRAFFIC_KEYS, 0)
     for rows, keys, first, n in tiles.kinds:
         total = int(n.sum())
@@ -265,6 +270,7 @@ def _compute(dp: Datapath, dim: int, tiles: _Tiles, overlap: bool) -> _Compute:
         array_busy += total * s.array
         softmax_busy += total * s.softmax
         macs += total * s.macs
+        fill_drain += total * s.fill_drain
         ops += total * s.ops
         for name, value in s.counts.items():
             counts[name] += total * value
@@ -272,7 +278,7 @@ def _compute(dp: Datapath, dim: int, tiles: _Tiles, overlap: bool) -> _Compute:
     array = Stage(array_busy, macs, macs / (array_busy * dp.rows * dp.cols) if array_busy else 0.0)
     softmax = Stage(softmax_busy, ops, ops / (softmax_busy * dp.exp_lanes) if softmax_busy else 0.0)
     first = step(int(tiles.rows[0]), tiles.first_keys, True)
-    return _Compute(per_tile, array, softmax, counts, first.softmax, tail, first.orientation)
+    return _Compute(per_tile, array, softmax, counts, first.softmax, tail, first.orientation, fill_drain + tail)
 
 
 @dataclass(frozen=True)
@@ -387,4 +393,5 @@ def head_cycles(dp: Datapath, seq: int, dim: int, causal: bool, bc: int = BC, qu
     return HeadCycles(dp, seq, dim, causal, bc, cycles, stall, stages,
                       _traffic(queries, dim, compute.counts, dram.kv_bytes),
                       useful_macs(seq, queries, dim, causal), buffers.names, queries, shared_kv, br,
-                      compute.orientation, dram.prologue, compute.fill, compute.tail, divider_tail, dram.epilogue)
+                      compute.orientation, dram.prologue, compute.fill, compute.tail, divider_tail, dram.epilogue,
+                      compute.fill_drain)

@@ -38,7 +38,7 @@ from host.cli_common import Parser, guard, integer
 from host.errors import SpecError
 from host.checks import check_int
 
-__all__ = ["DATAFLOWS", "DIM_MAX", "GemmCounts", "array_shape", "gemm", "main", "oriented", "overlapped"]
+__all__ = ["DATAFLOWS", "DIM_MAX", "GemmCounts", "array_shape", "gemm", "main", "oriented", "overlapped", "streamed"]
 
 DIM_MAX = 2**31  # M, N, K: 1..2³¹
 
@@ -143,6 +143,12 @@ def overlapped(counts: GemmCounts) -> tuple[int, int]:
     r, c = min(sr, counts.rows), min(sc, counts.cols)
     fill = r + c - 2 if counts.dataflow == "os" else 2 * r + c - 2
     return counts.folds * max(t, r), fill
+
+
+def streamed(counts: GemmCounts) -> int:
+    """folds · T: the cycles a GEMM's folds stream data through the array, its fill, drain and loads left out (what
+    a bigger array cannot shorten except by taking fewer folds)."""
+    return counts.folds * _spatial_temporal(counts.m, counts.n, counts.k, counts.dataflow)[2]
 
 
 def oriented(m: int, n: int, k: int, rows: int, cols: int, dataflow: str) -> tuple[GemmCounts, bool]:

@@ -2,14 +2,14 @@
 found by exhaustive search over a small legal set (docs/codesign.md "Schedules and the mapper"), as Timeloop's and
 LLMCompass's mappers do for their architectures.
 
-The set: the folds back to back with the query tile R (the serial schedule's, the RTL's) and, under the overlap
-schedule, the folds overlapped with every query-tile height Br from `tile_heights` (powers of two from 8 up to the
-query rows, R and C, and the rows themselves), how many arrays take whole groups (or heads) and
-how many split each head's query rows (powers of two, the datapath's P and the work's unit count, at most P arrays
+The set: under the serial schedule the folds back to back with the query tile R (the RTL's); under overlap the folds
+back to back or overlapped, each at every query-tile height Br from `tile_heights` (the powers of two up to the query
+rows, R, C, R/2 and C/2, and the rows themselves), how many arrays take whole groups (or heads) and how many split each
+head's query rows (every count up to 8, then powers of two, the datapath's P and the work's unit count, at most P arrays
 in all), and whether a group's query heads share their K/V head on one array. Which index of each GEMM lies along the
-rows and columns is chosen inside the head model (codesign/gemm.py `oriented`, the faster of the two, per step
-kind). Each candidate is one `mapped_cycles` call; heads of equal shape and DRAM share are computed once (a cache),
-so a search costs a few head models per distinct tile height and array count.
+rows and columns is chosen inside the head model (codesign/gemm.py `oriented`, the faster of the two, per step kind).
+Each candidate is one `mapped_cycles` call; heads of equal shape and DRAM share are computed once (a cache), so a search
+costs a few head models per distinct tile height and array count.
 """
 
 from __future__ import annotations
@@ -22,17 +22,22 @@ from host.errors import SpecError
 TILE_MAX = 1024
 
 
+#: Array counts the search tries one by one (above it, powers of two and the datapath's and the work's own counts).
+EVERY_COUNT = 8
+
+
 def _counts(limit: int, *extra: int) -> list[int]:
-    """1, 2, 4, … up to `limit`, with the `extra` values at or below it."""
-    values = {1 << i for i in range(limit.bit_length()) if 1 << i <= limit}
+    """1 .. EVERY_COUNT, then 16, 32, … up to `limit`, with the `extra` values at or below it."""
+    values = set(range(1, min(limit, EVERY_COUNT) + 1)) | {1 << i for i in range(limit.bit_length())
+                                                            if 1 << i <= limit}
     return sorted(values | {e for e in extra if 1 <= e <= limit})
 
 
 def tile_heights(dp: Datapath, rows: int) -> list[int]:
-    """The query-tile heights the mapper tries with overlapped folds for heads (or chunks) of `rows` query rows: the
-    powers of two from 8, R and C, below `rows`, and `rows` itself (up to TILE_MAX)."""
+    """The query-tile heights the mapper tries under the overlap schedule for heads (or chunks) of `rows` query rows:
+    the powers of two, R, C, R/2 and C/2 below `rows`, and `rows` itself (up to TILE_MAX)."""
     top = min(rows, TILE_MAX)
-    candidates = {1 << i for i in range(3, TILE_MAX.bit_length())} | {dp.rows, dp.cols}
+    candidates = {1 << i for i in range(TILE_MAX.bit_length())} | {dp.rows, dp.cols, dp.rows // 2, dp.cols // 2}
     return sorted({t for t in candidates if t < top} | {top})
 
 
@@ -44,9 +49,11 @@ def candidates(dp: Datapath, queries: int, heads: int, kv_heads: int, batch: int
         for across in _counts(min(dp.arrays, units), dp.arrays, units):
             for split in _counts(min(dp.arrays // across, queries), dp.arrays // across):
                 chunk = -(-queries // split)
-                out.append(Mapping(dp.rows, across, split, share))  # folds back to back, rows the query tile
-                if dp.schedule == "overlap":
-                    out += [Mapping(t, across, split, share, True) for t in tile_heights(dp, chunk)]
+                if dp.schedule == "serial":  # folds back to back, the array's rows the query tile
+                    out.append(Mapping(dp.rows, across, split, share))
+                else:  # folds back to back or overlapped, at every tile height
+                    out += [Mapping(t, across, split, share, overlap) for t in tile_heights(dp, chunk)
+                            for overlap in (False, True)]
     return out
 
 
@@ -82,3 +89,22 @@ def best_mapping(dp: Datapath, seq: int, dim: int, causal: bool, bc: int, querie
 def mapping_count(dp: Datapath, queries: int, heads: int, kv_heads: int, batch: int) -> int:
     """How many mappings one search tries (for the time per point the docs state)."""
     return len(candidates(dp, queries, heads, kv_heads, batch))
+
+
+def slower_reason(dp: Datapath, smaller: ProblemCycles, seq: int, dim: int, causal: bool, bc: int,
+                  queries: int | None, heads: int, kv_heads: int | None, batch: int) -> str:
+    """Why `dp` (an array at least as large as `smaller`'s in rows and columns, the rest equal) takes more cycles than
+    `smaller` ('' when the cause is not its array): run on `smaller`'s own mapping, `dp` streams no longer (its folds
+    are no more) but spends more cycles filling, draining and loading (r + c − 2 and the weight loads grow with the
+    array's sides), and its best mapping is no faster than that."""
+    small = smaller.first.datapath
+    same = mapped_cycles(dp, seq, dim, causal, bc, queries, heads, kv_heads, batch, smaller.mapping)
+    if same.cycles <= smaller.cycles:
+        return ""
+    for what, big, little in (("fill, drain and stationary loads", same.fill_drain, smaller.fill_drain),
+                              ("fill and drain paid once a head", same.array_tail, smaller.array_tail)):
+        if big > little:
+            return (f"slower than the {small.rows}x{small.cols} array: on its mapping ({smaller.describe()}) this "
+                    f"one spends {big - little:,} more cycles in {what} ({big:,} against {little:,}), which its "
+                    "fewer folds do not win back")
+    return ""

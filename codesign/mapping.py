@@ -59,6 +59,20 @@ class ProblemCycles:
         later = 0 if self.later is None else (self.group - 1) * value(self.later)
         return self.groups * self.mapping.split * (value(self.first) + later)
 
+    def _busiest(self, value) -> int:
+        later = 0 if self.later is None else (self.group - 1) * value(self.later)
+        return -(-self.groups // self.mapping.across) * (value(self.first) + later)
+
+    @property
+    def fill_drain(self) -> int:
+        """The busiest array's cycles of fill, drain and stationary loads (HeadCycles.fill_drain over its heads)."""
+        return self._busiest(lambda head: head.fill_drain)
+
+    @property
+    def array_tail(self) -> int:
+        """The busiest array's fill and drain paid once a head (HeadCycles.array_tail over its heads)."""
+        return self._busiest(lambda head: head.array_tail)
+
     @property
     def stall_cycles(self) -> int:
         """DRAM stalls summed over every head's chunks (arrays stall side by side, so this can exceed `cycles`

@@ -53,6 +53,36 @@ def test_a_block_wider_than_the_array_folds_over_its_columns_by_hand():
     assert head.traffic["dram_write_o_bytes"] == 8 * (4 * 2 + 1)
 
 
+def test_a_pipelined_divider_by_hand():
+    dp = Datapath(rows=4, cols=4, dataflow="os", exp_lanes=4, dividers=4, div_latency=18, dram_bytes_per_cycle=32,
+                  divider="pipelined")
+    head = head_cycles(dp, seq=4, dim=4, causal=False, bc=4)
+    # The first case with a divider that takes one division a cycle: the peak pass (4 cycles), then 16 divisions on
+    # 4 dividers, 4 waves entering one a cycle, the last out 18 − 1 cycles after it enters: 4 + 4 + 17 = 25 against
+    # 76. Everything else as before: 3 + 18 + 20 + 25 + 2 = 68.
+    assert head.cycles == 68 and head.stages["divider"].busy_cycles == 25
+    assert head.stages["divider"].utilisation == 16 / (25 * 4)  # one divider-cycle per division
+
+
+def test_the_overlap_schedule_by_hand():
+    dp = Datapath(rows=4, cols=4, dataflow="os", exp_lanes=4, dividers=4, div_latency=18, dram_bytes_per_cycle=32,
+                  schedule="overlap", divider="pipelined")
+    head = head_cycles(dp, seq=8, dim=4, causal=False, bc=8)
+    # The second case (two tiles of 4 rows, one block of 8 keys) with the folds pipelined. QKᵀ = gemm(4, 8, 4) os:
+    # Sr = 4 rows, Sc = 8 keys in 2 column folds, T = 4; each fold holds the array max(T, r) = max(4, 4) = 4 → 8;
+    # transposed, gemm(8, 4, 4) is 2 row folds of 4 as well (8), a tie, so it stays as it is. P·V = gemm(4, 4, 8):
+    # one fold streaming 8 keys, max(8, 4) = 8. A step holds the array 16 cycles, the softmax unit 27 (as before):
+    # 27 a step. Fill and drain of the part of the array used, once a head: QKᵀ r + c − 2 = 4 + 4 − 2 = 6, P·V 6
+    # → 12. Pipelined divider per tile: 4 + 4 waves + 17 = 25; tile 0's beside tile 1's 27-cycle step (none
+    # exposed), tile 1's exposed. 5 (prologue) + 27 (fill) + 2·27 + 12 + 25 + 2 (epilogue) = 125 against 220.
+    assert head.cycles == 125 and head.array_tail == 12 and head.divider_tail == 25
+    assert head.stages["array"].busy_cycles == 2 * 16 + 12 and head.stages["divider"].busy_cycles == 50
+    assert head.orientation.startswith("QKᵀ queries on rows, keys on columns")
+    assert (head.prologue, head.fill, head.epilogue) == (5, 27, 2)
+    # the same head with its folds back to back (the serial schedule's) is the second case's 220 but for the divider
+    assert head_cycles(dp, 8, 4, False, 8, overlap=False).cycles == 220 - 76 - 42 + 25
+
+
 @pytest.mark.parametrize("seq", [1, 17, 97, 1025])
 @pytest.mark.parametrize("dim", [1, 59, 128])
 @pytest.mark.parametrize("causal", [False, True])
