@@ -86,12 +86,13 @@ def rtl_plan(problem: AttentionProblem, dp: Datapath, bc: int = q15.BC) -> str:
 def rtl_check(result: Evaluation) -> tuple[list[str], bool]:
     """Every head of the evaluation through the RTL: report lines, and whether outputs and stage cycles agree."""
     dp, head, quantized = result.datapath, result.head, result.quantized
-    from codesign.rtl.sim import DONE_TICKS, simulate_heads
+    from codesign.rtl.sim import DONE_TICKS, schedule_cycles, simulate_heads
 
     began = time.perf_counter()
     b_h = [(b, h) for b in range(result.problem.batch) for h in range(result.problem.heads)]
-    # the simulated cycles as the RTL counts them: each head's stages one after another, and the cycle of its done
-    simulated = (sum(stage.busy_cycles for stage in head.stages.values()) + DONE_TICKS) * len(b_h)
+    # the simulated cycles as the RTL counts them: each head's schedule, and the cycle of its done
+    schedule = schedule_cycles(dp, head.seq, head.dim, head.causal)
+    simulated = (schedule + DONE_TICKS) * len(b_h)
     with Progress("codesign run", "RTL", simulated, "cycle", unit_scale=True) as bar:
         # the time estimate printed first can be far off: the rate says how far
         rtl_heads = simulate_heads([(*quantized.head(b, h), quantized.params) for b, h in b_h], dp,
@@ -110,7 +111,12 @@ def rtl_check(result: Evaluation) -> tuple[list[str], bool]:
         same_cycles &= got == {expected}
         lines.append(f"  {name:<8} {expected:>12,} {', '.join(f'{g:,}' for g in sorted(got)):>12}"
                      + ("" if got == {expected} else "   DIFFERS"))
-    return lines, same_bits and same_cycles
+    totals = {one.cycles for one in rtl_heads}
+    same_schedule = totals == {schedule}
+    lines.append(f"rtl_cycles {cycles:,} ({', '.join(f'{t:,}' for t in sorted(totals))} per head, start to done; "
+                 f"its schedule's {schedule:,}{'' if same_schedule else ' DIFFERS'}; the cycles line above is the "
+                 "model's, with DRAM and the array beside the softmax unit: docs/codesign_rtl.md)")
+    return lines, same_bits and same_cycles and same_schedule
 
 
 def report(result: Evaluation) -> str:

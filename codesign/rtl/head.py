@@ -3,27 +3,31 @@
 and counts the cycles each stage is busy.
 
 For each query tile of r ≤ R rows (row0 = 0, R, 2R, …), for each key block of k ≤ C keys it visits (key0 = 0, C, …;
-with the causal mask only the blocks up to the tile's last row), one stage after another, nothing overlapped:
+with the causal mask only the blocks up to the tile's last row), the array and the softmax unit one after the other
+(the softmax unit holds one block's scores and P):
 
   QKᵀ      one fold on the array (M=r, N=k, K=d): Q's column t and K's column t for t = 0..d−1; busy d+R+C−2.
   softmax  the softmax unit's passes on the fold's sums (max, exp, and rescale except in the tile's first block).
   P·V      ⌈d/C⌉ folds (M=r, N=d, K=k): P's column t and V's row key0+t, columns fold·C..fold·C+C−1; each fold's
            partials go into the 48-bit output accumulators in its done cycle; busy k+R+C−2 per fold.
-and after the tile's last block the divider bank: first the peak pass (d cycles, one column of every row's A a
-cycle: each row's peak |A|, which sets its shift g), then Datapath.dividers Dividers of div_latency cycles turn the
-r·d accumulators into int16 outputs in waves of `dividers` (row-major), written into O, and each row's g into the
-shift memory; busy d for the pass and div_latency per wave.
+and after the tile's last block the divider bank takes the tile (its own copy of the accumulators and l, the O
+buffer's second tile) and works beside the next tile's steps: first the peak pass (d cycles, one column of every
+row's A a cycle: each row's peak |A|, which sets its shift g), then Datapath.dividers Dividers of div_latency cycles
+turn the r·d accumulators into int16 outputs in waves of `dividers` (row-major), written into O, and each row's g
+into the shift memory; busy d for the pass and div_latency per wave. A tile whose steps end before the bank has
+finished the tile before waits for it (the controller's HOLD).
 
 The key block is the array's width (Bc = C: one QKᵀ fold per block, the softmax unit's C score lanes); the bit model
 (codesign/bits.py) folds any Bc over any C, the RTL only this one (codesign/rtl/sim.py refuses other heads).
 
 The counters are the stages' busy cycles: the array from each fold's first vector to the cycle before its done (as
-codesign/gemm.py counts a fold), the softmax unit while its `busy` is high, the dividers from the peak pass's first
-column to the cycle before the last wave's done. Every stage starts in the previous one's done cycle: the softmax unit
-issues its first scores in the QKᵀ fold's done cycle, P·V's first vector goes in with the softmax unit's done, a fold
-follows a fold, a block's QKᵀ the last P·V fold, the peak pass the last fold (the softmax unit forwards that fold's
-partials to it), the first divider wave the cycle after the pass's last column, a wave a wave and the next tile the
-last wave. So `cycles`, from the first QKᵀ vector to the last wave's done, is exactly the sum of the three counters.
+codesign/gemm.py counts a fold), the softmax unit while its `busy` is high, the dividers from the take (the peak
+pass's first column) to the cycle before a tile's last wave's done. Within a tile every stage starts in the previous
+one's done cycle: the softmax unit issues its first scores in the QKᵀ fold's done cycle, P·V's first vector goes in
+with the softmax unit's done, a fold follows a fold, a block's QKᵀ the last P·V fold, and the bank's take and the next
+tile's first QKᵀ vector the tile's last fold (the softmax unit forwards that fold's partials to the bank). So
+`cycles`, from the first QKᵀ vector to the last tile's last wave's done, is codesign/rtl/sim.py schedule_cycles:
+every tile's array and softmax cycles, the bank's excess over the next tile's steps, and the last tile's divisions.
 
 Memories (amaranth.lib.memory, the testbench loads them through q_data, k_data, v_data and reads o_data and
 shift_data): int16 elements at address row·dim_max + column, and one shift byte (5 bits) per row at its row. The
@@ -120,7 +124,7 @@ class HeadEngine(wiring.Component):
         m.d.comb += [
             control.start.eq(self.start), control.seq.eq(seq), control.dim.eq(dim), control.causal.eq(causal),
             control.array_done.eq(array.done), control.softmax_done.eq(softmax.done),
-            control.wave_done.eq(bank.wave_done), control.wave_more.eq(bank.more), self.done.eq(control.done),
+            control.bank_ready.eq(bank.ready), control.bank_finished.eq(bank.finished), self.done.eq(control.done),
             self.fault.eq(softmax.fault)]
         m.d.comb += [
             qk.valid.eq(control.qk_valid), qk.row0.eq(control.qk_row0), qk.key0.eq(control.qk_key0),
@@ -135,15 +139,13 @@ class HeadEngine(wiring.Component):
         m.d.comb += [
             softmax.start.eq(control.softmax_start), softmax.partial_add.eq(control.partial_add),
             *(softmax.results[i][j].eq(array.result[i][j]) for i in range(R) for j in range(C)),
-            bank.peak_valid.eq(control.peak_valid), bank.peak_first.eq(control.peak_first),
-            bank.peak_col.eq(control.peak_col), bank.first_wave.eq(control.first_wave),
-            bank.next_wave.eq(control.next_wave), bank.dim.eq(dim),
+            bank.take.eq(control.bank_take), bank.dim.eq(dim),
             bank.tile_rows.eq(control.tile_rows), bank.row0.eq(control.row0),
             *(bank.acc[i][c].eq(softmax.acc[i][c]) for i in range(R) for c in range(self.dim_max)),
             *(bank.l[i].eq(softmax.l[i]) for i in range(R))]
         m.d.comb += [
             counters.clear.eq(control.take), counters.array_busy.eq(control.array_busy),
-            counters.softmax_busy.eq(softmax.busy), counters.divider_busy.eq(control.divider_busy),
+            counters.softmax_busy.eq(softmax.busy), counters.divider_busy.eq(bank.busy),
             counters.running.eq(control.running), counters.finishing.eq(control.finishing),
             *(getattr(self, f"{name}_cycles").eq(getattr(counters, f"{name}_cycles")) for name in STAGES),
             self.cycles.eq(counters.cycles)]

@@ -1,21 +1,23 @@
 """The head engine's controller as RTL: codesign/rtl/head.py's order of stages as a state machine, and where the
-head is (query tile row0, key block key0, the fold and the streamed index t).
+head is (query tile row0, key block key0, the fold and the streamed index t). The divider bank works on a tile beside
+the next tile's steps (divider_bank.py holds its own copy), so a tile waits for the bank only when the bank has not
+finished the tile before (HOLD).
 
   IDLE, DONE  on `start` (`take`): the engine latches the head's parameters and clears its counters; QK_FEED next
   QK_FEED     QKᵀ's vectors t = 0..d−1 of the block (key0) for the tile (row0); QK_WAIT after the last
   QK_WAIT     until the array's done, in which cycle the softmax unit starts (`softmax_start`)
   SOFTMAX     until the softmax unit's done, in which cycle P·V's first vector goes in
   PV_FEED     the fold's vectors t = 0..k−1; PV_WAIT after the last
-  PV_WAIT     until the array's done (`partial_add`), then the next fold, else the next block's QKᵀ, else the tile's
-              peak pass starts (`peak_valid`, `peak_first`, column 0: the softmax unit forwards that fold's partials)
-  PEAK        the peak pass's columns 1..d−1, one a cycle (`peak_col`); in the cycle after column d−1 the tile's first
-              divider wave (`first_wave`), so every row's peak |A| is complete before its divisions start
-  DIV_WAIT    until the wave's done, then the next wave (`next_wave`) while the bank has one (`wave_more`), else the
-              next tile's QKᵀ, else DONE (`finishing`)
+  PV_WAIT     until the array's done (`partial_add`), then the next fold, else the next block's QKᵀ, else (the
+              tile's last fold) the divider bank takes the tile (`bank_take`: its copy of A, the softmax unit
+              forwarding that fold's partials) when it is `bank_ready`, and the next tile's QKᵀ starts in the same
+              cycle (DRAIN after the last tile); HOLD while the bank still works on the tile before
+  HOLD        until the bank is ready, then as PV_WAIT's last fold: the take and the next tile (or DRAIN)
+  DRAIN       until the bank has finished the last tile (`finishing`), then DONE
 
 A feed request (`qk_*`, `pv_*`) names the vector to present this cycle; the feeds (qk_feed.py, pv_feed.py) turn it
-into memory addresses and the array's operands. `array_busy` and `divider_busy` are the stages' busy cycles as
-head.py counts them; `running` is high from the first QKᵀ vector to the last wave's done.
+into memory addresses and the array's operands. `array_busy` is the array's busy cycles as head.py counts them;
+`running` is high from the first QKᵀ vector to the last tile's last wave's done.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ class HeadControl(wiring.Component):
             "causal": In(1),
             "array_done": In(1),
             "softmax_done": In(1),
-            "wave_done": In(1),
-            "wave_more": In(1),
+            "bank_ready": In(1),
+            "bank_finished": In(1),
             "take": Out(1),
             "done": Out(1),
             "row0": Out(row0),
@@ -53,13 +55,8 @@ class HeadControl(wiring.Component):
             "pv_valid": Out(1), "pv_fold": Out(range(self.folds_max + 1)), "pv_t": Out(t),
             "softmax_start": Out(1),
             "partial_add": Out(1),
-            "peak_valid": Out(1),
-            "peak_first": Out(1),
-            "peak_col": Out(range(dim_max + 1)),
-            "first_wave": Out(1),
-            "next_wave": Out(1),
+            "bank_take": Out(1),
             "array_busy": Out(1),
-            "divider_busy": Out(1),
             "running": Out(1),
             "finishing": Out(1),
         })
@@ -72,7 +69,7 @@ class HeadControl(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        R, C = self.rows, self.cols
+        C = self.cols
         t = Signal.like(self.qk_t)  # the streamed index of the fold being fed
         r, k = self._tile_rows(self.row0), self._block_keys(self.key0)
         m.d.comb += [self.tile_rows.eq(r), self.block_keys.eq(k)]
@@ -101,36 +98,31 @@ class HeadControl(wiring.Component):
                     with m.Elif(self.key0 + C < key_end):
                         m.d.sync += self.key0.eq(self.key0 + C)
                         self._feed_qk(m, t, self.row0, self.key0 + C, 0)
-                    with m.Else():  # the peak pass reads column 0 of A through the softmax unit's forwarding
-                        m.d.comb += [self.peak_valid.eq(1), self.peak_first.eq(1), self.peak_col.eq(0),
-                                     self.divider_busy.eq(1)]
-                        m.d.sync += t.eq(1)
-                        m.next = "PEAK"
-            with m.State("PEAK"):  # t: the peak pass's column
-                m.d.comb += self.divider_busy.eq(1)
-                with m.If(t < self.dim):
-                    m.d.comb += [self.peak_valid.eq(1), self.peak_col.eq(t)]
-                    m.d.sync += t.eq(t + 1)
-                with m.Else():  # every row's peak is in its register: the first wave
-                    m.d.comb += self.first_wave.eq(1)
-                    m.next = "DIV_WAIT"
-            with m.State("DIV_WAIT"):
-                m.d.comb += self.divider_busy.eq(~self.wave_done)
-                with m.If(self.wave_done):
-                    with m.If(self.wave_more):
-                        m.d.comb += [self.next_wave.eq(1), self.divider_busy.eq(1)]
-                        m.next = "DIV_WAIT"
-                    with m.Elif(self.row0 + R < self.seq):  # the next tile, its block 0
-                        m.d.sync += [self.row0.eq(self.row0 + R), self.key0.eq(0)]
-                        self._feed_qk(m, t, self.row0 + R, 0, 0)
-                    with m.Else():
-                        m.d.comb += self.finishing.eq(1)
-                        m.next = "DONE"
+                    with m.Else():  # the tile's last fold
+                        self._hand_over(m, t)
+            with m.State("HOLD"):
+                self._hand_over(m, t)
+            with m.State("DRAIN"), m.If(self.bank_finished):
+                m.d.comb += self.finishing.eq(1)
+                m.next = "DONE"
             with m.State("DONE"):
                 m.d.comb += self.done.eq(1)
                 self._take_start(m, t)
         m.d.comb += self.running.eq(~fsm.ongoing("IDLE") & ~fsm.ongoing("DONE"))
         return m
+
+    def _hand_over(self, m: Module, t: Signal) -> None:
+        """The tile's accumulators to the divider bank when it is ready (else HOLD), and on: the next tile's block 0
+        in the same cycle, or DRAIN after the last tile."""
+        with m.If(self.bank_ready):
+            m.d.comb += self.bank_take.eq(1)
+            with m.If(self.row0 + self.rows < self.seq):
+                m.d.sync += [self.row0.eq(self.row0 + self.rows), self.key0.eq(0)]
+                self._feed_qk(m, t, self.row0 + self.rows, 0, 0)
+            with m.Else():
+                m.next = "DRAIN"
+        with m.Else():
+            m.next = "HOLD"
 
     def _feed_qk(self, m: Module, t: Signal, row0_at, key0_at, t_at) -> None:
         """Request QKᵀ's vector t_at for the tile at row0_at and the block at key0_at; QK_WAIT after the last."""

@@ -4,7 +4,9 @@ its memories, start it, wait for done, read O and the stage counters.
 `simulate_head` runs one head; `simulate_heads` runs several heads of one Datapath in one simulation (one elaboration
 and one simulator build, sized for the largest head), which is how the tests keep their time down. The outputs
 (host.q15.Q15Out: values and row shifts) are host/q15.py's when the accumulators hold the sums (acc_bits ≥
-bits.exact_width), and codesign/bits.run_head's at any width; the stage counters are codesign/cycles.py's busy cycles.
+bits.exact_width), and codesign/bits.run_head's at any width; the stage counters are codesign/cycles.py's busy cycles,
+and a head's total is `schedule_cycles` (the engine's stages as it overlaps them: the divider bank beside the next
+tile; the array and the softmax unit one after the other, since the softmax unit holds one block of scores).
 The RTL's key block is its array's width: heads whose params.bc is not datapath.cols are refused (the bit model
 takes any Bc on any array; docs/codesign.md "Key block and array width").
 """
@@ -17,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from codesign.cycles import head_cycles
 from codesign.datapath import Datapath
 from codesign.rtl.head import HeadEngine
 from codesign.rtl.stage_counters import STAGES
@@ -44,6 +47,25 @@ def estimate_seconds(datapath: Datapath, dim: int, cycles: int) -> float:
     per_cycle = (CYCLE_US["base"] + CYCLE_US["cell"] * R * C + CYCLE_US["accumulator"] * R * dim
                  + CYCLE_US["lane"] * datapath.exp_lanes + CYCLE_US["divider"] * datapath.dividers)
     return BUILD_S + BUILD_S_PER_LANE * datapath.exp_lanes + cycles * per_cycle * 1e-6
+
+def schedule_cycles(datapath: Datapath, seq: int, dim: int, causal: bool) -> int:
+    """The head engine's cycles for one head, start to the last wave's done (what its `cycles` counter counts): each
+    tile's steps one after another (the model's array and softmax busy cycles of that tile alone: a one-tile head of
+    its rows and keys), and the divider bank beside the next tile, so a tile waits only for the excess of the
+    previous tile's divisions over its own steps, and the last tile's divisions all add."""
+    R, C = datapath.rows, datapath.cols
+    steps, divides = [], []
+    for row0 in range(0, seq, R):
+        rows = min(R, seq - row0)
+        # the keys of the blocks the tile visits (causal: up to the block of its last row, that block whole)
+        keys = min(seq, -(-(row0 + rows) // C) * C) if causal else seq
+        # the tile's blocks are a head of `rows` queries against its keys; Bc = C
+        tile = head_cycles(datapath, keys, dim, False, C, queries=rows)
+        steps.append(tile.stages["array"].busy_cycles + tile.stages["softmax"].busy_cycles)
+        divides.append(tile.stages["divider"].busy_cycles)
+    waits = sum(max(0, divide - after) for divide, after in zip(divides, steps[1:]))
+    return sum(steps) + waits + divides[-1]
+
 
 @dataclass(frozen=True)
 class RtlHead:
@@ -83,7 +105,13 @@ def _check(head: Head, datapath: Datapath) -> None:
             raise SpecError(f"{name} is {array.dtype} {array.shape}; allowed: int16 ({params.seq}, {params.dim})")
 
 
-def _hang_limit(datapath: Datapath, params: Q15Params) -> int:
+def check_heads(heads: list[Head], datapath: Datapath) -> None:
+    """SpecError naming the first bad head or datapath of `heads` (before anything is built)."""
+    for head in heads:
+        _check(head, datapath)
+
+
+def hang_limit(datapath: Datapath, params: Q15Params) -> int:
     """An upper bound on a head's cycles: every step at its largest, with slack."""
     R, C, E = datapath.rows, datapath.cols, datapath.exp_lanes
     seq, dim = params.seq, params.dim
@@ -102,8 +130,7 @@ def simulate_heads(heads: list[Head], datapath: Datapath,
     built); TargetError when the RTL hangs or faults."""
     if not heads:
         return []
-    for head in heads:
-        _check(head, datapath)
+    check_heads(heads, datapath)
     from amaranth.sim import Simulator  # heavy, and only here
 
     seq_max = max(head[3].seq for head in heads)
@@ -127,7 +154,7 @@ def simulate_heads(heads: list[Head], datapath: Datapath,
             ctx.set(engine.start, 1)
             await ctx.tick()
             ctx.set(engine.start, 0)
-            limit = _hang_limit(datapath, params)
+            limit = hang_limit(datapath, params)
             for ticks in range(1, limit + 1):
                 await ctx.tick()
                 if progress is not None and ticks % PROGRESS_CYCLES == 0:
