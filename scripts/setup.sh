@@ -54,12 +54,16 @@ wait_for_apt() {
 }
 
 # System tools from Debian's packages: the Cortex-M4 compiler (native module, board twin), valgrind (cache
-# simulation when the CPU has no usable hardware counters) and yosys (gate counts of the datapath's RTL; its ABC step
-# works in Debian's build, not in the yowasp wheel).
+# simulation when the CPU has no usable hardware counters), yosys (gate counts of the datapath's RTL; its ABC step
+# works in Debian's build, not in the yowasp wheel) and verilator (codesign/rtl/compiled.py: the RTL compiled to C++,
+# for heads too large for Amaranth's Python simulator; its builds need g++ and make, which the package does not pull).
 need=()
 command -v arm-none-eabi-gcc >/dev/null || need+=(gcc-arm-none-eabi libnewlib-arm-none-eabi)
 command -v valgrind >/dev/null || need+=(valgrind)
 command -v yosys >/dev/null || need+=(yosys)
+command -v verilator >/dev/null || need+=(verilator)
+command -v g++ >/dev/null || need+=(g++)
+command -v make >/dev/null || need+=(make)
 command -v node >/dev/null || need+=(nodejs npm)  # the twin's VM: MicroPython's WebAssembly port runs under Node
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then sudo=()
@@ -68,7 +72,8 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
   if [ "${sudo[0]:-}" = none ] || ! command -v apt-get >/dev/null; then
     say "cannot install ${need[*]} (needs apt-get as root or with sudo); install them yourself." \
-        "Without them the MCU build, --cpu-cache-sim and codesign synth report themselves unavailable."
+        "Without them the MCU build, --cpu-cache-sim, codesign synth and the RTL's compiled simulator report" \
+        "themselves unavailable."
   else
     say "installing ${need[*]} with apt-get"
     wait_for_apt

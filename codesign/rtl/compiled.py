@@ -1,0 +1,145 @@
+"""The head engine's RTL in a compiled simulator: Amaranth's Verilog (codesign/rtl/synth.py to_verilog) of
+codesign/rtl/head.py, compiled by Debian's Verilator with the C++ testbench codesign/rtl/harness.cpp, which runs heads
+exactly as codesign/rtl/sim.py's Python testbench does (load Q, K, V, start for one clock, clock until done, read O,
+the shifts and the counters). Same bits and same cycles as Amaranth's simulator (tests/rtl/test_rtl_compiled.py),
+far faster per cycle, at the price of a build (Verilator and g++) per engine shape: builds are kept under
+build/rtl-verilator/ (or $KBENCH_RTL_BUILD), one folder per hash of the Verilog, so a shape builds once.
+
+`simulate_heads_compiled` takes and returns what sim.simulate_heads does; UnavailableError when Verilator is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from codesign.datapath import Datapath
+from codesign.rtl.sim import Head, RtlHead, check_heads, hang_limit
+from host.errors import TargetError, UnavailableError
+from host.q15 import Q15Out
+
+MISSING_VERILATOR = "verilator not found: install Debian's verilator (scripts/setup.sh does)"
+MISSING_BUILD_TOOL = "{tool} not found (Verilator's builds need g++ and make): install Debian's {tool}"
+HARNESS = Path(__file__).with_name("harness.cpp")
+#: Longest a build (Verilator, then g++ on its C++) may take, and the C++ optimisation: -O1 builds a 4×4 engine in
+#: about a minute on 2 cores and simulates within a few tens of percent of -O3's speed.
+BUILD_TIMEOUT_S = 3600.0
+CXX_OPT = "-O1"
+#: The record before each head's output in the harness's output file: status, ticks and the four counters (int32).
+RECORD_WORDS = 6
+STATUS_HANG, STATUS_FAULT = 1, 2
+
+
+def verilator_missing() -> str:
+    """Why the compiled simulator cannot run here ('' when `verilator` is on PATH)."""
+    if not shutil.which("verilator"):
+        return MISSING_VERILATOR
+    return next((MISSING_BUILD_TOOL.format(tool=tool) for tool in ("g++", "make") if not shutil.which(tool)), "")
+
+
+def build_root() -> Path:
+    """Where builds are kept: $KBENCH_RTL_BUILD, else build/rtl-verilator under the checkout (git-ignored)."""
+    env = os.environ.get("KBENCH_RTL_BUILD")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "build" / "rtl-verilator"
+
+
+def build(datapath: Datapath, seq_max: int, dim_max: int, jobs: int = 2) -> tuple[Path, float]:
+    """The compiled testbench of a HeadEngine(datapath, seq_max, dim_max): (its executable, seconds spent building,
+    0 when it was built before). UnavailableError without Verilator; TargetError when a step fails."""
+    missing = verilator_missing()
+    if missing:
+        raise UnavailableError(missing)
+    from codesign.rtl.head import HeadEngine
+    from codesign.rtl.synth import to_verilog
+
+    began = time.perf_counter()
+    verilog = to_verilog(HeadEngine(datapath, seq_max, dim_max), "head")
+    harness = HARNESS.read_text()
+    key = hashlib.sha256("\0".join((verilog, harness, str(dim_max), CXX_OPT)).encode()).hexdigest()[:16]
+    folder = build_root() / key
+    binary = folder / "vhead"
+    if binary.exists():
+        return binary, 0.0
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=folder.parent))
+    (work / "head.v").write_text(verilog)
+    command = ["verilator", "--cc", "--exe", "--build", "-j", str(jobs), "--public-flat-rw", "-Wno-fatal",
+               "-Wno-lint", "-Wno-style", "--top-module", "head", "-CFLAGS", f"-DDIM_MAX={dim_max} {CXX_OPT}",
+               "-Mdir", "obj", "head.v", str(HARNESS), "-o", "vhead"]
+    try:
+        done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(work, ignore_errors=True)
+        raise TargetError(f"verilator did not build the head engine ({datapath.name}) in {BUILD_TIMEOUT_S:g} s",
+                          status="timeout") from None
+    if done.returncode != 0:
+        shutil.rmtree(work, ignore_errors=True)
+        raise TargetError(f"verilator failed on the head engine ({datapath.name}), exit {done.returncode}: "
+                          f"{done.stderr.strip()[-400:]}", status="error")
+    shutil.move(str(work / "obj" / "vhead"), work / "vhead")
+    shutil.rmtree(work / "obj", ignore_errors=True)
+    try:
+        work.rename(folder)
+    except OSError:  # another process built the same engine meanwhile: keep its copy
+        shutil.rmtree(work, ignore_errors=True)
+    return binary, time.perf_counter() - began
+
+
+def _write_input(path: Path, heads: list[Head], datapath: Datapath) -> None:
+    with open(path, "wb") as f:
+        f.write(np.int32(len(heads)).tobytes())
+        for q, k, v, params in heads:
+            f.write(np.array([params.seq, params.dim, int(params.causal), params.score_mult, params.score_shift,
+                              hang_limit(datapath, params)], dtype="<i4").tobytes())
+            for tensor in (q, k, v):
+                f.write(np.ascontiguousarray(tensor, dtype="<i2").tobytes())
+
+
+def simulate_heads_compiled(heads: list[Head], datapath: Datapath) -> list[RtlHead]:
+    """Each head (q, k, v: (seq, dim) int16, params with bc = datapath.cols) through the Verilator-compiled head
+    engine, sized as sim.simulate_heads sizes it. An RtlHead's sim_seconds is its share (by cycles) of the run, the
+    build excluded. SpecError for bad heads, UnavailableError without Verilator, TargetError on a hang or fault."""
+    if not heads:
+        return []
+    check_heads(heads, datapath)
+    seq_max = max(head[3].seq for head in heads)
+    dim_max = max(head[3].dim for head in heads)
+    binary, _ = build(datapath, seq_max, dim_max)
+    with tempfile.TemporaryDirectory(prefix="kbench-vhead-") as tmp:
+        source, sink = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
+        _write_input(source, heads, datapath)
+        began = time.perf_counter()
+        done = subprocess.run([str(binary), str(source), str(sink)], capture_output=True, text=True)
+        seconds = time.perf_counter() - began
+        if done.returncode != 0:
+            raise TargetError(f"the compiled head engine exited {done.returncode}: {done.stderr.strip()[-400:]}",
+                              status="error")
+        data = sink.read_bytes()
+    results: list[RtlHead] = []
+    at = 0
+    for *_, params in heads:
+        seq, dim = params.seq, params.dim
+        record = np.frombuffer(data, dtype="<i4", count=RECORD_WORDS, offset=at)
+        at += 4 * RECORD_WORDS
+        values = np.frombuffer(data, dtype="<i2", count=seq * dim, offset=at).reshape(seq, dim).astype(np.int16)
+        at += 2 * seq * dim
+        shifts = np.frombuffer(data, dtype=np.uint8, count=seq, offset=at).copy()
+        at += seq
+        status, _, array, softmax, divider, cycles = (int(x) for x in record)
+        if status == STATUS_HANG:
+            raise TargetError(f"the head engine ({datapath.name}, seq {seq}, dim {dim}) did not finish in "
+                              f"{hang_limit(datapath, params)} cycles, the cycle model's bound", status="hang")
+        if status == STATUS_FAULT:
+            raise TargetError(f"the softmax unit's pipelines ran out of step ({datapath.name}, seq {seq}, dim "
+                              f"{dim}): a unit's valid_out did not come as its lane issued", status="fault")
+        results.append(RtlHead(Q15Out(values, shifts), {"array": array, "softmax": softmax, "divider": divider},
+                               cycles, 0.0))
+    total = sum(one.cycles for one in results) or 1
+    return [RtlHead(one.out, one.stage_cycles, one.cycles, seconds * one.cycles / total) for one in results]
