@@ -29,8 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from codesign.cycles import TRAFFIC_KEYS
-from codesign.groups import problem_cycles
-from codesign.datapath import (ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, DATAFLOWS, OVERFLOWS, Datapath)
+from codesign.datapath import (ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, ARRAYS_MAX, DATAFLOWS, DIVIDERS, OVERFLOWS,
+                               SCHEDULES, Datapath)
+from codesign.explore_cycles import CYCLE_KEYS, cycle_table
 from codesign.energy import area, head_energy, leakage_w
 from codesign.technology import Band, GateCalibration, Technology, default_gates
 from codesign.tomlfile import read_toml
@@ -40,7 +41,10 @@ from host.q15 import BC
 
 #: The default space: 8×8 to 256×256 arrays (square, and 1:4 up to 128), three dataflows, 4 to 256 exponent lanes,
 #: two buffer sets (the datapath's default, and one that holds a seq-1024 d-64 head's K and V), 200 MHz to 1.5 GHz,
-#: DRAM from an LPDDR4 channel to an HBM stack, the Stillmaker-Baas nodes 45 to 7 nm, 24- to 48-bit accumulators.
+#: DRAM from an LPDDR4 channel to an HBM stack, the Stillmaker-Baas nodes 45 to 7 nm, 24- to 48-bit accumulators;
+#: one array on the serial schedule with an iterative divider (today's model, which the RTL runs). The issue-33 space
+#: (reports/issue-33/model/space.toml) adds arrays, the overlap schedule and the mapper, and a pipelined divider: the
+#: mapper costs some 1–50 ms a configuration (docs/codesign.md "Schedules and the mapper"), too slow for this space.
 DEFAULT_SPACE = {
     "array": ["8x8", "16x16", "32x32", "64x64", "128x128", "256x256", "8x32", "32x8", "16x64", "64x16", "32x128",
               "128x32"],
@@ -55,10 +59,12 @@ DEFAULT_SPACE = {
     "acc_bits": [24, 32, 36, 38, 40, 48],
     "overflow": ["wrap"],
     "dram": ["hbm2"],
+    "divider": ["iterative"],
+    "arrays": [1],
+    "schedule": ["serial"],
 }
-#: Keys whose values change cycles (one cycle-model call per combination); the rest change energy, area or bits.
-CYCLE_KEYS = ("array", "dataflow", "exp_lanes", "dividers", "div_latency", "buffers_kb", "clock_mhz", "dram_gbps")
-LIMITS = {"exp_lanes": (1, 4096), "dividers": (1, 4096), "div_latency": (1, 256), "clock_mhz": (1, 10_000),
+LIMITS = {"exp_lanes": (1, 4096), "dividers": (1, 4096), "div_latency": (1, 256), "arrays": (1, ARRAYS_MAX),
+          "clock_mhz": (1, 10_000),
           "dram_gbps": (0.001, 100_000), "acc_bits": (ACC_BITS_MIN, ACC_BITS_MAX)}
 #: The most points one exploration holds (about 1 KB of arrays per point, so some 2 GB at this size).
 MAX_POINTS = 2_000_000
@@ -88,8 +94,9 @@ def check_space(space: dict, tech: Technology) -> dict:
             raise SpecError(f"space: {key} must be a non-empty list, got {values!r}")
         if key == "array":
             out[key] = list(dict.fromkeys(_array(v) for v in values))
-        elif key in ("dataflow", "overflow", "dram"):
-            allowed = {"dataflow": DATAFLOWS, "overflow": OVERFLOWS, "dram": tech.dram_kinds}[key]
+        elif key in ("dataflow", "overflow", "dram", "divider", "schedule"):
+            allowed = {"dataflow": DATAFLOWS, "overflow": OVERFLOWS, "dram": tech.dram_kinds, "divider": DIVIDERS,
+                       "schedule": SCHEDULES}[key]
             for value in values:
                 if value not in allowed:
                     raise SpecError(f"space: {key}={value!r} is unknown; allowed: {', '.join(allowed)}")
@@ -158,41 +165,17 @@ class Exploration:
     columns: dict[str, np.ndarray]
     cycle_configs: int
     seconds: float
+    cycle_seconds: float = 0.0  # of `seconds`, the cycle model's (the mapper's included)
+    slower_pairs: int = 0  # (smaller, bigger) array pairs, all else equal, with the bigger slower
+    array_pairs: int = 0  # such pairs in all
+
+    @property
+    def cycle_free_points_per_s(self) -> float:
+        """Points per second of everything but the cycle model (energy, area, bits, columns)."""
+        return len(self) / max(self.seconds - self.cycle_seconds, 1e-9)
 
     def __len__(self) -> int:
         return len(next(iter(self.columns.values())))
-
-
-def _cycle_table(problem: AttentionProblem, space: dict, progress) -> dict[str, np.ndarray]:
-    """One row per cycle configuration: its parameters, the whole problem's cycles, utilisation and traffic (every
-    head, a group's query heads sharing their K/V head where it stays on chip: codesign/groups.py problem_cycles),
-    and '' or why it cannot run."""
-    rows: dict[str, list] = {k: [] for k in ("rows", "cols", "dataflow", "exp_lanes", "dividers", "div_latency",
-                                             "q_kb", "k_kb", "v_kb", "o_kb", "clock_hz", "dram_gbps", "cycles",
-                                             "utilisation", "stall_cycles", "skipped", *TRAFFIC_KEYS)}
-    for (r, c), flow, lanes, dividers, latency, buffers, mhz, gbps in itertools.product(
-            *(space[k] for k in CYCLE_KEYS)):
-        clock = int(round(mhz * 1e6))
-        dp = Datapath(rows=r, cols=c, dataflow=flow, exp_lanes=lanes, dividers=dividers, div_latency=latency,
-                      q_buffer_kb=buffers[0], k_buffer_kb=buffers[1], v_buffer_kb=buffers[2], o_buffer_kb=buffers[3],
-                      dram_bytes_per_cycle=max(gbps * 1e9 / clock, 0.001), clock_hz=clock)
-        try:
-            model = problem_cycles(dp, problem.seq, problem.dim, problem.causal, BC, problem.queries, problem.heads,
-                                   problem.kv_head_count, problem.batch)
-            values = {"cycles": model.cycles, "utilisation": model.utilisation, "stall_cycles": model.stall_cycles,
-                      "skipped": "", **model.traffic}
-        except SpecError as exc:
-            values = {"cycles": 0, "utilisation": 0.0, "stall_cycles": 0, "skipped": str(exc),
-                      **dict.fromkeys(TRAFFIC_KEYS, 0)}
-        for key, value in (("rows", r), ("cols", c), ("dataflow", flow), ("exp_lanes", lanes), ("dividers", dividers),
-                           ("div_latency", latency), ("q_kb", buffers[0]), ("k_kb", buffers[1]),
-                           ("v_kb", buffers[2]), ("o_kb", buffers[3]), ("clock_hz", clock), ("dram_gbps", gbps)):
-            rows[key].append(value)
-        for key, value in values.items():
-            rows[key].append(value)
-        if progress is not None:
-            progress.update()
-    return {k: np.array(v) for k, v in rows.items()}
 
 
 def bit_labels(problem: AttentionProblem, widths: list[int], overflows: list[str], seed: int = 0,
@@ -252,8 +235,11 @@ def explore(problem: AttentionProblem, space: dict, tech: Technology, progress=N
     codesign/rtl_gates.toml)."""
     start = time.perf_counter()
     gates = gates or default_gates()
-    table = _cycle_table(problem, space, progress)
+    table = cycle_table(problem, space, progress)
+    slower_pairs, array_pairs = int(table.pop("slower_pairs")), int(table.pop("array_pairs"))
+    cycle_seconds = time.perf_counter() - start
     cols = _every_point(table, space)
+    copies = cols["arrays"]  # every array a whole datapath: its area and leakage counted once per copy
     ok = cols["skipped"] == ""
     latency = np.where(ok, cols["cycles"] / cols["clock_hz"], np.nan)
     buffers = (cols["q_kb"], cols["k_kb"], cols["v_kb"], cols["o_kb"])
@@ -262,6 +248,7 @@ def explore(problem: AttentionProblem, space: dict, tech: Technology, progress=N
     energy_low, energy_high, shares = _energy(tech, cols, space, units, latency, ok)
     synth = synthesis_area(tech, gates, units, cols["rows"], cols["cols"], cols["acc_bits"], cols["overflow"],
                            cols["exp_lanes"], cols["dividers"], cols["node_nm"])
+    synth = {"ge": synth["ge"] * copies, "logic": synth["logic"] * copies, "total": synth["total"] * copies}
     label, rel_l2 = _bit_columns(problem, space, cols)
     ops = problem.flops()
     columns = {
@@ -271,19 +258,21 @@ def explore(problem: AttentionProblem, space: dict, tech: Technology, progress=N
         "buffers_kb": np.array([f"{q:.10g}/{k:.10g}/{v:.10g}/{o:.10g}" for q, k, v, o in zip(*buffers)]),
         "clock_mhz": cols["clock_hz"] / 1e6, "dram_gbps": cols["dram_gbps"], "node_nm": cols["node_nm"],
         "acc_bits": cols["acc_bits"], "overflow": cols["overflow"], "dram": cols["dram"],
+        "divider": cols["divider"], "arrays": cols["arrays"], "schedule": cols["schedule"], "mapping": cols["mapping"],
         "latency_s": latency, "inferences_per_s": 1 / latency, "gops": ops / latency / 1e9,
         "energy_j_low": energy_low, "energy_j_high": energy_high, "energy_j": np.sqrt(energy_low * energy_high),
-        **_area_columns(units["total"] * 1e-6, synth, ok),
+        **_area_columns(units["total"] * (copies * 1e-6), synth, ok),
         "utilisation": np.where(ok, cols["utilisation"], np.nan),
         "dram_stall_share": np.where(ok, cols["stall_cycles"] / np.maximum(cols["cycles"], 1), np.nan),
-        "bit_exact": label, "rel_l2": rel_l2, "skipped": cols["skipped"],
+        "bit_exact": label, "rel_l2": rel_l2, "skipped": cols["skipped"], "slower_than": cols["slower_than"],
     }
     total_mid = sum(shares.values())
     for part, value in shares.items():
         columns[f"share_{part}"] = np.where(ok, value / np.where(total_mid > 0, total_mid, 1), np.nan)
     columns["gops_per_mm2"] = columns["gops"] / columns["area_mm2"]
     columns["gops_per_j"] = ops / 1e9 / columns["energy_j"]
-    return Exploration(columns, len(table["cycles"]), time.perf_counter() - start)
+    return Exploration(columns, len(table["cycles"]), time.perf_counter() - start, cycle_seconds, slower_pairs,
+                       array_pairs)
 
 
 def _every_point(table: dict[str, np.ndarray], space: dict) -> dict[str, np.ndarray]:
@@ -316,7 +305,7 @@ def _energy(tech: Technology, cols: dict, space: dict, units: dict, latency: np.
         energy_high[here] = (parts["total"].high * 1e-12)[here]
         for part, share in shares.items():
             share[here] = (parts[part].mid * 1e-12)[here]
-    leak = leakage_w(tech, units, buffers, cols["rows"], cols["cols"], node)
+    leak = leakage_w(tech, units, buffers, cols["rows"], cols["cols"], node) * cols["arrays"]
     shares["leakage"] = leak.mid * latency
     energy_low = np.where(ok, energy_low + leak.low * latency, np.nan)
     energy_high = np.where(ok, energy_high + leak.high * latency, np.nan)
@@ -378,7 +367,7 @@ def fronts(result: Exploration) -> list[tuple[str, np.ndarray]]:
 
 #: The parameters a sensitivity table varies, as points.csv names them: every key of the space.
 SWEPT = ("array", "dataflow", "exp_lanes", "dividers", "div_latency", "buffers_kb", "clock_mhz", "dram_gbps",
-         "node_nm", "acc_bits", "overflow", "dram")
+         "node_nm", "acc_bits", "overflow", "dram", "divider", "arrays", "schedule")
 
 
 def sensitivity(result: Exploration, base: int) -> list[dict]:

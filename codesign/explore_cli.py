@@ -42,7 +42,7 @@ FRONT_COLUMNS = ("front", "array", "dataflow", "exp_lanes", "dividers", "div_lat
                  "area_mm2_low", "area_mm2_high", "synth_area_mm2", "synth_area_mm2_low", "synth_area_mm2_high",
                  "synth_ge", "utilisation", "dram_stall_share", "gops", "bit_exact", "rel_l2",
                  "share_array", "share_buffers", "share_softmax", "share_score", "share_dividers", "share_dram",
-                 "share_leakage")
+                 "share_leakage", "divider", "arrays", "schedule", "mapping", "slower_than")
 COMMAND = "codesign explore"
 #: Where the files go unless --out says otherwise: under reports/latest/, which git ignores (points.csv is ~22 MB).
 DEFAULT_OUT = Path("reports/latest/explore")
@@ -77,7 +77,11 @@ def front_rows(columns: dict[str, np.ndarray], chosen: list[tuple[str, np.ndarra
 def _point_line(columns, i: int) -> str:
     """One front point: its datapath, then latency, energy and both areas with their bands, in human units."""
     c = columns
-    return (f"{c['array'][i]} {c['dataflow'][i]} e{c['exp_lanes'][i]} div{c['dividers'][i]}x{c['div_latency'][i]} "
+    arrays = f"{c['arrays'][i]} x " if c["arrays"][i] > 1 else ""
+    divider = "p" if c["divider"][i] == "pipelined" else ""
+    schedule = "" if c["schedule"][i] == "serial" else f" {c['schedule'][i]} ({c['mapping'][i]})"
+    return (f"{arrays}{c['array'][i]} {c['dataflow'][i]} e{c['exp_lanes'][i]} "
+            f"{divider}div{c['dividers'][i]}x{c['div_latency'][i]}{schedule} "
             f"{c['clock_mhz'][i]:g} MHz {c['dram'][i]} {c['dram_gbps'][i]:g} GB/s {c['node_nm'][i]} nm "
             f"acc{c['acc_bits'][i]} {c['overflow'][i]}: {seconds(c['latency_s'][i])}, "
             f"{joules(c['energy_j'][i], (c['energy_j_low'][i], c['energy_j_high'][i]))}, "
@@ -224,6 +228,11 @@ def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Techno
           f"({len(result) / result.seconds:,.0f} points/s); the whole run with fronts, files and plots "
           f"{state.ratio(time.perf_counter() - began)}; {skipped:,} points cannot run (a buffer below one tile: "
           "points.csv says which)")
+    print(f"cycle model (mapper included) {result.cycle_seconds:.2f} s for {result.cycle_configs:,} configurations "
+          f"({result.cycle_configs / max(result.cycle_seconds, 1e-9):,.0f}/s); the rest "
+          f"{result.cycle_free_points_per_s:,.0f} points/s; {result.slower_pairs:,} of {result.array_pairs:,} "
+          "(smaller, bigger) array pairs with all else equal have the bigger slower (points.csv slower_than says "
+          "why)")
     print(_summary(result.columns, chosen, measured))
     if spread:
         print("\n".join(_sensitivity_lines(result.columns, base, spread)))

@@ -139,7 +139,9 @@ def test_pareto_on_a_hand_made_set():
 
 
 @pytest.mark.parametrize("space,message", [
-    ({"arrays": ["8x8"]}, "unknown key 'arrays'"),
+    ({"arrayz": ["8x8"]}, "unknown key 'arrayz'"),
+    ({"arrays": ["8x8"]}, "arrays='8x8' is not an integer; allowed: 1..64"),
+    ({"schedule": ["fast"]}, "schedule='fast' is unknown; allowed: serial, overlap"),
     ({"array": ["8x"]}, "array '8x' is not RxC"),
     ({"array": ["512x8"]}, "array '512x8' is out of range; allowed: 1..256"),
     ({"node_nm": [28]}, "node=28 nm is not in the scaling table"),
@@ -571,3 +573,35 @@ def test_both_masks_explore_into_their_own_folders(tmp_path, capsys):
     for stage in ("codesign explore: cycle model: ", f"codesign explore: {points:,} points evaluated ",
                   "codesign explore: writing ", "codesign explore: plots"):
         assert stage in captured.err
+
+
+def test_the_new_datapath_dimensions_are_searched_with_their_mapping_and_cost():
+    """arrays, schedule and divider in the space: an overlap point is never slower than its serial twin (the mapper
+    tries the serial mapping too), two arrays cost twice one's area, every point names its mapping, and a point
+    slower than a smaller array says why (checked against the latencies themselves)."""
+    space = check_space({**SMALL, "array": ["8x8", "16x16", "16x32"], "dataflow": ["os"], "exp_lanes": [16],
+                         "buffers_kb": [[32, 64, 64, 128]], "clock_mhz": [1000], "dram_gbps": [256], "node_nm": [7],
+                         "acc_bits": [40], "dram": ["hbm2"], "arrays": [1, 2], "schedule": ["serial", "overlap"],
+                         "divider": ["iterative", "pipelined"]}, TECH)
+    result = explore(PROBLEM, space, TECH)
+    c = result.columns
+    assert len(result) == 3 * 2 * 2 * 2 and (c["skipped"] == "").all()
+    key = {(c["array"][i], c["arrays"][i], c["schedule"][i], c["divider"][i]): i for i in range(len(result))}
+    for (array, arrays, schedule, divider), i in key.items():
+        assert "query tile" in c["mapping"][i]
+        if schedule == "overlap":
+            assert c["latency_s"][i] <= c["latency_s"][key[array, arrays, "serial", divider]]
+        if arrays == 2:
+            one = key[array, 1, schedule, divider]
+            assert c["area_mm2"][i] == pytest.approx(2 * c["area_mm2"][one])
+            assert c["latency_s"][i] <= c["latency_s"][one]
+    slower = 0
+    for (array, arrays, schedule, divider), i in key.items():
+        r, k = (int(x) for x in array.split("x"))
+        smaller = [key[a, arrays, schedule, divider] for a in ("8x8", "16x16", "16x32")
+                   if a != array and all(int(x) <= y for x, y in zip(a.split("x"), (r, k)))]
+        faster = [j for j in smaller if c["latency_s"][j] < c["latency_s"][i]]
+        assert bool(c["slower_than"][i]) == bool(faster), (array, arrays, schedule, divider)
+        slower += len(faster)
+    assert result.slower_pairs == slower and result.array_pairs == 3 * 8
+    assert result.cycle_free_points_per_s > 0 and 0 < result.cycle_seconds < result.seconds
