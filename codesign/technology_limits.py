@@ -84,13 +84,15 @@ class Limits:
 
     # ------------------------------------------------------------ voltage and clock
     def _by_node(self, table: dict[int, float], node) -> np.ndarray:
+        """table[node] for every element of `node` (SpecError naming a node the table does not list)."""
+        keys = np.array(sorted(table))
         node = np.asarray(node)
-        out = np.vectorize(lambda n: table.get(int(n), np.nan), otypes=[float])(node)
-        if np.any(np.isnan(out)):
-            bad = sorted(set(np.atleast_1d(node[np.isnan(out)]).tolist()))
+        index = np.clip(np.searchsorted(keys, node), 0, len(keys) - 1)
+        if not np.all(keys[index] == node):
+            bad = sorted(set(np.atleast_1d(node[keys[index] != node]).tolist()))
             raise SpecError(f"node(s) {bad} nm are not in the voltage table; allowed: "
                             f"{', '.join(str(n) for n in table)}")
-        return out
+        return np.array([table[k] for k in keys], dtype=float)[index]
 
     def fmax(self, node) -> np.ndarray:
         """The fastest clock in Hz at `node` (at its nominal supply)."""
@@ -120,13 +122,13 @@ class Limits:
 
     def clock_reasons(self, node, clock_hz) -> np.ndarray:
         """'' where `node` can run `clock_hz`, else the one-line reason."""
-        clock = np.asarray(clock_hz, dtype=float)
+        clock, node = np.broadcast_arrays(np.asarray(clock_hz, dtype=float), np.asarray(node))
         f_max = self.fmax(node)
         over = clock > f_max * (1 + 1e-12)
-        text = np.char.add(np.char.add(np.char.add("clock ", np.char.mod("%g", clock / 1e6)), " MHz is above "),
-                           np.char.add(np.char.mod("%g", np.asarray(node)), np.char.add(" nm's f_max ",
-                                       np.char.add(np.char.mod("%.0f", f_max / 1e6), " MHz"))))
-        return np.where(over, text, "")
+        out = np.full(clock.shape, "", dtype=object)
+        for i in map(tuple, np.argwhere(over)):  # the text only where a point is refused
+            out[i] = f"clock {clock[i] / 1e6:g} MHz is above {node[i]:g} nm's f_max {f_max[i] / 1e6:.0f} MHz"
+        return out.astype(str)
 
     def check_clock(self, node: int, clock_hz: float) -> float:
         """`clock_hz` if `node` can run it; SpecError naming both and the allowed range otherwise."""
@@ -164,14 +166,15 @@ def sram_timing_reasons(tech, buffers_kb: tuple, rows, cols, node, clock_hz) -> 
     """'' where every banked Q, K, V and O buffer's access time (the fastest cell type's, CACTI) fits in a clock
     period, else a one-line reason naming the first buffer that does not."""
     period_ns = 1e9 / np.asarray(clock_hz, dtype=float)
-    reasons = np.full(np.broadcast(period_ns, np.asarray(rows), np.asarray(cols), np.asarray(node)).shape, "",
-                      dtype=object)
     need = operand_bytes_per_cycle(rows, cols)
+    shape = np.broadcast(period_ns, need["q"], np.asarray(node), *(np.asarray(b) for b in buffers_kb)).shape
+    out = np.full(shape, "", dtype=object)
     for name, size in zip(("q", "k", "v", "o"), buffers_kb):
-        banks, bank_kb, _ = tech.limits.banks(size, need[name])
+        _, bank_kb, _ = tech.limits.banks(size, need[name])
         access = tech.sram_access_ns(bank_kb, node).low
-        text = np.char.add(np.char.add(f"{name.upper()} buffer bank of ", np.char.mod("%g", bank_kb)),
-                           np.char.add(np.char.add(" KB takes ", np.char.mod("%.3g", access)),
-                                       np.char.add(" ns, over the clock period of ", np.char.mod("%.3g", period_ns))))
-        reasons = np.where((reasons == "") & (access > period_ns), np.char.add(text, " ns"), reasons)
-    return reasons.astype(str)
+        bank_kb, access, period = np.broadcast_to(bank_kb, shape), np.broadcast_to(access, shape), \
+            np.broadcast_to(period_ns, shape)
+        for i in map(tuple, np.argwhere((access > period) & (out == ""))):  # text only where refused
+            out[i] = (f"{name.upper()} buffer bank of {bank_kb[i]:g} KB takes {access[i]:.3g} ns, over the clock "
+                      f"period of {period[i]:.3g} ns")
+    return out.astype(str)
