@@ -63,7 +63,8 @@ def cycle_table(problem: AttentionProblem, space: dict, progress) -> dict[str, n
             rows[key].append(value)
         if progress is not None:
             progress.update()
-    table = {k: np.array(v) for k, v in rows.items()}
+    # texts as objects: each point then holds a reference, not a fixed-width copy of the longest text
+    table = {k: np.array(v, dtype=object if k in ("skipped", "mapping") else None) for k, v in rows.items()}
     table["slower_than"], table["slower_pairs"], table["array_pairs"] = _slower(problem, datapaths, models)
     return table
 
