@@ -80,17 +80,17 @@ class CudaLauncher:
     limits."""
 
     def __init__(self, kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int,
-                 path: str = "mma.sync", chosen: Variant | None = None, splits: int = 1):
+                 path: str = "mma.sync", chosen: Variant | None = None, parts: int = 0):
         self.kernel, self.problem = kernel, problem
         self.variant = chosen or variant(kernel, problem.dtype, path)  # `chosen`: another launch configuration
-        launches = self.variant.launches(problem, br, bc, splits)
-        self._buffers(problem, inputs, splits)
+        launches = self.variant.launches(problem, br, bc, parts)
+        self._buffers(problem, inputs, br, parts if len(launches) > 1 else 0)
         values = self._arguments(problem, br, bc)
         self.calls = [(self._function(launch), launch.grid, launch.block,
                        tuple(ints[name] if name in ints else values[name] for name in launch.args), launch.smem)
                       for launch in launches for ints in [{k: np.int32(v) for k, v in launch.ints}]]
 
-    def _buffers(self, problem: AttentionProblem, inputs: Inputs, splits: int) -> None:
+    def _buffers(self, problem: AttentionProblem, inputs: Inputs, br: int, parts: int) -> None:
         """Q and O (B·H, q_len, d), K and V (B·Hkv, N, d) on the device: float32, or fp16/bf16 bit patterns; O NaN
         until written; the naive kernel's S (B·H, q_len, N), or a split-KV call's partial states, beside them."""
         import cupy
@@ -111,11 +111,11 @@ class CudaLauncher:
             self.out = cupy.full((bh, nq, d), np.nan, dtype=cupy.float32)
         if self.variant is NAIVE:
             self.s = cupy.empty((bh, nq, n), dtype=cupy.float32)  # (BH, q_len, N): S, then P in place
-        # (splits, B·H·q_len, d) and (splits, B·H·q_len) float32, NaN until the split launch writes them; a
-        # one-element stand-in where the call does not split (the kernel writes O directly then)
-        rows = bh * nq if splits > 1 else 1
-        self.o_part = cupy.full((splits, rows, d if splits > 1 else 1), np.nan, dtype=cupy.float32)
-        self.lse = cupy.full((splits, rows), np.nan, dtype=cupy.float32)
+        # two slots a block of (Br, d) and (Br,) float32, NaN until the split launch writes them (kernels/
+        # kv_rows.cuh); a one-element stand-in where no tile is split (the kernel writes O directly then)
+        slots, rows = (2 * parts, br) if parts else (1, 1)
+        self.o_part = cupy.full((slots, rows, d if parts else 1), np.nan, dtype=cupy.float32)
+        self.lse = cupy.full((slots, rows), np.nan, dtype=cupy.float32)
 
     def _arguments(self, problem: AttentionProblem, br: int, bc: int) -> dict[str, object]:
         """The buffer and float launch arguments by name (kernels/variants.py ARGS; each Launch carries its

@@ -23,6 +23,7 @@ from host.target_api import Inputs
 from host.timing import time_calls
 from kernels.budget import PROFILES
 from kernels.halves import HALF_DTYPES, rounded
+from kernels.shares import segments
 from kernels.variants import Variant, variant
 
 LOG2E = 1.4426950408889634
@@ -38,8 +39,8 @@ def _kv_per_query_head(x: np.ndarray, problem: AttentionProblem) -> np.ndarray:
 
 def _causal_mask(problem: AttentionProblem, rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """(rows, keys) True where the causal mask hides the key: key j after query i's position i + N − M (the mask
-    aligned to the bottom right, kernels/kv_rows.cuh)."""
-    return keys[None, :] > rows[:, None] + (problem.seq - problem.queries)
+    aligned to the bottom right, kernels/kv_rows.cuh); a packed row r is query r mod M."""
+    return keys[None, :] > rows[:, None] % problem.queries + (problem.seq - problem.queries)
 
 
 def _scores_log2(q: np.ndarray, k: np.ndarray, problem: AttentionProblem) -> np.ndarray:
@@ -51,7 +52,7 @@ def _scores_log2(q: np.ndarray, k: np.ndarray, problem: AttentionProblem) -> np.
 
 
 def naive(q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndarray, problem: AttentionProblem, br: int,
-          bc: int, splits: int = 1) -> None:
+          bc: int, parts: int = 0) -> None:
     """S, then P = softmax(S) row by row, then P·V: Q, O (BH, M, d) and K, V (BHkv, N, d), float32."""
     s = _scores_log2(q, _kv_per_query_head(k, problem), problem)
     p = np.exp2(s - s.max(axis=-1, keepdims=True))
@@ -60,7 +61,7 @@ def naive(q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndarray, problem:
 
 
 def fused(q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndarray, problem: AttentionProblem, br: int,
-          bc: int, splits: int = 1) -> None:
+          bc: int, parts: int = 0) -> None:
     """One query row at a time: its visible scores, their max and sum, then the weighted sum of V."""
     k, v = _kv_per_query_head(k, problem), _kv_per_query_head(v, problem)
     for i in range(problem.queries):
@@ -93,31 +94,50 @@ def _flash_keys(q, k, v, problem, rows: np.ndarray, keys: range, bc: int, storag
 
 
 def flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndarray, problem: AttentionProblem, br: int,
-          bc: int, splits: int = 1) -> None:
+          bc: int, parts: int = 0) -> None:
     """Br-query tiles; for each, Bc-key tiles in order with the online softmax (running max m, sum l, rescale).
     For a 16-bit problem (the tensor-core kernel) P is rounded to the dtype before P·V, as the kernel packs it for
     the tensor cores, and O is rounded to it on the way out; l sums the unrounded p, in float32, as the kernel does.
-    With splits > 1 (the split-KV path) each range of whole key blocks (kernels/kv_rows.cuh split_keys) gives its
-    partial state, O / l in float32 and lse = m + log2 l, and the combine (kernels/split_combine.cu) merges them."""
+    With parts (the split-KV path) a K/V head's query heads are packed into its rows and `parts` blocks share the
+    (tile, key block) units (kernels/shares.py): each segment of a split tile gives its partial state, O / l in
+    float32 and lse = m + log2 l, and the combine (kernels/split_combine.cu) merges them."""
     storage = problem.dtype if problem.dtype in HALF_DTYPES else None
+    if parts:
+        return _flash_shared(q, k, v, out, problem, br, bc, parts, storage)
     k, v = _kv_per_query_head(k, problem), _kv_per_query_head(v, problem)
     n = problem.seq
-    blocks = -(-n // bc)
-    per = -(-blocks // splits) * bc  # keys per split: whole key blocks
     for i0 in range(0, problem.queries, br):
         rows = np.arange(i0, min(problem.queries, i0 + br))
         last = min(n, rows[-1] + n - problem.queries + 1) if problem.causal else n
-        if splits == 1:
-            _, l, acc = _flash_keys(q, k, v, problem, rows, range(0, last), bc, storage)
+        _, l, acc = _flash_keys(q, k, v, problem, rows, range(0, last), bc, storage)
+        o = acc / l
+        out[:, rows] = o if storage is None else rounded(o.astype(np.float32), storage)
+
+
+def _flash_shared(q, k, v, out, problem: AttentionProblem, br: int, bc: int, parts: int, storage: str | None):
+    """flash on the split-KV path: packed rows (B·Hkv heads of G·M rows), the launch's segments tile by tile."""
+    bkv, n = problem.batch * problem.kv_head_count, problem.seq
+    nq = problem.heads // problem.kv_head_count * problem.queries
+    qp, op = q.reshape(bkv, nq, problem.dim), out.reshape(bkv, nq, problem.dim)
+    per_head, key_blocks = -(-nq // br), -(-n // bc)
+    by_tile: dict[int, list] = {}
+    for seg in segments(per_head * bkv, key_blocks, parts):
+        by_tile.setdefault(seg.tile, []).append(seg)
+    for tile, segs in by_tile.items():
+        head, i0 = divmod(tile, per_head)
+        rows = np.arange(i0 * br, min(nq, i0 * br + br))
+        last = min(n, int((rows % problem.queries).max()) + n - problem.queries + 1) if problem.causal else n
+        states = [_flash_keys(qp[head:head + 1], k[head:head + 1], v[head:head + 1], problem, rows,
+                              range(seg.first * bc, min(last, seg.stop * bc)), bc, storage) for seg in segs]
+        if len(states) == 1:
+            _, l, acc = states[0]
             o = acc / l
         else:
-            parts = [_flash_keys(q, k, v, problem, rows, range(begin, min(last, begin + per)), bc, storage)
-                     for begin in range(0, n, per)]
-            lse = np.stack([np.where(l > 0, m + np.log2(np.where(l > 0, l, 1)), -np.inf) for m, l, _ in parts])
-            weights = np.exp2(lse - lse.max(axis=0))  # (splits, BH, R, 1); a split with no key weighs 0
-            partial = np.stack([acc / np.where(l > 0, l, 1) for _, l, acc in parts])
+            lse = np.stack([np.where(l > 0, m + np.log2(np.where(l > 0, l, 1)), -np.inf) for m, l, _ in states])
+            weights = np.exp2(lse - lse.max(axis=0))  # (segments, 1, R, 1); a segment with no key weighs 0
+            partial = np.stack([acc / np.where(l > 0, l, 1) for _, l, acc in states])
             o = (weights * partial).sum(axis=0) / weights.sum(axis=0)
-        out[:, rows] = o if storage is None else rounded(o.astype(np.float32), storage)
+        op[head:head + 1, rows] = o if storage is None else rounded(o.astype(np.float32), storage)
 
 
 #: kernel name → its numpy implementation, writing O (BH, N, d) in place. Tests replace entries with broken ones.
@@ -128,15 +148,15 @@ class FakeLauncher:
     """The launcher protocol on numpy arrays: `out` is NaN until a launch writes it."""
 
     def __init__(self, kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int,
-                 path: str = "mma.sync", chosen: Variant | None = None, splits: int = 1):
+                 path: str = "mma.sync", chosen: Variant | None = None, parts: int = 0):
         # The variant a GPU would run (kernels/variants.py) and its launches, as kernels/cuda.py builds them: the
         # same refusals (an unknown kernel, a 16-bit naive or fused, a tensor-core d not built). Its path picks no
         # arithmetic here: both 16-bit tensor-core kernels compute the same steps (fp32 scores, P rounded to 16
         # bits, fp32 O), and the 3xTF32 and FFMA float32 kernels both to about fp32 accuracy; only their tiles
         # differ, and the tile is what the fake's flash takes
         self.variant = chosen or variant(kernel, problem.dtype, path)
-        self.launches = self.variant.launches(problem, br, bc, splits)
-        self.kernel, self.problem, self.br, self.bc, self.splits = kernel, problem, br, bc, splits
+        self.launches = self.variant.launches(problem, br, bc, parts)
+        self.kernel, self.problem, self.br, self.bc, self.parts = kernel, problem, br, bc, parts
         bh, bkv, m, n, d = (problem.batch * problem.heads, problem.batch * problem.kv_head_count, problem.queries,
                             problem.seq, problem.dim)
         self.q = np.ascontiguousarray(inputs.q.reshape(bh, m, d), dtype=np.float32)  # (BH, M, d)
@@ -147,7 +167,7 @@ class FakeLauncher:
         self.out = np.full((bh, m, d), np.nan, dtype=np.float32)  # (BH, M, d)
 
     def launch(self) -> None:
-        KERNEL_MATH[self.kernel](self.q, self.k, self.v, self.out, self.problem, self.br, self.bc, self.splits)
+        KERNEL_MATH[self.kernel](self.q, self.k, self.v, self.out, self.problem, self.br, self.bc, self.parts)
 
     def output(self) -> np.ndarray:
         return self.out.reshape(self.problem.shape).copy()

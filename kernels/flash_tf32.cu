@@ -86,11 +86,11 @@ __device__ __forceinline__ void load_pair(float *x, const float *p) {
 // k-steps of Q·Kᵀ accumulated in one stage: CUTLASS's 32-wide k tile.
 #define TF32_KGROUP 4
 
-template <int D, int WARPS, int BC, int MT, bool Q_IN_REGS>
+template <int D, int WARPS, int BC, int MT, bool Q_IN_REGS, bool SHARED = false>
 __global__ void __launch_bounds__(WARPS * 32)
 flash_tf32_fwd(const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,
                float *__restrict__ o, float *__restrict__ o_part, float *__restrict__ lse, int nq, int qlen, int n,
-               int group, int splits, float scale_log2, int causal) {
+               int group, int heads, int shared_parts, float scale_log2, int causal) {
     constexpr int ROWS = 16 * MT, BR = ROWS * WARPS, THREADS = WARPS * 32, KSTEPS = D / 8, STILES = BC / 8,
                   OTILES = D / 8;
     constexpr int QK_LD = D + 8, V_LD = D + 4;  // row strides in floats (bank-conflict-free, 16-byte aligned)
@@ -102,149 +102,154 @@ flash_tf32_fwd(const float *__restrict__ q, const float *__restrict__ k, const f
     float *v_tiles = k_tiles + 2 * BC * QK_LD;  // two stages of BC × V_LD
 
     const KvRows rows{nq, qlen, n, group};
-    const TileSlot slot = tile_slot<BR>(nq, causal);  // causal: longest tiles first, across heads
-    const int bh = slot.bh;
-    const int q0 = slot.q0;
-    const size_t head_row = (size_t)bh * nq, kv_head = (size_t)(bh / group) * n * D;
-    const float *qg = q + head_row * D, *kg = k + kv_head, *vg = v + kv_head;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int row0 = warp * ROWS;  // the warp's first row in the tile
+    const int parts = SHARED ? shared_parts : 0;  // prefill instances compile without the segment loop
+    const long long units = (long long)heads * ((nq + BR - 1) / BR) * ((n + BC - 1) / BC);
+    long long unit = parts == 0 ? 0 : share_start(blockIdx.x, units, parts);
+    const long long unit_end = parts == 0 ? 0 : share_start(blockIdx.x + 1, units, parts);
+    do {  // prefill: one tile; split-KV: each segment of this block's share (kernels/kv_rows.cuh)
+        const Segment seg = next_segment<BR, BC>(unit, heads, nq, n, parts, causal);
+        const int bh = seg.bh, q0 = seg.q0;
+        const size_t head_row = (size_t)bh * nq, kv_head = (size_t)(bh / group) * n * D;
+        const float *qg = q + head_row * D, *kg = k + kv_head, *vg = v + kv_head;
 
-    const int2 keys = split_keys<BC>(n, splits);  // this split's keys; key blocks past the tile's last query skipped
-    const int key_stop = min(keys.y, last_key_bounds(rows, q0, min(BR, nq - q0), causal).y + 1);
-    const int blocks = key_stop > keys.x ? (key_stop - keys.x + BC - 1) / BC : 0;
+        const int2 keys = make_int2(seg.key_begin, seg.key_end);  // key blocks past the tile's last query skipped
+        const int key_stop = min(keys.y, last_key_bounds(rows, q0, min(BR, nq - q0), causal).y + 1);
+        const int blocks = key_stop > keys.x ? (key_stop - keys.x + BC - 1) / BC : 0;
 
-    load_rows<BR, D, QK_LD, THREADS>(q_tile, qg, q0, nq);
-    load_rows<BC, D, QK_LD, THREADS>(k_tiles, kg, keys.x, n);
-    load_rows<BC, D, V_LD, THREADS>(v_tiles, vg, keys.x, n);
-    cp_async_commit();
-
-    Split<4> qf[MT][Q_IN_REGS ? KSTEPS : 1];
-    float acc[MT][OTILES][4];
-    float m[MT][2], l[MT][2];  // rows g and g+8 of each m-tile
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int i = 0; i < OTILES; ++i) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
-        m[mt][0] = m[mt][1] = TC_NEG_INF;
-        l[mt][0] = l[mt][1] = 0.0f;
-    }
-    // Q's A fragment of m-tile mt at k-step kk: a0, a2 from row g (k = 2t, 2t+1), a1, a3 from row g + 8.
-    auto q_fragment = [&](Split<4> &r, int mt, int kk) {
-        const float *row = q_tile + (row0 + mt * 16 + g) * QK_LD + kk * 8 + 2 * t;
-        float x[4];
-        const float2 lo = *reinterpret_cast<const float2 *>(row);
-        const float2 hi = *reinterpret_cast<const float2 *>(row + 8 * QK_LD);
-        x[0] = lo.x, x[2] = lo.y, x[1] = hi.x, x[3] = hi.y;
-        r.set(x);
-    };
-
-    for (int j = 0; j < blocks; ++j) {
-        const int stage = j & 1;
-        if (j + 1 < blocks) {  // the next key block into the other stage, while this one is computed on
-            load_rows<BC, D, QK_LD, THREADS>(k_tiles + (stage ^ 1) * BC * QK_LD, kg, keys.x + (j + 1) * BC, n);
-            load_rows<BC, D, V_LD, THREADS>(v_tiles + (stage ^ 1) * BC * V_LD, vg, keys.x + (j + 1) * BC, n);
-        }
+        __syncthreads();  // the last segment's warps are done with shared memory
+        load_rows<BR, D, QK_LD, THREADS>(q_tile, qg, q0, nq);
+        load_rows<BC, D, QK_LD, THREADS>(k_tiles, kg, keys.x, n);
+        load_rows<BC, D, V_LD, THREADS>(v_tiles, vg, keys.x, n);
         cp_async_commit();
-        cp_async_wait<1>();  // everything but the group just issued: block j (and Q) is in shared memory
-        __syncthreads();
-        if (Q_IN_REGS && j == 0) {
+
+        Split<4> qf[MT][Q_IN_REGS ? KSTEPS : 1];
+        float acc[MT][OTILES][4];
+        float m[MT][2], l[MT][2];  // rows g and g+8 of each m-tile
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-                for (int kk = 0; kk < KSTEPS; ++kk) q_fragment(qf[mt][Q_IN_REGS ? kk : 0], mt, kk);
+            for (int i = 0; i < OTILES; ++i) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
+            m[mt][0] = m[mt][1] = TC_NEG_INF;
+            l[mt][0] = l[mt][1] = 0.0f;
         }
-        const int kbase = keys.x + j * BC;
-        const bool warp_sees = kbase <= last_key_bounds(rows, q0 + row0, ROWS, causal).y && q0 + row0 < nq;
-        if (warp_sees) {
-            const float *ks = k_tiles + stage * BC * QK_LD, *vs = v_tiles + stage * BC * V_LD;
-            float s[MT][STILES][4];
-#pragma unroll
-            for (int k0 = 0; k0 < KSTEPS; k0 += TF32_KGROUP) {
-                float part[MT][STILES][4];
+        // Q's A fragment of m-tile mt at k-step kk: a0, a2 from row g (k = 2t, 2t+1), a1, a3 from row g + 8.
+        auto q_fragment = [&](Split<4> &r, int mt, int kk) {
+            const float *row = q_tile + (row0 + mt * 16 + g) * QK_LD + kk * 8 + 2 * t;
+            float x[4];
+            const float2 lo = *reinterpret_cast<const float2 *>(row);
+            const float2 hi = *reinterpret_cast<const float2 *>(row + 8 * QK_LD);
+            x[0] = lo.x, x[2] = lo.y, x[1] = hi.x, x[3] = hi.y;
+            r.set(x);
+        };
+
+        for (int j = 0; j < blocks; ++j) {
+            const int stage = j & 1;
+            if (j + 1 < blocks) {  // the next key block into the other stage, while this one is computed on
+                load_rows<BC, D, QK_LD, THREADS>(k_tiles + (stage ^ 1) * BC * QK_LD, kg, keys.x + (j + 1) * BC, n);
+                load_rows<BC, D, V_LD, THREADS>(v_tiles + (stage ^ 1) * BC * V_LD, vg, keys.x + (j + 1) * BC, n);
+            }
+            cp_async_commit();
+            cp_async_wait<1>();  // everything but the group just issued: block j (and Q) is in shared memory
+            __syncthreads();
+            if (Q_IN_REGS && j == 0) {
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                    for (int i = 0; i < STILES; ++i)
-                        part[mt][i][0] = part[mt][i][1] = part[mt][i][2] = part[mt][i][3] = 0.0f;
+                    for (int kk = 0; kk < KSTEPS; ++kk) q_fragment(qf[mt][Q_IN_REGS ? kk : 0], mt, kk);
+            }
+            const int kbase = keys.x + j * BC;
+            const bool warp_sees = kbase <= last_key_bounds(rows, q0 + row0, ROWS, causal).y && q0 + row0 < nq;
+            if (warp_sees) {
+                const float *ks = k_tiles + stage * BC * QK_LD, *vs = v_tiles + stage * BC * V_LD;
+                float s[MT][STILES][4];
 #pragma unroll
-                for (int kk = k0; kk < k0 + TF32_KGROUP && kk < KSTEPS; ++kk) {
-                    if (!Q_IN_REGS) {
+                for (int k0 = 0; k0 < KSTEPS; k0 += TF32_KGROUP) {
+                    float part[MT][STILES][4];
 #pragma unroll
-                        for (int mt = 0; mt < MT; ++mt) q_fragment(qf[mt][0], mt, kk);
+                    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                        for (int i = 0; i < STILES; ++i)
+                            part[mt][i][0] = part[mt][i][1] = part[mt][i][2] = part[mt][i][3] = 0.0f;
+#pragma unroll
+                    for (int kk = k0; kk < k0 + TF32_KGROUP && kk < KSTEPS; ++kk) {
+                        if (!Q_IN_REGS) {
+#pragma unroll
+                            for (int mt = 0; mt < MT; ++mt) q_fragment(qf[mt][0], mt, kk);
+                        }
+#pragma unroll
+                        for (int i = 0; i < STILES; ++i) {
+                            float x[2];
+                            load_pair(x, ks + (i * 8 + g) * QK_LD + kk * 8 + 2 * t);  // B = Kᵀ: column g is K's row g
+                            Split<2> b;
+                            b.set(x);
+#pragma unroll
+                            for (int mt = 0; mt < MT; ++mt) mma_3xtf32(part[mt][i], qf[mt][Q_IN_REGS ? kk : 0], b);
+                        }
                     }
 #pragma unroll
-                    for (int i = 0; i < STILES; ++i) {
-                        float x[2];
-                        load_pair(x, ks + (i * 8 + g) * QK_LD + kk * 8 + 2 * t);  // B = Kᵀ: column g is K's row g
+                    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                        for (int i = 0; i < STILES; ++i)
+#pragma unroll
+                            for (int e = 0; e < 4; ++e) s[mt][i][e] = k0 == 0 ? part[mt][i][e] : s[mt][i][e] + part[mt][i][e];
+                }
+                float alpha[MT][2];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+                    online_softmax<STILES>(&s[mt][0][0], m[mt], l[mt], alpha[mt], scale_log2, kbase, keys.y, rows,
+                                           q0 + row0 + mt * 16 + g, causal);
+                float part[MT][OTILES][4];  // this key block's P·V, staged from zero
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int i = 0; i < OTILES; ++i) part[mt][i][0] = part[mt][i][1] = part[mt][i][2] = part[mt][i][3] = 0.0f;
+#pragma unroll
+                for (int kp = 0; kp < STILES; ++kp) {  // 8 keys per step: P's A fragment is S's tile kp
+                    Split<4> a[MT];
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        const float x[4] = {s[mt][kp][0], s[mt][kp][2], s[mt][kp][1], s[mt][kp][3]};
+                        a[mt].set(x);
+                    }
+                    const float *v_rows = vs + (kp * 8 + 2 * t) * V_LD + g;  // keys 2t and 2t+1, column g
+#pragma unroll
+                    for (int i = 0; i < OTILES; ++i) {
+                        const float x[2] = {v_rows[i * 8], v_rows[V_LD + i * 8]};
                         Split<2> b;
                         b.set(x);
 #pragma unroll
-                        for (int mt = 0; mt < MT; ++mt) mma_3xtf32(part[mt][i], qf[mt][Q_IN_REGS ? kk : 0], b);
+                        for (int mt = 0; mt < MT; ++mt) mma_3xtf32(part[mt][i], a[mt], b);
                     }
                 }
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                    for (int i = 0; i < STILES; ++i)
+                    for (int i = 0; i < OTILES; ++i)
 #pragma unroll
-                        for (int e = 0; e < 4; ++e) s[mt][i][e] = k0 == 0 ? part[mt][i][e] : s[mt][i][e] + part[mt][i][e];
+                        for (int e = 0; e < 4; ++e) acc[mt][i][e] = fmaf(acc[mt][i][e], alpha[mt][e >> 1], part[mt][i][e]);
             }
-            float alpha[MT][2];
+            __syncthreads();  // every warp is done with this stage before the next iteration refills it
+        }
+        cp_async_wait<0>();  // no copy may still land in shared memory when the block exits (a split with no keys)
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-                online_softmax<STILES>(&s[mt][0][0], m[mt], l[mt], alpha[mt], scale_log2, kbase, keys.y, rows,
-                                       q0 + row0 + mt * 16 + g, causal);
-            float part[MT][OTILES][4];  // this key block's P·V, staged from zero
+        for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int i = 0; i < OTILES; ++i) part[mt][i][0] = part[mt][i][1] = part[mt][i][2] = part[mt][i][3] = 0.0f;
-#pragma unroll
-            for (int kp = 0; kp < STILES; ++kp) {  // 8 keys per step: P's A fragment is S's tile kp
-                Split<4> a[MT];
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    const float x[4] = {s[mt][kp][0], s[mt][kp][2], s[mt][kp][1], s[mt][kp][3]};
-                    a[mt].set(x);
-                }
-                const float *v_rows = vs + (kp * 8 + 2 * t) * V_LD + g;  // keys 2t and 2t+1, column g
+            for (int r = 0; r < 2; ++r) {
+                const float sum = row_sum(l[mt][r]);
+                const int query = q0 + row0 + mt * 16 + g + r * 8;
+                if (query >= nq) continue;
+                const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // a split may hold no key of a row
+                const size_t prow = seg.slot < 0 ? head_row + query : (size_t)seg.slot * BR + query - q0;
+                float *orow = (seg.slot < 0 ? o : o_part) + prow * D;
 #pragma unroll
                 for (int i = 0; i < OTILES; ++i) {
-                    const float x[2] = {v_rows[i * 8], v_rows[V_LD + i * 8]};
-                    Split<2> b;
-                    b.set(x);
-#pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) mma_3xtf32(part[mt][i], a[mt], b);
+                    *reinterpret_cast<float2 *>(orow + i * 8 + 2 * t) =
+                        make_float2(acc[mt][i][2 * r] * inv, acc[mt][i][2 * r + 1] * inv);
                 }
+                if (seg.slot >= 0 && t == 0) lse[prow] = split_lse(m[mt][r], sum, scale_log2);
             }
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int i = 0; i < OTILES; ++i)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) acc[mt][i][e] = fmaf(acc[mt][i][e], alpha[mt][e >> 1], part[mt][i][e]);
         }
-        __syncthreads();  // every warp is done with this stage before the next iteration refills it
-    }
-    cp_async_wait<0>();  // no copy may still land in shared memory when the block exits (a split with no keys)
-    const size_t total_rows = (size_t)(gridDim.x / ((nq + BR - 1) / BR)) * nq;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const float sum = row_sum(l[mt][r]);
-            const int query = q0 + row0 + mt * 16 + g + r * 8;
-            if (query >= nq) continue;
-            const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // a split may hold no key of a row
-            const size_t prow = splits == 1 ? head_row + query : blockIdx.y * total_rows + head_row + query;
-            float *orow = (splits == 1 ? o : o_part) + prow * D;
-#pragma unroll
-            for (int i = 0; i < OTILES; ++i) {
-                *reinterpret_cast<float2 *>(orow + i * 8 + 2 * t) =
-                    make_float2(acc[mt][i][2 * r] * inv, acc[mt][i][2 * r + 1] * inv);
-            }
-            if (splits > 1 && t == 0) lse[prow] = split_lse(m[mt][r], sum, scale_log2);
-        }
-    }
+    } while (unit < unit_end);
 }

@@ -58,7 +58,7 @@ def kernel_ms(kernel: str, problem: AttentionProblem, iters: int, settings: targ
     dev = target.backend(settings)
     inputs = Inputs(problem)
     plan = target.launch_plan(problem, settings, dev)
-    launch = target.launcher(kernel, problem, inputs, plan.br, plan.bc, dev, plan.path, plan.splits)
+    launch = target.launcher(kernel, problem, inputs, plan.br, plan.bc, dev, plan.path, plan.parts)
     launch.launch()
     out = launch.output()
     target.check_output(kernel, out)

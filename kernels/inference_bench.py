@@ -16,7 +16,8 @@
     python -m kernels.inference_bench --split-sweep [--out DIR]
 
 Writes OUT/decode.csv and OUT/prefill.csv (every point, with the command line) and prints the tables; with
---split-sweep, instead, forced split counts beside the planner's at q_len 1 into OUT/splits.csv. Exit status:
+--split-sweep, instead, forced block counts of the split-KV launch beside the planner's at q_len 1 into
+OUT/parts.csv. Exit status:
 0 done; 1 a kernel wrong or no CUDA device (one line with the reason); 2 bad arguments; 130 interrupted.
 """
 
@@ -59,10 +60,10 @@ def parser() -> Parser:
     p.add_argument("--max-gib", type=integer("--max-gib", 1, 1024), default=40,
                    help="largest KV cache timed (default 40 GiB)")
     p.add_argument("--out", type=folder, default=Path("reports/latest/inference"),
-                   help="folder for decode.csv and prefill.csv (and splits.csv)")
+                   help="folder for decode.csv and prefill.csv (and parts.csv)")
     p.add_argument("--split-sweep", action="store_true",
-                   help="instead of the grid: time forced split counts at q_len 1 (batch 1 and 64) against the "
-                        "planner's, into splits.csv")
+                   help="instead of the grid: time forced block counts of the split-KV launch at q_len 1 against "
+                        "the planner's, into parts.csv")
     return p
 
 
@@ -155,7 +156,7 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
     batches, kv_lens = (QUICK["batches"], QUICK["kv_lens"]) if args.quick else (BATCHES, KV_LENS)
     alternative = dataclasses.replace(SPLIT_TC, name="split_tc_alt", few_rows=None, configs=tuple(
         ((d, causal), ALTERNATIVE) for d in TC_DIMS for causal in (False, True)))
-    print(f"{'q_len':>5} {'batch':>5} {'kv_len':>7} {'KV MB':>8} {'splits':>6} {'ours us':>9} {'KV GB/s':>8} "
+    print(f"{'q_len':>5} {'batch':>5} {'kv_len':>7} {'KV MB':>8} {'blocks':>6} {'ours us':>9} {'KV GB/s':>8} "
           f"{'xcopy':>6} {'FLASH':>8} {'cuDNN':>8} {'xbest':>6} {'rel-L2':>8} {'alt us':>8}", flush=True)
     for q_len in Q_LENS:
         for batch in batches:
@@ -169,14 +170,14 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
                     continue
                 tensors = device_tensors(problem, seed=batch * kv_len + q_len)
                 plan = target.launch_plan(problem, settings, dev)
-                launch = target.launcher("flash", problem, tensors, plan.br, plan.bc, dev, plan.path, plan.splits)
+                launch = target.launcher("flash", problem, tensors, plan.br, plan.bc, dev, plan.path, plan.parts)
                 launch.launch()
                 dev.synchronize()
                 ours_us = median_us(dev, launch.launch, args.iters)
                 alt_us = None
                 if q_len == 16:  # the same split count, the other 64-row launch, judged against ours first
                     other = dev.launcher("flash", problem, tensors, ALTERNATIVE.br, ALTERNATIVE.bc, "split-kv",
-                                         chosen=alternative, splits=plan.splits)
+                                         chosen=alternative, parts=plan.parts)
                     alt_us = agreeing_us(dev, other, launch, "the alternative launch against ours", args.iters)
                     del other
                 q, k, v = torch_view(problem, tensors)
@@ -195,11 +196,11 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
                 gbps = kv_bytes / (ours_us / 1e6) / 1e9
                 best = min(t for t in theirs.values() if t) if any(theirs.values()) else None
                 cells = [f"{t:.1f}" if t else "-" for t in theirs.values()]
-                print(f"{q_len:>5} {batch:>5} {kv_len:>7} {kv_bytes / 1e6:>8.1f} {plan.splits:>6} {ours_us:>9.1f} "
+                print(f"{q_len:>5} {batch:>5} {kv_len:>7} {kv_bytes / 1e6:>8.1f} {plan.parts:>6} {ours_us:>9.1f} "
                       f"{gbps:>8.0f} {gbps / copy_gbps:>6.2f} {cells[0]:>8} {cells[1]:>8} "
                       f"{best / ours_us if best else float('nan'):>6.2f} {agree:>8.1e} "
                       f"{f'{alt_us:.1f}' if alt_us else '-':>8}", flush=True)
-                writer.writerow([q_len, batch, kv_len, kv_bytes, plan.splits, f"{ours_us:.2f}", f"{gbps:.1f}",
+                writer.writerow([q_len, batch, kv_len, kv_bytes, plan.parts, f"{ours_us:.2f}", f"{gbps:.1f}",
                                  f"{gbps / copy_gbps:.3f}", *(f"{t:.2f}" if t else "" for t in theirs.values()),
                                  f"{agree:.2e}", f"{alt_us:.2f}" if alt_us else ""])
                 del launch, tensors, q, k, v
@@ -208,33 +209,37 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
                 cupy.get_default_memory_pool().free_all_blocks()
 
 
-#: --split-sweep: (batch, kv_len) points and the split counts forced at each (capped at half the key blocks).
-SWEEP_POINTS = ((1, 4096), (1, 16384), (1, 65536), (1, 131072), (8, 4096), (64, 4096), (64, 16384))
-SWEEP_SPLITS = (1, 2, 4, 8, 16, 24, 32, 33, 48, 64, 66, 96, 128)
+#: --split-sweep: (batch, kv_len) points, and the block counts forced at each as multiples of the SM count (besides
+#: one block a tile: no tile split), up to one block a unit.
+SWEEP_POINTS = ((1, 4096), (1, 16384), (1, 65536), (1, 131072), (8, 4096), (32, 4096), (64, 4096), (64, 16384))
+SWEEP_SM_MULTIPLES = (0.5, 1, 1.5, 2, 3, 4, 8)
 
 
 def split_sweep(args, settings: target.Settings, writer) -> None:
-    """Ours at q_len 1 with forced split counts beside the planner's, judged against the planned launch's output."""
+    """Ours at q_len 1 with forced block counts beside the planner's, judged against the planned launch's output."""
     dev = target.backend(settings)
-    print(f"{'batch':>5} {'kv_len':>7} {'planned':>7} " + " ".join(f"{s:>6}" for s in SWEEP_SPLITS) + "  (us)")
+    sms = dev.sm_count()
+    counts = [round(f * sms) for f in SWEEP_SM_MULTIPLES]
+    print(f"{'batch':>5} {'kv_len':>7} {'planned':>7} {'tiles':>6} " + " ".join(f"{c:>6}" for c in counts) + "  (us)")
     for batch, kv_len in SWEEP_POINTS:
         problem = AttentionProblem(batch=batch, heads=HEADS, kv_heads=KV_HEADS, seq=kv_len, q_len=1, dim=DIM,
                                    dtype="float16")
         tensors = device_tensors(problem, seed=batch + kv_len)
         plan = target.launch_plan(problem, settings, dev)
-        planned = target.launcher("flash", problem, tensors, plan.br, plan.bc, dev, plan.path, plan.splits)
+        planned = target.launcher("flash", problem, tensors, plan.br, plan.bc, dev, plan.path, plan.parts)
         planned.launch()
+        tiles = batch * KV_HEADS  # one 16-row tile a K/V head at q_len 1
         cells = []
-        for splits in SWEEP_SPLITS:
-            if splits > max(1, -(-kv_len // plan.bc) // 2):
+        for parts in (tiles, *counts):
+            if parts > tiles * -(-kv_len // plan.bc):
                 cells.append("-")
                 continue
-            launch = target.launcher("flash", problem, tensors, plan.br, plan.bc, dev, plan.path, splits)
-            us = agreeing_us(dev, launch, planned, f"{splits} splits against the planned {plan.splits}", args.iters)
+            launch = target.launcher("flash", problem, tensors, plan.br, plan.bc, dev, plan.path, parts)
+            us = agreeing_us(dev, launch, planned, f"{parts} blocks against the planned {plan.parts}", args.iters)
             cells.append(f"{us:.1f}")
-            writer.writerow([batch, kv_len, plan.splits, splits, f"{us:.2f}"])
+            writer.writerow([batch, kv_len, plan.parts, parts, f"{us:.2f}"])
             del launch
-        print(f"{batch:>5} {kv_len:>7} {plan.splits:>7} " + " ".join(f"{c:>6}" for c in cells), flush=True)
+        print(f"{batch:>5} {kv_len:>7} {plan.parts:>7} " + " ".join(f"{c:>6}" for c in cells), flush=True)
         del planned, tensors
 
 
@@ -271,14 +276,14 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{' '.join(sys.argv[1:] if argv is None else argv)}", flush=True)
         judge_small_points(settings)
         if args.split_sweep:
-            with open(out / "splits.csv", "w", newline="") as f:
+            with open(out / "parts.csv", "w", newline="") as f:
                 writer = csv.writer(f)
-                writer.writerow(["batch", "kv_len", "planned_splits", "splits", "ours_us"])
+                writer.writerow(["batch", "kv_len", "planned_blocks", "blocks", "ours_us"])
                 split_sweep(args, settings, writer)
             return 0
         with open(out / "decode.csv", "w", newline="") as f:
             writer = csv.writer(f)
-            writer.writerow(["q_len", "batch", "kv_len", "kv_bytes", "splits", "ours_us", "kv_gbps", "x_copy",
+            writer.writerow(["q_len", "batch", "kv_len", "kv_bytes", "blocks", "ours_us", "kv_gbps", "x_copy",
                              "flash_us", "cudnn_us", "rel_l2_vs_torch", "alt_us"])
             decode(args, settings, copy_gbps, writer)
         with open(out / "prefill.csv", "w", newline="") as f:

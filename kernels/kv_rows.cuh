@@ -7,10 +7,18 @@
 // query i when j <= i). K and V of launch head h are K/V head h / GROUP (GROUP = heads / kv_heads unpacked, 1
 // packed).
 //
-// Keys. With SPLITS > 1 the keys are cut into SPLITS ranges of whole BC-key blocks, one per blockIdx.y; each block
-// writes its rows' partial state (O normalised by its own sum, and the sum's log2 plus the max: kernels/
-// split_combine.cu merges them).
+// Keys. A prefill launch (parts 0) gives each block one query tile and every key. A split-KV launch of `parts`
+// blocks shares U = tiles · KB units among them, tiles = launch heads · ⌈nq / BR⌉ and KB = ⌈n / BC⌉ key blocks, unit
+// u being key block u mod KB of tile u / KB: block c takes units [⌊c·U/parts⌋, ⌊(c+1)·U/parts⌋) in order, so every
+// block streams the same number of key blocks (±1) whatever the batch, the heads and the length (a stream-K
+// schedule; equal ranges per head left a memory-bound launch's SMs unevenly loaded). A share is cut into segments
+// at tile boundaries. A segment holding all of a tile's keys writes O; any other writes its rows' partial state (O
+// normalised by its own sum, and the sum's log2 plus the max) into slot 2c where the share begins in the segment's
+// tile, else 2c + 1 (a share holds at most two partial segments: its first and its last), and kernels/
+// split_combine.cu merges the slots of each split tile.
 #pragma once
+
+#include "tile_order.cuh"
 
 struct KvRows {
     int nq;     // query rows of a launch head
@@ -33,16 +41,53 @@ __device__ __forceinline__ int2 last_key_bounds(const KvRows &rows, int first, i
     return make_int2(offset, rows.n - 1);
 }
 
-// This block's keys: [x, y) of whole BC-key blocks, split blockIdx.y of `splits` (all keys when splits is 1).
-template <int BC>
-__device__ __forceinline__ int2 split_keys(int n, int splits) {
-    const int blocks = (n + BC - 1) / BC, per = (blocks + splits - 1) / splits;
-    const int begin = min(n, (int)blockIdx.y * per * BC);
-    return make_int2(begin, min(n, begin + per * BC));
+// The first unit of part `part`'s share of `units` (the end of the last share where part == parts).
+__device__ __forceinline__ long long share_start(int part, long long units, int parts) {
+    return (long long)part * units / parts;
 }
 
-// A split's partial state for one row: O / l as float32 into o_part[split][row][:], and log2 of the sum in base-2
-// score units (m·scale_log2 + log2 l) into lse[split][row]; −inf and zeros for a row that saw no key of this split.
+// The part whose share holds unit `unit` (0 <= unit < units).
+__device__ __forceinline__ int share_owner(long long unit, long long units, int parts) {
+    int part = (int)(unit * parts / units);  // share_start(part) <= unit; one step up at most
+    while (part + 1 < parts && share_start(part + 1, units, parts) <= unit) ++part;
+    return part;
+}
+
+// The partial-state slot of part `part`'s segment of tile `tile` (KB key blocks a tile).
+__device__ __forceinline__ int segment_slot(int part, int tile, int kb, long long units, int parts) {
+    return share_start(part, units, parts) >= (long long)tile * kb ? 2 * part : 2 * part + 1;
+}
+
+struct Segment {
+    int bh, q0;      // the tile's launch head and first row
+    int key_begin;   // its keys: [key_begin, key_end)
+    int key_end;
+    int slot;        // -1: all of the tile's keys, O written directly; else the partial state's slot
+};
+
+// The segment a block computes next. Prefill (parts 0): its tile (kernels/tile_order.cuh) and every key, once.
+// Split-KV: the segment of this block's share that starts at `unit`, which moves past it; the block loops while
+// unit < share_start(blockIdx.x + 1).
+template <int BR, int BC>
+__device__ __forceinline__ Segment next_segment(long long &unit, int heads, int nq, int n, int parts, int causal) {
+    const int key_blocks = (n + BC - 1) / BC;
+    if (parts == 0) {
+        const TileSlot slot = tile_slot<BR>(nq, causal);
+        return {slot.bh, slot.q0, 0, n, -1};
+    }
+    const int tiles_per_head = (nq + BR - 1) / BR;
+    const long long units = (long long)heads * tiles_per_head * key_blocks;
+    const long long end = share_start(blockIdx.x + 1, units, parts);
+    const int tile = (int)(unit / key_blocks), first = (int)(unit % key_blocks);
+    const int last = (int)min((long long)key_blocks, first + (end - unit));
+    unit += last - first;
+    const int slot = first == 0 && last == key_blocks ? -1 : segment_slot(blockIdx.x, tile, key_blocks, units, parts);
+    return {tile / tiles_per_head, (tile % tiles_per_head) * BR, first * BC, min(n, last * BC), slot};
+}
+
+// A segment's partial state for one row: O / l as float32 into o_part[slot][row in tile][:], and log2 of the sum in
+// base-2 score units (m·scale_log2 + log2 l) into lse[slot][row in tile]; −inf and zeros for a row that saw no key
+// of the segment.
 __device__ __forceinline__ float split_lse(float m, float l, float scale_log2) {
     return l > 0.0f ? m * scale_log2 + __log2f(l) : -__int_as_float(0x7f800000);
 }

@@ -1,12 +1,11 @@
 """The GPU target's launch planner: which flash kernel runs a problem on a device (the tensor-core path of a 16-bit
-problem, 3xTF32 or FFMA in float32), its tile, and for decode heads the split-KV plan (packed K/V groups, the split
-count `kv_splits` derives from the device's SMs and block slots). kernels/target.py checks and launches the plan;
+problem, 3xTF32 or FFMA in float32), its tile, and for decode heads the split-KV plan (packed K/V groups, the block
+count `kv_parts` derives from the device's SMs and block slots). kernels/target.py checks and launches the plan;
 `settings` is its Settings (tc_path, fp32_path, tile), `dev` its device (kernels/cuda.py or kernels/fake.py).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from host.checks import check_int
@@ -14,7 +13,8 @@ from host.errors import SpecError, TargetError
 from host.problem import DTYPE_BYTES, AttentionProblem
 from kernels.budget import blocks_per_sm
 from kernels.halves import HALF_DTYPES
-from kernels.variants import (DEFAULT_TILES, FLASH_TC, FLASH_TF32, FLASH_WGMMA, MAX_SPLITS, TC_DIMS, TF32_DIMS,
+from kernels.shares import segments
+from kernels.variants import (DEFAULT_TILES, FLASH_TC, FLASH_TF32, FLASH_WGMMA, MAX_PARTS, TC_DIMS, TF32_DIMS,
                               flash_grid, head_rows, variant)
 
 #: Below this many query tiles per SM, halve Br (down to 32) to fill the SMs: the sweep's best at N <= 1024.
@@ -22,19 +22,22 @@ MIN_TILES_PER_SM = 1
 H200_SMS = 132
 #: Heads with fewer queries than this (one prefill query tile of 64 rows) run flash on the split-KV path.
 SPLIT_BELOW_ROWS = 64
-#: The split-KV planner (`kv_splits`): enough blocks to fill this fraction of the SMs' block slots, and among those
-#: the fewest splits that give every SM nearly the same number of blocks (this fraction of the busiest SM's count).
-#: FlashAttention-2's rule (waves over SM slots) left 232 blocks on 132 SMs of 2 slots: 100 SMs ran 2, 32 ran 1, and
-#: batch-1 decode reached 0.83 of the copy bandwidth (reports/issue-32/gpu/run2_three_stages).
+#: The split-KV planner (`kv_parts`): the (tile, key block) units shared equally among the blocks (kernels/shares.py).
+#: A block a tile (no partial state, no combine) where the tiles already fill SPLIT_FILL of the SMs' block slots;
+#: else a block a slot where each share keeps SPLIT_LONG_RANGE key blocks, and one block an SM where it would not
+#: (short shares pay their pipeline fill and partial states more than a second block an SM buys), at most one a
+#: SHARE_MIN_KEY_BLOCKS key blocks. Forced counts on the H200 (reports/issue-32/gpu/run7_stream_k, sweep.txt), q_len 1:
+#: batch 1 at 16k ran 37.3 µs on 132 blocks against 40.2 on 264, at 128k 149.9 on 264 against 152.3; batch 32 at 4k
+#: 137.2 µs a block a tile (256) against 142.8 on 264.
 SPLIT_FILL = 0.85
-SPLIT_BALANCE = 0.95
-#: ... filling every block slot only where each range keeps this many key blocks, else one block an SM: forced
-#: counts on the H200 (reports/issue-32/gpu/run5_split_sweep) ran batch-1 decode at 16k keys in 33.8 µs with 16
-#: ranges of 16 key blocks (128 blocks) against 38.0 µs with 32 of 8 (256), and at 128k best with 32 of 64.
 SPLIT_LONG_RANGE = 32
-#: ... and no more splits than keep the partial states' traffic within this share of the K/V bytes (many query rows
-#: against a short cache: 64 heads on 1 K/V head at q_len 63 and 1,025 keys wanted 4, whose partials were 6× K and V).
+SHARE_MIN_KEY_BLOCKS = 4
+#: ... and no more blocks than keep the partial states' traffic within this share of the K/V bytes (many query rows
+#: against a short cache: 64 heads on 1 K/V head at q_len 63 and 1,025 keys): the most that do (a block a tile, with
+#: no partial state, at least).
 SPLIT_PARTIAL_SHARE = 0.25
+
+
 def device_sms(dev) -> tuple[int, str]:
     """(the device's multiprocessor count, '') or (H200_SMS, why it fell back to the H200's count)."""
     try:
@@ -59,13 +62,13 @@ def default_tile(problem: AttentionProblem, sms: int = H200_SMS) -> tuple[int, i
 @dataclass(frozen=True)
 class Plan:
     """A launch's flash tile and which flash kernel runs it: "wgmma" or "mma.sync" (16-bit), "3xtf32" or "simt"
-    (float32), "split-kv" (either, `splits` key ranges); the note goes into the flash row's message."""
+    (float32), "split-kv" (either, `parts` blocks sharing the keys); the note goes into the flash row's message."""
 
     br: int
     bc: int
     path: str = ""
     note: str = ""
-    splits: int = 1
+    parts: int = 0
 
 
 def launch_plan(problem: AttentionProblem, settings, dev) -> Plan:
@@ -104,53 +107,69 @@ def fp32_plan(problem: AttentionProblem, capability: int, settings) -> Plan:
 
 def split_plan(problem: AttentionProblem, plan: Plan, dev, settings) -> Plan:
     """`plan` (a tensor-core one), or for a decode head (fewer than SPLIT_BELOW_ROWS queries against a longer KV
-    cache) the split-KV plan: its variant's tile, and `kv_splits` key ranges for this device."""
+    cache) the split-KV plan: its variant's tile, and `kv_parts` blocks for this device."""
     if problem.queries >= SPLIT_BELOW_ROWS or problem.queries == problem.seq:
         return plan
     chosen = variant("flash", problem.dtype, "split-kv")
     config = chosen.config(problem)
     limits, why = dev.limits()
     rows = head_rows(problem, packed=True)
-    blocks = flash_grid(rows.nq, config.br, rows.heads)
-    resident = blocks_per_sm(chosen.smem(problem, config.br, config.bc), limits, 32 * config.warps)
-    splits = kv_splits(blocks, -(-problem.seq // config.bc), limits.sms, max(resident, 1))
+    tiles, key_blocks = flash_grid(rows.nq, config.br, rows.heads), -(-problem.seq // config.bc)
+    resident = blocks_per_sm(chosen.smem(problem, config.br, config.bc, tiles), limits, 32 * config.warps)
     # the partial states (written and read once in float32) stay a small share of the K/V stream
-    partial_per_split = 2 * 4 * problem.batch * problem.heads * problem.queries * (problem.dim + 1)
     kv = 2 * problem.batch * problem.kv_head_count * problem.seq * problem.dim * DTYPE_BYTES[problem.dtype]
-    splits = max(1, min(splits, int(SPLIT_PARTIAL_SHARE * kv // partial_per_split)))
+    parts = fewer_parts(kv_parts(tiles, key_blocks, limits.sms, max(resident, 1)), tiles,
+                        lambda count: partial_bytes(problem, config.br, config.bc, count) <= SPLIT_PARTIAL_SHARE * kv)
+    split = sum(1 for tile in split_tiles(tiles, key_blocks, parts))
     group = problem.heads // problem.kv_head_count
-    ranges = (f"keys cut into {splits} ranges ({blocks * splits} blocks), merged by a second launch" if splits > 1
-              else f"keys in one range ({blocks} blocks), O written directly")
+    shared = (f"{tiles} tile{'s' * (tiles > 1)} × {key_blocks} key blocks shared by {parts} blocks, "
+              + (f"{split} tile{'s' * (split > 1)} split, merged by a second launch" if split
+                 else "no tile split, O written directly"))
     note = (f"split-KV decode: {chosen.label.split(' ', 1)[1]}, {group} query head{'s' * (group > 1)} of a K/V head "
-            f"packed: {rows.nq} row{'s' * (rows.nq > 1)} a K/V head in {config.br}-row blocks, {ranges}")
-    return Plan(config.br, config.bc, "split-kv", "; ".join(filter(None, [note, why])), splits)
+            f"packed: {rows.nq} row{'s' * (rows.nq > 1)} a K/V head in {config.br}-row tiles, {shared}")
+    return Plan(config.br, config.bc, "split-kv", "; ".join(filter(None, [note, why])), parts)
 
 
-def kv_splits(blocks: int, key_blocks: int, sms: int, resident: int) -> int:
-    """Key ranges for a launch of `blocks` blocks over `key_blocks` key blocks on `sms` SMs holding `resident`
-    blocks each: 1 when the blocks already fill SPLIT_FILL of the slots (sms · resident). Else the blocks are split
-    to fill every slot where that leaves each range at least SPLIT_LONG_RANGE key blocks, and one block an SM where
-    it would not (short ranges pay their pipeline fill and partial state more than a second block an SM buys);
-    among the counts that fill the target (at most MAX_SPLITS, each range at least two key blocks), the smallest that
-    balances the SMs to within SPLIT_BALANCE (blocks · s / sms over its ceiling: the busiest SM sets a memory-bound
-    launch's time), or the best balanced of them."""
-    for name, value in (("blocks", blocks), ("key_blocks", key_blocks), ("sms", sms), ("resident", resident)):
+def partial_bytes(problem: AttentionProblem, br: int, bc: int, parts: int) -> int:
+    """Device-memory bytes of a split-KV launch's partial states: each partial segment's rows (its tile's, at most
+    Br) write d + 1 floats (O and lse) and the combine reads them once: 2·4·(d + 1) a row."""
+    rows = head_rows(problem, packed=True)
+    per_head = -(-rows.nq // br)
+    tile_rows = [min(br, rows.nq - (tile % per_head) * br) for tile in range(per_head)]
+    return sum(2 * 4 * (problem.dim + 1) * tile_rows[seg.tile % per_head]
+               for seg in segments(per_head * rows.heads, -(-problem.seq // bc), parts) if seg.slot >= 0)
+
+
+def split_tiles(tiles: int, key_blocks: int, parts: int) -> set[int]:
+    """The tiles a share boundary cuts (the combine merges their rows)."""
+    return {seg.tile for seg in segments(tiles, key_blocks, parts) if seg.slot >= 0}
+
+
+def kv_parts(tiles: int, key_blocks: int, sms: int, resident: int) -> int:
+    """Blocks of a split-KV launch of `tiles` tiles over `key_blocks` key blocks on `sms` SMs holding `resident`
+    blocks each: `tiles` (a block a tile) where they fill SPLIT_FILL of the slots (sms · resident); else a block a
+    slot where each share then holds SPLIT_LONG_RANGE key blocks, one an SM where it would not; at most one a
+    SHARE_MIN_KEY_BLOCKS key blocks, at least one."""
+    for name, value in (("tiles", tiles), ("key_blocks", key_blocks), ("sms", sms), ("resident", resident)):
         check_int(name, value, 1, 1 << 31)
-    if blocks >= SPLIT_FILL * sms * resident:
-        return 1
-    counts = range(1, max(1, min(MAX_SPLITS, key_blocks // 2)) + 1)
+    units, slots = tiles * key_blocks, sms * resident
+    if tiles >= SPLIT_FILL * slots:
+        return tiles
+    target = slots if units >= SPLIT_LONG_RANGE * slots else sms
+    return max(1, min(target, units // SHARE_MIN_KEY_BLOCKS, MAX_PARTS))
 
-    def needed(per_sm: int) -> int:  # the fewest splits whose blocks fill SPLIT_FILL of per_sm blocks an SM
-        return math.ceil(SPLIT_FILL * sms * per_sm / blocks)
 
-    per_sm = resident if key_blocks / needed(resident) >= SPLIT_LONG_RANGE else 1
-
-    def balance(splits: int) -> float:
-        per = blocks * splits / sms
-        return per / -(-per // 1)
-
-    enough = [count for count in counts if blocks * count >= SPLIT_FILL * sms * per_sm] or [counts[-1]]
-    return next((count for count in enough if balance(count) >= SPLIT_BALANCE), max(enough, key=balance))
+def fewer_parts(parts: int, tiles: int, fits) -> int:
+    """`parts` where its launch `fits` (a predicate on the block count: the partial states' bytes), else a count
+    between `tiles` (a block a tile: no partial state, so it fits) and `parts` that fits, found by bisection (the
+    partial states grow with the count, nearly monotonically), `tiles` where none above it does."""
+    if parts <= tiles or fits(parts):
+        return parts
+    low, high = tiles, parts  # fits(low) holds (no partial state), fits(high) does not
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low
 
 
 def tc_plan(problem: AttentionProblem, capability: int, forced: str = "auto") -> Plan:

@@ -9,8 +9,9 @@ Every kernel runs every shape of the problem: decode and chunks of prefill (q_le
 seq keys, the causal mask aligned to the bottom right) and grouped-query heads (kv_heads dividing heads). The plan
 (kernels/plan.py) sends a head of fewer than SPLIT_BELOW_ROWS queries against a longer KV cache (decode) down the
 split-KV path: a K/V head's query heads packed into one block's rows, so that K and V are read once for the group,
-and the keys cut across the SMs into ranges whose partial softmax states a second launch combines (Flash-Decoding's
-scheme).
+and the (tile, key block) units shared equally among a block for every block slot of the SMs (a stream-K schedule,
+kernels/shares.py), a second launch combining the partial softmax states of the tiles a share boundary cut
+(Flash-Decoding's combine).
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from host.target_api import ClusterNeeds, Inputs, RunOptions
 from host.timing import summarize
 from host.verdict import check_float
 from kernels.halves import HALF_DTYPES
-from kernels.plan import (H200_SMS, MIN_TILES_PER_SM, SPLIT_BELOW_ROWS, SPLIT_BALANCE, SPLIT_FILL,  # noqa: F401
-                          SPLIT_PARTIAL_SHARE, Plan, default_tile, device_sms, fp32_plan, kv_splits, launch_plan,
-                          split_plan, tc_plan)
+from kernels.plan import (H200_SMS, MIN_TILES_PER_SM, SHARE_MIN_KEY_BLOCKS, SPLIT_BELOW_ROWS,  # noqa: F401
+                          SPLIT_PARTIAL_SHARE, Plan, default_tile, device_sms, fp32_plan, kv_parts, launch_plan,
+                          partial_bytes, split_plan, tc_plan)
 from kernels.variants import FLASH, MAX_GRID_X, TILE_CHOICES, check_tile, flash_grid, head_rows, variant
 
 #: kernel name → the dtype it computes in (float32, the default dtype; `kernels(settings)` adds the 16-bit ones).
@@ -209,21 +210,21 @@ def sm_count(settings: Settings | None = None) -> tuple[int, str]:
     return device_sms(backend(settings))
 
 
-def model_bytes(kernel: str, problem: AttentionProblem, splits: int = 1) -> int:
+def model_bytes(kernel: str, problem: AttentionProblem, plan: Plan | None = None) -> int:
     """Modelled device-memory traffic of one call (docs/gpu.md), in the problem's dtype (4 bytes for float32, 2 for
     float16 and bfloat16), for M = q_len queries against N keys, B·H query heads and B·Hkv K/V heads:
 
     naive: Q, K read and S written by the score kernel; S read and P written by the softmax; P, V read and O written
     by P·V: 4·(2·BH·M·d + 2·BHkv·N·d + 4·BH·M·N) (square: 4·BH·(4·N·d + 4·N²)). fused and flash: Q, K, V read once
     and O written once (problem.min_bytes); the re-reads of K and V by every query row (fused), query tile or query
-    head of a group (flash) are served by the L2 cache, not counted here. A split-KV call adds its partial states,
-    written and read once in float32: 2·4·splits·BH·M·(d + 1).
+    head of a group (flash) are served by the L2 cache, not counted here. A split-KV call (`plan`) adds its partial
+    states, written and read once in float32: 2·4·(d + 1) for each row of a partial segment (plan.partial_bytes).
     """
     bh, bkv, m, n, d = (problem.batch * problem.heads, problem.batch * problem.kv_head_count, problem.queries,
                         problem.seq, problem.dim)
     if kernel == "naive":
         return 4 * (2 * bh * m * d + 2 * bkv * n * d + 4 * bh * m * n)
-    partials = 2 * 4 * splits * bh * m * (d + 1) if splits > 1 else 0
+    partials = partial_bytes(problem, plan.br, plan.bc, plan.parts) if plan is not None and plan.parts else 0
     return problem.min_bytes() + partials
 
 
@@ -238,10 +239,10 @@ def fused_cap(dev) -> int:
 
 
 def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc: int, dev=None,
-             path: str = "mma.sync", splits: int = 1):
+             path: str = "mma.sync", parts: int = 0):
     """Check the launch against the device's limits, then build its launcher (buffers allocated, O poisoned); `path`
     picks the flash kernel (Plan.path): the tensor-core kernel of a 16-bit problem, 3xtf32 or the FFMA one (any
-    other path) in float32, split-kv (`splits` key ranges) in either."""
+    other path) in float32, split-kv (`parts` blocks sharing the keys) in either."""
     dev = dev or backend()
     if kernel not in KERNELS:
         raise SpecError(f"kernel {kernel!r} is unknown; allowed: {', '.join(KERNELS)}")
@@ -265,11 +266,11 @@ def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc
         chosen = variant(kernel, problem.dtype, path)
         if chosen is FLASH:
             check_tile(br, bc)
-        smem = chosen.smem(problem, br, bc, splits)
+        smem = chosen.smem(problem, br, bc, parts)
         if smem > dev.smem_optin():
             raise SpecError(f"{chosen.label} Br={br}, Bc={bc}, d={problem.dim} needs {smem} B of shared memory per "
                             f"block; this device allows {dev.smem_optin()} B")
-    return dev.launcher(kernel, problem, inputs, br, bc, path, splits=splits)
+    return dev.launcher(kernel, problem, inputs, br, bc, path, parts=parts)
 
 
 def flash_note(kernel: str, problem: AttentionProblem, plan: Plan, dev) -> str:
@@ -297,7 +298,7 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
     plan = launch_plan(problem, chosen, dev) if kernel == "flash" else Plan(0, 0)
     tile = {"br": plan.br, "bc": plan.bc} if kernel == "flash" else {}
     try:
-        launch = launcher(kernel, problem, inputs, plan.br, plan.bc, dev, plan.path, plan.splits)
+        launch = launcher(kernel, problem, inputs, plan.br, plan.bc, dev, plan.path, plan.parts)
         launch.launch()  # compile, check it runs
         dev.synchronize()
         out = launch.output()
@@ -313,7 +314,7 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
                    "measured: fp16 tensor-core matmul (cuBLAS) in this run; bf16 runs at the same rate")
     return [options.context.result(
         problem, target="gpu", kernel=kernel, device=dev.describe(), warmup=options.warmup, **tile,
-        **timing.as_fields(), timing_source=dev.timing_source, model_bytes=model_bytes(kernel, problem, plan.splits),
+        **timing.as_fields(), timing_source=dev.timing_source, model_bytes=model_bytes(kernel, problem, plan),
         peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source=peak_source if peak_gflops else "",
         energy_j=energy.joules_per_call if energy else None, energy_source=energy.source if energy else "",
         verdict=verdict, message="; ".join(filter(None, [flash_note(kernel, problem, plan, dev),

@@ -12,16 +12,17 @@ tool (kernels/budget.py) all read these records, so a variant's facts are writte
 | `flash_tf32`  | flash  | 3xtf32           | flash_tf32.cu | float32           | TF32_CONFIGS per (d, causal)         |
 | `flash_tc`    | flash  | mma.sync         | flash_tc.cu   | float16, bfloat16 | TC_CONFIGS per (d, causal)           |
 | `flash_wgmma` | flash  | wgmma            | flash_wgmma.cu| float16, bfloat16 | WGMMA_CONFIGS per d                  |
-| `split_tc`    | flash  | split-kv         | flash_tc.cu   | float16, bfloat16 | SPLIT_TC_CONFIG, KV splits planned   |
-| `split_tf32`  | flash  | split-kv         | flash_tf32.cu | float32           | SPLIT_TF32_CONFIG, KV splits planned |
+| `split_tc`    | flash  | split-kv         | flash_tc.cu   | float16, bfloat16 | SPLIT_TC_CONFIG, blocks planned      |
+| `split_tf32`  | flash  | split-kv         | flash_tf32.cu | float32           | SPLIT_TF32_CONFIG, blocks planned    |
 
-A variant's `launches(problem, br, bc, splits)` gives each kernel launch of one call: the function, its grid and
+A variant's `launches(problem, br, bc, parts)` gives each kernel launch of one call: the function, its grid and
 block, its dynamic shared memory in bytes, its arguments by name (ARGS says what each name is; kernels/cuda.py binds
 the buffers and floats) and its integer arguments' values. Every kernel takes any shape of the problem: q_len
 queries against seq keys (the causal mask aligned to the bottom right) and kv_heads K/V heads (kernels/kv_rows.cuh).
 The split-KV variants (the decode path) pack a K/V head's query heads into one launch head, so that a block reads
-its K and V once for the whole group, and cut the keys into `splits` ranges whose partial states a second launch
-(kernels/split_combine.cu) merges. Nothing here imports CuPy.
+its K and V once for the whole group, and share the (tile, key block) units among `parts` blocks in near-equal
+contiguous shares (kernels/shares.py, kernels/kv_rows.cuh); a second launch (kernels/split_combine.cu) merges the
+partial states of the tiles a share boundary cut. Nothing here imports CuPy.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from host.checks import check_int
 from host.errors import SpecError
 from host.problem import AttentionProblem
 from kernels.halves import HALF_DTYPES
+from kernels.shares import check_parts, partial_segments
 from kernels.launch_configs import (  # noqa: F401 - re-exported: the launch records' configurations
     FLOAT_BYTES, TILE_RANGE, row_strides, flash_smem_bytes, flash_tf32_smem_bytes, flash_tc_smem_bytes,
     flash_wgmma_smem_bytes, flash_wgmma_threads, TcConfig, Tf32Config, WgmmaConfig, TC_CONFIGS, TF32_CONFIGS,
@@ -51,14 +53,15 @@ ARGS = {
     "v": "V, (B·Hkv, N, d)",
     "out": "O, (B·H, q_len, d), poisoned with NaN before the first launch",
     "s": "the naive kernel's scores S, then P in place: (B·H, q_len, N) float32",
-    "o_part": "the split-KV partial outputs, (splits, B·H·q_len, d) float32",
-    "lse": "the split-KV partial log-sums (base 2), (splits, B·H·q_len) float32",
+    "o_part": "the split-KV partial outputs, (2·parts, Br, d) float32: two slots a block (kernels/kv_rows.cuh)",
+    "lse": "the split-KV partial log-sums (base 2), (2·parts, Br) float32",
     "n": "N, the keys, as int32",
     "nq": "query rows of a launch head (q_len; packed: the group's G·q_len)",
     "qlen": "queries per query head (row r is query r mod qlen)",
     "group": "launch heads per K/V head (heads / kv_heads; packed: 1)",
-    "splits": "key ranges of a split-KV launch (1: no split, O written directly)",
-    "rows": "rows the split-KV combine merges: B·H·q_len",
+    "heads": "launch heads (packed: B·Hkv)",
+    "parts": "blocks of a split-KV launch sharing the (tile, key block) units (0: a prefill launch, a block a tile)",
+    "rows": "rows the split-KV combine looks at: B·H·q_len",
     "d": "d as int32",
     "scale": "1/√d as float32",
     "scale_log2": "log2(e)/√d as float32 (the kernels' exponentials are base 2)",
@@ -67,8 +70,8 @@ ARGS = {
     "k_map": "the copy engine's map of K, boxes of Bc rows",
     "v_map": "the copy engine's map of V, boxes of Bc rows",
 }
-#: The most key ranges a split-KV launch cuts (the combine reads every range's state for each row).
-MAX_SPLITS = 128
+#: The most blocks a split-KV launch shares its units among.
+MAX_PARTS = 1 << 16
 
 
 def flash_grid(n: int, br: int, bh: int) -> int:
@@ -137,17 +140,17 @@ class Variant:
     templated: bool = True
     sm90a: bool = False
 
-    def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
+    def launches(self, problem: AttentionProblem, br: int, bc: int, parts: int = 0) -> tuple[Launch, ...]:
         raise NotImplementedError
 
-    def smem(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> int:
+    def smem(self, problem: AttentionProblem, br: int, bc: int, parts: int = 0) -> int:
         """Dynamic shared memory of one block of the call's largest launch, in bytes."""
-        return max(launch.smem for launch in self.launches(problem, br, bc, splits))
+        return max(launch.smem for launch in self.launches(problem, br, bc, parts))
 
-    def expressions(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[str, ...]:
+    def expressions(self, problem: AttentionProblem, br: int, bc: int, parts: int = 0) -> tuple[str, ...]:
         """The name expressions this call compiles from the variant's source (none for plain extern "C" kernels;
         a launch from another source compiles there)."""
-        return tuple(launch.function for launch in self.launches(problem, br, bc, splits)
+        return tuple(launch.function for launch in self.launches(problem, br, bc, parts)
                      if not launch.source) if self.templated else ()
 
 
@@ -158,7 +161,7 @@ class Naive(Variant):
     tile: int = 16
     softmax_threads: int = 256
 
-    def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
+    def launches(self, problem: AttentionProblem, br: int, bc: int, parts: int = 0) -> tuple[Launch, ...]:
         bh, nq, n, d, t = problem.batch * problem.heads, problem.queries, problem.seq, problem.dim, self.tile
         ints = shape_ints(problem)
         return (Launch("naive_scores", (-(-n // t), -(-nq // t), bh), (t, t), 0,
@@ -174,7 +177,7 @@ class Fused(Variant):
 
     threads: int = 256
 
-    def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
+    def launches(self, problem: AttentionProblem, br: int, bc: int, parts: int = 0) -> tuple[Launch, ...]:
         return (Launch("fused_row", (problem.queries, problem.batch * problem.heads), (self.threads,),
                        FLOAT_BYTES * (problem.seq + 32),
                        ("q", "k", "v", "out", "nq", "n", "group", "d", "scale_log2", "causal"), shape_ints(problem)),)
@@ -182,7 +185,8 @@ class Fused(Variant):
 
 FLASH_ARGS = ("q", "k", "v", "out", "nq", "n", "group", "scale_log2", "causal")
 #: The mma.sync kernels' arguments: the split-KV buffers and the packing beside the shape.
-SPLIT_ARGS = ("q", "k", "v", "out", "o_part", "lse", "nq", "qlen", "n", "group", "splits", "scale_log2", "causal")
+SPLIT_ARGS = ("q", "k", "v", "out", "o_part", "lse", "nq", "qlen", "n", "group", "heads", "parts", "scale_log2",
+              "causal")
 
 
 @dataclass(frozen=True)
@@ -191,29 +195,33 @@ class Flash(Variant):
 
     threads: int = 128
 
-    def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
+    def launches(self, problem: AttentionProblem, br: int, bc: int, parts: int = 0) -> tuple[Launch, ...]:
         d, rows = problem.dim, head_rows(problem)
         return (Launch(f"flash_fwd<{br},{bc},{d}>", (flash_grid(rows.nq, br, rows.heads),),
                        (self.threads,), flash_smem_bytes(br, bc, d), FLASH_ARGS, shape_ints(problem, rows)),)
 
 
-def mma_launches(of: "FlashTc | FlashTf32", problem: AttentionProblem, function: str, br: int, threads: int,
-                 smem: int, splits: int) -> tuple[Launch, ...]:
-    """The launches of an mma.sync flash call: the kernel, on (tiles × launch heads, splits) blocks; with splits > 1
-    the combine after it (kernels/split_combine.cu, 4 rows per 128-thread block). The split-KV variants pack."""
-    splits = check_int("splits", splits, 1, MAX_SPLITS)
-    if splits > 1 and not of.split:
-        raise SpecError(f"{of.label} writes O directly; splits={splits} needs a split-KV variant")
+def mma_launches(of: "FlashTc | FlashTf32", problem: AttentionProblem, function: str, br: int, bc: int,
+                 threads: int, smem: int, parts: int) -> tuple[Launch, ...]:
+    """The launches of an mma.sync flash call: the kernel on tiles × launch heads blocks, or for the split-KV variants
+    (which pack) on `parts` blocks sharing the (tile, key block) units (0: a block a tile), then the combine where a
+    share boundary cut a tile (kernels/split_combine.cu, 4 rows per 128-thread block)."""
     rows = head_rows(problem, packed=of.split)
-    kernel = Launch(function, (flash_grid(rows.nq, br, rows.heads), splits), (threads,), smem, SPLIT_ARGS,
-                    shape_ints(problem, rows, splits=splits))
-    if splits == 1:
+    tiles = flash_grid(rows.nq, br, rows.heads)
+    if parts and not of.split:
+        raise SpecError(f"{of.label} writes O directly; parts={parts} needs a split-KV variant")
+    if of.split:  # 0: a block a tile (whole tiles, no combine)
+        parts = check_parts(check_int("parts", parts or tiles, 1, MAX_PARTS), tiles, -(-problem.seq // bc))
+    kernel = Launch(function, (parts or tiles,), (threads,), smem, SPLIT_ARGS,
+                    shape_ints(problem, rows, heads=rows.heads, parts=parts))
+    if not parts or not partial_segments(tiles, -(-problem.seq // bc), parts):
         return (kernel,)
     total = problem.batch * problem.heads * problem.queries
     out_type = TC_TYPES.get(problem.dtype, "float")
-    return (kernel, Launch(f"split_combine<{out_type},{problem.dim}>", (-(-total // 4),), (128,), 0,
-                           ("o_part", "lse", "out", "rows", "splits"), (("rows", total), ("splits", splits)),
-                           source="split_combine.cu"))
+    return (kernel, Launch(f"split_combine<{out_type},{problem.dim},{br},{bc}>", (-(-total // 4),), (128,), 0,
+                           ("o_part", "lse", "out", "rows", "nq", "n", "heads", "parts"),
+                           (("rows", total), ("nq", rows.nq), ("n", problem.seq), ("heads", rows.heads),
+                            ("parts", parts)), source="split_combine.cu"))
 
 
 @dataclass(frozen=True)
@@ -221,17 +229,18 @@ class FlashTf32(Variant):
     """The 3xTF32 flash kernel: its launch per (d, causal) from TF32_CONFIGS, 32 threads per warp."""
 
     configs: tuple[tuple[tuple[int, bool], Tf32Config], ...] = tuple(TF32_CONFIGS.items())
-    split: bool = False  # the split-KV decode variant: packed heads, `splits` key ranges
+    split: bool = False  # the split-KV decode variant: packed heads, `parts` blocks sharing the keys
 
     def config(self, problem: AttentionProblem) -> Tf32Config:
         return _config(self, dict(self.configs), (problem.dim, problem.causal))
 
-    def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
+    def launches(self, problem: AttentionProblem, br: int, bc: int, parts: int = 0) -> tuple[Launch, ...]:
         c, d = self.config(problem), problem.dim
         check_config_tile(self, c, problem, br, bc)
+        shared = ",true" if self.split else ""  # the segment loop (kernels/kv_rows.cuh) in split instances only
         return mma_launches(self, problem, f"flash_tf32_fwd<{d},{c.warps},{bc},{c.m_tiles},"
-                                           f"{str(c.q_in_regs).lower()}>", br, 32 * c.warps,
-                            flash_tf32_smem_bytes(br, bc, d), splits)
+                                           f"{str(c.q_in_regs).lower()}{shared}>", br, bc, 32 * c.warps,
+                            flash_tf32_smem_bytes(br, bc, d), parts)
 
 
 @dataclass(frozen=True)
@@ -239,7 +248,7 @@ class FlashTc(Variant):
     """The mma.sync tensor-core flash kernel: its launch per (d, causal) from TC_CONFIGS, 32 threads per warp."""
 
     configs: tuple[tuple[tuple[int, bool], TcConfig], ...] = tuple(TC_CONFIGS.items())
-    split: bool = False  # the split-KV decode variant: packed heads, `splits` key ranges
+    split: bool = False  # the split-KV decode variant: packed heads, `parts` blocks sharing the keys
     few_rows: TcConfig | None = None  # the split variant's launch where a K/V head's packed rows fit its Br
 
     def config(self, problem: AttentionProblem) -> TcConfig:
@@ -248,14 +257,15 @@ class FlashTc(Variant):
             return self.few_rows
         return config
 
-    def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
+    def launches(self, problem: AttentionProblem, br: int, bc: int, parts: int = 0) -> tuple[Launch, ...]:
         c, d = self.config(problem), problem.dim
         check_config_tile(self, c, problem, br, bc)
-        # the template's defaults: two stages, one key warp
-        stages = f",{c.stages},{c.key_warps}" if c.key_warps != 1 else f",{c.stages}" if c.stages != 2 else ""
+        # the template's defaults: two stages, one key warp, no segment loop (split instances only)
+        stages = (f",{c.stages},{c.key_warps},true" if self.split else f",{c.stages},{c.key_warps}"
+                  if c.key_warps != 1 else f",{c.stages}" if c.stages != 2 else "")
         return mma_launches(self, problem, f"flash_tc_fwd<{TC_TYPES[problem.dtype]},{d},{c.warps},{bc},{c.m_tiles}"
-                                           f"{stages}>", br, 32 * c.warps, flash_tc_smem_bytes(br, bc, d, c.stages),
-                            splits)
+                                           f"{stages}>", br, bc, 32 * c.warps,
+                            flash_tc_smem_bytes(br, bc, d, c.stages), parts)
 
 
 @dataclass(frozen=True)
@@ -268,7 +278,7 @@ class FlashWgmma(Variant):
     def config(self, problem: AttentionProblem) -> WgmmaConfig:
         return _config(self, dict(self.configs), problem.dim)
 
-    def launches(self, problem: AttentionProblem, br: int, bc: int, splits: int = 1) -> tuple[Launch, ...]:
+    def launches(self, problem: AttentionProblem, br: int, bc: int, parts: int = 0) -> tuple[Launch, ...]:
         c, d, rows = self.config(problem), problem.dim, head_rows(problem)
         check_config_tile(self, c, problem, br, bc)
         return (Launch(f"flash_wgmma_fwd<{WGMMA_TYPES[problem.dtype]},{d},{bc},{c.consumers},{c.stages},{c.schedule}>",

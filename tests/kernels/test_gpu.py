@@ -30,9 +30,11 @@ def test_every_kernel_compiles_with_nvcc(source, arch, tmp_path):
         text += "".join(f"template __global__ void {FLASH.expressions(AttentionProblem(seq=1, dim=d), br, bc)[0]}("
                         "const float*, const float*, const float*, float*, int, int, int, float, int);\n"
                         for br, bc, d in FLASH_INSTANCES)
-    if source == "split_combine.cu":  # each output type at both dimensions the split-KV kernels are built for
-        text += "".join(f"template __global__ void split_combine<{kind},{d}>(const float*, const float*, {kind}*, "
-                        "int, int);\n" for kind in ("float", "__half", "__nv_bfloat16") for d in TC_DIMS)
+    if source == "split_combine.cu":  # each output type at both dimensions and every tile the split-KV kernels use
+        text += "".join(f"template __global__ void split_combine<{kind},{d},{br},{bc}>(const float*, const float*, "
+                        f"{kind}*, int, int, int, int, int);\n"
+                        for kind, br, bc in (("float", 64, 32), ("__half", 16, 64), ("__half", 64, 64),
+                                             ("__nv_bfloat16", 16, 64), ("__nv_bfloat16", 64, 64)) for d in TC_DIMS)
     unit.write_text(text)
     done = subprocess.run(["nvcc", f"-arch={arch}", "-std=c++17", "-Werror", "all-warnings", f"-I{ROOT / 'kernels'}",
                            "-c", "-o", str(tmp_path / "unit.o"), str(unit)], capture_output=True, text=True,
@@ -184,7 +186,7 @@ def test_poisoned_output_is_fully_written(device):
 def test_a_kernel_that_skips_rows_fails_the_nan_poison_check(monkeypatch):
     from kernels import fake
 
-    def skips_last_row(q, k, v, out, problem, br, bc, splits=1):
+    def skips_last_row(q, k, v, out, problem, br, bc, parts=0):
         fake.flash(q, k, v, out, problem, br, bc)
         out[:, -1] = np.nan  # as if the last query tile were never launched
 
@@ -197,7 +199,7 @@ def test_a_kernel_that_skips_rows_fails_the_nan_poison_check(monkeypatch):
 def flash_with(mistake):
     """kernels/fake.py's flash algorithm with one mistake a real kernel makes: a missed rescale of the accumulator
     when the running max grows, 1/d instead of 1/√d, or the causal mask shifted by one key."""
-    def kernel(q, k, v, out, problem, br, bc, splits=1):
+    def kernel(q, k, v, out, problem, br, bc, parts=0):
         n = problem.seq
         scale = np.float32((1.0 / problem.dim if mistake == "wrong_scale" else problem.scale) * 1.4426950408889634)
         for i0 in range(0, n, br):

@@ -1,7 +1,7 @@
 """The GPU kernels on LLM inference shapes (issue 32): q_len queries against a longer KV cache (the causal mask
 aligned to the bottom right) and grouped K/V heads, every kernel and dtype against the float64 golden at awkward
-shapes, on the real device (marker gpu) and on the numpy fake; the split-KV decode path with forced split counts
-(ranges with no key of a row among them), its planner's split counts derived by hand, and its byte model."""
+shapes, on the real device (marker gpu) and on the numpy fake; the split-KV decode path with forced block counts
+(segments with no key of a row among them), its schedule and planner derived by hand, and its byte model."""
 
 import os
 
@@ -9,7 +9,7 @@ import pytest
 
 from host.problem import AttentionProblem
 from host.target_api import Inputs, RunContext, RunOptions
-from kernels import target
+from kernels import shares, target
 from host.errors import SpecError
 from kernels.variants import SPLIT_TC, SPLIT_TC_FEW_ROWS, SPLIT_TF32, head_rows, variant
 
@@ -59,18 +59,21 @@ def test_16bit_flash_takes_every_shape(device, dtype, seq, q_len, heads, kv_head
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-@pytest.mark.parametrize("splits", [2, 3, 7])
+@pytest.mark.parametrize("parts", [1, 3, 7, 13, "units"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("q_len", [1, 5])
-def test_forced_split_counts_combine_to_the_golden(device, dtype, splits, causal, q_len):
-    """Split counts the planner would not pick, among them more ranges than key blocks (ranges past the keys, and
-    with the mask ranges after a row's last key): each row's combine must weigh the empty ones at zero. q_len 1 packs
-    4 rows (the 16-bit few-row launch, its key warps merged in the block), q_len 5 packs 20 (the 64-row one)."""
+def test_forced_block_counts_combine_to_the_golden(device, dtype, parts, causal, q_len):
+    """Block counts the planner would not pick: one block for every tile (whole tiles, no combine), shares that
+    cut tiles anywhere, and one block a unit (every segment a single key block, with the mask segments after a row's
+    last key): each row's combine must weigh the empty ones at zero. 2 launch heads of one tile each over 10 (fp32,
+    Bc 32) or 8 (Bc 64) key blocks: 20 or 16 units. q_len 1 packs 4 rows (the 16-bit few-row launch, its key warps
+    merged in the block), q_len 5 packs 20 (the 64-row one)."""
     problem = fresh(320 if dtype == "float32" else 450, q_len, 8, 2, 64, causal, dtype)
     chosen = variant("flash", dtype, "split-kv")
     config = chosen.config(problem)
+    parts = 2 * -(-problem.seq // config.bc) if parts == "units" else parts
     dev = target.backend(target.Settings(device=device))
-    launch = target.launcher("flash", problem, Inputs(problem), config.br, config.bc, dev, "split-kv", splits)
+    launch = target.launcher("flash", problem, Inputs(problem), config.br, config.bc, dev, "split-kv", parts)
     launch.launch()
     out = launch.output()
     target.check_output("flash", out)
@@ -80,27 +83,46 @@ def test_forced_split_counts_combine_to_the_golden(device, dtype, splits, causal
     assert verdict.passed, verdict.message
 
 
-def test_a_split_launch_packs_the_group_and_adds_the_combine():
+def test_shares_and_segments_by_hand():
+    # 3 tiles × 5 key blocks = 15 units over 4 blocks: shares start at ⌊15c/4⌋ = 0, 3, 7, 11 (end 15). Block 1's share
+    # (units 3..6) is tile 0's key blocks 3, 4 (its share began in tile 0: slot 2) and tile 1's 0, 1 (slot 3)
+    assert shares.segments(3, 5, 4) == [(0, 0, 0, 3, 0), (1, 0, 3, 5, 2), (1, 1, 0, 2, 3), (2, 1, 2, 5, 4),
+                                        (2, 2, 0, 1, 5), (3, 2, 1, 5, 6)]
+    assert shares.partial_segments(3, 5, 4) == 6
+    # a block a tile: every share is one whole tile, O written directly; one block: all three tiles whole
+    assert [seg.slot for seg in shares.segments(3, 5, 3)] == [-1, -1, -1]
+    assert shares.segments(3, 5, 1) == [(0, 0, 0, 5, -1), (0, 1, 0, 5, -1), (0, 2, 0, 5, -1)]
+    with pytest.raises(SpecError, match=r"parts=16 is out of range"):
+        shares.segments(3, 5, 16)  # more blocks than units: a share would be empty
+
+
+def test_a_split_launch_packs_the_group_and_adds_the_combine_where_a_tile_is_cut():
     # Llama 3 8B decode, batch 2: 32 query heads on 8 K/V heads, so a launch head holds G = 4 query heads' 1 query
     # each: 2·8 = 16 launch heads of 4 rows; 4 ≤ 16 rows: the few-row launch, one 16-row tile each, its 4 warps
-    # splitting each 64-key block (template <..., 3 stages, 4 key warps>); 8 splits on grid y; the combine merges
-    # B·H·q_len = 64 rows, 4 a block: 16 blocks
+    # splitting each 64-key block (template <..., 3 stages, 4 key warps>); 16 tiles × 64 key blocks = 1,024 units
     problem = AttentionProblem(batch=2, heads=32, kv_heads=8, seq=4096, q_len=1, dim=128, dtype="float16")
     assert head_rows(problem, packed=True) == (16, 4, 1, 1) and head_rows(problem) == (64, 1, 1, 4)
     assert SPLIT_TC.config(problem) == SPLIT_TC_FEW_ROWS and SPLIT_TC_FEW_ROWS.br == 16
-    kernel, combine = SPLIT_TC.launches(problem, 16, 64, 8)
-    assert kernel.function == "flash_tc_fwd<__half,128,4,64,1,3,4>"
-    assert kernel.grid == (16, 8) and dict(kernel.ints) == {"nq": 4, "qlen": 1, "n": 4096, "group": 1, "d": 128,
-                                                            "causal": 0, "splits": 8}
-    assert combine.grid == (16,) and combine.source == "split_combine.cu" and dict(combine.ints) == {"rows": 64,
-                                                                                                      "splits": 8}
-    assert combine.function == "split_combine<__half,128>"
-    assert SPLIT_TF32.launches(problem.with_(dtype="float32"), 64, 32, 2)[1].function == "split_combine<float,128>"
-    assert len(SPLIT_TC.launches(problem, 16, 64, 1)) == 1  # one range: O written directly, no combine
-    # 16 queries: G·q_len = 64 packed rows, the 64-row launch (4 warps of 16 rows, 3 stages): ⌈64/64⌉ · 16 = 16
+    # 8 blocks: 128 units each, two whole tiles: no tile cut, no combine
+    [kernel] = SPLIT_TC.launches(problem, 16, 64, 8)
+    assert kernel.function == "flash_tc_fwd<__half,128,4,64,1,3,4,true>"  # the segment loop compiled in
+    assert kernel.grid == (8,) and dict(kernel.ints) == {"nq": 4, "qlen": 1, "n": 4096, "group": 1, "d": 128,
+                                                         "causal": 0, "heads": 16, "parts": 8}
+    # 24 blocks: shares of 42 or 43 units cut tiles; the combine looks at B·H·q_len = 64 rows, 4 a block: 16 blocks
+    kernel, combine = SPLIT_TC.launches(problem, 16, 64, 24)
+    assert kernel.grid == (24,) and combine.grid == (16,) and combine.source == "split_combine.cu"
+    assert dict(combine.ints) == {"rows": 64, "nq": 4, "n": 4096, "heads": 16, "parts": 24}
+    assert combine.function == "split_combine<__half,128,16,64>"
+    # fp32: the 64-row 3xTF32 launch, Bc 32: 16 tiles × 128 key blocks; 3 blocks cut tiles
+    assert SPLIT_TF32.launches(problem.with_(dtype="float32"), 64, 32, 3)[1].function == \
+        "split_combine<float,128,64,32>"
+    assert len(SPLIT_TF32.launches(problem.with_(dtype="float32"), 64, 32, 2)) == 1  # 8 whole tiles each
+    # 16 queries: G·q_len = 64 packed rows, the 64-row launch (4 warps of 16 rows, 3 stages): 16 tiles, a block each
     wide = problem.with_(q_len=16)
-    [kernel] = SPLIT_TC.launches(wide, 64, 64, 1)
-    assert kernel.function == "flash_tc_fwd<__half,128,4,64,1,3>" and kernel.grid == (16, 1)
+    [kernel] = SPLIT_TC.launches(wide, 64, 64, 16)
+    assert kernel.function == "flash_tc_fwd<__half,128,4,64,1,3,1,true>" and kernel.grid == (16,)
+    with pytest.raises(SpecError, match=r"parts=1025 is out of range"):
+        SPLIT_TC.launches(problem, 16, 64, 1025)  # one block a unit at most
 
 
 def test_a_tile_other_than_the_launch_configurations_is_refused():
@@ -120,54 +142,49 @@ def test_the_benchmarks_alternative_launch_is_a_64_row_one():
     assert ALTERNATIVE.br == 64 and ALTERNATIVE.bc // ALTERNATIVE.key_warps == 32
 
 
-# slots = SMs · resident; no split when blocks ≥ 0.85 · slots. Else the target is every slot (per_sm = resident)
-# when the fewest splits that fill it, n = ⌈0.85 · slots / blocks⌉, leave key_blocks / n ≥ 32 key blocks a range,
-# else one block an SM (per_sm = 1); among s ≤ min(128, key_blocks / 2) with blocks · s ≥ 0.85 · SMs · per_sm, the
-# smallest whose balance b(s) = (blocks·s / SMs) / ⌈blocks·s / SMs⌉ ≥ 0.95
-@pytest.mark.parametrize("blocks,key_blocks,sms,resident,splits", [
-    # batch-1 decode at 128k: n = ⌈224.4 / 8⌉ = 29, 2048 / 29 = 70.6 ≥ 32: every slot; s ≥ 28.05, so 29..128;
-    # b(29) = 1.758/2 = 0.879, b(30) = 0.909, b(31) = 0.939, b(32) = 256/132 = 1.939 → 0.970: s = 32
-    (8, 2048, 132, 2, 32),
-    # at 64k: 1024 / 29 = 35.3 ≥ 32: the same, s = 32
-    (8, 1024, 132, 2, 32),
-    # at 16k: 256 / 29 = 8.8 < 32: one block an SM; s ≥ 112.2 / 8 = 14.03; b(15) = 120/132 = 0.909,
-    # b(16) = 128/132 = 0.970: s = 16 (the H200 ran 16 in 33.8 µs, 32 in 38.0: run5_split_sweep)
-    (8, 256, 132, 2, 16),
-    # at 4k: 64 / 29 = 2.2 < 32: one block an SM, s = 16 as above (counts up to 64 / 2 = 32)
-    (8, 64, 132, 2, 16),
-    # batch 2 at 128k: n = 15, 2048 / 15 = 136.5: every slot; s ≥ 14.03; b(15) = 240/132 = 1.818 → 0.909,
-    # b(16) = 1.939 → 0.970: s = 16
-    (16, 2048, 132, 2, 16),
-    # batch 8 at 4k: n = 4, 64 / 4 = 16 < 32: one block an SM; s ≥ 112.2 / 64 = 1.75; b(2) = 128/132 = 0.970: s = 2
-    (64, 64, 132, 2, 2),
-    (300, 64, 132, 2, 1),  # 300 ≥ 224.4: no split
-    (4, 1, 132, 2, 1),     # a single key block: nothing to split (at most key_blocks / 2 ranges, at least 1)
-    (4, 10, 132, 2, 5),    # too few key blocks to fill one block an SM: the most ranges allowed, 10 / 2
+# kv_parts: a block a tile where the tiles fill 0.85 of the slots (SMs · resident = 264); else a block a slot where
+# each share then holds 32 key blocks (units ≥ 32 · 264 = 8,448), else one an SM (132); at most one a 4 key blocks
+@pytest.mark.parametrize("tiles,key_blocks,sms,resident,parts", [
+    (8, 2048, 132, 2, 264),  # batch-1 decode at 128k: 16,384 units ≥ 8,448: a block a slot
+    (8, 1024, 132, 2, 132),  # at 64k: 8,192 < 8,448: one an SM (the H200: 88.3 µs against 94.2 on 264)
+    (8, 256, 132, 2, 132),   # at 16k: 2,048 units: one an SM (37.3 µs against 40.2)
+    (8, 64, 132, 2, 128),    # at 4k: 512 units / 4 = 128 blocks of 4 key blocks
+    (512, 64, 132, 2, 512),  # batch 64 at 4k: 512 ≥ 224.4 tiles: a block a tile
+    (224, 64, 132, 2, 264),  # 224 < 224.4 tiles: shared, 14,336 units ≥ 8,448: a block a slot
+    (4, 1, 132, 2, 1),       # 4 units: one block
+    (2, 10, 132, 2, 5),      # 20 units: 5 blocks of 4
 ])
-def test_split_counts_by_hand(blocks, key_blocks, sms, resident, splits):
-    assert target.kv_splits(blocks, key_blocks, sms, resident) == splits
+def test_block_counts_by_hand(tiles, key_blocks, sms, resident, parts):
+    assert target.kv_parts(tiles, key_blocks, sms, resident) == parts
 
 
-def test_split_counts_refuse_an_empty_launch():
-    with pytest.raises(SpecError, match=r"blocks=0 is out of range"):
-        target.kv_splits(0, 10, 132, 2)
+def test_block_counts_refuse_an_empty_launch():
+    with pytest.raises(SpecError, match=r"tiles=0 is out of range"):
+        target.kv_parts(0, 10, 132, 2)
 
 
-def test_the_partial_states_cap_the_split_count():
-    # 64 query heads on 1 K/V head, q_len 63, 1,025 keys, bf16: 4,032 packed rows, 63 tiles of 64 rows: the fill rule
-    # asks for 4 splits (63·4 = 252 ≥ 224.4, balance 252/132 → 0.955); K and V are 2·1025·128·2 = 524,800 B, one
-    # split's partials 2·4·64·63·129 = 4,161,024 B: a quarter of K/V allows 0 whole splits, so 1
+def test_the_partial_states_cap_the_block_count():
+    # 64 query heads on 1 K/V head, q_len 63, 1,025 keys, bf16: 4,032 packed rows, 63 tiles of 64 rows over 17 key
+    # blocks = 1,071 units; kv_parts gives one block an SM (1,071 < 8,448), 132 shares of 8 or 9 units, nearly every
+    # one a partial segment of 64 rows · 129 floats · 8 B = 66,048 B: far over a quarter of K and V (2·1025·128·2 =
+    # 524,800 B: room for 1 partial segment); any count between 63 and 132 cuts more than one tile, so a block a
+    # tile (63): no tile cut, no partial state
     problem = AttentionProblem(heads=64, kv_heads=1, seq=1025, q_len=63, dim=128, dtype="bfloat16")
+    assert target.partial_bytes(problem, 64, 64, 132) > 0.25 * 524_800
+    assert all(target.partial_bytes(problem, 64, 64, parts) > 66_048 for parts in range(64, 133))
     plan = target.launch_plan(problem, target.Settings(device="fake"), target.backend(target.Settings("fake")))
-    assert plan.path == "split-kv" and plan.splits == 1 and "O written directly" in plan.note
+    assert plan.path == "split-kv" and plan.parts == 63 and "no tile split, O written directly" in plan.note
+    assert target.partial_bytes(problem, 64, 64, 63) == 0
 
 
 def test_the_split_byte_model_adds_the_partial_states():
     problem = AttentionProblem(batch=1, heads=32, kv_heads=8, seq=4096, q_len=1, dim=128, dtype="float16")
-    # K, V: 2 · 8 heads · 4096 · 128 · 2 B = 16,777,216; Q, O: 2 · 32 · 128 · 2 = 16,384; partials written and read
-    # once in float32: 2 · 4 · 8 splits · 32 rows · 129 = 264,192
+    # K, V: 2 · 8 heads · 4096 · 128 · 2 B = 16,777,216; Q, O: 2 · 32 · 128 · 2 = 16,384. 128 blocks over 8 tiles ×
+    # 64 key blocks: shares of 4 key blocks, 16 a tile, none whole: 128 partial segments of a tile's 4 rows, written
+    # and read once in float32: 2 · 4 · 129 · 4 rows · 128 = 528,384
     assert target.model_bytes("flash", problem) == 16_777_216 + 16_384
-    assert target.model_bytes("flash", problem, splits=8) == 16_777_216 + 16_384 + 264_192
+    plan = target.Plan(16, 64, "split-kv", parts=128)
+    assert target.model_bytes("flash", problem, plan) == 16_777_216 + 16_384 + 528_384
     # naive: 4·(2·BH·M·d + 2·BHkv·N·d + 4·BH·M·N) = 4·(8,192 + 8,388,608 + 524,288)
     assert target.model_bytes("naive", problem.with_(dtype="float32")) == 4 * (8_192 + 8_388_608 + 524_288)
 
@@ -175,11 +192,11 @@ def test_the_split_byte_model_adds_the_partial_states():
 def test_a_decode_row_names_its_split_plan():
     problem = fresh(4096, 1, 32, 8, 128, False, "float16")
     plan = target.launch_plan(problem, target.Settings(device="fake"), target.backend(target.Settings("fake")))
-    # 4 packed rows: the few-row launch (one 16-row block, four key warps); batch 1 has 8 launch heads of one tile,
-    # so 8 blocks over 64 key blocks, split 16 ways (test_split_counts_by_hand's 4k case)
-    assert plan.path == "split-kv" and plan.splits == 16 and (plan.br, plan.bc) == (16, 64)
-    assert "4 query heads of a K/V head packed: 4 rows a K/V head in 16-row blocks, keys cut into 16 ranges (128 " \
-           "blocks), merged by a second launch" in plan.note
+    # 4 packed rows: the few-row launch (16-row tiles, four key warps); batch 1 has 8 launch heads of one tile over
+    # 64 key blocks: 512 units, 128 blocks (test_block_counts_by_hand's 4k case), each tile cut 16 ways
+    assert plan.path == "split-kv" and plan.parts == 128 and (plan.br, plan.bc) == (16, 64)
+    assert "4 query heads of a K/V head packed: 4 rows a K/V head in 16-row tiles, 8 tiles × 64 key blocks shared " \
+           "by 128 blocks, 8 tiles split, merged by a second launch" in plan.note
     square = problem.with_(q_len=None)
     assert target.launch_plan(square, target.Settings(device="fake"),
                               target.backend(target.Settings("fake"))).path == "wgmma"

@@ -40,7 +40,7 @@ def test_the_tensor_core_kernel_compiles_for_sm90(tmp_path):
     for dtype, expression in launches:
         kind = TC_TYPES[dtype]
         text += (f"template __global__ void {expression}(const {kind}*, const {kind}*, const {kind}*, {kind}*, float*, "
-                 "float*, int, int, int, int, int, float, int);\n")
+                 "float*, int, int, int, int, int, int, float, int);\n")
     unit.write_text(text)
     done = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-Werror", "all-warnings", "-Xptxas", "-v", "-c",
                            "-o", str(tmp_path / "unit.o"), str(unit)], capture_output=True, text=True, timeout=600)
@@ -49,9 +49,16 @@ def test_the_tensor_core_kernel_compiles_for_sm90(tmp_path):
               if "bytes spill stores" in line]
     # (3 distinct launches of TC_CONFIGS + 2 of SPLIT_TC's 64-row one + 2 of its few-row one) × 2 types
     assert len(spills) == len(launches) == 14
-    # registers hold each instance's state: at most the 48 bytes the d 128 two-m-tile launch spilt before the
-    # split-KV arguments (docs/gpu.md; 28 since), none in the split-KV launches
-    assert max(spills) <= 48, done.stderr
+    # registers hold each instance's state: at most the 72 bytes the d 128 two-m-tile prefill launch spills at the
+    # 255-register cap since the split-KV launches' segment loop (2026-12-03; 28 before it, 48 before the split-KV
+    # arguments: the allocator moves with any change of the source, even a constant folded; this launch runs on
+    # sm_80 and under --gpu-tc-path mma, not by default on Hopper), none in the split-KV launches (the mangled
+    # names of the instances with the segment loop end their template arguments in Lb1E: SHARED = true)
+    assert max(spills) <= 72, done.stderr
+    lines = done.stderr.splitlines()
+    split_spills = [int(lines[i + 1].split("bytes spill stores")[0].split(",")[-1]) for i, line in enumerate(lines)
+                    if "Function properties for" in line and "Lb1E" in line]
+    assert len(split_spills) == 8 and max(split_spills) == 0, done.stderr
 
 
 def test_the_wgmma_kernel_compiles_for_sm90a_without_spills(tmp_path):

@@ -35,7 +35,7 @@ def test_the_3xtf32_kernel_compiles_without_spills(tmp_path, arch):
     assert len(launches) == 5
     for expression in launches:
         text += (f"template __global__ void {expression}(const float*, const float*, const float*, float*, float*, "
-                 "float*, int, int, int, int, int, float, int);\n")
+                 "float*, int, int, int, int, int, int, float, int);\n")
     unit.write_text(text)
     done = subprocess.run(["nvcc", f"-arch={arch}", "-std=c++17", "-Werror", "all-warnings", "-Xptxas", "-v", "-c",
                            "-o", str(tmp_path / "unit.o"), str(unit)], capture_output=True, text=True, timeout=600)

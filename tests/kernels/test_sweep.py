@@ -369,7 +369,7 @@ def test_the_whole_sweep_on_the_fake_gpu(monkeypatch, tmp_path, capsys):
     a tile over the shrunk shared-memory limit `skipped`, a failing launch `error`, the heatmap, the summary."""
     from kernels import fake
 
-    def flash_with_faults(q, k, v, out, problem, br, bc, splits=1):
+    def flash_with_faults(q, k, v, out, problem, br, bc, parts=0):
         if (br, bc) == (8, 8):
             raise RuntimeError("launch failed (fake)")
         fake.flash(q, k, v, out, problem, br, bc)

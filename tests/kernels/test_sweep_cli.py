@@ -43,7 +43,7 @@ def test_progress_shows_in_a_log(tmp_path):
 def test_an_interrupted_sweep_says_how_many_rows_it_kept(tmp_path, monkeypatch, capsys):
     from kernels import fake
 
-    def interrupted_in_the_second_cell(q, k, v, out, problem, br, bc, splits=1):
+    def interrupted_in_the_second_cell(q, k, v, out, problem, br, bc, parts=0):
         if bc == 32:
             raise KeyboardInterrupt
         fake.flash(q, k, v, out, problem, br, bc)

@@ -10,7 +10,8 @@ from kernels import variants
 from kernels.variants import FLASH, FLASH_TC, FLASH_TF32, FLASH_WGMMA, FUSED, NAIVE, Launch
 
 FLASH_ARGS = ("q", "k", "v", "out", "nq", "n", "group", "scale_log2", "causal")
-SPLIT_ARGS = ("q", "k", "v", "out", "o_part", "lse", "nq", "qlen", "n", "group", "splits", "scale_log2", "causal")
+SPLIT_ARGS = ("q", "k", "v", "out", "o_part", "lse", "nq", "qlen", "n", "group", "heads", "parts", "scale_log2",
+              "causal")
 MAP_ARGS = ("q_map", "k_map", "v_map", "out", "nq", "n", "group", "scale_log2", "causal")
 
 
@@ -91,8 +92,10 @@ def test_tf32_flash_launches(shape, causal, tile, expression, threads, grid, sme
     p = problem(*shape, causal=causal)
     config = FLASH_TF32.config(p)
     assert (config.br, config.bc) == tile  # the planner's tile (target.fp32_plan) is the record's
-    assert FLASH_TF32.launches(p, *tile) == (Launch(expression, (grid, 1), (threads,), smem, SPLIT_ARGS,
-                                                    square(shape[2], shape[3], causal, splits=1)),)
+    # a prefill launch: a block a tile, every launch head (B·H) on the grid, parts 0
+    assert FLASH_TF32.launches(p, *tile) == (Launch(expression, (grid,), (threads,), smem, SPLIT_ARGS,
+                                                    square(shape[2], shape[3], causal, heads=shape[0] * shape[1],
+                                                           parts=0)),)
 
 
 # mma.sync: flash_tc_fwd<type,d,warps,Bc,m_tiles>, 32·warps threads, Br = 16·m_tiles·warps, smem 2·(Br + 4·Bc)·d
@@ -109,8 +112,9 @@ def test_mma_sync_flash_launches(shape, causal, dtype, tile, expression, threads
     p = problem(*shape, causal=causal, dtype=dtype)
     config = FLASH_TC.config(p)
     assert (config.br, config.bc) == tile  # the planner's tile (target.tc_plan)
-    assert FLASH_TC.launches(p, *tile) == (Launch(expression, (grid, 1), (threads,), smem, SPLIT_ARGS,
-                                                  square(shape[2], shape[3], causal, splits=1)),)
+    assert FLASH_TC.launches(p, *tile) == (Launch(expression, (grid,), (threads,), smem, SPLIT_ARGS,
+                                                  square(shape[2], shape[3], causal, heads=shape[0] * shape[1],
+                                                         parts=0)),)
 
 
 # wgmma: flash_wgmma_fwd<kind,d,Bc,consumers,stages,schedule> (kind 0 fp16, 1 bf16), 128·consumers + 128 threads,
@@ -160,5 +164,9 @@ def test_every_variant_is_listed_once_with_its_source():
         config = v.config(p) if hasattr(v, "config") else None
         return (config.br, config.bc) if config else (64, 64)
 
+    # the split-KV variants on 3 blocks sharing 2 tiles × 4 or 8 key blocks (a tile cut: the combine's arguments too)
     assert all(set(launch.args) <= set(variants.ARGS) for v in variants.VARIANTS.values()
-               for p in [problem(1, 2, 64, 64, dtype=v.dtypes[0])] for launch in v.launches(p, *tile(v, p), 1))
+               for p in [problem(1, 2, 256 if getattr(v, "split", False) else 64, 64, dtype=v.dtypes[0])]
+               for launch in v.launches(p, *tile(v, p), 3 if getattr(v, "split", False) else 0))
+    assert {len(v.launches(p, *tile(v, p), 3)) for v in (variants.SPLIT_TC, variants.SPLIT_TF32)
+            for p in [problem(1, 2, 256, 64, dtype=v.dtypes[0])]} == {2}
