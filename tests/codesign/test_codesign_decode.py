@@ -109,6 +109,28 @@ def test_a_decode_step_by_hand():
     assert pair.traffic["dram_read_k_bytes"] == 64 and pair.traffic["dram_read_q_bytes"] == 16
 
 
+def test_a_decode_step_on_the_overlap_schedule_by_hand():
+    dp = Datapath(rows=4, cols=4, dataflow="os", exp_lanes=4, dividers=4, div_latency=18, dram_bytes_per_cycle=32,
+                  schedule="overlap")
+    head = head_cycles(dp, seq=8, dim=4, causal=True, bc=4, queries=1)
+    # The decode step above with its folds pipelined. QKᵀ = gemm(1, 4, 4) on 4x4 os: one fold, Sr = 1 row, Sc = 4
+    # keys, T = 4: it holds the array max(T, r) = max(4, 1) = 4 cycles, tail r + c − 2 = 1 + 4 − 2 = 3; transposed,
+    # gemm(4, 1, 4), max(4, 4) = 4 and 4 + 1 − 2 = 3, a tie, so as it is. P·V = gemm(1, 4, 4): 4 and 3 likewise. A
+    # step holds the array 8 cycles: max(8, 12) + max(8, 16) = 28 for the two blocks; the tails once, 3 + 3 = 6.
+    # DRAM and the divider as before (3, 22, 1; block 1's 2 cycles of K and V under the 28): 3 + 12 + 28 + 6 + 22 + 1
+    # = 72 against 78.
+    assert head.cycles == 72 and head.array_tail == 6 and head.stages["array"].busy_cycles == 2 * 8 + 6
+    # Two query heads on one K/V head, the mapper's best: the second finds K and V on chip (prologue Q alone, ⌈8/32⌉
+    # = 1; block 1 loads nothing): 1 + 12 + 28 + 6 + 22 + 1 = 70. It starts during the first one's tail: its
+    # prologue and fill, 1 + 12 = 13, under the first's array and divider tail, 6 + 22 = 28; its body after the
+    # first's O is out, max(28, 1) + 1 = 29: gap 29 instead of 28 + 1 + 13 = 42, 13 saved: 72 + 70 − 13 = 129.
+    # (Each head reading its own K and V: 72 + 72 − 15 = 129 too, the tie going to the shared K/V head; folds back
+    # to back: 78 + 76 − 13 = 141.)
+    pair = problem_cycles(dp, 8, 4, True, 4, queries=1, heads=2, kv_heads=1)
+    assert pair.later.cycles == 70 and pair.pipelined_saving == 13 and pair.cycles == 129
+    assert pair.mapping.share_kv and pair.mapping.overlap and pair.kv_shared
+
+
 @pytest.mark.parametrize("seq,queries", [(17, 1), (17, 3), (97, 1), (97, 3), (97, 17), (1025, 33)])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", [(32, 32, "os", 64), (8, 24, "ws", 64), (16, 5, "is", 64), (4, 128, "os", 20)])
