@@ -243,11 +243,14 @@ def explore(problem: AttentionProblem, space: dict, tech: Technology, progress=N
     ok = cols["skipped"] == ""
     latency = np.where(ok, cols["cycles"] / cols["clock_hz"], np.nan)
     buffers = (cols["q_kb"], cols["k_kb"], cols["v_kb"], cols["o_kb"])
-    units = area(tech, cols["rows"], cols["cols"], cols["acc_bits"], cols["exp_lanes"], cols["dividers"], buffers,
+    # a pipelined divider is div_latency copies of the iterative one's stage (its adder and registers), one per cycle
+    # of a division in flight: its area (and leakage) counted as that many dividers
+    stages = np.where(cols["divider"] == "pipelined", cols["dividers"] * cols["div_latency"], cols["dividers"])
+    units = area(tech, cols["rows"], cols["cols"], cols["acc_bits"], cols["exp_lanes"], stages, buffers,
                  cols["node_nm"])
     energy_low, energy_high, shares = _energy(tech, cols, space, units, latency, ok)
     synth = synthesis_area(tech, gates, units, cols["rows"], cols["cols"], cols["acc_bits"], cols["overflow"],
-                           cols["exp_lanes"], cols["dividers"], cols["node_nm"])
+                           cols["exp_lanes"], stages, cols["node_nm"])
     synth = {"ge": synth["ge"] * copies, "logic": synth["logic"] * copies, "total": synth["total"] * copies}
     label, rel_l2 = _bit_columns(problem, space, cols)
     ops = problem.flops()

@@ -595,6 +595,13 @@ def test_the_new_datapath_dimensions_are_searched_with_their_mapping_and_cost():
             one = key[array, 1, schedule, divider]
             assert c["area_mm2"][i] == pytest.approx(2 * c["area_mm2"][one])
             assert c["latency_s"][i] <= c["latency_s"][one]
+        if divider == "pipelined":  # 8 dividers of 18 stages each: 8 · 17 more dividers' worth of logic
+            iterative = key[array, arrays, schedule, "iterative"]
+            per_divider = energy.area(TECH, 1, 1, 40, 1, 1, (1, 1, 1, 1), 7)["dividers"]
+            for end, share in (("low", 0), ("high", 1)):  # each end of the band: (logic + SRAM) × the overhead's end
+                extra = c[f"area_mm2_{end}"][i] - c[f"area_mm2_{end}"][iterative]
+                expected = 8 * 17 * getattr(per_divider, end) * TECH.overhead[share] * 1e-6 * arrays
+                assert extra == pytest.approx(expected)
     slower = 0
     for (array, arrays, schedule, divider), i in key.items():
         r, k = (int(x) for x in array.split("x"))
