@@ -106,8 +106,11 @@ class ProblemCycles:
         folds = "folds overlapped" if m.overlap else "folds back to back"
         parts = [f"query tile {m.tile_rows} rows", folds, self.first.orientation]
         if m.arrays > 1:
-            parts.append(f"{m.across} array(s) across {'groups' if self.group > 1 else 'heads'} x {m.split} "
-                         f"splitting each head's queries ({m.arrays} of {self.first.datapath.arrays} arrays)")
+            units = "K/V groups" if self.group > 1 else "heads"
+            split = f", each head's query rows split over {m.split}" if m.split > 1 else ""
+            parts.append(f"{m.arrays} of {self.first.datapath.arrays} arrays: {units} over {m.across}{split}")
+        elif self.first.datapath.arrays > 1:
+            parts.append(f"1 of {self.first.datapath.arrays} arrays")
         if self.pipelined_saving:
             parts.append(f"heads pipelined ({self.pipelined_saving:,} cycles saved)")
         return "; ".join(parts)
