@@ -147,6 +147,12 @@ def _step(dp: Datapath, rows: int, keys: int, dim: int, first_block: bool, overl
                  orientation, fill_drain)
 
 
+def step_cycles(dp: Datapath, rows: int, keys: int, dim: int, first_block: bool, overlap: bool) -> tuple[int, int]:
+    """(array, softmax) cycles of one step of `rows` query rows against a block of `keys` keys."""
+    step = _step(dp, rows, keys, dim, first_block, overlap)
+    return step.array, step.softmax
+
+
 def _tile_bytes(br: int, dim: int, bc: int) -> tuple[int, int, int]:
     """Bytes of one query tile of br rows, one key (or value) block, and one tile's output accumulators with m, l."""
     return (br * dim * WORD_BYTES, bc * dim * WORD_BYTES, br * (dim * OUTPUT_ACC_BYTES + ROW_STATE_BYTES))

@@ -14,9 +14,13 @@ costs a few head models per distinct tile height and array count.
 
 from __future__ import annotations
 
+import dataclasses
+
+from codesign.cycles import step_cycles
 from codesign.datapath import Datapath
 from codesign.mapping import Mapping, ProblemCycles, mapped_cycles
 from host.errors import SpecError
+from host.q15 import BC
 
 #: The largest query tile the overlap schedule's mapper tries (rows; the buffers usually refuse sooner).
 TILE_MAX = 1024
@@ -108,3 +112,22 @@ def slower_reason(dp: Datapath, smaller: ProblemCycles, seq: int, dim: int, caus
                     f"one spends {big - little:,} more cycles in {what} ({big:,} against {little:,}), which its "
                     "fewer folds do not win back")
     return ""
+
+
+#: The most exponent lanes `balanced_lanes` offers (the Datapath's own cap).
+LANES_MAX = 4096
+
+
+def balanced_lanes(dp: Datapath, dim: int, bc: int = BC, tile_rows: int | None = None) -> int:
+    """The fewest exponent lanes, a power of two, with which the softmax unit keeps up with the array: a tile's later
+    full block (tile_rows rows, default R, against bc keys, its rescale included) takes no more softmax cycles than
+    array cycles under the datapath's schedule (LANES_MAX when even that many do not)."""
+    rows = dp.rows if tile_rows is None else tile_rows
+    overlap = dp.schedule == "overlap"
+    lanes = 1
+    while lanes < LANES_MAX:
+        array, softmax = step_cycles(dataclasses.replace(dp, exp_lanes=lanes), rows, bc, dim, False, overlap)
+        if softmax <= array:
+            break
+        lanes *= 2
+    return lanes

@@ -14,7 +14,7 @@ from codesign.cycles import head_cycles
 from codesign.datapath import Datapath
 from codesign.gemm import oriented, overlapped
 from codesign.groups import problem_cycles
-from codesign.mapper import best_mapping, candidates, slower_reason
+from codesign.mapper import balanced_lanes, best_mapping, candidates, slower_reason
 from codesign.mapping import Mapping, mapped_cycles
 from host.errors import SpecError
 
@@ -96,6 +96,20 @@ def test_bad_choices_are_refused_in_one_line(field, value, allowed):
 def test_new_choices_name_the_datapath():
     assert Datapath().name == "sa32x32-os-acc40"
     assert Datapath(arrays=4, schedule="overlap", divider="pipelined").name == "sa32x32-os-acc40-p4-overlap-pdiv"
+
+
+def test_the_softmax_unit_balanced_to_the_array_by_hand():
+    # A later full block (rescale included) of the tile against Bc = 64 keys, d 64. The default 32×32 os, serial:
+    # QKᵀ gemm(32, 64, 64) is 2 column folds of 64 + 62 = 252, P·V gemm(32, 64, 64) the same: 504 array cycles.
+    # Softmax with E lanes: ⌈2048/E⌉ + ⌈2080/E⌉ + ⌈32·65/E⌉ + 3 + 6 + 4 + 2: E = 16 → 128 + 130 + 130 + 15 = 403 ≤
+    # 504, E = 8 → 791 > 504: 16, the default's own lanes.
+    assert balanced_lanes(Datapath(), 64) == 16
+    # 256×256 os under overlap, a 256-row tile: QKᵀ transposed (64 keys on the rows, 256 queries on the columns),
+    # one fold of max(T = 64, r = 64) = 64; P·V transposed, 64; 128 a step. E = 512: 32 + 33 + 33 + 15 = 113 ≤ 128;
+    # E = 256: 64 + 65 + 65 + 15 = 209 > 128: 512 (the case at 512 lanes is 97.2 µs, at 4096 97.1).
+    big = Datapath(rows=256, cols=256, schedule="overlap", exp_lanes=16)
+    assert balanced_lanes(big, 64) == 512
+    assert balanced_lanes(Datapath(rows=1, cols=1), 64) == 1  # a 1×1 array is slower than one lane
 
 
 MORE = (("rows", lambda v: 2 * v), ("cols", lambda v: 2 * v), ("arrays", lambda v: v + 1),
