@@ -3,7 +3,8 @@ codesign/rtl/head.py, compiled by Debian's Verilator with the C++ testbench code
 exactly as codesign/rtl/sim.py's Python testbench does (load Q, K, V, start for one clock, clock until done, read O,
 the shifts and the counters). Same bits and same cycles as Amaranth's simulator (tests/rtl/test_rtl_compiled.py),
 far faster per cycle, at the price of a build (Verilator and g++) per engine shape: builds are kept under
-build/rtl-verilator/ (or $KBENCH_RTL_BUILD), one folder per hash of the Verilog, so a shape builds once.
+build/rtl-verilator/ (or $KBENCH_RTL_BUILD), one folder per hash of what makes the Verilog (this package's sources,
+the testbench, Amaranth's version, the datapath and the engine's sizes), so a shape builds once.
 
 `simulate_heads_compiled` takes and returns what sim.simulate_heads does; UnavailableError when Verilator is missing.
 """
@@ -56,17 +57,20 @@ def build(datapath: Datapath, seq_max: int, dim_max: int, jobs: int = 2) -> tupl
     missing = verilator_missing()
     if missing:
         raise UnavailableError(missing)
+    from amaranth import __version__ as amaranth_version
+
     from codesign.rtl.head import HeadEngine
     from codesign.rtl.synth import to_verilog
 
     began = time.perf_counter()
-    verilog = to_verilog(HeadEngine(datapath, seq_max, dim_max), "head")
-    harness = HARNESS.read_text()
-    key = hashlib.sha256("\0".join((verilog, harness, str(dim_max), CXX_OPT)).encode()).hexdigest()[:16]
+    sources = [path.read_text() for path in sorted(HARNESS.parent.glob("*.py"))] + [HARNESS.read_text()]
+    key = hashlib.sha256("\0".join((*sources, amaranth_version, repr(datapath), str(seq_max), str(dim_max),
+                                    CXX_OPT)).encode()).hexdigest()[:16]
     folder = build_root() / key
     binary = folder / "vhead"
     if binary.exists():
         return binary, 0.0
+    verilog = to_verilog(HeadEngine(datapath, seq_max, dim_max), "head")
     folder.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=folder.parent))
     (work / "head.v").write_text(verilog)

@@ -1,0 +1,33 @@
+"""The head engine's total cycles (codesign/rtl/sim.py schedule_cycles, which the RTL's counter meets in
+tests/rtl) beside the cycle model's (codesign/cycles.py head_cycles) on the RTL tests' datapaths and two larger
+ones: the model at its datapath's DRAM, at a DRAM too fast to stall (only its 1-cycle prologue and epilogue left),
+and the steps one after another (array + softmax + divider busy cycles). Run from the checkout:
+    .venv/bin/python reports/issue-33/rtl/schedule_table.py > reports/issue-33/rtl/schedule_table.md"""
+
+from dataclasses import replace
+
+from codesign.cycles import head_cycles
+from codesign.datapath import Datapath
+from codesign.rtl.sim import schedule_cycles
+
+CASES = [
+    (Datapath(rows=4, cols=4, exp_lanes=4, dividers=8), 32, 16),
+    (Datapath(rows=4, cols=4, exp_lanes=1, dividers=16, div_latency=20), 16, 8),
+    (Datapath(rows=3, cols=2, exp_lanes=3, dividers=7, div_latency=19), 97, 3),
+    (Datapath(rows=2, cols=4, exp_lanes=2, dividers=3), 17, 8),
+    (Datapath(rows=8, cols=8, exp_lanes=8, dividers=16), 64, 32),
+    (Datapath(rows=8, cols=8), 256, 64),
+    (Datapath(rows=32, cols=32), 1024, 64),
+]
+
+print("| datapath | seq | d | causal | RTL (schedule) | model | model, DRAM never stalls | stages in sequence "
+      "| RTL / model (no stalls) |")
+print("|---|---|---|---|---|---|---|---|---|")
+for dp, seq, dim in CASES:
+    for causal in (False, True):
+        rtl = schedule_cycles(dp, seq, dim, causal)
+        model = head_cycles(dp, seq, dim, causal, dp.cols)
+        fast = head_cycles(replace(dp, dram_bytes_per_cycle=65536), seq, dim, causal, dp.cols)
+        serial = sum(stage.busy_cycles for stage in model.stages.values())
+        print(f"| {dp.name} | {seq} | {dim} | {'yes' if causal else 'no'} | {rtl:,} | {model.cycles:,} | "
+              f"{fast.cycles:,} | {serial:,} | {rtl / fast.cycles:.2f} |")
