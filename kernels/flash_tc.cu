@@ -10,7 +10,9 @@
 //   O += P·V     P re-packed from S's accumulators as the A operand (their layouts line up), V through
 //                ldmatrix.trans.
 // Shared tiles are row-major with 16-byte chunks XOR-swizzled by (row mod 8), so the 8 rows an ldmatrix phase reads
-// fall in distinct banks. Causal: key j kept for query i when j <= i; key blocks past the block's last query are
+// fall in distinct banks. Split-KV instances (SHARED, the decode path): the block loops over the segments of its
+// share of the (tile, key block) units (kernels/kv_rows.cuh), each a tile's rows over a range of its key blocks,
+// writing O or a partial state. Causal: key j kept for query i when j <= i; key blocks past the block's last query are
 // skipped, and blocks run heaviest first. Any N (rows and keys past N are zero-filled by cp.async and masked);
 // D in {64, 128}; compiled by NVRTC through CuPy with -arch=sm_90 (kernels/cuda.py).
 #include <cuda_bf16.h>

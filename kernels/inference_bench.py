@@ -9,6 +9,9 @@
   printed `xcopy` is KV bytes / time over that bandwidth. Inputs are drawn on the device (a 128k-key batch-64
   cache is 34 GB); before timing, ours is judged against the float64 golden (host/verdict.py) at small points of
   each q_len and compared with torch's output at every timed point (rel-L2 printed; above 1e-2 stops the run).
+  Each side is timed twice: called from Python between the events (as every kernels/ timing is), and replayed
+  from a CUDA graph captured once (the `g:` columns), which leaves the host's launch cost out, as a decode server
+  that replays graphs does; `xbest` and `g:xbest` are torch's best time over ours in each.
 - grouped prefill: Llama 3 8B at 8k, causal, fp16: the same kernel with 8 K/V heads and with 32 (no grouping),
   beside torch cuDNN (grouped), each judged against the golden first.
 
@@ -113,6 +116,31 @@ def torch_call(backend: str, q, k, v):
     return call
 
 
+def graphed(side: str, call):
+    """`call` captured once in a CUDA graph (ours through CuPy, torch's through torch.cuda.graph): a call that replays
+    it on the default stream, where the timer's events are recorded; None where the capture fails (the reason is
+    printed). Decode servers replay graphs: the replay leaves the host's launch cost out of the time."""
+    import cupy
+
+    try:
+        if side == "ours":
+            stream = cupy.cuda.Stream(non_blocking=True)
+            with stream:
+                stream.begin_capture()
+                call()
+                graph = stream.end_capture()
+            return lambda: graph.launch(cupy.cuda.Stream.null)
+        import torch
+
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            call()
+        return graph.replay
+    except Exception as exc:  # noqa: BLE001 - a backend that cannot be captured is reported, not fatal
+        print(f"  {side}: no CUDA graph ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
+        return None
+
+
 def rel_l2(ours, theirs) -> float:
     import cupy
 
@@ -157,7 +185,8 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
     alternative = dataclasses.replace(SPLIT_TC, name="split_tc_alt", few_rows=None, configs=tuple(
         ((d, causal), ALTERNATIVE) for d in TC_DIMS for causal in (False, True)))
     print(f"{'q_len':>5} {'batch':>5} {'kv_len':>7} {'KV MB':>8} {'blocks':>6} {'ours us':>9} {'KV GB/s':>8} "
-          f"{'xcopy':>6} {'FLASH':>8} {'cuDNN':>8} {'xbest':>6} {'rel-L2':>8} {'alt us':>8}", flush=True)
+          f"{'xcopy':>6} {'FLASH':>8} {'cuDNN':>8} {'xbest':>6} {'rel-L2':>8} {'alt us':>8} {'g:ours':>8} "
+          f"{'g:FLASH':>8} {'g:cuDNN':>8} {'g:xbest':>7}", flush=True)
     for q_len in Q_LENS:
         for batch in batches:
             for kv_len in kv_lens:
@@ -190,20 +219,32 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
                     theirs[backend] = median_us(dev, call, args.iters)
                     if agree is None:
                         agree = rel_l2(launch.out.view(np.float16), call().reshape(launch.out.shape))
+                # the same calls replayed from CUDA graphs (both sides), after the eager timings
+                ours_graph = graphed("ours", launch.launch)
+                graph_us = {"ours": median_us(dev, ours_graph, args.iters) if ours_graph else None}
+                for backend in ("FLASH_ATTENTION", "CUDNN_ATTENTION"):
+                    replay = graphed(backend, torch_call(backend, q, k, v)) if theirs[backend] else None
+                    graph_us[backend] = median_us(dev, replay, args.iters) if replay else None
+                    del replay
                 if agree is None or not agree <= AGREE:
                     raise TargetError(f"flash at q_len {q_len}, batch {batch}, kv_len {kv_len} differs from torch by "
                                       f"rel-L2 {agree} (allowed: {AGREE})", status="wrong")
                 gbps = kv_bytes / (ours_us / 1e6) / 1e9
                 best = min(t for t in theirs.values() if t) if any(theirs.values()) else None
                 cells = [f"{t:.1f}" if t else "-" for t in theirs.values()]
+                graph_best = min((t for b, t in graph_us.items() if b != "ours" and t), default=None)
+                graph_x = graph_best / graph_us["ours"] if graph_best and graph_us["ours"] else None
+                graph_cells = [f"{t:.1f}" if t else "-" for t in graph_us.values()]
                 print(f"{q_len:>5} {batch:>5} {kv_len:>7} {kv_bytes / 1e6:>8.1f} {plan.parts:>6} {ours_us:>9.1f} "
                       f"{gbps:>8.0f} {gbps / copy_gbps:>6.2f} {cells[0]:>8} {cells[1]:>8} "
                       f"{best / ours_us if best else float('nan'):>6.2f} {agree:>8.1e} "
-                      f"{f'{alt_us:.1f}' if alt_us else '-':>8}", flush=True)
+                      f"{f'{alt_us:.1f}' if alt_us else '-':>8} {graph_cells[0]:>8} {graph_cells[1]:>8} "
+                      f"{graph_cells[2]:>8} {f'{graph_x:.2f}' if graph_x else '-':>7}", flush=True)
                 writer.writerow([q_len, batch, kv_len, kv_bytes, plan.parts, f"{ours_us:.2f}", f"{gbps:.1f}",
                                  f"{gbps / copy_gbps:.3f}", *(f"{t:.2f}" if t else "" for t in theirs.values()),
-                                 f"{agree:.2e}", f"{alt_us:.2f}" if alt_us else ""])
-                del launch, tensors, q, k, v
+                                 f"{agree:.2e}", f"{alt_us:.2f}" if alt_us else "",
+                                 *(f"{t:.2f}" if t else "" for t in graph_us.values())])
+                del launch, tensors, q, k, v, ours_graph
                 import cupy
 
                 cupy.get_default_memory_pool().free_all_blocks()
@@ -284,7 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(out / "decode.csv", "w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(["q_len", "batch", "kv_len", "kv_bytes", "blocks", "ours_us", "kv_gbps", "x_copy",
-                             "flash_us", "cudnn_us", "rel_l2_vs_torch", "alt_us"])
+                             "flash_us", "cudnn_us", "rel_l2_vs_torch", "alt_us", "ours_graph_us",
+                             "flash_graph_us", "cudnn_graph_us"])
             decode(args, settings, copy_gbps, writer)
         with open(out / "prefill.csv", "w", newline="") as f:
             writer = csv.writer(f)
