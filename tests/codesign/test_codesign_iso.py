@@ -1,0 +1,85 @@
+"""codesign/iso.py: the explorer's points against a measured target at equal area, equal power and at least fp16's
+accuracy. Every expected figure is worked out by hand in the test from the synthetic columns it builds."""
+
+import numpy as np
+import pytest
+
+from codesign import iso
+from codesign.measured import MeasuredPoint
+from host.errors import SpecError
+from host.problem import AttentionProblem
+
+PROBLEM = AttentionProblem(batch=1, heads=16, seq=1024, dim=64)
+
+
+def columns():
+    # A: 100 mm², 4 ms, 10 mJ (2.5 W); B: 10 mm², 10 ms, 2 mJ (0.2 W); C: the fastest (0.1 ms, 50 mm², 10 W) but
+    # less accurate than the bound (rel-L2 1e-2); D: skipped
+    return {"area_mm2": np.array([100.0, 10.0, 50.0, np.nan]), "latency_s": np.array([4e-3, 1e-2, 1e-4, np.nan]),
+            "energy_j": np.array([1e-2, 2e-3, 1e-3, np.nan]), "rel_l2": np.array([1e-4, 1e-4, 1e-2, np.nan]),
+            "skipped": np.array(["", "", "", "buffers too small"], dtype=object),
+            "array": np.array(["32x32", "8x8", "64x64", "8x8"]), "dataflow": np.array(["os"] * 4),
+            "clock_mhz": np.array([1000.0] * 4), "node_nm": np.array([7.0] * 4)}
+
+
+GPU = MeasuredPoint("gpu", "H200 flash float16", latency_s=1e-3, energy_j=0.5, timing_source="measured: CUDA events",
+                    energy_source="measured: NVML", area_mm2=814.0)
+BOARD = MeasuredPoint("mcu", "STM32F407 (twin) q15", latency_s=2.0, energy_j=0.2, timing_source="modelled: twin",
+                      energy_source="datasheet", area_mm2=None)
+
+
+def test_copies_and_their_latency_by_hand():
+    # ⌊10 / 3⌋ = 3, ⌊10 / 10⌋ = 1; 11 does not fit once; a missing or zero figure never fits
+    assert iso.copies(10.0, np.array([3.0, 10.0, 11.0, np.nan, 0.0])).tolist() == [3, 1, 0, 0, 0]
+    # 16 heads: 4 copies run 4 each (1 s · 4/16); 32 copies no better than 16 (one a head); 0 copies: out
+    assert iso.copied_latency(np.array([1.0, 1.0, 1.0]), np.array([4, 32, 0]), 16).tolist() == [0.25, 1 / 16, np.inf]
+    # 3 copies over 16 heads: ⌈16/3⌉ = 6 heads the busiest copy runs
+    assert iso.copied_latency(np.array([1.0]), np.array([3]), 16)[0] == pytest.approx(6 / 16)
+
+
+def test_the_fastest_accurate_point_at_the_gpus_area_and_power():
+    rows = iso.compare(columns(), [GPU, BOARD], PROBLEM, accuracy_bound=1e-3)
+    by = {(r.reference, r.budget): r for r in rows}
+    # iso-area, 814 mm²: A copies ⌊814/100⌋ = 8 → 4 ms · 2/16 = 0.5 ms; B 81 copies → one a head: 10 ms / 16 =
+    # 0.625 ms; C is faster but less accurate than fp16's bound: A, 2× the GPU's 1 ms, 50× less energy (0.5 J / 10 mJ)
+    area = by[("H200 flash float16", "iso-area")]
+    assert (area.index, area.copies, area.latency_s) == (0, 8, pytest.approx(5e-4))
+    assert area.speedup == pytest.approx(2.0) and area.energy_gain == pytest.approx(50.0)
+    # iso-power, 0.5 J / 1 ms = 500 W: A ⌊500 / 2.5⌋ = 200 copies → 16 → 0.25 ms (4×); B 2,500 → 0.625 ms
+    power = by[("H200 flash float16", "iso-power")]
+    assert (power.index, power.copies, power.latency_s, power.budget_value) == (0, 200, pytest.approx(2.5e-4), 500.0)
+    # the board has no published die area: iso-power only, 0.2 J / 2 s = 0.1 W: A (2.5 W) does not fit, B (0.2 W)
+    # does not either; nothing fits, so no row
+    assert ("STM32F407 (twin) q15", "iso-area") not in by and ("STM32F407 (twin) q15", "iso-power") not in by
+    text = iso.table(rows, columns(), 1e-3)
+    assert "| H200 flash float16 | iso-area 814 mm² | 32x32 os, 1000 MHz, 7 nm | 8 | 500 µs | 2 |" in text
+
+
+def test_a_looser_bound_admits_the_less_accurate_point():
+    rows = iso.compare(columns(), [GPU], PROBLEM, accuracy_bound=2e-2)
+    # C: ⌊814/50⌋ = 16 copies → 0.1 ms / 16 = 6.25 µs at iso-area
+    assert {(r.budget, r.index) for r in rows} == {("iso-area", 2), ("iso-power", 2)}
+
+
+def test_constraints_keep_points_within_area_and_power():
+    c = columns()
+    assert iso.within(c).tolist() == [True, True, True, False]
+    assert iso.within(c, max_area_mm2=50).tolist() == [False, True, True, False]  # A is 100 mm²
+    assert iso.within(c, max_power_w=1.0).tolist() == [False, True, False, False]  # A 2.5 W, C 10 W
+    with pytest.raises(SpecError, match=r"max_area_mm2=-1 is out of range; allowed: a positive number"):
+        iso.within(c, max_area_mm2=-1)
+    with pytest.raises(SpecError, match=r"accuracy_bound=nan is out of range"):
+        iso.compare(c, [GPU], PROBLEM, accuracy_bound=float("nan"))
+
+
+def test_fp16s_error_on_the_probe_head_is_fp16_sized_and_above_the_contracts():
+    # N(0,1) at d 64: fp16 rounds Q, K, V, P and O at 2^-11 ≈ 4.9e-4 relative; its rel-L2 lands a small multiple of
+    # that under it, and the Q15 contract's exact-width rows are more accurate (docs/q15.md §8: 0.2-0.5 of fp16's)
+    from codesign.explore import bit_labels
+
+    bound = iso.fp16_rel_l2(PROBLEM)
+    assert 5e-5 < bound < 2e-3
+    [(label, contract)] = bit_labels(PROBLEM, [48], ["wrap"]).values()
+    assert label == "all inputs" and contract < bound
+    decode = iso.fp16_rel_l2(PROBLEM.with_(q_len=1, seq=4096))
+    assert 0 < decode < 2e-3  # one row, the probe's last, against 256 keys
