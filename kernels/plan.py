@@ -149,14 +149,14 @@ def kv_parts(tiles: int, key_blocks: int, sms: int, resident: int) -> int:
     """Blocks of a split-KV launch of `tiles` tiles over `key_blocks` key blocks on `sms` SMs holding `resident`
     blocks each: `tiles` (a block a tile) where they fill SPLIT_FILL of the slots (sms · resident); else a block a
     slot where each share then holds SPLIT_LONG_RANGE key blocks, one an SM where it would not; at most one a
-    SHARE_MIN_KEY_BLOCKS key blocks, at least one."""
+    SHARE_MIN_KEY_BLOCKS key blocks, and never fewer than the tiles (a short cache: a block a tile)."""
     for name, value in (("tiles", tiles), ("key_blocks", key_blocks), ("sms", sms), ("resident", resident)):
         check_int(name, value, 1, 1 << 31)
     units, slots = tiles * key_blocks, sms * resident
     if tiles >= SPLIT_FILL * slots:
         return tiles
     target = slots if units >= SPLIT_LONG_RANGE * slots else sms
-    return max(1, min(target, units // SHARE_MIN_KEY_BLOCKS, MAX_PARTS))
+    return max(tiles, min(target, units // SHARE_MIN_KEY_BLOCKS, MAX_PARTS))
 
 
 def fewer_parts(parts: int, tiles: int, fits) -> int:

@@ -143,7 +143,8 @@ def test_the_benchmarks_alternative_launch_is_a_64_row_one():
 
 
 # kv_parts: a block a tile where the tiles fill 0.85 of the slots (SMs · resident = 264); else a block a slot where
-# each share then holds 32 key blocks (units ≥ 32 · 264 = 8,448), else one an SM (132); at most one a 4 key blocks
+# each share then holds 32 key blocks (units ≥ 32 · 264 = 8,448), else one an SM (132); at most one a 4 key blocks,
+# at least one a tile
 @pytest.mark.parametrize("tiles,key_blocks,sms,resident,parts", [
     (8, 2048, 132, 2, 264),  # batch-1 decode at 128k: 16,384 units ≥ 8,448: a block a slot
     (8, 1024, 132, 2, 132),  # at 64k: 8,192 < 8,448: one an SM (the H200: 88.3 µs against 94.2 on 264)
@@ -151,7 +152,8 @@ def test_the_benchmarks_alternative_launch_is_a_64_row_one():
     (8, 64, 132, 2, 128),    # at 4k: 512 units / 4 = 128 blocks of 4 key blocks
     (512, 64, 132, 2, 512),  # batch 64 at 4k: 512 ≥ 224.4 tiles: a block a tile
     (224, 64, 132, 2, 264),  # 224 < 224.4 tiles: shared, 14,336 units ≥ 8,448: a block a slot
-    (4, 1, 132, 2, 1),       # 4 units: one block
+    (4, 1, 132, 2, 4),       # 4 units, under 4 key blocks a block: still a block a tile, never fewer
+    (8, 2, 132, 2, 8),       # 16 units: 4 blocks of 4 would run two tiles each one after another; a block a tile
     (2, 10, 132, 2, 5),      # 20 units: 5 blocks of 4
 ])
 def test_block_counts_by_hand(tiles, key_blocks, sms, resident, parts):
