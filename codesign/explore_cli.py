@@ -1,13 +1,15 @@
 """`python -m codesign explore --seq 1024 --dim 64 --heads 16 [--q-len Q] [--kv-heads H] [--causal 0|1|both] [--space
-space.toml] [--results DIR ...] [--out DIR]`, or `--workload NAME` (host/workloads.toml, in place of the shape options;
-`--workload list` prints the table): run the operating-point explorer (codesign/explore.py) and write OUT/points.csv
-(every point), OUT/front.csv (the Pareto fronts, also printed), OUT/sensitivity.csv, OUT/energy_latency.png (energy per
-inference against latency, area as colour, the front drawn, the --results rows marked) and OUT/efficiency.png
-(throughput per mm² against energy efficiency, one colour per node). OUT defaults to reports/latest/explore
-(git-ignored). Progress goes to stderr stage by stage, in a log as on a terminal; the report prints the machine's load
-and a matmul anchor beside the time it took. One sweep writes into a folder at a time (OUT/.kbench.lock, shared with
-host.compare and kernels.sweep: host/out_lock.py, holds its PID, host and tool); the lock of a run that no longer runs
-is taken over, saying so in one line.
+space.toml] [--results DIR ...] [--max-area MM2] [--max-power W] [--out DIR]`, or `--workload NAME`
+(host/workloads.toml, in place of the shape options; `--workload list` prints the table): run the operating-point
+explorer (codesign/explore.py) and write OUT/points.csv (every point), OUT/front.csv (the Pareto fronts, also printed),
+OUT/sensitivity.csv, OUT/energy_latency.png (energy per inference against latency, area as colour, the front drawn, the
+--results rows marked) and OUT/efficiency.png (throughput per mm² against energy efficiency, one colour per node) and
+OUT/iso.md (codesign/iso.py: the fastest point at each --results row's die area and power, at least as accurate as fp16
+on the same probe head, copied to the budget; --max-area and --max-power bound the points it and the printed best picks
+may take). OUT defaults to reports/latest/explore (git-ignored). Progress goes to stderr stage by stage, in a log as on
+a terminal; the report prints the machine's load and a matmul anchor beside the time it took. One sweep writes into a
+folder at a time (OUT/.kbench.lock, shared with host.compare and kernels.sweep: host/out_lock.py, holds its PID, host
+and tool); the lock of a run that no longer runs is taken over, saying so in one line.
 Exit status: 0 written; 1 a failure while working (a file, another sweep holding OUT); 2 bad arguments (one
 `kbench: error:` line); 130 interrupted (Ctrl-C) and 143 terminated (SIGTERM), each one line, nothing of the
 interrupted run written and the lock released.
@@ -25,11 +27,12 @@ import numpy as np
 
 from codesign.console import Progress, joules, machine, problem_text, say, seconds
 from codesign.explore import SWEPT, explore, fronts, load_space, sensitivity, space_size
+from codesign import iso
 from codesign.explore_plots import nothing_exact, plot_efficiency, plot_energy_latency
 from codesign.measured import MeasuredPoint, load
 from codesign.options import add_shape_options, listed, problems_of
 from codesign.technology import GateCalibration, Technology
-from host.cli_common import Parser, folder, guard, integer, output_folder, terminate_on_sigterm
+from host.cli_common import Parser, folder, guard, integer, output_folder, real, terminate_on_sigterm
 from host.errors import KbenchError, SpecError
 from host.out_lock import sweep_lock
 from host.problem import LIMITS, AttentionProblem
@@ -114,7 +117,7 @@ def _sensitivity_lines(columns, base: int, spread: list[dict]) -> list[str]:
     return lines
 
 
-def _write_all(out: Path, result, chosen, spread, measured, problem) -> None:
+def _write_all(out: Path, result, chosen, spread, measured, problem, iso_text: str) -> None:
     """Every output file, each written under a temporary name and renamed into place only once all are done, so an
     interrupted or failed run leaves the folder as it was; a run without a sensitivity table removes an old one."""
     staged: list[tuple[Path, Path]] = []
@@ -136,6 +139,7 @@ def _write_all(out: Path, result, chosen, spread, measured, problem) -> None:
                 writer = csv.DictWriter(handle, fieldnames=list(spread[0]))
                 writer.writeheader()
                 writer.writerows(spread)
+        stage("iso.md").write_text(iso_text, encoding="utf-8")
         say(COMMAND, "plots")
         plot_energy_latency(result.columns, chosen, measured, problem, stage("energy_latency.png"))
         plot_efficiency(result.columns, chosen, measured, problem, stage("efficiency.png"))
@@ -152,7 +156,7 @@ def _write_all(out: Path, result, chosen, spread, measured, problem) -> None:
 
 
 #: The files `_write_all` stages as '.tmp-PID-NAME' before renaming them into place.
-OUTPUTS = ("points.csv", "front.csv", "sensitivity.csv", "energy_latency.png", "efficiency.png")
+OUTPUTS = ("points.csv", "front.csv", "sensitivity.csv", "energy_latency.png", "efficiency.png", "iso.md")
 
 
 def _remove_leftovers(out: Path) -> None:
@@ -189,6 +193,12 @@ def build_parser() -> Parser:
     parser.add_argument("--results", type=folder, nargs="+", default=[],
                         help="host.compare --out folders whose matching rows are placed beside the ASIC points "
                              "(default: none)")
+    parser.add_argument("--max-area", type=real("--max-area", 1e-6, 1e6), metavar="MM2",
+                        help="the largest area in mm² (table band's middle) a point may have for iso.md and the "
+                             "printed picks (default: any)")
+    parser.add_argument("--max-power", type=real("--max-power", 1e-9, 1e6), metavar="W",
+                        help="the largest average power in W (energy per inference over latency) likewise "
+                             "(default: any)")
     parser.add_argument("--out", type=folder, default=DEFAULT_OUT,
                         help=f"output folder (default {DEFAULT_OUT}, git-ignored); with --causal both, its "
                              "subfolders full/ and causal/")
@@ -200,7 +210,8 @@ def _describe(problem: AttentionProblem) -> str:
 
 
 def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Technology, gates: GateCalibration,
-                 measured: list[MeasuredPoint], left_out: list[str]) -> int:
+                 measured: list[MeasuredPoint], left_out: list[str], max_area: float | None = None,
+                 max_power: float | None = None) -> int:
     """One problem's exploration: progress on stderr (stage by stage, and the cycle model every few seconds in a
     log), the files into `out`, the report on stdout with the machine's load and anchor beside the time."""
     state = machine()
@@ -221,8 +232,9 @@ def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Techno
         chosen = fronts(result)
         base = balanced(result.columns, chosen)
         spread = sensitivity(result, base) if base is not None else []
+        iso_text = _iso_text(result.columns, measured, problem, max_area, max_power)
         say(COMMAND, f"writing {out}")
-        _write_all(out, result, chosen, spread, measured, problem)
+        _write_all(out, result, chosen, spread, measured, problem, iso_text)
     skipped = int((result.columns["skipped"] != "").sum())
     print(f"{_describe(problem)}: {len(result):,} points in {state.ratio(result.seconds)} "
           f"({len(result) / result.seconds:,.0f} points/s); the whole run with fronts, files and plots "
@@ -236,13 +248,36 @@ def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Techno
     print(_summary(result.columns, chosen, measured))
     if spread:
         print("\n".join(_sensitivity_lines(result.columns, base, spread)))
+    print(iso_text, end="")
     for line in left_out:
         print(f"--results: left out {line}")
     names = ["points.csv", "front.csv", *(["sensitivity.csv"] if spread else []), "energy_latency.png",
-             "efficiency.png"]
+             "efficiency.png", "iso.md"]
     print("wrote " + ", ".join(str(out / name) for name in names)
           + ("" if spread else " (no sensitivity table: the front is empty)"))
     return 0
+
+
+def _iso_text(columns, measured, problem: AttentionProblem, max_area: float | None, max_power: float | None) -> str:
+    """iso.md: the points within --max-area and --max-power (the fastest and the least energy among them), and the
+    iso-area and iso-power table against the --results rows, at least as accurate as fp16 on the probe head."""
+    allowed = iso.within(columns, max_area, max_power)
+    bound = iso.fp16_rel_l2(problem)
+    limits = " and ".join(filter(None, [f"area ≤ {max_area:g} mm²" if max_area else "",
+                                        f"power ≤ {max_power:g} W" if max_power else ""])) or "no area or power bound"
+    lines = [f"# {_describe(problem)} at equal cost", "",
+             f"Points within {limits}: {int(allowed.sum()):,} of {len(allowed):,}."]
+    for what, metric in (("fastest", "latency_s"), ("least energy", "energy_j")):
+        if allowed.any():
+            values = np.where(allowed, columns[metric], np.inf)
+            lines.append(f"- {what}: {_point_line(columns, int(np.argmin(values)))}")
+    lines.append("")
+    if not measured:
+        lines += ["No --results rows for this problem: no iso-area or iso-power comparison (give host.compare "
+                  "folders holding GPU or MCU rows of the same shape).", ""]
+        return "\n".join(lines)
+    rows = iso.compare(columns, measured, problem, bound, allowed)
+    return "\n".join(lines) + iso.table(rows, columns, bound)
 
 
 def main(argv: list[str]) -> int:
@@ -260,7 +295,8 @@ def main(argv: list[str]) -> int:
     outs = [args.out] if len(problems) == 1 else [args.out / ("causal" if p.causal else "full") for p in problems]
     outs = [output_folder(out) for out in outs]
     for problem, (measured, left_out), out in zip(problems, rows, outs):
-        code = guard(functools.partial(explore_into, out, problem, space, tech, gates, measured, left_out),
+        code = guard(functools.partial(explore_into, out, problem, space, tech, gates, measured, left_out,
+                                       args.max_area, args.max_power),
                      interrupted=f"nothing written to {out} (files of an earlier run there are unchanged)")
         if code:
             return code

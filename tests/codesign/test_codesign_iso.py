@@ -83,3 +83,57 @@ def test_fp16s_error_on_the_probe_head_is_fp16_sized_and_above_the_contracts():
     assert label == "all inputs" and contract < bound
     decode = iso.fp16_rel_l2(PROBLEM.with_(q_len=1, seq=4096))
     assert 0 < decode < 2e-3  # one row, the probe's last, against 256 keys
+
+
+def test_explore_writes_the_iso_table_against_a_gpu_row(tmp_path, capsys):
+    """`codesign explore --results DIR --max-area` writes OUT/iso.md and prints it: the GPU row's 20 µs and 5 mJ
+    give 250 W; its die area 814 mm²; the row's point and copies are checked against points.csv."""
+    import csv
+
+    from codesign.__main__ import main as codesign_main
+    from host.results import Result
+    from host.results_file import ResultsFile
+
+    problem = AttentionProblem(batch=1, heads=2, seq=97, dim=16, causal=True)
+    results = tmp_path / "run"
+    ResultsFile(results / "results.csv").append(Result(
+        run_id="r", timestamp="t", git_rev="g", host="h", device="NVIDIA H200 (132 SMs)", target="gpu",
+        kernel="flash", dtype="float16", batch=1, heads=2, seq=97, dim=16, causal=True, seed=0, status="ok",
+        p50_ms=0.02, energy_j=0.005, energy_source="measured (NVML)", timing_source="measured: CUDA events"))
+    space = {"array": ["8x8", "16x16"], "dataflow": ["os"], "exp_lanes": [16], "dividers": [8], "div_latency": [18],
+             "buffers_kb": [[32, 64, 64, 128]], "clock_mhz": [500, 1000], "dram_gbps": [256], "node_nm": [7],
+             "acc_bits": [40], "overflow": ["wrap"], "dram": ["hbm2"]}
+    (tmp_path / "space.toml").write_text("\n".join(f"{k} = {v!r}".replace("'", '"') for k, v in space.items()))
+    out = tmp_path / "out"
+    code = codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "2", "--causal", "1", "--space",
+                          str(tmp_path / "space.toml"), "--results", str(results), "--max-area", "1e6",
+                          "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0
+    text = (out / "iso.md").read_text()
+    assert text in printed and "Points within area ≤ 1e+06 mm²: 4 of 4." in text
+    bound = iso.fp16_rel_l2(problem)
+    with open(out / "points.csv", newline="") as handle:
+        points = [p for p in csv.DictReader(handle) if not p["skipped"] and float(p["rel_l2"]) <= bound]
+    assert points, "the 40-bit points are exact, so more accurate than fp16"
+    # at 814 mm² every point fits more than 2 times: 2 copies, one a head: the fastest point's latency halved
+    fastest = min(points, key=lambda p: float(p["latency_s"]))
+    line = next(row for row in text.splitlines() if "| iso-area 814 mm² |" in row)
+    cells = [c.strip() for c in line.split("|")[1:-1]]
+    assert cells[0] == "H200 flash float16"
+    assert cells[2] == f"{fastest['array']} os, {float(fastest['clock_mhz']):.0f} MHz, 7 nm"
+    assert int(cells[3]) == int(814 // float(fastest["area_mm2"]))
+    assert float(cells[4].split()[0]) == pytest.approx(float(fastest["latency_s"]) / 2 * 1e6, rel=1e-2)
+    assert "| iso-power 250 W |" in text
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--max-area", "0"], "--max-area=0 is out of range; allowed: 1e-06..1e+06"),
+    (["--max-power", "lots"], "--max-power='lots' is not a number"),
+])
+def test_explore_refuses_a_bad_bound_in_one_line(args, message, capsys):
+    from codesign.__main__ import main as codesign_main
+
+    assert codesign_main(["explore", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
