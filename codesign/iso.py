@@ -6,8 +6,10 @@ A measured point (codesign/measured.py) brings its latency and energy per infere
 814 mm²; the STM32F407's is not, so it takes no iso-area comparison). At a budget, an ASIC point is copied n =
 ⌊budget / its own area (or power)⌋ times, each copy a whole datapath taking an equal share of the problem's B·H
 independent heads: n copies run ⌈BH / n⌉ heads each, so the latency is the point's times ⌈BH / n⌉ / BH (no gain
-past one copy a head), and the energy per inference is unchanged (the same work; each copy leaks over a
-proportionally shorter time). A point that does not fit the budget once (n = 0) is out. "At equal accuracy" keeps
+past one copy a head: min(n, BH) copies are used), and the energy per inference is unchanged (the same work; each
+copy leaks over a proportionally shorter time). That latency is a bound from below: the point's own latency has its
+BH heads pipelined one into the next (their prologues and tails overlapped), which a copy holding fewer heads
+overlaps less. A point that does not fit the budget once (n = 0) is out. "At equal accuracy" keeps
 the points whose rel-L2 against the float64 golden is at most fp16 attention's on the same probe head (the
 explorer's bit probe: min(seq, 256) keys, its last q_len rows; host/fp16_reference.py), so the ASIC is never
 credited with a lower-precision answer than the GPU row it beats.
@@ -35,7 +37,8 @@ class IsoRow:
     budget: str  # "iso-area" or "iso-power"
     budget_value: float  # mm² or W
     index: int  # the point's row in the explorer's columns
-    copies: int
+    fit: int  # copies within the budget, ⌊budget / the point's⌋
+    copies: int  # of them used: min(fit, B·H)
     latency_s: float  # of the copies together
     energy_j: float
     reference_latency_s: float
@@ -122,7 +125,8 @@ def compare(columns: dict[str, np.ndarray], measured, problem: AttentionProblem,
             if not np.isfinite(latency).any():
                 continue
             best = int(np.argmin(latency))
-            rows.append(IsoRow(point.label, budget, float(value), best, int(n[best]), float(latency[best]),
+            rows.append(IsoRow(point.label, budget, float(value), best, int(n[best]), int(min(n[best], heads)),
+                               float(latency[best]),
                                float(columns["energy_j"][best]), point.latency_s, point.energy_j))
     return rows
 
@@ -131,7 +135,8 @@ def table(rows: list[IsoRow], columns: dict[str, np.ndarray], accuracy_bound: fl
     """A Markdown table of `compare`'s rows: the budget, the point (array, clock, node, mapping), its copies, and
     the ratios against the reference."""
     lines = [f"At equal cost and at least fp16's accuracy (rel-L2 ≤ {accuracy_bound:.2e} on the probe head):", "",
-             "| reference | budget | ASIC point | copies | latency | × faster | energy | × less energy | rel-L2 |",
+             "| reference | budget | ASIC point | copies used (fit) | latency (bound) | × faster | energy | "
+             "× less energy | rel-L2 |",
              "|---|---|---|---|---|---|---|---|---|"]
     unit = {"iso-area": "mm²", "iso-power": "W"}
     for row in rows:
@@ -139,8 +144,8 @@ def table(rows: list[IsoRow], columns: dict[str, np.ndarray], accuracy_bound: fl
         point = (f"{columns['array'][i]} {columns['dataflow'][i]}, {columns['clock_mhz'][i]:.0f} MHz, "
                  f"{columns['node_nm'][i]:.0f} nm")
         lines.append(f"| {row.reference} | {row.budget} {row.budget_value:.3g} {unit[row.budget]} | {point} | "
-                     f"{row.copies} | {row.latency_s * 1e6:.3g} µs | {row.speedup:.3g} | {row.energy_j * 1e6:.3g} µJ | "
-                     f"{row.energy_gain:.3g} | {columns['rel_l2'][i]:.2e} |")
+                     f"{row.copies} ({row.fit}) | {row.latency_s * 1e6:.3g} µs | {row.speedup:.3g} | "
+                     f"{row.energy_j * 1e6:.3g} µJ | {row.energy_gain:.3g} | {columns['rel_l2'][i]:.2e} |")
     if not rows:
         lines.append("| (no measured point with an area or a power, or no ASIC point fits) | | | | | | | | |")
     return "\n".join(lines) + "\n"

@@ -43,16 +43,17 @@ def test_the_fastest_accurate_point_at_the_gpus_area_and_power():
     # iso-area, 814 mm²: A copies ⌊814/100⌋ = 8 → 4 ms · 2/16 = 0.5 ms; B 81 copies → one a head: 10 ms / 16 =
     # 0.625 ms; C is faster but less accurate than fp16's bound: A, 2× the GPU's 1 ms, 50× less energy (0.5 J / 10 mJ)
     area = by[("H200 flash float16", "iso-area")]
-    assert (area.index, area.copies, area.latency_s) == (0, 8, pytest.approx(5e-4))
+    assert (area.index, area.fit, area.copies, area.latency_s) == (0, 8, 8, pytest.approx(5e-4))
     assert area.speedup == pytest.approx(2.0) and area.energy_gain == pytest.approx(50.0)
     # iso-power, 0.5 J / 1 ms = 500 W: A ⌊500 / 2.5⌋ = 200 copies → 16 → 0.25 ms (4×); B 2,500 → 0.625 ms
     power = by[("H200 flash float16", "iso-power")]
-    assert (power.index, power.copies, power.latency_s, power.budget_value) == (0, 200, pytest.approx(2.5e-4), 500.0)
+    assert (power.index, power.fit, power.copies, power.latency_s, power.budget_value) == \
+        (0, 200, 16, pytest.approx(2.5e-4), 500.0)  # 16 of the 200 used: one a head
     # the board has no published die area: iso-power only, 0.2 J / 2 s = 0.1 W: A (2.5 W) does not fit, B (0.2 W)
     # does not either; nothing fits, so no row
     assert ("STM32F407 (twin) q15", "iso-area") not in by and ("STM32F407 (twin) q15", "iso-power") not in by
     text = iso.table(rows, columns(), 1e-3)
-    assert "| H200 flash float16 | iso-area 814 mm² | 32x32 os, 1000 MHz, 7 nm | 8 | 500 µs | 2 |" in text
+    assert "| H200 flash float16 | iso-area 814 mm² | 32x32 os, 1000 MHz, 7 nm | 8 (8) | 500 µs | 2 |" in text
 
 
 def test_a_looser_bound_admits_the_less_accurate_point():
@@ -122,7 +123,7 @@ def test_explore_writes_the_iso_table_against_a_gpu_row(tmp_path, capsys):
     cells = [c.strip() for c in line.split("|")[1:-1]]
     assert cells[0] == "H200 flash float16"
     assert cells[2] == f"{fastest['array']} os, {float(fastest['clock_mhz']):.0f} MHz, 7 nm"
-    assert int(cells[3]) == int(814 // float(fastest["area_mm2"]))
+    assert cells[3] == f"2 ({int(814 // float(fastest['area_mm2']))})"  # 2 heads: 2 copies used
     assert float(cells[4].split()[0]) == pytest.approx(float(fastest["latency_s"]) / 2 * 1e6, rel=1e-2)
     assert "| iso-power 250 W |" in text
 
