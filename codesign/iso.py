@@ -104,8 +104,8 @@ def within(columns: dict[str, np.ndarray], max_area_mm2: float | None = None,
 def compare(columns: dict[str, np.ndarray], measured, problem: AttentionProblem, accuracy_bound: float,
             allowed: np.ndarray | None = None) -> list[IsoRow]:
     """For each measured point and budget (its die area, its power), the fastest allowed ASIC point at least as
-    accurate as `accuracy_bound` (rel-L2), copied to the budget; none for a budget the point has no figure for, or
-    where no ASIC point fits."""
+    accurate as `accuracy_bound` (rel-L2), copied to the budget (index −1 where none fits it once); none for a budget
+    the point has no figure for (the board's area)."""
     if not (math.isfinite(accuracy_bound) and accuracy_bound > 0):
         raise SpecError(f"accuracy_bound={accuracy_bound} is out of range; allowed: a positive rel-L2")
     heads = problem.batch * problem.heads
@@ -122,7 +122,9 @@ def compare(columns: dict[str, np.ndarray], measured, problem: AttentionProblem,
                 continue
             n = np.where(ok, copies(value, each), 0)
             latency = copied_latency(columns["latency_s"], n, heads)
-            if not np.isfinite(latency).any():
+            if not np.isfinite(latency).any():  # said in the table: none of the points fits this budget once
+                rows.append(IsoRow(point.label, budget, float(value), -1, 0, 0, math.inf, math.nan, point.latency_s,
+                                   point.energy_j))
                 continue
             best = int(np.argmin(latency))
             rows.append(IsoRow(point.label, budget, float(value), best, int(n[best]), int(min(n[best], heads)),
@@ -141,6 +143,10 @@ def table(rows: list[IsoRow], columns: dict[str, np.ndarray], accuracy_bound: fl
     unit = {"iso-area": "mm²", "iso-power": "W"}
     for row in rows:
         i = row.index
+        if i < 0:
+            lines.append(f"| {row.reference} | {row.budget} {row.budget_value:.3g} {unit[row.budget]} | none of the "
+                         "allowed, accurate points fits once | | | | | | |")
+            continue
         point = (f"{columns['array'][i]} {columns['dataflow'][i]}, {columns['clock_mhz'][i]:.0f} MHz, "
                  f"{columns['node_nm'][i]:.0f} nm")
         lines.append(f"| {row.reference} | {row.budget} {row.budget_value:.3g} {unit[row.budget]} | {point} | "

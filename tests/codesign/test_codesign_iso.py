@@ -50,9 +50,11 @@ def test_the_fastest_accurate_point_at_the_gpus_area_and_power():
     assert (power.index, power.fit, power.copies, power.latency_s, power.budget_value) == \
         (0, 200, 16, pytest.approx(2.5e-4), 500.0)  # 16 of the 200 used: one a head
     # the board has no published die area: iso-power only, 0.2 J / 2 s = 0.1 W: A (2.5 W) does not fit, B (0.2 W)
-    # does not either; nothing fits, so no row
-    assert ("STM32F407 (twin) q15", "iso-area") not in by and ("STM32F407 (twin) q15", "iso-power") not in by
+    # does not either: a row saying so
+    assert ("STM32F407 (twin) q15", "iso-area") not in by
+    assert by[("STM32F407 (twin) q15", "iso-power")].index == -1
     text = iso.table(rows, columns(), 1e-3)
+    assert "| STM32F407 (twin) q15 | iso-power 0.1 W | none of the allowed, accurate points fits once |" in text
     assert "| H200 flash float16 | iso-area 814 mm² | 32x32 os, 1000 MHz, 7 nm | 8 (8) | 500 µs | 2 |" in text
 
 
