@@ -161,8 +161,9 @@ def kv_parts(tiles: int, key_blocks: int, sms: int, resident: int) -> int:
 
 def fewer_parts(parts: int, tiles: int, fits) -> int:
     """`parts` where its launch `fits` (a predicate on the block count: the partial states' bytes), else a count
-    between `tiles` (a block a tile: no partial state, so it fits) and `parts` that fits, found by bisection (the
-    partial states grow with the count, nearly monotonically), `tiles` where none above it does."""
+    between `tiles` (a block a tile: no partial state, so it fits) and `parts` that fits, found by bisection: one
+    that fits, not always the largest (the partial states grow with the count, but not monotonically: a count that
+    aligns shares with tiles cuts fewer of them), `tiles` where the bisection finds none above it."""
     if parts <= tiles or fits(parts):
         return parts
     low, high = tiles, parts  # fits(low) holds (no partial state), fits(high) does not

@@ -70,7 +70,8 @@ ARGS = {
     "k_map": "the copy engine's map of K, boxes of Bc rows",
     "v_map": "the copy engine's map of V, boxes of Bc rows",
 }
-#: The most blocks a split-KV launch shares its units among.
+#: The most blocks the planner shares a split-KV launch's units among beyond one a tile (a launch takes up to
+#: MAX_GRID_X, one a tile at most that many tiles).
 MAX_PARTS = 1 << 16
 
 
@@ -211,7 +212,7 @@ def mma_launches(of: "FlashTc | FlashTf32", problem: AttentionProblem, function:
     if parts and not of.split:
         raise SpecError(f"{of.label} writes O directly; parts={parts} needs a split-KV variant")
     if of.split:  # 0: a block a tile (whole tiles, no combine)
-        parts = check_parts(check_int("parts", parts or tiles, 1, MAX_PARTS), tiles, -(-problem.seq // bc))
+        parts = check_parts(check_int("parts", parts or tiles, 1, MAX_GRID_X), tiles, -(-problem.seq // bc))
     kernel = Launch(function, (parts or tiles,), (threads,), smem, SPLIT_ARGS,
                     shape_ints(problem, rows, heads=rows.heads, parts=parts))
     if not parts or not partial_segments(tiles, -(-problem.seq // bc), parts):

@@ -202,3 +202,14 @@ def test_a_decode_row_names_its_split_plan():
     square = problem.with_(q_len=None)
     assert target.launch_plan(square, target.Settings(device="fake"),
                               target.backend(target.Settings("fake"))).path == "wgmma"
+
+
+def test_a_large_batch_decode_takes_a_block_a_tile_past_the_planners_cap():
+    # a review found batch 4096 refused once the grid was one-dimensional: 4096 · 32 launch heads of one query (no
+    # grouping), one 16-row tile each: 131,072 tiles ≥ 0.85 of the slots, so a block a tile, past MAX_PARTS = 65,536
+    # and within CUDA's grid x limit
+    problem = AttentionProblem(batch=4096, heads=32, seq=2, q_len=1, dim=128, dtype="float16")
+    plan = target.launch_plan(problem, target.Settings(device="fake"), target.backend(target.Settings("fake")))
+    assert plan.path == "split-kv" and plan.parts == 131_072 and "no tile split, O written directly" in plan.note
+    [kernel] = SPLIT_TC.launches(problem, plan.br, plan.bc, plan.parts)
+    assert kernel.grid == (131_072,)
