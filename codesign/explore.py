@@ -8,7 +8,10 @@ MCU's datasheet energy) are placed on the same axes.
 
 Evaluation is vectorised: the cycle model (codesign/cycles.py) runs once per distinct (array, dataflow, lanes,
 dividers, buffers, clock, DRAM bandwidth), the only parameters cycles depend on; node, accumulator width and DRAM kind
-change energy and area only and are evaluated as numpy arrays over all points at once (codesign/energy.py). The bits
+change energy and area only and are evaluated as numpy arrays over the point grid's axes (codesign/explore_points.py,
+codesign/energy.py): the logic at the supply the point's clock allows, idle PEs and the clock tree charged; a point
+whose clock is above its node's f_max, or whose banked buffer's access time is over the clock period, is skipped
+with the reason, as one whose buffers cannot hold a tile is. The bits
 are computed at the contract's Bc (host.q15.BC) whatever the array's shape, so they depend on the accumulator alone
 (codesign/bits.py): a width at or above the contract's exact width (codesign/widths.py `predicted_width`) is
 bit-exact for every input and carries the contract v2 output's own rel-L2; below it, one seeded head is run through
@@ -18,22 +21,24 @@ the bit model and the point carries the measured rel-L2. Every array shape of on
 from __future__ import annotations
 
 import decimal
+import functools
 import itertools
 import math
 import re
 import time
 import tomllib
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from codesign.cycles import TRAFFIC_KEYS
 from codesign.datapath import (ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, ARRAYS_MAX, DATAFLOWS, DIVIDERS, OVERFLOWS,
                                SCHEDULES, Datapath)
 from codesign.explore_cycles import CYCLE_KEYS, cycle_table
-from codesign.energy import area, head_energy, leakage_w
+from codesign.energy import area
 from codesign.technology import Band, GateCalibration, Technology, default_gates
+from codesign.explore_points import every_point, flat, flat_band, grid_of, point_energy, refusals
 from codesign.tomlfile import read_toml
 from host.errors import SpecError
 from host.problem import AttentionProblem
@@ -168,6 +173,9 @@ class Exploration:
     cycle_seconds: float = 0.0  # of `seconds`, the cycle model's (the mapper's included)
     slower_pairs: int = 0  # (smaller, bigger) array pairs, all else equal, with the bigger slower
     array_pairs: int = 0  # such pairs in all
+    #: points the cycle model can run that are skipped all the same: 'clock' above the node's f_max,
+    #: 'sram_timing' a banked buffer slower than the clock period (the rest of `skipped`: a buffer below one tile)
+    refused: dict[str, int] = dataclasses.field(default_factory=lambda: {"clock": 0, "sram_timing": 0})
 
     @property
     def cycle_free_points_per_s(self) -> float:
@@ -238,20 +246,33 @@ def explore(problem: AttentionProblem, space: dict, tech: Technology, progress=N
     table = cycle_table(problem, space, progress)
     slower_pairs, array_pairs = int(table.pop("slower_pairs")), int(table.pop("array_pairs"))
     cycle_seconds = time.perf_counter() - start
-    cols = _every_point(table, space)
+    cols = every_point(table, space)
+    grid, shape = grid_of(table, space)
+    spread = functools.partial(flat, shape=shape)
     copies = cols["arrays"]  # every array a whole datapath: its area and leakage counted once per copy
+    # '' or why the node cannot reach the point's clock, or a banked buffer cannot be read within its period
+    clock_reason, timing_reason = (spread(reason) for reason in refusals(tech, grid))
+    runs = cols["skipped"] == ""  # the cycle model's own reasons (a buffer below one tile) come first
+    refused = {"clock": int((runs & (clock_reason != "")).sum()),
+               "sram_timing": int((runs & (clock_reason == "") & (timing_reason != "")).sum())}
+    cols["skipped"] = np.where(~runs, cols["skipped"], np.where(clock_reason != "", clock_reason, timing_reason))
     ok = cols["skipped"] == ""
     latency = np.where(ok, cols["cycles"] / cols["clock_hz"], np.nan)
     buffers = (cols["q_kb"], cols["k_kb"], cols["v_kb"], cols["o_kb"])
+    g_buffers = (grid["q_kb"], grid["k_kb"], grid["v_kb"], grid["o_kb"])
     # a pipelined divider is div_latency copies of the iterative one's stage (its adder and registers), one per cycle
     # of a division in flight: its area (and leakage) counted as that many dividers
-    stages = np.where(cols["divider"] == "pipelined", cols["dividers"] * cols["div_latency"], cols["dividers"])
-    units = area(tech, cols["rows"], cols["cols"], cols["acc_bits"], cols["exp_lanes"], stages, buffers,
-                 cols["node_nm"])
-    energy_low, energy_high, shares = _energy(tech, cols, space, units, latency, ok)
-    synth = synthesis_area(tech, gates, units, cols["rows"], cols["cols"], cols["acc_bits"], cols["overflow"],
-                           cols["exp_lanes"], stages, cols["node_nm"])
-    synth = {"ge": synth["ge"] * copies, "logic": synth["logic"] * copies, "total": synth["total"] * copies}
+    stages = np.where(grid["divider"] == "pipelined", grid["dividers"] * grid["div_latency"], grid["dividers"])
+    # evaluated on the grid's axes (cycle configuration × node × accumulator × overflow × DRAM kind), each figure
+    # over only the axes it depends on, then spread over every point
+    g_units = area(tech, grid["rows"], grid["cols"], grid["acc_bits"], grid["exp_lanes"], stages, g_buffers,
+                   grid["node_nm"])
+    energy_low, energy_high, shares = point_energy(tech, grid, shape, g_units, latency, ok)
+    synth = synthesis_area(tech, gates, g_units, grid["rows"], grid["cols"], grid["acc_bits"], grid["overflow"],
+                           grid["exp_lanes"], stages, grid["node_nm"])
+    synth = {"ge": spread(synth["ge"]) * copies, "logic": flat_band(synth["logic"], shape) * copies,
+             "total": flat_band(synth["total"], shape) * copies}
+    units = {"total": flat_band(g_units["total"], shape)}
     label, rel_l2 = _bit_columns(problem, space, cols)
     ops = problem.flops()
     columns = {
@@ -275,44 +296,7 @@ def explore(problem: AttentionProblem, space: dict, tech: Technology, progress=N
     columns["gops_per_mm2"] = columns["gops"] / columns["area_mm2"]
     columns["gops_per_j"] = ops / 1e9 / columns["energy_j"]
     return Exploration(columns, len(table["cycles"]), time.perf_counter() - start, cycle_seconds, slower_pairs,
-                       array_pairs)
-
-
-def _every_point(table: dict[str, np.ndarray], space: dict) -> dict[str, np.ndarray]:
-    """The cycle table's rows repeated for every node, accumulator width, overflow rule and DRAM kind: one column
-    per parameter, one entry per operating point."""
-    extra = [k for k in ("node_nm", "acc_bits", "overflow", "dram") if k in space]
-    grids = np.meshgrid(np.arange(len(table["cycles"])), *(np.arange(len(space[k])) for k in extra), indexing="ij")
-    config = grids[0].ravel()
-    cols = {name: values[config] for name, values in table.items()}
-    for key, index in zip(extra, grids[1:]):
-        cols[key] = np.array(space[key])[index.ravel()]
-    return cols
-
-
-def _energy(tech: Technology, cols: dict, space: dict, units: dict, latency: np.ndarray,
-            ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """(low, high) energy per inference in J (NaN where the point cannot run), and each part's energy from the
-    geometric means of the bands (for its share)."""
-    buffers = (cols["q_kb"], cols["k_kb"], cols["v_kb"], cols["o_kb"])
-    node, acc = cols["node_nm"], cols["acc_bits"]
-    traffic = {k: cols[k].astype(float) for k in TRAFFIC_KEYS}
-    dynamic = {kind: head_energy(tech, traffic, cols["rows"], cols["cols"], acc, cols["div_latency"], buffers, node,
-                                 kind) for kind in space["dram"]}
-    points = len(latency)
-    energy_low, energy_high = np.zeros(points), np.zeros(points)
-    shares = {part: np.zeros(points) for part in ("array", "buffers", "softmax", "score", "dividers", "dram")}
-    for kind, parts in dynamic.items():
-        here = cols["dram"] == kind
-        energy_low[here] = (parts["total"].low * 1e-12)[here]  # the traffic is the whole problem's
-        energy_high[here] = (parts["total"].high * 1e-12)[here]
-        for part, share in shares.items():
-            share[here] = (parts[part].mid * 1e-12)[here]
-    leak = leakage_w(tech, units, buffers, cols["rows"], cols["cols"], node) * cols["arrays"]
-    shares["leakage"] = leak.mid * latency
-    energy_low = np.where(ok, energy_low + leak.low * latency, np.nan)
-    energy_high = np.where(ok, energy_high + leak.high * latency, np.nan)
-    return energy_low, energy_high, shares
+                       array_pairs, refused)
 
 
 def _area_columns(table_mm2: Band, synth: dict, ok: np.ndarray) -> dict[str, np.ndarray]:
