@@ -103,8 +103,10 @@ def evaluate(problem: AttentionProblem, inputs: Inputs, datapath: Datapath,
 
 def mapping_note(model: ProblemCycles) -> str:
     """How the problem's shape sits on the datapath, for a row's message and `codesign run`: the query rows (the
-    array's M) against the array when they are fewer than a tile, and where a group's K/V head comes from. '' for a
-    self-attention head with a K/V head of its own and at least a tile of rows."""
+    array's M) against the array when they are fewer than a tile, where a group's K/V head comes from, and the
+    mapper's mapping (codesign/mapping.py `ProblemCycles.describe`) on a datapath with more than one array or the
+    overlap schedule. '' for a self-attention head with a K/V head of its own and at least a tile of rows on one
+    array under the serial schedule (its one mapping: query tile R, heads one after another)."""
     head, dp = model.first, model.first.datapath
     parts = []
     q = head.queries
@@ -125,4 +127,6 @@ def mapping_note(model: ProblemCycles) -> str:
         else:
             parts.append(f"each of a K/V head's {model.group} query heads reads it again (K and V, {kv_bytes:,} B, "
                          f"exceed the {min(dp.k_buffer_kb, dp.v_buffer_kb):g} KB K/V buffers)")
+    if dp.schedule != "serial" or dp.arrays > 1:
+        parts.append(f"the mapper chose: {model.describe()}")
     return "; ".join(parts)

@@ -1,8 +1,9 @@
-"""Command-line options that describe a `Datapath`, shared by `python -m codesign run` (one datapath) and the asic
-target of host.compare (prefixed --asic-…, where the array, dataflow and accumulator width take lists: each
-combination is one kernel of the sweep); `--causal {0,1,both}`, in host.compare's form, for every codesign
-command that takes a causal mask; and `--q-len`, `--kv-heads` and `--workload NAME|list` (host/workloads.py's table
-and lookup) for the commands that take a problem (`run`, `explore`)."""
+"""Command-line options that describe a `Datapath` (the array and its units, and issue 33's --arrays, --schedule and
+--divider), shared by `python -m codesign run` (one datapath) and the asic target of host.compare (prefixed --asic-…,
+where the array, dataflow and accumulator width take lists: each combination is one kernel of the sweep);
+`--causal {0,1,both}`, in host.compare's form, for every codesign command that takes a causal mask; and `--q-len`,
+`--kv-heads` and `--workload NAME|list` (host/workloads.py's table and lookup) for the commands that take a problem
+(`run`, `explore`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import argparse
 import decimal
 import itertools
 
-from codesign.datapath import ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, DATAFLOWS, OVERFLOWS, Datapath, array_shape
+from codesign.datapath import (ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, ARRAYS_MAX, DATAFLOWS, DIVIDERS, OVERFLOWS,
+                               SCHEDULES, Datapath, array_shape)
 from host.cli_common import integer, int_list, name_list, real
 from host.errors import SpecError
 from host.problem import LIMITS, AttentionProblem
@@ -54,9 +56,11 @@ def _choices(name: str, allowed: tuple[str, ...], many: bool):
     return parse
 
 
-def add_datapath_options(group: argparse._ArgumentGroup, prefix: str = "", lists: bool = False) -> None:
+def add_datapath_options(group: argparse._ArgumentGroup, prefix: str = "", lists: bool = False,
+                         mapped: bool = True) -> None:
     """The datapath's options on `group`, each named --{prefix}…; with `lists`, array, dataflow and acc-bits take
-    comma-separated lists."""
+    comma-separated lists; with `mapped` (for a command that runs the cycle model) also --arrays, --schedule and
+    --divider (`datapaths` takes their defaults where they are absent)."""
     d = DEFAULT
     some = " (comma-separated list)" if lists else ""
     group.add_argument(f"--{prefix}array", type=_array_list if lists else array_shape,
@@ -86,6 +90,18 @@ def add_datapath_options(group: argparse._ArgumentGroup, prefix: str = "", lists
                             + ",".join(f"{size:g}" for size in _buffer_sizes(d)))
     group.add_argument(f"--{prefix}dram-bw", type=real("dram-bw", 0.001, 65536),
                        default=d.dram_bytes_per_cycle, help=f"DRAM bytes per cycle; default {d.dram_bytes_per_cycle:g}")
+    if not mapped:
+        return
+    group.add_argument(f"--{prefix}arrays", type=integer("arrays", 1, ARRAYS_MAX), default=d.arrays,
+                       help="copies of the whole datapath (array, softmax unit, dividers, buffers) sharing the DRAM "
+                            f"interface, the mapper spreading heads or query rows over them; default {d.arrays}")
+    group.add_argument(f"--{prefix}schedule", type=_choices("schedule", SCHEDULES, False), default=d.schedule,
+                       help=f"{' or '.join(SCHEDULES)}: folds back to back with query tile R (the RTL's), or "
+                            "folds pipelined, heads pipelined and the query tile chosen by the mapper; default "
+                            f"{d.schedule}")
+    group.add_argument(f"--{prefix}divider", type=_choices("divider", DIVIDERS, False), default=d.divider,
+                       help=f"{' or '.join(DIVIDERS)}: a divider takes one division per div-latency cycles, or "
+                            f"one a cycle (the same quotients); default {d.divider}")
 
 
 #: --causal's values, as host.compare spells them, and the masks each stands for.
@@ -164,7 +180,10 @@ def _buffers(text: str) -> tuple[float, ...]:
 def datapaths(args: argparse.Namespace, prefix: str = "") -> tuple[Datapath, ...]:
     """Every Datapath the parsed options describe (one per array × dataflow × acc-bits with list options)."""
     def get(name: str):
-        return getattr(args, (prefix + name).replace("-", "_"))
+        dest = (prefix + name).replace("-", "_")
+        if name in ("arrays", "schedule", "divider") and not hasattr(args, dest):  # a command without `mapped`
+            return getattr(DEFAULT, name)
+        return getattr(args, dest)
 
     arrays = get("array") if isinstance(get("array")[0], tuple) else (get("array"),)  # a list, or one RxC pair
     flows = get("dataflow") if isinstance(get("dataflow"), tuple) else (get("dataflow"),)
@@ -173,5 +192,6 @@ def datapaths(args: argparse.Namespace, prefix: str = "") -> tuple[Datapath, ...
     return tuple(Datapath(rows=rows, cols=cols, dataflow=flow, acc_bits=bits, overflow=get("overflow"),
                           exp_lanes=get("exp-lanes"), dividers=get("dividers"), div_latency=get("div-latency"),
                           q_buffer_kb=q_kb, k_buffer_kb=k_kb, v_buffer_kb=v_kb, o_buffer_kb=o_kb,
-                          dram_bytes_per_cycle=get("dram-bw"), clock_hz=get("clock"))
+                          dram_bytes_per_cycle=get("dram-bw"), clock_hz=get("clock"), arrays=get("arrays"),
+                          schedule=get("schedule"), divider=get("divider"))
                  for (rows, cols), flow, bits in itertools.product(arrays, flows, widths))

@@ -3,14 +3,16 @@ datapath the --asic-… options describe (its short name, e.g. sa32x32-os-acc40)
 
 A row carries the datapath's output judged like every Q15 row (bit-exact with host/q15.py at the contract's Bc,
 host.q15.BC, whatever the array's shape, and within the contract's bound of the float64 golden), and its latency from
-the cycle model at the given clock, marked modelled: nothing here is measured on hardware. Its GFLOP/s and GB/s (of the
+the cycle model at the given clock, marked modelled: nothing here is measured on hardware; Br is the query tile of the
+datapath's mapping (R, unless the mapper chose another under the overlap schedule). Its GFLOP/s and GB/s (of the
 datapath's modelled DRAM bytes) are RunContext.result's, over that modelled latency. The roof is the model's own: R×C
 MACs (2 operations each) per cycle and the DRAM interface's bytes per cycle.
 
 Every shape of the contract runs (`supports`): a decode problem's q_len queries are the array's M (one tile of
 q_len rows: a decode step of one query fills 1 of R rows of an output-stationary array), grouped K/V heads run their
 query heads one after another, each K/V head read once for its group when the K/V buffers hold it (else again for
-each query head); the row's message says which."""
+each query head); the row's message says which, and on a datapath of several arrays or the overlap schedule it names
+the mapper's mapping."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from codesign.cycles import buffer_shortfall
 from codesign.datapath import Datapath
 from codesign.evaluate import evaluate, mapping_note
+from codesign.mapper import tile_heights
 from codesign.options import add_datapath_options, datapaths
 from host.errors import SpecError
 from host.problem import AttentionProblem
@@ -95,15 +98,18 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
     if options.kernel not in chosen:
         raise SpecError(f"kernel {options.kernel!r} is not a datapath of this sweep; allowed: {', '.join(chosen)}")
     dp = chosen[options.kernel]
-    shortfall = buffer_shortfall(dp, problem.dim)
+    # the smallest query tile the datapath's mapper may choose: R under the serial schedule, one row under overlap
+    smallest = dp.rows if dp.schedule == "serial" else min(tile_heights(dp, problem.queries))
+    shortfall = buffer_shortfall(dp, problem.dim, tile_rows=smallest)
     if shortfall:  # this datapath cannot run this head at all: a missing capability, not a failure to retry
-        return [options.context.result(problem, target="asic", kernel=dp.name, device=dp.describe(), br=dp.rows,
+        return [options.context.result(problem, target="asic", kernel=dp.name, device=dp.describe(), br=smallest,
                                        bc=BC, status="skipped", message=f"skipped: {shortfall}")]
     result = evaluate(problem, inputs, dp)
     ms = result.latency_s * 1e3
     stages = result.head.stages
+    macs = "the array's" if dp.arrays == 1 else f"the {dp.arrays} arrays'"
     note = (f"modelled: array {stages['array'].utilisation:.0%} busy-utilised, softmax "
-            f"{stages['softmax'].utilisation:.0%}, overall {result.model.utilisation:.1%} of the array's MACs; "
+            f"{stages['softmax'].utilisation:.0%}, overall {result.model.utilisation:.1%} of {macs} MACs; "
             f"DRAM stalls {result.model.stall_cycles} cycles; K/V {result.head.buffering['kv']}")
     mapping = mapping_note(result.model)
     if mapping:
@@ -111,10 +117,11 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
     if result.overflows:
         note += f"; {result.overflows} accumulator results overflowed ({dp.acc_bits}-bit, {dp.overflow})"
     return [options.context.result(
-        problem, target="asic", kernel=dp.name, device=dp.describe(), br=dp.rows, bc=BC,
+        problem, target="asic", kernel=dp.name, device=dp.describe(), br=result.model.mapping.tile_rows, bc=BC,
         mean_ms=ms, p50_ms=ms, p99_ms=ms, min_ms=ms, iters=1, warmup=0, model_bytes=result.dram_bytes,
-        peak_gflops=2 * dp.rows * dp.cols * dp.clock_hz / 1e9, peak_gbps=dp.dram_bytes_per_cycle * dp.clock_hz / 1e9,
-        peak_source=f"model: {dp.rows}x{dp.cols} MACs and {dp.dram_bytes_per_cycle:g} DRAM B/cycle at "
-                    f"{dp.clock_hz / 1e6:g} MHz",
+        peak_gflops=2 * dp.arrays * dp.rows * dp.cols * dp.clock_hz / 1e9,
+        peak_gbps=dp.dram_bytes_per_cycle * dp.clock_hz / 1e9,
+        peak_source=f"model: {dp.arrays if dp.arrays > 1 else ''}{' x ' if dp.arrays > 1 else ''}{dp.rows}x{dp.cols} "
+                    f"MACs and {dp.dram_bytes_per_cycle:g} DRAM B/cycle at {dp.clock_hz / 1e6:g} MHz",
         cycles=result.cycles, clock_hz=int(dp.clock_hz), timing_source=TIMING_SOURCE, verdict=result.verdict,
         message=note)]

@@ -33,7 +33,40 @@ def test_asic_rows_are_judged_and_carry_the_models_latency(tmp_path):
         assert row.peak_gflops == pytest.approx(2 * 16 * 32)
         assert row.message.startswith("modelled:") and "ASIC model: 16x32" in row.device
         assert row.timing_source == "modelled: codesign cycle model"
+        assert "mapper" not in row.message  # one array, serial: its one mapping, nothing to name
     assert "sa16x32-ws-acc40" in (tmp_path / "results.md").read_text()
+
+
+def test_an_asic_row_on_two_arrays_names_the_mappers_mapping(tmp_path):
+    """Two heads on two 8×8 arrays: each array takes one head (heads over 2) with half of the 32 B/cycle DRAM
+    interface, so the problem takes one head's cycles on an 8×8 array at 16 B/cycle; the roof is both arrays' 2 × 64
+    MACs, 2 operations each, at 1 GHz: 256 GFLOP/s."""
+    code = compare.main(["--targets", "asic", "--seq", "64", "--dim", "16", "--heads", "2", "--causal", "0",
+                         "--asic-array", "8x8", "--asic-arrays", "2", "--out", str(tmp_path)])
+    (row,) = ResultsFile(tmp_path / "results.csv").read()
+    assert code == 0 and row.status == "ok" and row.bit_exact is True and row.kernel == "sa8x8-os-acc40-p2"
+    assert row.cycles == head_cycles(Datapath(rows=8, cols=8, dram_bytes_per_cycle=16), 64, 16, False).cycles
+    assert row.peak_gflops == pytest.approx(256) and row.br == 8
+    assert "the mapper chose: query tile 8 rows; folds back to back" in row.message
+    assert row.message.endswith("; 2 of 2 arrays: heads over 2") and "of the 2 arrays' MACs" in row.message
+
+
+def test_the_overlap_schedule_runs_a_tile_smaller_than_the_buffers_refuse_for_r_rows(tmp_path):
+    """A 2 KB Q buffer holds 2048 / (64 words × 2 B) = 16 query rows at d 64: too few for the 32×32 array's 32-row
+    tile under the serial schedule (a skipped row), enough for the mapper's tiles of at most 16 rows under overlap."""
+    code = compare.main(["--targets", "asic", "--seq", "64", "--dim", "64", "--heads", "1", "--causal", "0",
+                         "--asic-buffers-kb", "2,64,64,128", "--asic-schedule", "serial",
+                         "--out", str(tmp_path / "serial")])
+    (serial,) = ResultsFile(tmp_path / "serial" / "results.csv").read()
+    assert code == 1 and serial.status == "skipped"  # 1: no row of the sweep was measured
+    assert "q_buffer_kb=2 holds less than one query tile (32x64 words) = 4096 B" in serial.message
+    code = compare.main(["--targets", "asic", "--seq", "64", "--dim", "64", "--heads", "1", "--causal", "0",
+                         "--asic-buffers-kb", "2,64,64,128", "--asic-schedule", "overlap", "--asic-divider",
+                         "pipelined", "--out", str(tmp_path / "overlap")])
+    (overlap,) = ResultsFile(tmp_path / "overlap" / "results.csv").read()
+    assert code == 0 and overlap.status == "ok" and overlap.bit_exact is True, overlap.message
+    assert overlap.kernel == "sa32x32-os-acc40-buf2_64_64_128-overlap-pdiv" and overlap.br <= 16
+    assert f"the mapper chose: query tile {overlap.br} rows" in overlap.message
 
 
 def test_narrow_accumulators_give_wrong_rows_and_exit_1(tmp_path):
@@ -88,11 +121,44 @@ def test_kernels_are_named_after_the_datapaths():
     (["--asic-clock", "1000000000.0000001"], "clock=1000000000.0000001 is not a whole number of Hz"),  # 1e9 as a float
     (["--asic-buffers-kb", "1,2"], "not four sizes"),
     (["--asic-dram-bw", "0"], "dram-bw=0 is out of range"),
+    (["--asic-arrays", "65"], "arrays=65 is out of range; allowed: 1..64"),
+    (["--asic-schedule", "fast"], "schedule='fast' is unknown; allowed: serial, overlap"),
+    (["--asic-divider", "radix4"], "divider='radix4' is unknown; allowed: iterative, pipelined"),
 ])
 def test_bad_asic_options_exit_2_with_one_line(args, needle, tmp_path):
     done = run_module("host.compare", "--targets", "asic", *args, "--out", str(tmp_path / "o"), timeout=60)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and needle in lines[0], done.stderr
+
+
+@pytest.mark.parametrize("option,value,needle", [
+    ("arrays", "0", "arrays=0 is out of range; allowed: 1..64"),
+    ("arrays", "2.5", "arrays"),
+    ("schedule", "overlapped", "schedule='overlapped' is unknown; allowed: serial, overlap"),
+    ("divider", "", "divider='' is unknown; allowed: iterative, pipelined"),
+])
+def test_the_issue_33_datapath_options_refuse_a_bad_value_in_one_line(option, value, needle, tmp_path, capsys):
+    """In process (the subprocess cases above run only under `slow`): `codesign run` and the asic target alike."""
+    from codesign.__main__ import main as codesign_main
+
+    assert codesign_main(["run", f"--{option}", value]) == 2
+    assert compare.main(["--targets", "asic", f"--asic-{option}", value, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(needle in line for line in err), err
+
+
+def test_a_command_that_does_not_map_gets_no_mapping_options():
+    """`mapped=False` (a drawing, not a run): no --arrays, --schedule or --divider, and the datapath their defaults."""
+    import argparse
+
+    from codesign.options import add_datapath_options, datapaths
+
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_datapath_options(parser.add_argument_group("datapath"), mapped=False)
+    with pytest.raises(SystemExit):  # argparse's own refusal of an unknown option
+        parser.parse_args(["--arrays", "2"])
+    (dp,) = datapaths(parser.parse_args(["--array", "8x8"]))
+    assert (dp.rows, dp.arrays, dp.schedule, dp.divider) == (8, 1, "serial", "iterative")
 
 
 def test_a_buffer_too_small_for_the_problem_is_a_skipped_row_naming_it(tmp_path):
@@ -136,6 +202,7 @@ def test_codesign_run_prints_the_figures():
 @pytest.mark.parametrize("args,needle", [
     (["run", "--seq", "0"], "seq=0 is out of range"),
     (["run", "--array", "300x2"], "300"),
+    (["run", "--arrays", "0"], "arrays=0 is out of range; allowed: 1..64"),
     (["run", "--dim", "256", "--buffers-kb", "1,64,64,128"], "q_buffer_kb=1 holds less than one query tile"),
     (["gemm", "4", "4"], "K"),
     (["widths", "--bits", "8"], "acc-bits=8 is out of range"),
