@@ -226,7 +226,8 @@ def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Techno
         reasons = result.columns["skipped"]
         if len(reasons) and (reasons != "").all():  # nothing to rank or plot: the space cannot run this problem
             raise SpecError(f"--space: none of the {len(reasons):,} points can run {_describe(problem)} (the first: "
-                            f"{reasons[0]}); give larger buffers_kb or a smaller problem")
+                            f"{reasons[0]}); give larger buffers_kb, a slower clock_mhz, or a smaller problem, as "
+                            "the reason says")
         say(COMMAND, f"{len(result):,} points evaluated (cycles, energy, area, bits) in {result.seconds:.1f} s; "
                      "Pareto fronts and sensitivity")
         chosen = fronts(result)
@@ -238,8 +239,10 @@ def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Techno
     skipped = int((result.columns["skipped"] != "").sum())
     print(f"{_describe(problem)}: {len(result):,} points in {state.ratio(result.seconds)} "
           f"({len(result) / result.seconds:,.0f} points/s); the whole run with fronts, files and plots "
-          f"{state.ratio(time.perf_counter() - began)}; {skipped:,} points cannot run (a buffer below one tile: "
-          "points.csv says which)")
+          f"{state.ratio(time.perf_counter() - began)}; {skipped:,} points cannot run ("
+          f"{skipped - sum(result.refused.values()):,} a buffer below one tile, {result.refused.get('clock', 0):,} a "
+          f"clock above the node's f_max, {result.refused.get('sram_timing', 0):,} a banked buffer slower than the "
+          "clock period: points.csv skipped says which)")
     print(f"cycle model (mapper included) {result.cycle_seconds:.2f} s for {result.cycle_configs:,} configurations "
           f"({result.cycle_configs / max(result.cycle_seconds, 1e-9):,.0f}/s); the rest "
           f"{result.cycle_free_points_per_s:,.0f} points/s; {result.slower_pairs:,} of {result.array_pairs:,} "

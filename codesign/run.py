@@ -68,6 +68,11 @@ def rtl_plan(problem: AttentionProblem, dp: Datapath, bc: int = q15.BC) -> str:
         raise SpecError(f"--rtl: bc={bc} differs from the array's {dp.cols} columns; allowed: an array "
                         f"{dp.rows}x{bc} (the RTL folds no key block over its columns; the contract's Bc is {q15.BC}, "
                         f"and --bc {dp.cols} would compute other bits than the contract's)")
+    built = {"arrays": 1, "schedule": "serial", "divider": "iterative"}  # the one datapath the RTL builds
+    for name, value in built.items():
+        if getattr(dp, name) != value:
+            raise SpecError(f"--rtl: {name}={getattr(dp, name)!r} has no RTL; allowed: {value!r} "
+                            "(docs/codesign_rtl.md)")
     if dp.div_latency < MIN_LATENCY:
         raise SpecError(f"--rtl: div-latency={dp.div_latency} is below the RTL divider's minimum; allowed: "
                         f"{MIN_LATENCY}..256")

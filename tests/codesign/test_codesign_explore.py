@@ -324,7 +324,8 @@ def test_a_space_where_no_point_can_run_is_refused_in_one_line_before_writing(tm
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("kbench:")]
     assert code == 2 and err == ["kbench: error: --space: none of the 1 points can run B 1 H 2 N 1024 d 256 (the "
                                  "first: q_buffer_kb=1 holds less than one query tile (8x256 words) = 4096 B at dim "
-                                 "256; allowed: >= 4); give larger buffers_kb or a smaller problem"]
+                                 "256; allowed: >= 4); give larger buffers_kb, a slower clock_mhz, or a smaller "
+                                 "problem, as the reason says"]
     assert sorted(p.name for p in out.iterdir()) == []  # nothing written, the lock released
 
 

@@ -59,6 +59,9 @@ def test_an_rtl_that_differs_fails_the_command(capsys, monkeypatch):
     (["--dataflow", "ws"], "--rtl: dataflow='ws' has no RTL array; allowed: os"),
     (["--div-latency", "17"], "--rtl: div-latency=17 is below the RTL divider's minimum; allowed: 18..256"),
     (["--seq", "4096", "--dim", "128", "--array", "32x32", "--bc", "32"], "allowed: up to 60 min"),
+    (["--arrays", "2"], "--rtl: arrays=2 has no RTL; allowed: 1"),  # the RTL builds one serial array only
+    (["--schedule", "overlap"], "--rtl: schedule='overlap' has no RTL; allowed: 'serial'"),
+    (["--divider", "pipelined"], "--rtl: divider='pipelined' has no RTL; allowed: 'iterative'"),
     (["--bc", "64"], "--rtl: bc=64 differs from the array's 4 columns; allowed: an array 2x64 (the RTL folds no key "
                      "block over its columns; the contract's Bc is 64, and --bc 4 would compute other bits than the "
                      "contract's)"),
