@@ -113,11 +113,9 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int row0 = (warp % RW) * ROWS, koff = KW == 1 ? 0 : (warp / RW) * KEYS;  // first row, first key of a block
     const int parts = SHARED ? shared_parts : 0;  // prefill instances compile without the segment loop
-    const long long units = (long long)heads * ((nq + BR - 1) / BR) * ((n + BC - 1) / BC);
-    long long unit = parts == 0 ? 0 : share_start(blockIdx.x, units, parts);
-    const long long unit_end = parts == 0 ? 0 : share_start(blockIdx.x + 1, units, parts);
+    Share share = block_share<BR, BC>(heads, nq, n, parts);
     do {  // prefill: one tile; split-KV: each segment of this block's share (kernels/kv_rows.cuh)
-        const Segment seg = next_segment<BR, BC>(unit, heads, nq, n, parts, causal);
+        const Segment seg = next_segment<BR, BC>(share, nq, n, parts, causal);
         const int bh = seg.bh, q0 = seg.q0;
         const T *qg = q + (size_t)bh * nq * D, *kg = k + (size_t)(bh / group) * n * D, *vg = v + (size_t)(bh / group) * n * D;
 
@@ -303,5 +301,5 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
                 }
             }
         }
-    } while (unit < unit_end);
+    } while (share.unit < share.end);
 }

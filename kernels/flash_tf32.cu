@@ -105,11 +105,9 @@ flash_tf32_fwd(const float *__restrict__ q, const float *__restrict__ k, const f
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int row0 = warp * ROWS;  // the warp's first row in the tile
     const int parts = SHARED ? shared_parts : 0;  // prefill instances compile without the segment loop
-    const long long units = (long long)heads * ((nq + BR - 1) / BR) * ((n + BC - 1) / BC);
-    long long unit = parts == 0 ? 0 : share_start(blockIdx.x, units, parts);
-    const long long unit_end = parts == 0 ? 0 : share_start(blockIdx.x + 1, units, parts);
+    Share share = block_share<BR, BC>(heads, nq, n, parts);
     do {  // prefill: one tile; split-KV: each segment of this block's share (kernels/kv_rows.cuh)
-        const Segment seg = next_segment<BR, BC>(unit, heads, nq, n, parts, causal);
+        const Segment seg = next_segment<BR, BC>(share, nq, n, parts, causal);
         const int bh = seg.bh, q0 = seg.q0;
         const size_t head_row = (size_t)bh * nq, kv_head = (size_t)(bh / group) * n * D;
         const float *qg = q + head_row * D, *kg = k + kv_head, *vg = v + kv_head;
@@ -251,5 +249,5 @@ flash_tf32_fwd(const float *__restrict__ q, const float *__restrict__ k, const f
                 if (seg.slot >= 0 && t == 0) lse[prow] = split_lse(m[mt][r], sum, scale_log2);
             }
         }
-    } while (unit < unit_end);
+    } while (share.unit < share.end);
 }

@@ -65,23 +65,35 @@ struct Segment {
     int slot;        // -1: all of the tile's keys, O written directly; else the partial state's slot
 };
 
-// The segment a block computes next. Prefill (parts 0): its tile (kernels/tile_order.cuh) and every key, once.
-// Split-KV: the segment of this block's share that starts at `unit`, which moves past it; the block loops while
-// unit < share_start(blockIdx.x + 1).
+// This block's share of a launch's units, [unit, end) (both 0 for a prefill launch, parts 0: one tile), and the
+// launch's units.
+struct Share {
+    long long unit, end, units;
+};
+
 template <int BR, int BC>
-__device__ __forceinline__ Segment next_segment(long long &unit, int heads, int nq, int n, int parts, int causal) {
+__device__ __forceinline__ Share block_share(int heads, int nq, int n, int parts) {
+    if (parts == 0) return {0, 0, 0};
+    const long long units = (long long)heads * ((nq + BR - 1) / BR) * ((n + BC - 1) / BC);
+    return {share_start(blockIdx.x, units, parts), share_start(blockIdx.x + 1, units, parts), units};
+}
+
+// The segment a block computes next. Prefill (parts 0): its tile (kernels/tile_order.cuh) and every key, once.
+// Split-KV: the segment of this block's share that starts at share.unit, which moves past it; the block loops while
+// share.unit < share.end.
+template <int BR, int BC>
+__device__ __forceinline__ Segment next_segment(Share &share, int nq, int n, int parts, int causal) {
     const int key_blocks = (n + BC - 1) / BC;
     if (parts == 0) {
         const TileSlot slot = tile_slot<BR>(nq, causal);
         return {slot.bh, slot.q0, 0, n, -1};
     }
     const int tiles_per_head = (nq + BR - 1) / BR;
-    const long long units = (long long)heads * tiles_per_head * key_blocks;
-    const long long end = share_start(blockIdx.x + 1, units, parts);
-    const int tile = (int)(unit / key_blocks), first = (int)(unit % key_blocks);
-    const int last = (int)min((long long)key_blocks, first + (end - unit));
-    unit += last - first;
-    const int slot = first == 0 && last == key_blocks ? -1 : segment_slot(blockIdx.x, tile, key_blocks, units, parts);
+    const int tile = (int)(share.unit / key_blocks), first = (int)(share.unit % key_blocks);
+    const int last = (int)min((long long)key_blocks, first + (share.end - share.unit));
+    share.unit += last - first;
+    const int slot = first == 0 && last == key_blocks ? -1
+                                                      : segment_slot(blockIdx.x, tile, key_blocks, share.units, parts);
     return {tile / tiles_per_head, (tile % tiles_per_head) * BR, first * BC, min(n, last * BC), slot};
 }
 

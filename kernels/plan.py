@@ -120,7 +120,7 @@ def split_plan(problem: AttentionProblem, plan: Plan, dev, settings) -> Plan:
     kv = 2 * problem.batch * problem.kv_head_count * problem.seq * problem.dim * DTYPE_BYTES[problem.dtype]
     parts = fewer_parts(kv_parts(tiles, key_blocks, limits.sms, max(resident, 1)), tiles,
                         lambda count: partial_bytes(problem, config.br, config.bc, count) <= SPLIT_PARTIAL_SHARE * kv)
-    split = sum(1 for tile in split_tiles(tiles, key_blocks, parts))
+    split = len(split_tiles(tiles, key_blocks, parts))
     group = problem.heads // problem.kv_head_count
     shared = (f"{tiles} tile{'s' * (tiles > 1)} × {key_blocks} key blocks shared by {parts} blocks, "
               + (f"{split} tile{'s' * (split > 1)} split, merged by a second launch" if split

@@ -208,14 +208,14 @@ def mma_launches(of: "FlashTc | FlashTf32", problem: AttentionProblem, function:
     (which pack) on `parts` blocks sharing the (tile, key block) units (0: a block a tile), then the combine where a
     share boundary cut a tile (kernels/split_combine.cu, 4 rows per 128-thread block)."""
     rows = head_rows(problem, packed=of.split)
-    tiles = flash_grid(rows.nq, br, rows.heads)
+    tiles, key_blocks = flash_grid(rows.nq, br, rows.heads), -(-problem.seq // bc)
     if parts and not of.split:
         raise SpecError(f"{of.label} writes O directly; parts={parts} needs a split-KV variant")
     if of.split:  # 0: a block a tile (whole tiles, no combine)
-        parts = check_parts(check_int("parts", parts or tiles, 1, MAX_GRID_X), tiles, -(-problem.seq // bc))
+        parts = check_parts(check_int("parts", parts or tiles, 1, MAX_GRID_X), tiles, key_blocks)
     kernel = Launch(function, (parts or tiles,), (threads,), smem, SPLIT_ARGS,
                     shape_ints(problem, rows, heads=rows.heads, parts=parts))
-    if not parts or not partial_segments(tiles, -(-problem.seq // bc), parts):
+    if not parts or not partial_segments(tiles, key_blocks, parts):
         return (kernel,)
     total = problem.batch * problem.heads * problem.queries
     out_type = TC_TYPES.get(problem.dtype, "float")
