@@ -1,6 +1,7 @@
 """The datapath's outputs (host.q15.Q15Out: int16 values and each row's output shift), computed through its own
 steps: array GEMMs in accumulators of the chosen width, the score unit, the softmax unit's block max, EXP2 and online
-rescale, the 48-bit output accumulators, the divider (the row's peak |A|, its shift g, the divisions).
+rescale, the 48-bit output accumulators, the divider (the row's peak |A|, its shift g, the divisions, by the contract's
+division or, on a reciprocal divider, by codesign/reciprocal.py's multiply).
 
 One head runs key block by key block: blocks of the contract's Bc keys (params.bc, host.q15.BC = 64 unless a tool
 asks for another), in increasing key order, as docs/q15.md §7 requires, whatever the array's R×C. Within a block
@@ -30,6 +31,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from codesign.datapath import OUTPUT_ACC_BITS, Datapath
+from codesign.reciprocal import divide_by_reciprocal
 from host.errors import SpecError
 from host.q15 import INT32_MAX, INT32_MIN, MODEL_BC_MAX, Q15Out, Q15Params, divide_q15, exp2_q15, round_shift
 
@@ -176,5 +178,7 @@ def _rows(q: np.ndarray, k: np.ndarray, v: np.ndarray, params: Q15Params, datapa
         overflows += spilled
         acc[live], spilled = _clamp(acc[live] + partial, OUTPUT_ACC_BITS, datapath.overflow)
         overflows += spilled
-    # divider: each row's peak |A| and shift g, then its d divisions (host/q15.py's arithmetic, docs/q15.md §6)
-    return HeadBits(divide_q15(acc, l), rescales, overflows)
+    # divider: each row's peak |A| and shift g, then its d divisions (host/q15.py's arithmetic, docs/q15.md §6), or
+    # on reciprocal lanes one reciprocal a row and d multiplies (codesign/reciprocal.py: the same quotients)
+    divide = divide_by_reciprocal if datapath.divider == "reciprocal" else divide_q15
+    return HeadBits(divide(acc, l), rescales, overflows)

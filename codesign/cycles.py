@@ -20,7 +20,8 @@ the array for their steady cycles only (codesign/gemm.py `overlapped`: the next 
 each GEMM takes the faster of its two orientations (rows and columns swapped, `oriented`), the tile height is the
 mapper's (`tile_rows`, default R), and the fill and drain of QKᵀ and of P·V are paid once a head (`array_tail`: the
 first scores wait for QKᵀ's, the last partial sums for P·V's). A pipelined divider takes d + ⌈r·d/D⌉ + latency − 1
-cycles per tile instead of d + ⌈r·d/D⌉ · latency.
+cycles per tile instead of d + ⌈r·d/D⌉ · latency, a reciprocal divider max(d, ⌈r/D⌉ · 34) + ⌈r·d/D⌉ + 2
+(codesign/divider_cycles.py).
 """
 
 from __future__ import annotations
@@ -30,14 +31,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codesign.datapath import (EXP_LATENCY, OUTPUT_ACC_BYTES, RESCALE_LATENCY, ROW_STATE_BYTES, SCORE_LATENCY,
-                               Datapath)
+from codesign import divider_cycles
+from codesign.buffers import WORD_BYTES, Buffers, buffering
+from codesign.datapath import EXP_LATENCY, RESCALE_LATENCY, SCORE_LATENCY, Datapath
 from codesign.gemm import gemm, oriented, overlapped, streamed
 from host.errors import SpecError
 from host.checks import check_int
 from host.q15 import BC, DIM_MAX, MODEL_BC_MAX, SEQ_MAX
 
-WORD_BYTES = 2  # a Q15 word
 SHIFT_BYTES = 1  # an output row's shift g
 
 
@@ -91,7 +92,7 @@ class HeadCycles:
 TRAFFIC_KEYS = ("dram_read_q_bytes", "dram_read_k_bytes", "dram_read_v_bytes", "dram_write_o_bytes",
                 "sram_write_q", "sram_write_k", "sram_write_v", "sram_read_q", "sram_read_k", "sram_read_v",
                 "score_writes", "prob_reads", "acc_reads", "acc_writes", "sram_read_o", "exp_evals",
-                "max_compares", "rescale_mults", "divisions", "macs")
+                "max_compares", "rescale_mults", "divisions", "reciprocals", "macs")
 
 
 @dataclass(frozen=True)
@@ -151,55 +152,6 @@ def step_cycles(dp: Datapath, rows: int, keys: int, dim: int, first_block: bool,
     """(array, softmax) cycles of one step of `rows` query rows against a block of `keys` keys."""
     step = _step(dp, rows, keys, dim, first_block, overlap)
     return step.array, step.softmax
-
-
-def _tile_bytes(br: int, dim: int, bc: int) -> tuple[int, int, int]:
-    """Bytes of one query tile of br rows, one key (or value) block, and one tile's output accumulators with m, l."""
-    return (br * dim * WORD_BYTES, bc * dim * WORD_BYTES, br * (dim * OUTPUT_ACC_BYTES + ROW_STATE_BYTES))
-
-
-def buffer_shortfall(dp: Datapath, dim: int, bc: int = BC, tile_rows: int | None = None) -> str:
-    """Why `dp` cannot run a head of this dimension in blocks of `bc` keys and query tiles of `tile_rows` (default
-    R) ('' when it can): the first buffer that holds less than one tile or block."""
-    br = dp.rows if tile_rows is None else tile_rows
-    q_tile, kv_block, o_tile = _tile_bytes(br, dim, bc)
-    for name, size, need, what in (("q_buffer_kb", dp.q_buffer_kb, q_tile, f"one query tile ({br}x{dim} words)"),
-                                   ("k_buffer_kb", dp.k_buffer_kb, kv_block, f"one key block ({bc}x{dim} words)"),
-                                   ("v_buffer_kb", dp.v_buffer_kb, kv_block,
-                                    f"one value block ({bc}x{dim} words)"),
-                                   ("o_buffer_kb", dp.o_buffer_kb, o_tile,
-                                    f"one tile's accumulators ({br} rows)")):
-        if size * 1024 < need:
-            return f"{name}={size:g} holds less than {what} = {need} B at dim {dim}; allowed: >= {need / 1024:g}"
-    return ""
-
-
-@dataclass(frozen=True)
-class _Buffers:
-    """How each buffer holds its operand: K and V resident for the whole head, K/V, Q and O double-buffered."""
-
-    resident: bool
-    kv_double: bool
-    q_double: bool
-    o_double: bool
-
-    @property
-    def names(self) -> dict[str, str]:
-        return {"q": "double" if self.q_double else "single",
-                "kv": "resident" if self.resident else ("double" if self.kv_double else "single"),
-                "o": "double" if self.o_double else "single"}
-
-
-def _buffers(dp: Datapath, seq: int, dim: int, bc: int, br: int) -> _Buffers:
-    """The buffering each buffer's size allows; SpecError when one cannot hold a single tile or block."""
-    shortfall = buffer_shortfall(dp, dim, bc, br)
-    if shortfall:
-        raise SpecError(shortfall)
-    q_tile, kv_block, o_tile = _tile_bytes(br, dim, bc)
-    kv_kb = min(dp.k_buffer_kb, dp.v_buffer_kb)
-    resident = kv_kb * 1024 >= seq * dim * WORD_BYTES
-    return _Buffers(resident=resident, kv_double=resident or kv_kb * 1024 >= 2 * kv_block,
-                    q_double=dp.q_buffer_kb * 1024 >= 2 * q_tile, o_double=dp.o_buffer_kb * 1024 >= 2 * o_tile)
 
 
 @dataclass(frozen=True)
@@ -298,7 +250,7 @@ class _Dram:
     kv_bytes: np.ndarray
 
 
-def _dram(dp: Datapath, seq: int, dim: int, bc: int, tiles: _Tiles, buffers: _Buffers,
+def _dram(dp: Datapath, seq: int, dim: int, bc: int, tiles: _Tiles, buffers: Buffers,
           compute: np.ndarray, shared_kv: bool) -> _Dram:
     """DRAM, every byte charged once. Before anything computes (prologue): tile 0's Q and the first K, V block.
     During tile t: its other K, V blocks (each block once per head when resident), the next tile's Q and the
@@ -330,23 +282,19 @@ def _dram(dp: Datapath, seq: int, dim: int, bc: int, tiles: _Tiles, buffers: _Bu
 
 def _divider(dp: Datapath, dim: int, tiles: _Tiles, o_double: bool,
              tile_time: np.ndarray) -> tuple[Stage, int, int]:
-    """The divider stage, the cycles of it the head waits for, and of those the last tile's: per tile, the peak pass
-    (d cycles: column c of every row's accumulators in cycle c, each row's max |A| registered) and then its r·d
-    divisions in waves of D (iterative: latency cycles a wave; pipelined: a wave a cycle, the last one out latency −
-    1 cycles later); beside the next tile's steps when the O buffer is double (only the excess and the last tile's
-    exposed), else all."""
-    waves = -(-(tiles.rows * dim) // dp.dividers)
-    pipelined = dp.divider == "pipelined"
-    divide = dim + (waves + dp.div_latency - 1 if pipelined else waves * dp.div_latency)
+    """The divider stage, the cycles of it the head waits for, and of those the last tile's: per tile the peak pass
+    and the divisions (codesign/divider_cycles.py), beside the next tile's steps when the O buffer is double (only
+    the excess and the last tile's exposed), else all."""
+    divide = divider_cycles.tile_cycles(dp, dim, tiles.rows)
     busy = int(divide.sum())
     # double: tile t's divisions run beside tile t+1's steps
     exposed = int(np.maximum(divide[:-1] - tile_time[1:], 0).sum()) + int(divide[-1]) if o_double else busy
     divisions = int(tiles.rows.sum()) * dim  # queries · d
-    occupied = divisions if pipelined else divisions * dp.div_latency  # divider-cycles the divisions take
-    return Stage(busy, divisions, occupied / (busy * dp.dividers)), exposed, int(divide[-1])
+    used = divider_cycles.occupied(dp, divisions)
+    return Stage(busy, divisions, used / (busy * dp.dividers)), exposed, int(divide[-1])
 
 
-def _traffic(queries: int, dim: int, steps: dict[str, int], kv_bytes: np.ndarray) -> dict[str, int]:
+def _traffic(dp: Datapath, queries: int, dim: int, steps: dict[str, int], kv_bytes: np.ndarray) -> dict[str, int]:
     """Every traffic counter: the steps' on-chip counts, plus DRAM, the buffers' writes and the divisions."""
     counts = dict(steps)
     divisions = queries * dim
@@ -355,7 +303,8 @@ def _traffic(queries: int, dim: int, steps: dict[str, int], kv_bytes: np.ndarray
                   dram_read_v_bytes=dram_kv, dram_write_o_bytes=queries * (dim * WORD_BYTES + SHIFT_BYTES),
                   sram_write_q=queries * dim,
                   sram_write_k=dram_kv // WORD_BYTES, sram_write_v=dram_kv // WORD_BYTES,
-                  sram_read_o=divisions, divisions=divisions)
+                  sram_read_o=divisions, divisions=divisions,
+                  reciprocals=divider_cycles.reciprocals(dp, queries))
     counts["acc_reads"] += 2 * divisions  # each accumulator read by the peak pass and by its division
     return counts
 
@@ -384,7 +333,7 @@ def head_cycles(dp: Datapath, seq: int, dim: int, causal: bool, bc: int = BC, qu
     check_int("bc", bc, 1, MODEL_BC_MAX)
     queries = seq if queries is None else check_int("q_len", queries, 1, seq)
     br = dp.rows if tile_rows is None else check_int("tile_rows", tile_rows, 1, SEQ_MAX)
-    buffers = _buffers(dp, seq, dim, bc, br)
+    buffers = buffering(dp, seq, dim, bc, br)
     if shared_kv and not buffers.resident:
         raise SpecError(f"K and V of seq {seq}, dim {dim} do not fit the K/V buffers "
                         f"({min(dp.k_buffer_kb, dp.v_buffer_kb):g} KB each): they cannot stay on chip for a group")
@@ -397,7 +346,7 @@ def head_cycles(dp: Datapath, seq: int, dim: int, causal: bool, bc: int = BC, qu
               + dram.epilogue)
     stages = {"array": compute.array, "softmax": compute.softmax, "divider": divider}
     return HeadCycles(dp, seq, dim, causal, bc, cycles, stall, stages,
-                      _traffic(queries, dim, compute.counts, dram.kv_bytes),
+                      _traffic(dp, queries, dim, compute.counts, dram.kv_bytes),
                       useful_macs(seq, queries, dim, causal), buffers.names, queries, shared_kv, br,
                       compute.orientation, dram.prologue, compute.fill, compute.tail, divider_tail, dram.epilogue,
                       compute.fill_drain)

@@ -24,8 +24,10 @@ DATAFLOWS = ("os", "ws", "is")
 #: (codesign/mapper.py), heads pipelined one into the next (docs/codesign.md "Schedules and the mapper").
 SCHEDULES = ("serial", "overlap")
 #: iterative: a divider takes div_latency cycles per division; pipelined: it accepts one division a cycle and each
-#: comes out div_latency cycles later (the same quotient bits: codesign/bits.py models the function, not the timing).
-DIVIDERS = ("iterative", "pipelined")
+#: comes out div_latency cycles later (the same quotient bits: codesign/bits.py models the function, not the timing);
+#: reciprocal: each divider lane computes one row's reciprocal (codesign/reciprocal.py) in RECIPROCAL_LATENCY cycles,
+#: then multiplies one element by it a cycle, each out PRODUCT_LATENCY cycles later (div_latency does not apply).
+DIVIDERS = ("iterative", "pipelined", "reciprocal")
 ARRAYS_MAX = 64
 OVERFLOWS = ("wrap", "saturate")
 ARRAY_MAX = MODEL_BC_MAX  # rows and columns: 1..256
@@ -40,6 +42,12 @@ ROW_STATE_BYTES = 8
 SCORE_LATENCY = 3  # multiply by M, add the rounding half and shift, saturate to 32 bits
 EXP_LATENCY = 4  # table read, interpolation multiply, rounding shift, cap at 32767
 RESCALE_LATENCY = 2  # multiply by α, rounding shift
+#: A reciprocal lane's row reciprocal m − 1 = ⌊2^(31+ℓ) / l'⌋ lies in [2³¹, 2³²): normalise l and find ℓ (1 cycle),
+#: 32 quotient bits by restoring division (one a cycle), add one (1 cycle).
+RECIPROCAL_LATENCY = 1 + 32 + 1
+#: One element's quotient on a reciprocal lane: align A by g − s and add ⌊l'/2⌋; the 31 × 33-bit multiply by m;
+#: shift by 31 + ℓ, restore the sign and clamp to int16.
+PRODUCT_LATENCY = 3
 
 
 @dataclass(frozen=True)
@@ -113,7 +121,7 @@ class Datapath:
         if "schedule" in changed:
             tags.append(self.schedule)
         if "divider" in changed:
-            tags.append("pdiv")
+            tags.append({"pipelined": "pdiv", "reciprocal": "rdiv"}[self.divider])
         return "-".join([name, *tags])
 
     def describe(self) -> str:

@@ -78,7 +78,8 @@ def _units(canvas: _Canvas, dp: Datapath) -> None:
     canvas.box(80, 3, 18, 14, "O accumulators", [f"A: {OUTPUT_ACC_BITS}-bit × d per row",
                                                  f"O buffer {dp.o_buffer_kb:g} KB", "A = RSH(A·α, 15) + Σ p·v"],
                MEMORY)
-    canvas.box(106, 3, 21, 14, "divider", [f"{dp.dividers} × iterative, {dp.div_latency} cycles",
+    latency = "reciprocal, then multiply" if dp.divider == "reciprocal" else f"{dp.div_latency} cycles"
+    canvas.box(106, 3, 21, 14, "divider", [f"{dp.dividers} × {dp.divider}, {latency}",
                                            "row peak |A| → shift g", "o = sat16(A'·2^g / l'), g"])
 
 

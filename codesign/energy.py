@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from codesign.datapath import OUTPUT_ACC_BITS
+from codesign.datapath import OUTPUT_ACC_BITS, RECIPROCAL_LATENCY
 from codesign.technology import Band, Technology
 from codesign.technology_limits import operand_bytes_per_cycle
 from host.q15 import BC
@@ -36,6 +36,12 @@ from host.q15 import BC
 EXP_TABLE_BITS = 64 * 16
 #: Registers of one iterative divider: partial remainder, divisor and quotient.
 DIVIDER_REGISTER_BITS = 96
+#: A reciprocal lane's restoring division of 2^(31+ℓ) by l' (codesign/reciprocal.py): partial remainder 33 bits,
+#: divisor l' ≤ 2¹⁶ 17 bits, quotient 32 bits.
+RECIPROCAL_REGISTER_BITS = 33 + 17 + 32
+#: Its multiplier's pipeline (codesign/datapath.py PRODUCT_LATENCY): n (31 bits) and m (33), the product (64), the
+#: int16 quotient.
+PRODUCT_REGISTER_BITS = 31 + 33 + 64 + 16
 #: The score buffer holds two key blocks of R × Bc 32-bit scores (the array writes one while the softmax unit reads
 #: one); Bc is the contract's (host.q15.BC), whatever the array's width.
 SCORE_BYTES = 4
@@ -71,6 +77,36 @@ def divider_cycle(tech: Technology, node, what: str) -> Band:
     return get("add", 32, node) + get("register", 1, node) * DIVIDER_REGISTER_BITS
 
 
+def reciprocal_cycle(tech: Technology, node, what: str) -> Band:
+    """One cycle of a reciprocal lane's restoring division: a 33-bit subtract and its registers."""
+    get = tech.energy if what == "energy" else tech.area
+    return get("add", 33, node) + get("register", 1, node) * RECIPROCAL_REGISTER_BITS
+
+
+def product_lane(tech: Technology, node, what: str) -> Band:
+    """One quotient on a reciprocal lane: the 31 × 33-bit multiply by m, the 32-bit add of ⌊l'/2⌋, the pipeline's
+    registers (the shifts by g − s and 31 + ℓ are not costed, as the iterative divider's normalisation is not)."""
+    get = tech.energy if what == "energy" else tech.area
+    return tech.multiply(31, 33, node, what) + get("add", 32, node) + get("register", 1, node) * PRODUCT_REGISTER_BITS
+
+
+def reciprocal_lane(tech: Technology, node, what: str = "area") -> Band:
+    """µm² of one reciprocal lane: its restoring divider and its multiplier."""
+    return reciprocal_cycle(tech, node, what) + product_lane(tech, node, what)
+
+
+def divider_energy(tech: Technology, traffic: dict, div_latency, divider, node) -> Band:
+    """pJ of the divider stage over `traffic`: divisions × div_latency iterative-divider cycles (iterative and
+    pipelined: a pipelined divider's L stages each do one cycle of a division), or on a reciprocal divider each row's
+    RECIPROCAL_LATENCY reciprocal cycles and each quotient's product. `divider`: the kind (an array over points, or
+    None for iterative)."""
+    reciprocal = np.asarray(divider) == "reciprocal" if divider is not None else np.False_
+    iterative = divider_cycle(tech, node, "energy") * (traffic["divisions"] * np.asarray(div_latency) * ~reciprocal)
+    rows = np.asarray(traffic.get("reciprocals", 0)) * RECIPROCAL_LATENCY
+    products = np.asarray(traffic["divisions"]) * reciprocal
+    return iterative + reciprocal_cycle(tech, node, "energy") * rows + product_lane(tech, node, "energy") * products
+
+
 def mac_registers(tech: Technology, acc_bits, node) -> Band:
     """pJ a busy MAC cell spends in its registers each cycle: the accumulator and the two 16-bit operands."""
     return tech.energy("register", 1, node) * (np.asarray(acc_bits) + 32)
@@ -91,16 +127,18 @@ def banked_area(tech: Technology, size_kb, bytes_per_cycle, node) -> Band:
     return Band(np.minimum(one.low, split.low), np.maximum(one.high, split.high))
 
 
-def area(tech: Technology, rows, cols, acc_bits, exp_lanes, dividers, buffers_kb: tuple, node) -> dict[str, Band]:
+def area(tech: Technology, rows, cols, acc_bits, exp_lanes, dividers, buffers_kb: tuple, node,
+         reciprocal_lanes=0) -> dict[str, Band]:
     """µm² per unit ('array', 'score', 'softmax', 'dividers', 'buffers'), the logic and SRAM sums, and 'total' (both
-    times the control-overhead band)."""
+    times the control-overhead band). `dividers`: iterative-divider stages; `reciprocal_lanes`: reciprocal lanes."""
     rows, cols = np.asarray(rows), np.asarray(cols)
     units = {
         "array": mac_cell(tech, acc_bits, node, "area") * (rows * cols),
         "score": score_lane(tech, node, "area") * cols,
         "softmax": (exp_lane(tech, node, "area", EXP_TABLE_BITS) + tech.area("compare", 32, node)
                     + rescale_unit(tech, node, "area")) * np.asarray(exp_lanes),
-        "dividers": divider_cycle(tech, node, "area") * np.asarray(dividers),
+        "dividers": (divider_cycle(tech, node, "area") * np.asarray(dividers)
+                     + reciprocal_lane(tech, node) * np.asarray(reciprocal_lanes)),
     }
     sram = tech.sram_area(score_buffer_kb(rows), node)
     need = operand_bytes_per_cycle(rows, cols)
@@ -118,11 +156,11 @@ PARTS = ("array", "buffers", "score", "softmax", "dividers", "idle", "clock", "d
 
 
 def head_energy(tech: Technology, traffic: dict, rows, cols, acc_bits, div_latency, buffers_kb: tuple, node,
-                dram_kind: str, clock_hz=None, cycles=None) -> dict[str, Band]:
+                dram_kind: str, clock_hz=None, cycles=None, divider=None) -> dict[str, Band]:
     """Dynamic pJ of one head per part (PARTS) and 'total'; `traffic` holds HeadCycles.traffic's counters as arrays
-    over the points. With `cycles` (the head's, as arrays) idle PEs are charged; without, 'idle' is 0. With
-    `clock_hz` the logic's energy is taken at the supply that clock allows (codesign/technology_limits.py); without,
-    at the node's nominal supply (its f_max)."""
+    over the points, `divider` the divider kind (None: iterative; `divider_energy`). With `cycles` (the head's, as
+    arrays) idle PEs are charged; without, 'idle' is 0. With `clock_hz` the logic's energy is taken at the supply
+    that clock allows (codesign/technology_limits.py); without, at the node's nominal supply (its f_max)."""
     q_kb, k_kb, v_kb, o_kb = buffers_kb
     word = 1 / 4  # a Q15 word: a quarter of a 64-bit access
     acc = OUTPUT_ACC_BITS / 64  # a 48-bit output accumulator: 6/8 of one
@@ -157,7 +195,7 @@ def head_energy(tech: Technology, traffic: dict, rows, cols, acc_bits, div_laten
         "softmax": (exp_lane(tech, node, "energy", 32) * traffic["exp_evals"]
                     + tech.energy("compare", 32, node) * traffic["max_compares"]
                     + rescale_unit(tech, node, "energy") * traffic["rescale_mults"]),
-        "dividers": divider_cycle(tech, node, "energy") * (traffic["divisions"] * np.asarray(div_latency)),
+        "dividers": divider_energy(tech, traffic, div_latency, divider, node),
         "dram": tech.dram(dram_kind) * (8 * (traffic["dram_read_q_bytes"] + traffic["dram_read_k_bytes"]
                                              + traffic["dram_read_v_bytes"] + traffic["dram_write_o_bytes"])),
     }

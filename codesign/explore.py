@@ -36,7 +36,7 @@ import numpy as np
 from codesign.datapath import (ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, ARRAYS_MAX, DATAFLOWS, DIVIDERS, OVERFLOWS,
                                SCHEDULES, Datapath)
 from codesign.explore_cycles import CYCLE_KEYS, cycle_table
-from codesign.energy import area
+from codesign.energy import area, reciprocal_lane
 from codesign.technology import Band, GateCalibration, Technology, default_gates
 from codesign.explore_points import every_point, flat, flat_band, grid_of, point_energy, refusals
 from codesign.tomlfile import read_toml
@@ -222,15 +222,16 @@ def bit_labels(problem: AttentionProblem, widths: list[int], overflows: list[str
 
 
 def synthesis_area(tech: Technology, gates: GateCalibration, units: dict[str, Band], rows, cols, acc_bits, overflow,
-                   exp_lanes, dividers, node) -> dict:
+                   exp_lanes, dividers, node, reciprocal_lanes=0) -> dict:
     """The second area source: 'ge', the NAND2 gate equivalents of the logic the RTL synthesis covers (the array:
     R·C MAC cells × the array's overhead; C score lanes; E EXP2 and rescale lanes; the dividers); 'logic', µm²: GE ×
-    the NAND2 area at the node, plus the E max comparators from the table (no RTL of its own); 'total': with the
-    table-based area's SRAM (CACTI), times the same control-overhead band."""
+    the NAND2 area at the node, plus the E max comparators and any reciprocal lanes from the table (no RTL of their
+    own); 'total': with the table-based area's SRAM (CACTI), times the same control-overhead band."""
     rows, cols, lanes = np.asarray(rows), np.asarray(cols), np.asarray(exp_lanes)
     ge = (rows * cols * gates.mac(acc_bits, overflow) * gates.array_overhead + cols * gates.score_lane(acc_bits)
           + lanes * (gates.exp2 + gates.rescale) + np.asarray(dividers) * gates.divider)
-    logic = tech.nand2_area(node) * ge + tech.area("compare", 32, node) * lanes
+    logic = (tech.nand2_area(node) * ge + tech.area("compare", 32, node) * lanes
+             + reciprocal_lane(tech, node) * np.asarray(reciprocal_lanes))
     low, high = tech.overhead
     return {"ge": ge, "logic": logic, "total": (logic + units["buffers"]) * Band(np.float64(low), np.float64(high))}
 
@@ -261,15 +262,19 @@ def explore(problem: AttentionProblem, space: dict, tech: Technology, progress=N
     buffers = (cols["q_kb"], cols["k_kb"], cols["v_kb"], cols["o_kb"])
     g_buffers = (grid["q_kb"], grid["k_kb"], grid["v_kb"], grid["o_kb"])
     # a pipelined divider is div_latency copies of the iterative one's stage (its adder and registers), one per cycle
-    # of a division in flight: its area (and leakage) counted as that many dividers
-    stages = np.where(grid["divider"] == "pipelined", grid["dividers"] * grid["div_latency"], grid["dividers"])
+    # of a division in flight: its area (and leakage) counted as that many dividers; a reciprocal divider is D lanes
+    # of its own (energy.reciprocal_lane)
+    kind = grid["divider"]
+    stages = np.where(kind == "pipelined", grid["dividers"] * grid["div_latency"],
+                      np.where(kind == "reciprocal", 0, grid["dividers"]))
+    lanes = np.where(kind == "reciprocal", grid["dividers"], 0)
     # evaluated on the grid's axes (cycle configuration × node × accumulator × overflow × DRAM kind), each figure
     # over only the axes it depends on, then spread over every point
     g_units = area(tech, grid["rows"], grid["cols"], grid["acc_bits"], grid["exp_lanes"], stages, g_buffers,
-                   grid["node_nm"])
+                   grid["node_nm"], lanes)
     energy_low, energy_high, shares = point_energy(tech, grid, shape, g_units, latency, ok)
     synth = synthesis_area(tech, gates, g_units, grid["rows"], grid["cols"], grid["acc_bits"], grid["overflow"],
-                           grid["exp_lanes"], stages, grid["node_nm"])
+                           grid["exp_lanes"], stages, grid["node_nm"], lanes)
     synth = {"ge": spread(synth["ge"]) * copies, "logic": flat_band(synth["logic"], shape) * copies,
              "total": flat_band(synth["total"], shape) * copies}
     units = {"total": flat_band(g_units["total"], shape)}
@@ -337,12 +342,15 @@ def pareto(objectives: np.ndarray) -> np.ndarray:
     return np.array(kept, dtype=np.int64)
 
 
-def fronts(result: Exploration) -> list[tuple[str, np.ndarray]]:
+def fronts(result: Exploration, allowed: np.ndarray | None = None) -> list[tuple[str, np.ndarray]]:
     """The Pareto fronts in latency, energy per inference and area (each the band's geometric mean) over the points
-    whose arithmetic is bit-exact for every input: all nodes together, then each node alone (the front an architect
-    tied to one process sees)."""
+    whose arithmetic is bit-exact for every input (and, given `allowed`, within --max-area and --max-power:
+    codesign/iso.py `within`): all nodes together, then each node alone (the front an architect tied to one process
+    sees)."""
     c = result.columns
     exact = c["bit_exact"] == "all inputs"
+    if allowed is not None:
+        exact = exact & allowed
     objectives = np.column_stack((c["latency_s"], c["energy_j"], c["area_mm2"]))
     out = []
     for name, mask in [("all nodes", exact)] + [(f"{n} nm", exact & (c["node_nm"] == n))
@@ -357,12 +365,14 @@ SWEPT = ("array", "dataflow", "exp_lanes", "dividers", "div_latency", "buffers_k
          "node_nm", "acc_bits", "overflow", "dram", "divider", "arrays", "schedule")
 
 
-def sensitivity(result: Exploration, base: int) -> list[dict]:
+def sensitivity(result: Exploration, base: int, allowed: np.ndarray | None = None) -> list[dict]:
     """For each parameter: hold every other one at point `base`'s value, vary it over the space, and give the
-    spread (max / min over the runnable, bit-exact-for-all-inputs points) of latency, energy and area, with the
-    values at which the extremes occur."""
+    spread (max / min over the runnable, bit-exact-for-all-inputs points, those `allowed` when given) of latency,
+    energy and area, with the values at which the extremes occur."""
     c = result.columns
     usable = np.isfinite(c["latency_s"]) & (c["bit_exact"] == "all inputs")
+    if allowed is not None:
+        usable &= allowed
     rows = []
     for name in SWEPT:
         same = usable.copy()

@@ -76,7 +76,7 @@ def point_energy(tech: Technology, grid: dict, shape: tuple[int, ...], units: di
     dram_axis = 1 + BROADCAST.index("dram")
     for index, kind in enumerate(grid["dram"].ravel().tolist()):
         parts = head_energy(tech, traffic, grid["rows"], grid["cols"], acc, grid["div_latency"], buffers, node,
-                            kind, clock_hz=grid["clock_hz"], cycles=pe_cycles)
+                            kind, clock_hz=grid["clock_hz"], cycles=pe_cycles, divider=grid["divider"])
         here = (slice(None),) * dram_axis + (slice(index, index + 1),)
         sub = shape[:dram_axis] + (1,) + shape[dram_axis + 1:]
         low[here] = np.broadcast_to(parts["total"].low, sub)  # the traffic is the whole problem's

@@ -100,8 +100,9 @@ def add_datapath_options(group: argparse._ArgumentGroup, prefix: str = "", lists
                             "folds pipelined, heads pipelined and the query tile chosen by the mapper; default "
                             f"{d.schedule}")
     group.add_argument(f"--{prefix}divider", type=_choices("divider", DIVIDERS, False), default=d.divider,
-                       help=f"{' or '.join(DIVIDERS)}: a divider takes one division per div-latency cycles, or "
-                            f"one a cycle (the same quotients); default {d.divider}")
+                       help=f"{', '.join(DIVIDERS)}: a divider takes one division per div-latency cycles, or "
+                            "one a cycle, or each lane one reciprocal a row (34 cycles) and then one multiply a "
+                            f"cycle (codesign/reciprocal.py; the same quotients in every case); default {d.divider}")
 
 
 #: --causal's values, as host.compare spells them, and the masks each stands for.

@@ -10,9 +10,10 @@ restores the sign and saturates to int16. Every quotient that does not saturate 
 31 gives 32768 for it (the saturation check the iterative divider has too), so only n < 2³¹ reaches the 31 × 33-bit
 multiplier, whose product is below 2⁶⁴.
 
-The cycle model does not offer this divider (`Datapath.divider` is iterative or pipelined): its per-lane 31 × 33-bit
-multiplier and the 33-bit reciprocal divider are not in the area and energy tables. This module establishes the
-arithmetic; tests/codesign/test_codesign_reciprocal.py holds it to `divide_q15`.
+`Datapath(divider="reciprocal")` runs it: codesign/bits.py divides by `divide_by_reciprocal`, codesign/divider_cycles.py
+gives its cycles (a reciprocal a row on each lane, then a product a cycle) and codesign/energy.py its area and energy
+from the table's primitives (a 33-bit subtract and its registers for the reciprocal, a 31 × 33-bit multiply for the
+products). tests/codesign/test_codesign_reciprocal.py holds it to `divide_q15`.
 """
 
 from __future__ import annotations

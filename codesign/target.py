@@ -20,7 +20,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from codesign.cycles import buffer_shortfall
+from codesign.buffers import buffer_shortfall
 from codesign.datapath import Datapath
 from codesign.evaluate import evaluate, mapping_note
 from codesign.mapper import tile_heights

@@ -84,7 +84,7 @@ def test_the_default_datapath_keeps_todays_model():
 
 
 @pytest.mark.parametrize("field,value,allowed", [("schedule", "fast", "serial, overlap"),
-                                                 ("divider", "radix4", "iterative, pipelined"),
+                                                 ("divider", "radix4", "iterative, pipelined, reciprocal"),
                                                  ("arrays", 0, "1..64"), ("arrays", 65, "1..64")])
 def test_bad_choices_are_refused_in_one_line(field, value, allowed):
     with pytest.raises(SpecError) as info:

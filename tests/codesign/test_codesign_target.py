@@ -123,7 +123,7 @@ def test_kernels_are_named_after_the_datapaths():
     (["--asic-dram-bw", "0"], "dram-bw=0 is out of range"),
     (["--asic-arrays", "65"], "arrays=65 is out of range; allowed: 1..64"),
     (["--asic-schedule", "fast"], "schedule='fast' is unknown; allowed: serial, overlap"),
-    (["--asic-divider", "radix4"], "divider='radix4' is unknown; allowed: iterative, pipelined"),
+    (["--asic-divider", "radix4"], "divider='radix4' is unknown; allowed: iterative, pipelined, reciprocal"),
 ])
 def test_bad_asic_options_exit_2_with_one_line(args, needle, tmp_path):
     done = run_module("host.compare", "--targets", "asic", *args, "--out", str(tmp_path / "o"), timeout=60)
@@ -135,7 +135,7 @@ def test_bad_asic_options_exit_2_with_one_line(args, needle, tmp_path):
     ("arrays", "0", "arrays=0 is out of range; allowed: 1..64"),
     ("arrays", "2.5", "arrays"),
     ("schedule", "overlapped", "schedule='overlapped' is unknown; allowed: serial, overlap"),
-    ("divider", "", "divider='' is unknown; allowed: iterative, pipelined"),
+    ("divider", "", "divider='' is unknown; allowed: iterative, pipelined, reciprocal"),
 ])
 def test_the_issue_33_datapath_options_refuse_a_bad_value_in_one_line(option, value, needle, tmp_path, capsys):
     """In process (the subprocess cases above run only under `slow`): `codesign run` and the asic target alike."""
