@@ -5,11 +5,12 @@ explorer (codesign/explore.py) and write OUT/points.csv (every point), OUT/front
 OUT/sensitivity.csv, OUT/energy_latency.png (energy per inference against latency, area as colour, the front drawn, the
 --results rows marked) and OUT/efficiency.png (throughput per mm² against energy efficiency, one colour per node) and
 OUT/iso.md (codesign/iso.py: the fastest point at each --results row's die area and power, at least as accurate as fp16
-on the same probe head, copied to the budget; --max-area and --max-power bound the points it and the printed best picks
-may take). OUT defaults to reports/latest/explore (git-ignored). Progress goes to stderr stage by stage, in a log as on
-a terminal; the report prints the machine's load and a matmul anchor beside the time it took. One sweep writes into a
-folder at a time (OUT/.kbench.lock, shared with host.compare and kernels.sweep: host/out_lock.py, holds its PID, host
-and tool); the lock of a run that no longer runs is taken over, saying so in one line.
+on the same probe head, copied to the budget). --max-area and --max-power bound every answer alike: the fronts
+(front.csv and the console), the sensitivity table, both plots (points beyond them drawn faint) and iso.md; points.csv
+keeps every point. OUT defaults to reports/latest/explore (git-ignored). Progress goes to stderr stage by stage, in a
+log as on a terminal; the report prints the machine's load and a matmul anchor beside the time it took. One sweep writes
+into a folder at a time (OUT/.kbench.lock, shared with host.compare and kernels.sweep: host/out_lock.py, holds its PID,
+host and tool); the lock of a run that no longer runs is taken over, saying so in one line.
 Exit status: 0 written; 1 a failure while working (a file, another sweep holding OUT); 2 bad arguments (one
 `kbench: error:` line); 130 interrupted (Ctrl-C) and 143 terminated (SIGTERM), each one line, nothing of the
 interrupted run written and the lock released.
@@ -81,7 +82,7 @@ def _point_line(columns, i: int) -> str:
     """One front point: its datapath, then latency, energy and both areas with their bands, in human units."""
     c = columns
     arrays = f"{c['arrays'][i]} x " if c["arrays"][i] > 1 else ""
-    divider = "p" if c["divider"][i] == "pipelined" else ""
+    divider = {"pipelined": "p", "reciprocal": "r"}.get(c["divider"][i], "")
     schedule = "" if c["schedule"][i] == "serial" else f" {c['schedule'][i]} ({c['mapping'][i]})"
     return (f"{arrays}{c['array'][i]} {c['dataflow'][i]} e{c['exp_lanes'][i]} "
             f"{divider}div{c['dividers'][i]}x{c['div_latency'][i]}{schedule} "
@@ -92,13 +93,20 @@ def _point_line(columns, i: int) -> str:
             f"{c['synth_area_mm2'][i]:.3g}: {c['synth_area_mm2_low'][i]:.3g}..{c['synth_area_mm2_high'][i]:.3g})")
 
 
-def _summary(columns, chosen, points) -> str:
+def bounds_text(max_area: float | None, max_power: float | None) -> str:
+    """'area ≤ 5 mm² and power ≤ 2 W', or '' without --max-area and --max-power."""
+    return " and ".join(filter(None, [f"area ≤ {max_area:g} mm²" if max_area else "",
+                                      f"power ≤ {max_power:g} W" if max_power else ""]))
+
+
+def _summary(columns, chosen, points, allowed=None, bounds: str = "") -> str:
     lines = []
+    within = f" (points within {bounds})" if bounds else ""
     for name, idx in chosen:
         if not len(idx):
-            lines.append(f"front {name}: empty: {nothing_exact(columns)}")
+            lines.append(f"front {name}{within}: empty: {nothing_exact(columns, allowed, bounds)}")
             continue
-        lines.append(f"front {name}: {len(idx)} points")
+        lines.append(f"front {name}{within}: {len(idx)} points")
         for what, metric in (("fastest", "latency_s"), ("least energy", "energy_j"), ("smallest", "area_mm2")):
             lines.append(f"  {what:<12} {_point_line(columns, idx[np.argmin(columns[metric][idx])])}")
     for p in points:  # the twin's cycles are a model: its rows say modelled, not measured
@@ -117,7 +125,8 @@ def _sensitivity_lines(columns, base: int, spread: list[dict]) -> list[str]:
     return lines
 
 
-def _write_all(out: Path, result, chosen, spread, measured, problem, iso_text: str) -> None:
+def _write_all(out: Path, result, chosen, spread, measured, problem, iso_text: str, allowed=None,
+               bounds: str = "") -> None:
     """Every output file, each written under a temporary name and renamed into place only once all are done, so an
     interrupted or failed run leaves the folder as it was; a run without a sensitivity table removes an old one."""
     staged: list[tuple[Path, Path]] = []
@@ -141,8 +150,8 @@ def _write_all(out: Path, result, chosen, spread, measured, problem, iso_text: s
                 writer.writerows(spread)
         stage("iso.md").write_text(iso_text, encoding="utf-8")
         say(COMMAND, "plots")
-        plot_energy_latency(result.columns, chosen, measured, problem, stage("energy_latency.png"))
-        plot_efficiency(result.columns, chosen, measured, problem, stage("efficiency.png"))
+        plot_energy_latency(result.columns, chosen, measured, problem, stage("energy_latency.png"), allowed, bounds)
+        plot_efficiency(result.columns, chosen, measured, problem, stage("efficiency.png"), allowed, bounds)
         for temporary, final in staged:
             os.replace(temporary, final)
         if not spread:
@@ -194,8 +203,8 @@ def build_parser() -> Parser:
                         help="host.compare --out folders whose matching rows are placed beside the ASIC points "
                              "(default: none)")
     parser.add_argument("--max-area", type=real("--max-area", 1e-6, 1e6), metavar="MM2",
-                        help="the largest area in mm² (table band's middle) a point may have for iso.md and the "
-                             "printed picks (default: any)")
+                        help="the largest area in mm² (table band's middle) a point may have on the fronts, the "
+                             "plots, the sensitivity table and iso.md (default: any)")
     parser.add_argument("--max-power", type=real("--max-power", 1e-9, 1e6), metavar="W",
                         help="the largest average power in W (energy per inference over latency) likewise "
                              "(default: any)")
@@ -230,12 +239,15 @@ def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Techno
                             "the reason says")
         say(COMMAND, f"{len(result):,} points evaluated (cycles, energy, area, bits) in {result.seconds:.1f} s; "
                      "Pareto fronts and sensitivity")
-        chosen = fronts(result)
+        # --max-area and --max-power bound the fronts, the sensitivity table, the plots and iso.md alike
+        allowed = iso.within(result.columns, max_area, max_power)
+        bounds = bounds_text(max_area, max_power)
+        chosen = fronts(result, allowed)
         base = balanced(result.columns, chosen)
-        spread = sensitivity(result, base) if base is not None else []
-        iso_text = _iso_text(result.columns, measured, problem, max_area, max_power)
+        spread = sensitivity(result, base, allowed) if base is not None else []
+        iso_text = _iso_text(result.columns, measured, problem, allowed, bounds, left_out)
         say(COMMAND, f"writing {out}")
-        _write_all(out, result, chosen, spread, measured, problem, iso_text)
+        _write_all(out, result, chosen, spread, measured, problem, iso_text, allowed, bounds)
     skipped = int((result.columns["skipped"] != "").sum())
     print(f"{_describe(problem)}: {len(result):,} points in {state.ratio(result.seconds)} "
           f"({len(result) / result.seconds:,.0f} points/s); the whole run with fronts, files and plots "
@@ -248,12 +260,10 @@ def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Techno
           f"{result.cycle_free_points_per_s:,.0f} points/s; {result.slower_pairs:,} of {result.array_pairs:,} "
           "(smaller, bigger) array pairs with all else equal have the bigger slower (points.csv slower_than says "
           "why)")
-    print(_summary(result.columns, chosen, measured))
+    print(_summary(result.columns, chosen, measured, allowed, bounds))
     if spread:
         print("\n".join(_sensitivity_lines(result.columns, base, spread)))
-    print(iso_text, end="")
-    for line in left_out:
-        print(f"--results: left out {line}")
+    print(iso_text, end="")  # with the --results rows left out and why
     names = ["points.csv", "front.csv", *(["sensitivity.csv"] if spread else []), "energy_latency.png",
              "efficiency.png", "iso.md"]
     print("wrote " + ", ".join(str(out / name) for name in names)
@@ -261,26 +271,27 @@ def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Techno
     return 0
 
 
-def _iso_text(columns, measured, problem: AttentionProblem, max_area: float | None, max_power: float | None) -> str:
+def _iso_text(columns, measured, problem: AttentionProblem, allowed: np.ndarray, bounds: str,
+              left_out: list[str]) -> str:
     """iso.md: the points within --max-area and --max-power (the fastest and the least energy among them), and the
-    iso-area and iso-power table against the --results rows, at least as accurate as fp16 on the probe head."""
-    allowed = iso.within(columns, max_area, max_power)
+    iso-area and iso-power table against the --results rows, at least as accurate as fp16 on the probe head; the
+    rows left out of it and why (a row without an energy figure, another problem's)."""
     bound = iso.fp16_rel_l2(problem)
-    limits = " and ".join(filter(None, [f"area ≤ {max_area:g} mm²" if max_area else "",
-                                        f"power ≤ {max_power:g} W" if max_power else ""])) or "no area or power bound"
     lines = [f"# {_describe(problem)} at equal cost", "",
-             f"Points within {limits}: {int(allowed.sum()):,} of {len(allowed):,}."]
+             f"Points within {bounds or 'no area or power bound'}: {int(allowed.sum()):,} of {len(allowed):,}."]
     for what, metric in (("fastest", "latency_s"), ("least energy", "energy_j")):
         if allowed.any():
             values = np.where(allowed, columns[metric], np.inf)
             lines.append(f"- {what}: {_point_line(columns, int(np.argmin(values)))}")
     lines.append("")
+    left = [f"--results: left out {line}" for line in left_out]
     if not measured:
         lines += ["No --results rows for this problem: no iso-area or iso-power comparison (give host.compare "
-                  "folders holding GPU or MCU rows of the same shape).", ""]
+                  "folders holding GPU or MCU rows of the same shape, each with its latency and energy).", "",
+                  *left, *([""] if left else [])]
         return "\n".join(lines)
     rows = iso.compare(columns, measured, problem, bound, allowed)
-    return "\n".join(lines) + iso.table(rows, columns, bound)
+    return "\n".join(lines) + iso.table(rows, columns, bound) + "".join(f"\n{line}\n" for line in left)
 
 
 def main(argv: list[str]) -> int:

@@ -48,17 +48,25 @@ def _place(ax, points: list[MeasuredPoint], x_of, y_of) -> list[MeasuredPoint]:
     return placed
 
 
-def title(what: str, problem: AttentionProblem, placed: list[MeasuredPoint]) -> str:
-    """'ASIC operating points (modelled) beside measured targets: …', the targets said only when placed."""
+def title(what: str, problem: AttentionProblem, placed: list[MeasuredPoint], bounds: str = "") -> str:
+    """'ASIC operating points (modelled) beside measured targets: …', the targets said only when placed, and the
+    --max-area/--max-power bounds when given."""
     kinds = " and ".join(sorted({point.kind for point in placed}))
     beside = f" beside {kinds} targets" if placed else ""
-    return f"{what}: ASIC operating points (modelled){beside}\n{problem_text(problem, ', ')}"
+    within = f"; points within {bounds}" if bounds else ""
+    return f"{what}: ASIC operating points (modelled){beside}\n{problem_text(problem, ', ')}{within}"
 
 
-def nothing_exact(columns) -> str:
-    """Why a plot or a front is empty: every point skipped, or no accumulator wide enough."""
+def nothing_exact(columns, allowed: np.ndarray | None = None, bounds: str = "") -> str:
+    """Why a plot or a front is empty: every point skipped, none within the bounds, or no accumulator wide enough."""
     if not np.isfinite(columns["latency_s"]).any():
         return "no point of this space can run: every one has a buffer below one tile (points.csv: skipped)"
+    exact = columns["bit_exact"] == "all inputs"
+    if bounds and allowed is not None and exact.any():  # the bounds, not the widths, leave nothing
+        if not allowed.any():
+            return f"no point lies within {bounds}: raise --max-area or --max-power"
+        if not (allowed & exact).any():
+            return f"no point within {bounds} is bit-exact for every input (points.csv has their measured rel-L2)"
     return ("no point is bit-exact for every input: every accumulator width in the space is below the contract's "
             "exact width for its array (docs/codesign.md, \"Accumulator width\"); points.csv has their measured rel-L2")
 
@@ -72,12 +80,26 @@ def _finish(figure, ax, path: Path) -> None:
     figure.savefig(path, dpi=110)
 
 
-def plot_energy_latency(columns, chosen, points, problem: AttentionProblem, path: Path) -> None:
+def _outside(ax, columns, outside: np.ndarray, x: str, y: str, bounds: str) -> None:
+    """The points beyond --max-area/--max-power, faint and hollow, so that the bound's edge shows."""
+    if not outside.any():
+        return
+    ax.scatter(columns[x][outside], columns[y][outside], s=2, facecolors="none", edgecolors="silver", linewidths=0.3,
+               alpha=0.5, rasterized=True)
+    ax.scatter([], [], s=30, facecolors="none", edgecolors="silver", label=f"outside {bounds} (not on the front)")
+
+
+def plot_energy_latency(columns, chosen, points, problem: AttentionProblem, path: Path,
+                        allowed: np.ndarray | None = None, bounds: str = "") -> None:
+    """Energy against latency; with `allowed` (--max-area/--max-power) only those points are coloured and ranked,
+    the rest drawn faint."""
     figure = _figure(10, 8)
     ax = figure.add_subplot()
     ok = np.isfinite(columns["latency_s"])
-    exact = ok & (columns["bit_exact"] == "all inputs")
-    inexact = ok & ~exact
+    inside = ok if allowed is None else ok & allowed
+    _outside(ax, columns, ok & ~inside, "latency_s", "energy_j", bounds)
+    exact = inside & (columns["bit_exact"] == "all inputs")
+    inexact = inside & ~exact
     ax.scatter(columns["latency_s"][inexact], columns["energy_j"][inexact], s=2, color="lightgrey",
                linewidths=0, rasterized=True)
     if inexact.any():
@@ -87,7 +109,8 @@ def plot_energy_latency(columns, chosen, points, problem: AttentionProblem, path
                            cmap="viridis", norm="log", alpha=0.6, linewidths=0, rasterized=True)
         figure.colorbar(shown, ax=ax, label="area, mm² (geometric mean of the band)")
     else:
-        ax.text(0.5, 0.5, nothing_exact(columns), transform=ax.transAxes, ha="center", va="center", wrap=True)
+        ax.text(0.5, 0.5, nothing_exact(columns, allowed, bounds), transform=ax.transAxes, ha="center",
+                va="center", wrap=True)
     _, best = chosen[0]
     if len(best):
         middle = columns["energy_j"][best]
@@ -100,16 +123,22 @@ def plot_energy_latency(columns, chosen, points, problem: AttentionProblem, path
     placed = _place(ax, points, lambda p: p.latency_s, lambda p: p.energy_j)
     ax.set_xlabel("latency per inference, s (ASIC: modelled cycles / clock)")
     ax.set_ylabel("energy per inference, J")
-    ax.set_title(title("Energy against latency", problem, placed))
+    ax.set_title(title("Energy against latency", problem, placed, bounds))
     _finish(figure, ax, path)
 
 
-def plot_efficiency(columns, chosen, points, problem: AttentionProblem, path: Path) -> None:
+def plot_efficiency(columns, chosen, points, problem: AttentionProblem, path: Path,
+                    allowed: np.ndarray | None = None, bounds: str = "") -> None:
+    """Throughput per mm² against energy efficiency, per node; `allowed` as in plot_energy_latency."""
     from matplotlib import colormaps
 
     figure = _figure(10, 8)
     ax = figure.add_subplot()
-    exact = np.isfinite(columns["latency_s"]) & (columns["bit_exact"] == "all inputs")
+    ok = np.isfinite(columns["latency_s"])
+    inside = ok if allowed is None else ok & allowed
+    _outside(ax, columns, ok & ~inside & (columns["bit_exact"] == "all inputs"), "gops_per_j", "gops_per_mm2",
+             bounds)
+    exact = inside & (columns["bit_exact"] == "all inputs")
     if exact.any():
         nodes = sorted(set(columns["node_nm"][exact].tolist()), reverse=True)
         colours = colormaps["viridis"](np.linspace(0.0, 0.9, len(nodes)))  # discrete: one colour per node
@@ -119,7 +148,8 @@ def plot_efficiency(columns, chosen, points, problem: AttentionProblem, path: Pa
                        linewidths=0, rasterized=True)
             ax.scatter([], [], s=30, color=colour, label=f"{node} nm")  # the legend's dot, at a readable size
     else:
-        ax.text(0.5, 0.5, nothing_exact(columns), transform=ax.transAxes, ha="center", va="center", wrap=True)
+        ax.text(0.5, 0.5, nothing_exact(columns, allowed, bounds), transform=ax.transAxes, ha="center",
+                va="center", wrap=True)
     _, best = chosen[0]
     if len(best):
         ax.scatter(columns["gops_per_j"][best], columns["gops_per_mm2"][best], s=FRONT["size"] ** 2,
@@ -131,6 +161,6 @@ def plot_efficiency(columns, chosen, points, problem: AttentionProblem, path: Pa
     ax.set_xlabel("energy efficiency, GOP/J (= GOP/s per W)")
     ax.set_ylabel("throughput per area, GOP/s per mm²")
     left_out = len(points) - len(placed)
-    ax.set_title(title("Throughput per mm² against energy efficiency", problem, placed)
+    ax.set_title(title("Throughput per mm² against energy efficiency", problem, placed, bounds)
                  + (f" ({left_out} target row(s) without a published die area not placed)" if left_out else ""))
     _finish(figure, ax, path)
