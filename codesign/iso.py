@@ -4,12 +4,19 @@ area (iso-area), the same power (iso-power) and at least its accuracy.
 A measured point (codesign/measured.py) brings its latency and energy per inference; its power is their quotient
 (the H200's is NVML's board power over the timed calls) and its area the die's where one is published (the H200:
 814 mm²; the STM32F407's is not, so it takes no iso-area comparison). At a budget, an ASIC point is copied n =
-⌊budget / its own area (or power)⌋ times, each copy a whole datapath taking an equal share of the problem's B·H
-independent heads: n copies run ⌈BH / n⌉ heads each, so the latency is the point's times ⌈BH / n⌉ / BH (no gain
-past one copy a head: min(n, BH) copies are used), and the energy per inference is unchanged (the same work; each
-copy leaks over a proportionally shorter time). That latency is a bound from below: the point's own latency has its
-BH heads pipelined one into the next (their prologues and tails overlapped), which a copy holding fewer heads
-overlaps less. A point that does not fit the budget once (n = 0) is out. "At equal accuracy" keeps
+⌊budget / its own area (or power)⌋ times, each copy a whole datapath taking an equal share of the problem's U =
+B·kv_heads independent units, a K/V head with its query heads (B·H heads when each has its own K/V head): a group
+stays on one copy, so its K and V are read as the point's own mapping reads them. n copies run ⌈U / n⌉ units
+each, so the latency is the point's times ⌈U / n⌉ / U (no gain past one copy a unit: min(n, U) copies are used),
+and the energy per inference is unchanged (the same work; each copy leaks over a proportionally shorter time).
+That latency is a bound from below: the point's own latency has its heads pipelined one into the next (their
+prologues and tails overlapped), which a copy holding fewer heads overlaps less. A point that does not fit the
+budget once (n = 0) is out.
+
+Each copy has its own DRAM interface at the point's rate, so n copies draw n times it: where the measured device's
+peak DRAM bandwidth is known (the H200's HBM3e, 4.8 TB/s), each budget is given a second time with the copies also
+held to it (n ≤ ⌊that / the point's GB/s⌋): at equal area or power and equal memory bandwidth, the comparison a
+memory-bound decode step needs. "At equal accuracy" keeps
 the points whose rel-L2 against the float64 golden is at most fp16 attention's on the same probe head (the
 explorer's bit probe: min(seq, 256) keys, its last q_len rows; host/fp16_reference.py), so the ASIC is never
 credited with a lower-precision answer than the GPU row it beats.
@@ -17,6 +24,7 @@ credited with a lower-precision answer than the GPU row it beats.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -37,12 +45,13 @@ class IsoRow:
     budget: str  # "iso-area" or "iso-power"
     budget_value: float  # mm² or W
     index: int  # the point's row in the explorer's columns
-    fit: int  # copies within the budget, ⌊budget / the point's⌋
-    copies: int  # of them used: min(fit, B·H)
+    fit: int  # copies within the budget (and the DRAM cap), ⌊budget / the point's⌋
+    copies: int  # of them used: min(fit, units)
     latency_s: float  # of the copies together
     energy_j: float
     reference_latency_s: float
     reference_energy_j: float
+    dram_cap_gbps: float | None = None  # the copies' DRAM bandwidth held to the reference's, or None
 
     @property
     def speedup(self) -> float:
@@ -80,10 +89,17 @@ def copies(budget: float, each: np.ndarray) -> np.ndarray:
     return np.where(fits, np.floor(budget / np.where(fits, each, 1.0)), 0).astype(np.int64)
 
 
-def copied_latency(latency_s: np.ndarray, n: np.ndarray, heads: int) -> np.ndarray:
-    """The latency of n copies sharing `heads` independent heads: latency · ⌈heads / min(n, heads)⌉ / heads."""
-    share = np.ceil(heads / np.maximum(np.minimum(n, heads), 1))
-    return np.where(n > 0, latency_s * share / heads, np.inf)
+def copied_latency(latency_s: np.ndarray, n: np.ndarray, units: int) -> np.ndarray:
+    """The latency of n copies sharing `units` independent units (K/V groups, or heads): latency · ⌈units /
+    min(n, units)⌉ / units."""
+    share = np.ceil(units / np.maximum(np.minimum(n, units), 1))
+    return np.where(n > 0, latency_s * share / units, np.inf)
+
+
+def units(problem: AttentionProblem) -> int:
+    """The problem's independent units copies share: B · kv_heads (a K/V head with its query heads stays on one
+    copy), B · H when every head has its own K/V head."""
+    return problem.batch * (problem.heads if problem.kv_heads is None else problem.kv_heads)
 
 
 def within(columns: dict[str, np.ndarray], max_area_mm2: float | None = None,
@@ -108,7 +124,7 @@ def compare(columns: dict[str, np.ndarray], measured, problem: AttentionProblem,
     the point has no figure for (the board's area)."""
     if not (math.isfinite(accuracy_bound) and accuracy_bound > 0):
         raise SpecError(f"accuracy_bound={accuracy_bound} is out of range; allowed: a positive rel-L2")
-    heads = problem.batch * problem.heads
+    shared = units(problem)
     ok = within(columns) if allowed is None else allowed
     ok = ok & np.isfinite(columns["rel_l2"]) & (columns["rel_l2"] <= accuracy_bound)
     power = columns["energy_j"] / columns["latency_s"]
@@ -116,20 +132,23 @@ def compare(columns: dict[str, np.ndarray], measured, problem: AttentionProblem,
     for point in measured:
         budgets = {"iso-area": (point.area_mm2, columns["area_mm2"]),
                    "iso-power": (point.energy_j / point.latency_s, power)}
-        for budget in BUDGETS:
+        caps = [None] + ([point.dram_gbps] if point.dram_gbps else [])
+        for budget, cap in itertools.product(BUDGETS, caps):
             value, each = budgets[budget]
             if value is None or not value > 0:
                 continue
             n = np.where(ok, copies(value, each), 0)
-            latency = copied_latency(columns["latency_s"], n, heads)
+            if cap is not None:  # the copies' DRAM interfaces together within the reference's bandwidth
+                n = np.minimum(n, copies(cap, columns["dram_gbps"]))
+            latency = copied_latency(columns["latency_s"], n, shared)
             if not np.isfinite(latency).any():  # said in the table: none of the points fits this budget once
                 rows.append(IsoRow(point.label, budget, float(value), -1, 0, 0, math.inf, math.nan, point.latency_s,
-                                   point.energy_j))
+                                   point.energy_j, cap))
                 continue
             best = int(np.argmin(latency))
-            rows.append(IsoRow(point.label, budget, float(value), best, int(n[best]), int(min(n[best], heads)),
+            rows.append(IsoRow(point.label, budget, float(value), best, int(n[best]), int(min(n[best], shared)),
                                float(latency[best]),
-                               float(columns["energy_j"][best]), point.latency_s, point.energy_j))
+                               float(columns["energy_j"][best]), point.latency_s, point.energy_j, cap))
     return rows
 
 
@@ -143,13 +162,17 @@ def table(rows: list[IsoRow], columns: dict[str, np.ndarray], accuracy_bound: fl
     unit = {"iso-area": "mm²", "iso-power": "W"}
     for row in rows:
         i = row.index
+        budget = f"{row.budget} {row.budget_value:.3g} {unit[row.budget]}" + (
+            f", DRAM ≤ {row.dram_cap_gbps:,.0f} GB/s" if row.dram_cap_gbps else "")
         if i < 0:
-            lines.append(f"| {row.reference} | {row.budget} {row.budget_value:.3g} {unit[row.budget]} | none of the "
-                         "allowed, accurate points fits once | | | | | | |")
+            lines.append(f"| {row.reference} | {budget} | none of the allowed, accurate points fits once | | | | | "
+                         "| |")
             continue
-        point = (f"{columns['array'][i]} {columns['dataflow'][i]}, {columns['clock_mhz'][i]:.0f} MHz, "
-                 f"{columns['node_nm'][i]:.0f} nm")
-        lines.append(f"| {row.reference} | {row.budget} {row.budget_value:.3g} {unit[row.budget]} | {point} | "
+        arrays = f"{columns['arrays'][i]} × " if "arrays" in columns and columns["arrays"][i] > 1 else ""
+        dram = f", {columns['dram_gbps'][i]:g} GB/s" if "dram_gbps" in columns else ""
+        point = (f"{arrays}{columns['array'][i]} {columns['dataflow'][i]}, {columns['clock_mhz'][i]:.0f} MHz, "
+                 f"{columns['node_nm'][i]:.0f} nm{dram}")
+        lines.append(f"| {row.reference} | {budget} | {point} | "
                      f"{row.copies} ({row.fit}) | {row.latency_s * 1e6:.3g} µs | {row.speedup:.3g} | "
                      f"{row.energy_j * 1e6:.3g} µJ | {row.energy_gain:.3g} | {columns['rel_l2'][i]:.2e} |")
     if not rows:

@@ -5,7 +5,9 @@ DWT cycles of a board, wall clock) or modelled (the board twin's cycle model): i
 
 A row is taken when it is `ok`, has energy_j, and matches the problem (batch, heads, seq, dim, causal, and q_len and
 kv_heads: a decode row never stands beside a prefill problem, nor a grouped one beside heads with K/V heads of their
-own); every other row is counted with the reason it was left out, so a plot never silently lacks a target.
+own), and it comes from a real device: a row of the fake GPU (`--gpu-device fake`: numpy on the CPU, timed by the
+host's wall clock, no energy) is no GPU figure and is left out as such, never labelled H200. Every row left out is
+counted with the reason, so a plot or iso.md never silently lacks a target.
 """
 
 from __future__ import annotations
@@ -18,9 +20,16 @@ from host.errors import ResultsError, SpecError
 from host.problem import AttentionProblem
 from host.results_file import ResultsFile
 
-#: Die areas for throughput per mm²: the H200 carries NVIDIA's GH100 die (H100 Tensor Core GPU Architecture
-#: whitepaper: 814 mm², TSMC 4N). The STM32F407's die area is not published: its points have no area.
-DIE_MM2 = {"gpu": 814.0}
+#: Die areas for throughput per mm², by the device name a GPU row carries: the H200 carries NVIDIA's GH100 die (H100
+#: Tensor Core GPU Architecture whitepaper: 814 mm², TSMC 4N). Another GPU, and the STM32F407 (not published), have
+#: no area: they take no iso-area comparison.
+DIE_MM2 = {"H200": 814.0}
+#: Peak DRAM bandwidth in GB/s by device name, for iso comparisons at the reference's memory bandwidth: the H200 SXM's
+#: HBM3e, 4.8 TB/s (NVIDIA's H200 product table; the measured device copy reaches about 4.2 TB/s,
+#: docs/gpu.md).
+DRAM_GBPS = {"H200": 4800.0}
+#: How the fake GPU's rows name their device (kernels/fake.py): "fake GPU (numpy on the CPU, …)".
+FAKE_DEVICE = "fake GPU"
 
 
 @dataclass(frozen=True)
@@ -34,11 +43,19 @@ class MeasuredPoint:
     timing_source: str
     energy_source: str
     area_mm2: float | None
+    dram_gbps: float | None = None  # the device's peak DRAM bandwidth, where known (DRAM_GBPS)
 
     @property
     def kind(self) -> str:
         """'modelled' when the row's timing comes from a model (timing_source 'modelled: …'), else 'measured'."""
         return "modelled" if self.timing_source.startswith("modelled:") else "measured"
+
+
+def _known(table: dict[str, float], row) -> float | None:
+    """The figure `table` holds for the row's GPU (by device name), or None."""
+    if row.target != "gpu":
+        return None
+    return next((value for name, value in table.items() if name in row.device), None)
 
 
 def _label(row) -> str:
@@ -75,6 +92,8 @@ def load(folders: list[Path], problem: AttentionProblem) -> tuple[list[MeasuredP
                       f"another q_len or kv_heads than the problem's ({_shape(problem.q_len, problem.kv_heads)})"
                       if (row.q_len, row.kv_heads) != (problem.q_len, problem.kv_heads) else
                       f"status {row.status}" if row.status != "ok" else
+                      f"{row.target} row of the fake device (numpy on the CPU, no GPU timed or measured)"
+                      if row.device.startswith(FAKE_DEVICE) else
                       f"{row.target} row without energy_j" if row.energy_j is None else
                       "no latency" if row.p50_ms is None else
                       "latency or energy not a positive finite number" if not (
@@ -85,5 +104,5 @@ def load(folders: list[Path], problem: AttentionProblem) -> tuple[list[MeasuredP
                 continue
             points.append(MeasuredPoint(row.target, _label(row), row.p50_ms / 1e3, row.energy_j,
                                         row.timing_source, row.energy_source,
-                                        DIE_MM2.get(row.target)))
+                                        _known(DIE_MM2, row), _known(DRAM_GBPS, row)))
     return points, [f"{count} row(s): {reason}" if count else reason for reason, count in sorted(left.items())]

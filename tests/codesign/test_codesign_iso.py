@@ -124,7 +124,7 @@ def test_explore_writes_the_iso_table_against_a_gpu_row(tmp_path, capsys):
     line = next(row for row in text.splitlines() if "| iso-area 814 mm² |" in row)
     cells = [c.strip() for c in line.split("|")[1:-1]]
     assert cells[0] == "H200 flash float16"
-    assert cells[2] == f"{fastest['array']} os, {float(fastest['clock_mhz']):.0f} MHz, 7 nm"
+    assert cells[2] == f"{fastest['array']} os, {float(fastest['clock_mhz']):.0f} MHz, 7 nm, 256 GB/s"
     assert cells[3] == f"2 ({int(814 // float(fastest['area_mm2']))})"  # 2 heads: 2 copies used
     assert float(cells[4].split()[0]) == pytest.approx(float(fastest["latency_s"]) / 2 * 1e6, rel=1e-2)
     assert "| iso-power 250 W |" in text
