@@ -5,15 +5,18 @@ The head is a grid of steps (query tile t, key block b of the contract's Bc keys
 another). Each step runs QKᵀ then P·V on the array (codesign/gemm.py gives each GEMM's folds, fill and drain for the
 dataflow: QKᵀ's Bc keys fold over the C columns in ⌈Bc/C⌉ passes, P·V streams them as its reduction), and the
 softmax unit's passes (block max, EXP2 of the block's p and the rows' α, rescale of l and A) on E lanes. The softmax
-unit holds two blocks of scores, so the array computes block b+1's scores while the softmax unit works on block b: a
-step costs the slower of the two, and the first step's softmax is exposed once (pipeline fill). Each tile's
-divisions run on the dividers after its last block (first a pass of d cycles over its accumulators for each row's
-peak |A|, which sets the row's output shift g; then its r·d divisions in waves of D), overlapped with the next tile
-when the O buffer holds two tiles' accumulators. DRAM moves each tile's Q tile, its K and V blocks (each block once
-per head, by the first tile that visits it, when both buffers hold all of K and V) and its O tile (d Q15 words and
-one shift byte per row); with double-buffered inputs a tile's transfers overlap its compute and only the excess
-stalls, otherwise they add. Causal heads visit, per tile, only the blocks up to the tile's last row (the masked part
-of the diagonal block is computed and discarded).
+unit holds two blocks of scores and of P, so the array and the softmax unit overlap one step apart: under the serial
+schedule in windows (codesign/serial_windows.py, what the RTL runs), window s holding the array for step s − 1's
+P·V and step s + 1's QKᵀ and the softmax unit for step s, whose rescale waits for that P·V's last partials; the first
+QKᵀ (the fill) and the last P·V (`array_tail`) stand alone. Under the overlap schedule a step costs the slower of
+its array and softmax cycles, and the first step's softmax is exposed once (the fill). Each tile's divisions run on
+the dividers after its last block (first a pass of d cycles over its accumulators for each row's peak |A|, which
+sets the row's output shift g; then its r·d divisions in waves of D), overlapped with the next tile's windows (or
+steps) when the O buffer holds two tiles' accumulators. DRAM moves each tile's Q tile, its K and V blocks (each
+block once per head, by the first tile that visits it, when both buffers hold all of K and V) and its O tile (d Q15
+words and one shift byte per row); with double-buffered inputs a tile's transfers overlap its compute and only the
+excess stalls, otherwise they add. Causal heads visit, per tile, only the blocks up to the tile's last row (the
+masked part of the diagonal block is computed and discarded).
 
 That is the serial schedule (the Datapath's default, which the RTL runs). Under the overlap schedule a step's GEMMs hold
 the array for their steady cycles only (codesign/gemm.py `overlapped`: the next fold's fill under the last one's drain),
@@ -35,6 +38,7 @@ from codesign import divider_cycles
 from codesign.buffers import WORD_BYTES, Buffers, buffering
 from codesign.datapath import EXP_LATENCY, RESCALE_LATENCY, SCORE_LATENCY, Datapath
 from codesign.gemm import gemm, oriented, overlapped, streamed
+from codesign.serial_windows import Windows, serial_windows
 from host.errors import SpecError
 from host.checks import check_int
 from host.q15 import BC, DIM_MAX, MODEL_BC_MAX, SEQ_MAX
@@ -71,8 +75,8 @@ class HeadCycles:
     tile_rows: int  # Br, the query tile's height: R under the serial schedule, the mapper's under overlap
     orientation: str  # which index of each GEMM lies along the rows and the columns (a tile's full block)
     prologue: int  # cycles before anything computes (DRAM)
-    fill: int  # the first step's softmax (pipeline fill)
-    array_tail: int  # QKᵀ's and P·V's fill and drain, paid once (overlap schedule; 0 under serial)
+    fill: int  # the pipeline fill: the first step's QKᵀ (serial) or softmax (overlap)
+    array_tail: int  # the last step's P·V (serial); QKᵀ's and P·V's fill and drain, paid once (overlap)
     divider_tail: int  # the last tile's divisions, exposed
     epilogue: int  # the last tile's O to DRAM
     fill_drain: int  # array cycles not streaming: every fold's fill, drain and loads (serial), or max(T, r) − T a
@@ -192,21 +196,24 @@ def _tiles(br: int, seq: int, queries: int, causal: bool, bc: int) -> _Tiles:
 
 @dataclass(frozen=True)
 class _Compute:
-    """The array and the softmax unit over the head: per tile its compute cycles (Σ over its steps of the slower
-    of the two), both stages, the steps' traffic counts, and the first step's softmax (the pipeline fill)."""
+    """The array and the softmax unit over the head: per tile its compute cycles (its windows under serial; Σ over
+    its steps of the slower of the two under overlap), both stages, the steps' traffic counts, the pipeline fill and
+    the array's tail, and the serial schedule's windows."""
 
     per_tile: np.ndarray
     array: Stage
     softmax: Stage
     counts: dict[str, int]
     fill: int
-    tail: int  # the array's last fill and drain (overlap schedule)
+    tail: int  # the last P·V (serial), the array's last fill and drain (overlap)
     orientation: str  # the first tile's full-block step's
     fill_drain: int
+    windows: Windows | None  # serial only
 
 
-def _compute(dp: Datapath, dim: int, tiles: _Tiles, overlap: bool) -> _Compute:
-    """The array and softmax stages: each kind of step once (_step), times how many of it each tile takes."""
+def _compute(dp: Datapath, seq: int, dim: int, bc: int, tiles: _Tiles, overlap: bool) -> _Compute:
+    """The array and softmax stages: each kind of step once (_step), times how many of it each tile takes; under
+    the serial schedule each tile's time is its windows' (codesign/serial_windows.py)."""
     steps = {}  # (rows, keys, first) -> _Step, for the few kinds of step a head has
 
     def step(rows: int, keys: int, first: bool) -> _Step:
@@ -236,7 +243,13 @@ def _compute(dp: Datapath, dim: int, tiles: _Tiles, overlap: bool) -> _Compute:
     array = Stage(array_busy, macs, macs / (array_busy * dp.rows * dp.cols) if array_busy else 0.0)
     softmax = Stage(softmax_busy, ops, ops / (softmax_busy * dp.exp_lanes) if softmax_busy else 0.0)
     first = step(int(tiles.rows[0]), tiles.first_keys, True)
-    return _Compute(per_tile, array, softmax, counts, first.softmax, tail, first.orientation, fill_drain + tail)
+    if overlap:
+        return _Compute(per_tile, array, softmax, counts, first.softmax, tail, first.orientation, fill_drain + tail,
+                        None)
+    windows = serial_windows(dp, dim, seq, bc, tiles.rows, tiles.visited,
+                             lambda rows, keys, first_block: step(rows, keys, first_block).softmax)
+    return _Compute(windows.per_tile, array, softmax, counts, windows.fill, windows.tail, first.orientation,
+                    fill_drain, windows)
 
 
 @dataclass(frozen=True)
@@ -338,9 +351,11 @@ def head_cycles(dp: Datapath, seq: int, dim: int, causal: bool, bc: int = BC, qu
         raise SpecError(f"K and V of seq {seq}, dim {dim} do not fit the K/V buffers "
                         f"({min(dp.k_buffer_kb, dp.v_buffer_kb):g} KB each): they cannot stay on chip for a group")
     tiles = _tiles(br, seq, queries, causal, bc)
-    compute = _compute(dp, dim, tiles, dp.schedule == "overlap" if overlap is None else overlap)
+    compute = _compute(dp, seq, dim, bc, tiles, dp.schedule == "overlap" if overlap is None else overlap)
     dram = _dram(dp, seq, dim, bc, tiles, buffers, compute.per_tile, shared_kv)
-    divider, divider_exposed, divider_tail = _divider(dp, dim, tiles, buffers.o_double, dram.tile_time)
+    # the cycles beside which tile t − 1's divisions run: tile t's, or under serial the windows between two takes
+    beside = dram.tile_time if compute.windows is None else compute.windows.divider_windows(dram.tile_time)
+    divider, divider_exposed, divider_tail = _divider(dp, dim, tiles, buffers.o_double, beside)
     stall = dram.prologue + int((dram.tile_time - compute.per_tile).sum()) + dram.epilogue
     cycles = (dram.prologue + compute.fill + int(dram.tile_time.sum()) + compute.tail + divider_exposed
               + dram.epilogue)

@@ -22,12 +22,14 @@ def test_one_tile_one_block_by_hand():
     # One tile, one block. QKᵀ = gemm(4, 4, 4) on 4x4 os: one fold of T + R + C − 2 = 4 + 4 + 4 − 2 = 10 cycles;
     # P·V = gemm(4, 4, 4): 10 again → the array is busy 20 cycles.
     # Softmax: 16 compares / 4 lanes = 4, 16 p + 4 α = 20 exps / 4 = 5, no rescale in the first block, plus the
-    # score (3), max tree ⌈log₂ 4⌉ = 2 and EXP2 (4) latencies → 18. The step costs max(20, 18) = 20.
+    # score (3), max tree ⌈log₂ 4⌉ = 2 and EXP2 (4) latencies → 18. Serial windows (codesign/serial_windows.py):
+    # the first QKᵀ (10), the step's window with no P·V before it and no QKᵀ after it, max(0, 18) = 18, the last
+    # P·V (10).
     # DRAM: the prologue loads the Q tile (4·4·2 = 32 B) and the only K and V blocks (2·32 = 64 B): 96 B at
     # 32 B/cycle = 3 cycles; the epilogue writes the O tile, 4 rows of 4·2 B and a shift byte = 36 B → 2 cycles;
     # nothing moves during the tile, so the stalls are those 5 cycles. Divider: the peak pass over d = 4 columns
     # (4 cycles), then 16 divisions on 4 dividers of 18 cycles = 72: 76, exposed (the last tile's).
-    # With the first step's softmax fill (18): 3 + 18 + 20 + 76 + 2 = 119.
+    # 3 + 10 + 18 + 10 + 76 + 2 = 119.
     assert (SCORE_LATENCY, EXP_LATENCY) == (3, 4)
     assert head.cycles == 119
     assert head.stages["array"].busy_cycles == 20 and head.stages["softmax"].busy_cycles == 18
@@ -43,13 +45,16 @@ def test_a_block_wider_than_the_array_folds_over_its_columns_by_hand():
     # Two tiles of 4 rows, one block of Bc = 8 keys on 4 columns. QKᵀ = gemm(4, 8, 4): N = 8 keys in 2 column folds
     # of T + R + C − 2 = 10 → 20; P·V = gemm(4, 4, 8): one fold streaming the 8 keys, 8 + 4 + 4 − 2 = 14 → 34 a step.
     # Softmax: 32 compares / 4 = 8, 32 p + 4 α = 36 / 4 = 9, no rescale, + 3 + ⌈log₂ 8⌉ = 3 + 4 → 27; a step costs
-    # max(34, 27) = 34. DRAM: prologue Q tile 32 B + the block's K and V (2·8·4·2 = 128 B) = 160 B → 5 cycles; tile
-    # 1's Q (32 B) and tile 0's O (36 B) overlap tile 1's compute (double buffers); epilogue tile 1's O, 36 B → 2.
-    # Divider per tile: 4 (peak pass) + 4 waves · 18 = 76; tile 0's run beside tile 1's 34-cycle step (42 exposed),
-    # tile 1's all exposed. 5 + 27 (fill) + 2·34 + 42 + 76 + 2 = 220.
+    # max(34, 27) = 34. Serial windows: the first QKᵀ (20); step 0's window max(0 + 20 (step 1's QKᵀ), 27) = 27;
+    # step 1's max(14 (step 0's P·V) + 0, 27) = 27; the last P·V (14). DRAM: prologue Q tile 32 B + the block's K and
+    # V (2·8·4·2 = 128 B) = 160 B → 5 cycles; tile 1's Q (32 B) and tile 0's O (36 B) overlap tile 1's compute
+    # (double buffers); epilogue tile 1's O, 36 B → 2. Divider per tile: 4 (peak pass) + 4 waves · 18 = 76; the bank
+    # takes tile 0 at the end of step 1's window (its P·V ran there) and tile 1 after the last P·V, 14 cycles later
+    # (62 exposed); tile 1's all exposed. 5 + 20 + 2·27 + 14 + 62 + 76 + 2 = 233.
     assert head.stages["array"].busy_cycles == 68 and head.stages["softmax"].busy_cycles == 54
     assert head.stages["divider"].busy_cycles == 152
-    assert head.cycles == 220 and head.stall_cycles == 7
+    assert head.cycles == 233 and head.stall_cycles == 7
+    assert (head.fill, head.array_tail) == (20, 14)
     assert head.traffic["dram_write_o_bytes"] == 8 * (4 * 2 + 1)
 
 
@@ -79,8 +84,9 @@ def test_the_overlap_schedule_by_hand():
     assert head.stages["array"].busy_cycles == 2 * 16 + 12 and head.stages["divider"].busy_cycles == 50
     assert head.orientation.startswith("QKᵀ queries on rows, keys on columns")
     assert (head.prologue, head.fill, head.epilogue) == (5, 27, 2)
-    # the same head with its folds back to back (the serial schedule's) is the second case's 220 but for the divider
-    assert head_cycles(dp, 8, 4, False, 8, overlap=False).cycles == 220 - 76 - 42 + 25
+    # the same head with its folds back to back (the serial schedule's) is the second case's 233 but for the divider:
+    # 25 a tile, tile 0's 11 beyond the 14 cycles to the next take exposed
+    assert head_cycles(dp, 8, 4, False, 8, overlap=False).cycles == 233 - 76 - 62 + 11 + 25
 
 
 @pytest.mark.parametrize("seq", [1, 17, 97, 1025])

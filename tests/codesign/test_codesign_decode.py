@@ -88,13 +88,15 @@ def test_a_decode_step_by_hand():
     # 4 + 4 + 4 − 2 = 10 cycles with 1 of 4 rows mapped; P·V = gemm(M 1, N 4, K 4): 10 → 20 array cycles a step.
     # Softmax, block 0: 4 compares / 4 lanes = 1, 4 p + 1 α = 5 exps / 4 = 2, no rescale, + 3 (score) + ⌈log₂ 4⌉ = 2
     # (max tree) + 4 (EXP2) = 12; block 1: 1 + 2 + ⌈1·(4 + 1)/4⌉ = 2 (rescale l and 4 accumulators) + 3 + 2 + 4 + 2
-    # (rescale latency) = 16. Steps cost max(20, 12) + max(20, 16) = 40.
+    # (rescale latency) = 16, of which the rescale pass is 2 + 2 = 4. Serial windows (codesign/serial_windows.py): the
+    # first QKᵀ (10); block 0's window max(0 + 10 (block 1's QKᵀ), 12) = 12; block 1's max(10 (block 0's P·V) + 0,
+    # max(12, 10) + 4) = 16; the last P·V (10): the tile's windows 28.
     # DRAM at 32 B/cycle, K and V resident (8·4·2 = 64 B each): the prologue loads Q (1·4·2 = 8 B) and block 0's K and
-    # V (2·4·4·2 = 64 B): ⌈72/32⌉ = 3; block 1's K and V (64 B, 2 cycles) hide under the tile's 40; the epilogue
+    # V (2·4·4·2 = 64 B): ⌈72/32⌉ = 3; block 1's K and V (64 B, 2 cycles) hide under the tile's 28; the epilogue
     # writes O (4·2 B + a shift byte = 9 B): 1. Divider: the peak pass (d = 4) + ⌈4/4⌉ waves of 18 = 22, exposed.
-    # With the first step's softmax fill (12): 3 + 12 + 40 + 22 + 1 = 78; stalls 3 + 1 = 4.
+    # 3 + 10 + 28 + 10 + 22 + 1 = 74; stalls 3 + 1 = 4.
     assert (SCORE_LATENCY, EXP_LATENCY, RESCALE_LATENCY) == (3, 4, 2)
-    assert head.cycles == 78 and head.stall_cycles == 4
+    assert head.cycles == 74 and head.stall_cycles == 4
     assert head.stages["array"].busy_cycles == 40 and head.stages["softmax"].busy_cycles == 28
     assert head.stages["divider"].busy_cycles == 22
     assert head.traffic["dram_read_k_bytes"] == 64 and head.traffic["dram_read_q_bytes"] == 8
@@ -103,9 +105,9 @@ def test_a_decode_step_by_hand():
     assert head.useful_macs == head.traffic["macs"] == 64
     assert head.stages["array"].utilisation == pytest.approx(64 / (40 * 16))
     # Two query heads on one K/V head: the second finds K and V on chip, so its prologue is Q alone (⌈8/32⌉ = 1)
-    # and block 1 loads nothing: 1 + 12 + 40 + 22 + 1 = 76; the pair 78 + 76 = 154 cycles, K read once (64 B).
+    # and block 1 loads nothing: 1 + 10 + 28 + 10 + 22 + 1 = 72; the pair 74 + 72 = 146 cycles, K read once (64 B).
     pair = problem_cycles(dp, 8, 4, True, 4, queries=1, heads=2, kv_heads=1)
-    assert pair.later.cycles == 76 and pair.cycles == 154 and pair.kv_shared
+    assert pair.later.cycles == 72 and pair.cycles == 146 and pair.kv_shared
     assert pair.traffic["dram_read_k_bytes"] == 64 and pair.traffic["dram_read_q_bytes"] == 16
 
 
