@@ -18,7 +18,7 @@ from host.problem import AttentionProblem
 from host.reference import DEVICE_SLAB_ELEMENTS, attention
 from host.target_api import Inputs
 from kernels.halves import HALF_DTYPES, NAN_BITS, from_bits, to_bits
-from kernels.variants import NAIVE, SMEM_DEFAULT_LIMIT, Launch, Variant, variant
+from kernels.variants import NAIVE, SMEM_DEFAULT_LIMIT, Launch, Variant, head_rows, variant
 
 SOURCE_DIR = Path(__file__).resolve().parent
 LOG2E = 1.4426950408889634
@@ -63,6 +63,23 @@ def _module(name: str, expressions: tuple[str, ...] = (), extra: tuple[str, ...]
     source = (SOURCE_DIR / name).read_text()
     return cupy.RawModule(code=source, options=("-std=c++17", f"-I{SOURCE_DIR}", *extra),
                           name_expressions=list(expressions) or None)
+
+
+def stream_read(a, b) -> Callable[[], None]:
+    """A call that reads every byte of device buffers a and b once (kernels/stream_read.cu: the read floor of a launch
+    of that size); a and b hold the same number of bytes, a multiple of 16."""
+    import cupy
+
+    if a.nbytes != b.nbytes or a.nbytes % 16:
+        raise ValueError(f"stream_read needs two buffers of one size, a multiple of 16 bytes; got {a.nbytes}, "
+                         f"{b.nbytes}")
+    fn = _module("stream_read.cu").get_function("stream_read")
+    sink = cupy.zeros(1, dtype=cupy.uint32)
+    words = a.nbytes // 16
+    # 8 blocks of 256 threads an SM: 2,048 threads, the most an SM holds
+    blocks = min(8 * cupy.cuda.Device().attributes["MultiProcessorCount"], max(1, -(-words // 256)))
+    args = (a, b, np.int64(words), np.uint32(0x9E3779B9), sink)
+    return lambda: fn((blocks,), (256,), args)
 
 
 class DeviceInputs(NamedTuple):
@@ -128,7 +145,9 @@ class CudaLauncher:
         if self.variant.sm90a:
             from kernels import hopper
 
-            self.maps = (hopper.tensor_map(self.q, br), hopper.tensor_map(self.k, bc), hopper.tensor_map(self.v, bc))
+            # a split-KV launch packs a K/V head's query heads: Q seen as (B·Hkv, G·q_len, d), the same memory
+            q = self.q.reshape(head_rows(problem, packed=True)[:2] + (problem.dim,)) if self.variant.split else self.q
+            self.maps = (hopper.tensor_map(q, br), hopper.tensor_map(self.k, bc), hopper.tensor_map(self.v, bc))
             values.update(zip(("q_map", "k_map", "v_map"), self.maps))
         return values
 
@@ -136,18 +155,20 @@ class CudaLauncher:
         """The launch's compiled function: the Hopper kernel from kernels/hopper.py (sm_90a, its shared memory
         allowed), the others from CuPy's RawModule for this device's arch, the opt-in shared memory raised where a
         block needs more than the 48 KB default."""
-        if self.variant.sm90a:
+        if self.variant.sm90a and not launch.source:  # a split-KV combine is a plain CuPy build
             from kernels import hopper
 
-            return hopper.kernel(launch.function, launch.smem)
+            return hopper.kernel(self.variant.source, launch.function, launch.smem)
         expressions = (launch.function,) if self.variant.templated else ()
         fn = _module(launch.source or self.variant.source, expressions).get_function(launch.function)
         if launch.smem > SMEM_DEFAULT_LIMIT:
             fn.max_dynamic_shared_size_bytes = launch.smem
         return fn
 
-    def launch(self) -> None:
-        for fn, grid, block, args, smem in self.calls:
+    def launch(self, first_only: bool = False) -> None:
+        """The call's launches, one after another; with first_only, the first alone (a split-KV call's split launch
+        without its combine: a benchmark's breakdown, O is then not final)."""
+        for fn, grid, block, args, smem in self.calls[:1] if first_only else self.calls:
             fn(grid, block, args, shared_mem=smem)
 
     def output(self) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""What the Hopper kernel (kernels/flash_wgmma.cu) needs from the host: an sm_90a build and TMA tensor maps.
+"""What the Hopper kernels (kernels/flash_wgmma.cu, decode_wgmma.cu) need from the host: an sm_90a build and TMA
+tensor maps.
 
 CuPy's RawModule always appends the device's own `-arch=sm_90`, and `wgmma` exists only in the architecture-specific
 sm_90a target, so `module` compiles through CuPy's NVRTC binding itself and loads the cubin with CuPy. `tensor_map`
@@ -26,8 +27,10 @@ import numpy as np
 from host.errors import TargetError
 
 SOURCE_DIR = Path(__file__).resolve().parent
-#: The headers kernels/flash_wgmma.cu includes, and theirs: NVRTC is handed each by name (no include path).
-HEADERS = ("wgmma.cuh", "kv_rows.cuh", "tc_softmax.cuh", "tile_order.cuh")
+#: The Hopper sources built here.
+SOURCES = ("flash_wgmma.cu", "decode_wgmma.cu")
+#: The headers those sources include, and theirs: NVRTC is handed each by name (no include path).
+HEADERS = ("hopper_sync.cuh", "wgmma.cuh", "kv_rows.cuh", "tc_softmax.cuh", "tile_order.cuh")
 # cuTensorMapEncodeTiled's enumerations (cuda.h): 16-bit elements, no interleave, 128-byte swizzle, 128-byte L2
 # promotion, out-of-bounds elements read as zeros.
 _UINT16, _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_128B, _OOB_ZERO = 1, 0, 3, 2, 0
@@ -37,13 +40,14 @@ BOX_COLUMNS = 64
 
 
 @functools.lru_cache(maxsize=None)
-def module(expressions: tuple[str, ...]):
-    """kernels/flash_wgmma.cu built for sm_90a by NVRTC: (cupy.cuda.function.Module, {expression: mangled name})."""
+def module(name: str, expressions: tuple[str, ...]):
+    """kernels/`name` (one of SOURCES) built for sm_90a by NVRTC: (cupy.cuda.function.Module, {expression: mangled
+    name})."""
     import cupy
     from cupy_backends.cuda.libs import nvrtc
 
-    source = (SOURCE_DIR / "flash_wgmma.cu").read_text()
-    headers = [(SOURCE_DIR / name).read_bytes() for name in HEADERS]
+    source = (SOURCE_DIR / name).read_text()
+    headers = [(SOURCE_DIR / header).read_bytes() for header in HEADERS]
     options = ["-std=c++17", "-arch=sm_90a", "--device-as-default-execution-space"]
     key = build_key([source.encode(), *headers], expressions, options, nvrtc.getVersion())
     cached = read_build(key)
@@ -52,7 +56,7 @@ def module(expressions: tuple[str, ...]):
         loaded = cupy.cuda.function.Module()
         loaded.load(cubin)
         return loaded, lowered
-    program = nvrtc.createProgram(source, "flash_wgmma.cu", headers, [name.encode() for name in HEADERS])
+    program = nvrtc.createProgram(source, name, headers, [header.encode() for header in HEADERS])
     try:
         for expression in expressions:
             nvrtc.addNameExpression(program, expression)
@@ -60,7 +64,7 @@ def module(expressions: tuple[str, ...]):
             nvrtc.compileProgram(program, options)
         except nvrtc.NVRTCError as exc:
             log = nvrtc.getProgramLog(program)
-            raise TargetError(f"NVRTC could not build kernels/flash_wgmma.cu for sm_90a: {exc}: "
+            raise TargetError(f"NVRTC could not build kernels/{name} for sm_90a: {exc}: "
                               f"{log.strip()[:2000]}") from None
         lowered = {expression: nvrtc.getLoweredName(program, expression) for expression in expressions}
         cubin = nvrtc.getCUBIN(program)
@@ -148,12 +152,12 @@ def tensor_map(array, box_rows: int):
     return cupy.asarray(np.frombuffer(ctypes.string_at(address, MAP_BYTES), dtype=np.uint8))
 
 
-def kernel(expression: str, smem: int):
-    """The built kernel `expression` (a flash_wgmma_fwd instantiation), allowed `smem` bytes of dynamic shared
-    memory."""
+def kernel(name: str, expression: str, smem: int):
+    """The built kernel `expression` (an instantiation of a template in kernels/`name`), allowed `smem` bytes of
+    dynamic shared memory."""
     from cupy.cuda import driver
 
-    loaded, names = module((expression,))
+    loaded, names = module(name, (expression,))
     fn = loaded.get_function(names[expression])
     attribute = getattr(driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8)
     driver.funcSetAttribute(fn.ptr, attribute, smem)

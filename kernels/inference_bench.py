@@ -11,7 +11,11 @@
   each q_len and compared with torch's output at every timed point (rel-L2 printed; above 1e-2 stops the run).
   Each side is timed twice: called from Python between the events (as every kernels/ timing is), and replayed
   from a CUDA graph captured once (the `g:` columns), which leaves the host's launch cost out, as a decode server
-  that replays graphs does; `xbest` and `g:xbest` are torch's best time over ours in each.
+  that replays graphs does; `xbest` and `g:xbest` are torch's best time over ours in each. Beside them, replayed
+  from graphs too: `g:main`, the split launch alone without its combine (where the call has one); `g:read`, a
+  kernel that only reads the same K and V bytes once (kernels/stream_read.cu: the practical floor of one launch of
+  that size); `g:xcopy`, ours replayed against the copy floor. Where the plan is not mma.sync's (q_len 16 on Hopper
+  runs kernels/decode_wgmma.cu), `mma us` times mma.sync's own split plan on the same inputs.
 - grouped prefill: Llama 3 8B at 8k, causal, fp16: the same kernel with 8 K/V heads and with 32 (no grouping),
   beside torch cuDNN (grouped), each judged against the golden first.
 
@@ -27,7 +31,7 @@ OUT/parts.csv. Exit status:
 from __future__ import annotations
 
 import csv
-import dataclasses
+import functools
 import sys
 import time
 from pathlib import Path
@@ -40,7 +44,7 @@ from host.errors import TargetError, UnavailableError
 from host.problem import AttentionProblem
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import headline, target
-from kernels.variants import SPLIT_TC, TC_DIMS, TcConfig
+from kernels.cuda import stream_read
 
 HEADS, KV_HEADS, DIM = 32, 8, 128  # Llama 3 8B (host/workloads.toml)
 BATCHES = (1, 8, 32, 64)
@@ -50,9 +54,10 @@ QUICK = {"batches": (1, 32), "kv_lens": (4096, 65536)}
 #: Ours against torch at a timed point: both fp16 with fp32 sums, so rel-L2 far under this; above it, a bug.
 AGREE = 1e-2
 PREFILL_SEQ = 8192
-#: Beside the planned launch at q_len 16 (64 packed rows, compute-bound in mma.sync): two m-tiles a warp and two key
-#: warps, so that each K or V fragment read from shared memory feeds two products instead of one (column `alt`).
-ALTERNATIVE = TcConfig(4, 64, 2, 3, 2)
+#: Beside the planned launch, where the plan is not mma.sync's: the mma.sync split-KV launch as its own plan would
+#: run it (`--gpu-tc-path mma`), timed in the same run (column `mma us`: at q_len 16 on Hopper the planned launch is
+#: kernels/decode_wgmma.cu, and this is the kernel it replaced).
+MMA_SETTINGS = target.Settings(device="cuda", dtypes=("float16",), tc_path="mma")
 
 
 def parser() -> Parser:
@@ -123,7 +128,7 @@ def graphed(side: str, call):
     import cupy
 
     try:
-        if side == "ours":
+        if side in ("ours", "read"):
             stream = cupy.cuda.Stream(non_blocking=True)
             with stream:
                 stream.begin_capture()
@@ -182,11 +187,9 @@ def judge_small_points(settings: target.Settings) -> None:
 def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
     dev = target.backend(settings)
     batches, kv_lens = (QUICK["batches"], QUICK["kv_lens"]) if args.quick else (BATCHES, KV_LENS)
-    alternative = dataclasses.replace(SPLIT_TC, name="split_tc_alt", few_rows=None, configs=tuple(
-        ((d, causal), ALTERNATIVE) for d in TC_DIMS for causal in (False, True)))
     print(f"{'q_len':>5} {'batch':>5} {'kv_len':>7} {'KV MB':>8} {'blocks':>6} {'ours us':>9} {'KV GB/s':>8} "
-          f"{'xcopy':>6} {'FLASH':>8} {'cuDNN':>8} {'xbest':>6} {'rel-L2':>8} {'alt us':>8} {'g:ours':>8} "
-          f"{'g:FLASH':>8} {'g:cuDNN':>8} {'g:xbest':>7}", flush=True)
+          f"{'xcopy':>6} {'FLASH':>8} {'cuDNN':>8} {'xbest':>6} {'rel-L2':>8} {'mma us':>8} {'g:ours':>8} "
+          f"{'g:FLASH':>8} {'g:cuDNN':>8} {'g:xbest':>7} {'g:main':>7} {'g:read':>7} {'g:xcopy':>7}", flush=True)
     for q_len in Q_LENS:
         for batch in batches:
             for kv_len in kv_lens:
@@ -204,10 +207,10 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
                 dev.synchronize()
                 ours_us = median_us(dev, launch.launch, args.iters)
                 alt_us = None
-                if q_len == 16:  # the same split count, the other 64-row launch, judged against ours first
-                    other = dev.launcher("flash", problem, tensors, ALTERNATIVE.br, ALTERNATIVE.bc, "split-kv",
-                                         chosen=alternative, parts=plan.parts)
-                    alt_us = agreeing_us(dev, other, launch, "the alternative launch against ours", args.iters)
+                mma = target.launch_plan(problem, MMA_SETTINGS, dev)
+                if mma.path != plan.path:  # mma.sync's own split plan, judged against ours first
+                    other = target.launcher("flash", problem, tensors, mma.br, mma.bc, dev, mma.path, mma.parts)
+                    alt_us = agreeing_us(dev, other, launch, "the mma.sync split launch against ours", args.iters)
                     del other
                 q, k, v = torch_view(problem, tensors)
                 theirs, agree = {}, None
@@ -222,10 +225,19 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
                 # the same calls replayed from CUDA graphs (both sides), after the eager timings
                 ours_graph = graphed("ours", launch.launch)
                 graph_us = {"ours": median_us(dev, ours_graph, args.iters) if ours_graph else None}
+                # the split launch alone, without the combine (where there is one)
+                main_graph = graphed("ours", functools.partial(launch.launch, first_only=True)) \
+                    if len(launch.calls) > 1 else None
+                main_us = median_us(dev, main_graph, args.iters) if main_graph else None
+                del main_graph
+                read_graph = graphed("read", stream_read(tensors.k, tensors.v))
+                read_us = median_us(dev, read_graph, args.iters) if read_graph else None
+                del read_graph
                 for backend in ("FLASH_ATTENTION", "CUDNN_ATTENTION"):
                     replay = graphed(backend, torch_call(backend, q, k, v)) if theirs[backend] else None
                     graph_us[backend] = median_us(dev, replay, args.iters) if replay else None
                     del replay
+                graph_xcopy = kv_bytes / (graph_us["ours"] / 1e6) / 1e9 / copy_gbps if graph_us["ours"] else None
                 if agree is None or not agree <= AGREE:
                     raise TargetError(f"flash at q_len {q_len}, batch {batch}, kv_len {kv_len} differs from torch by "
                                       f"rel-L2 {agree} (allowed: {AGREE})", status="wrong")
@@ -239,11 +251,15 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
                       f"{gbps:>8.0f} {gbps / copy_gbps:>6.2f} {cells[0]:>8} {cells[1]:>8} "
                       f"{best / ours_us if best else float('nan'):>6.2f} {agree:>8.1e} "
                       f"{f'{alt_us:.1f}' if alt_us else '-':>8} {graph_cells[0]:>8} {graph_cells[1]:>8} "
-                      f"{graph_cells[2]:>8} {f'{graph_x:.2f}' if graph_x else '-':>7}", flush=True)
+                      f"{graph_cells[2]:>8} {f'{graph_x:.2f}' if graph_x else '-':>7} "
+                      f"{f'{main_us:.1f}' if main_us else '-':>7} "
+                      f"{f'{read_us:.1f}' if read_us else '-':>7} {f'{graph_xcopy:.2f}' if graph_xcopy else '-':>7}",
+                      flush=True)
                 writer.writerow([q_len, batch, kv_len, kv_bytes, plan.parts, f"{ours_us:.2f}", f"{gbps:.1f}",
                                  f"{gbps / copy_gbps:.3f}", *(f"{t:.2f}" if t else "" for t in theirs.values()),
                                  f"{agree:.2e}", f"{alt_us:.2f}" if alt_us else "",
-                                 *(f"{t:.2f}" if t else "" for t in graph_us.values())])
+                                 *(f"{t:.2f}" if t else "" for t in graph_us.values()),
+                                 f"{main_us:.2f}" if main_us else "", f"{read_us:.2f}" if read_us else ""])
                 del launch, tensors, q, k, v, ours_graph
                 import cupy
 
@@ -325,8 +341,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(out / "decode.csv", "w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(["q_len", "batch", "kv_len", "kv_bytes", "blocks", "ours_us", "kv_gbps", "x_copy",
-                             "flash_us", "cudnn_us", "rel_l2_vs_torch", "alt_us", "ours_graph_us",
-                             "flash_graph_us", "cudnn_graph_us"])
+                             "flash_us", "cudnn_us", "rel_l2_vs_torch", "mma_split_us", "ours_graph_us",
+                             "flash_graph_us", "cudnn_graph_us", "split_launch_graph_us",
+                             "read_graph_us"])
             decode(args, settings, copy_gbps, writer)
         with open(out / "prefill.csv", "w", newline="") as f:
             writer = csv.writer(f)

@@ -57,6 +57,17 @@ def flash_wgmma_threads(consumers: int) -> int:
     return 128 * consumers + 128
 
 
+def decode_wgmma_smem_bytes(dim: int, bc: int, stages: int) -> int:
+    """Dynamic shared memory of one Hopper split-KV block (kernels/decode_wgmma.cu) in bytes: two 16-bit Q tiles of
+    64 rows, `stages` stages each of K and V, the mbarriers (8 bytes each: Q full and empty per Q tile, then full K,
+    full V and empty per stage) and 1024 bytes to align the tiles to the swizzle's period."""
+    return 2 * dim * (2 * 64 + 2 * stages * bc) + 8 * (4 + 3 * stages) + 1024
+
+
+#: Threads of one Hopper split-KV block: a consumer and a producer warpgroup.
+WGMMA_SPLIT_THREADS = 256
+
+
 # ---------------------------------------------------------------------------------------------------------- configs
 
 class TcConfig(NamedTuple):
@@ -115,6 +126,23 @@ TF32_CONFIGS = {(64, False): Tf32Config(4, 32, 2, False), (64, True): Tf32Config
 #: The Hopper kernel's launch per head dimension, causal or not: the best of the H200 variant sweeps at N 4096
 #: (reports/gpu-wgmma).
 WGMMA_CONFIGS = {64: WgmmaConfig(128, 2, 3, 2), 128: WgmmaConfig(128, 2, 3, 2)}
+
+
+class WgmmaSplitConfig(NamedTuple):
+    """A launch of kernels/decode_wgmma.cu: key block Bc and K/V stages (64 packed query rows a block)."""
+
+    bc: int
+    stages: int
+
+    @property
+    def br(self) -> int:
+        return 64
+
+
+#: One block an SM (two Q tiles and the stages: 160 KB at d 128): four 64-key stages keep three key blocks (96 KB at
+#: d 128) in flight, over the ~47 KB an SM needs at its share of the copy rate and a microsecond of latency; at d 64
+#: the same bytes take eight.
+WGMMA_SPLIT_CONFIGS = {64: WgmmaSplitConfig(64, 8), 128: WgmmaSplitConfig(64, 4)}
 #: Head dimensions each tensor-core kernel is built for.
 TC_DIMS = tuple(sorted({d for d, _ in TC_CONFIGS}))
 TF32_DIMS = tuple(sorted({d for d, _ in TF32_CONFIGS}))

@@ -14,8 +14,8 @@ from host.problem import DTYPE_BYTES, AttentionProblem
 from kernels.budget import blocks_per_sm
 from kernels.halves import HALF_DTYPES
 from kernels.shares import segments
-from kernels.variants import (DEFAULT_TILES, FLASH_TC, FLASH_TF32, FLASH_WGMMA, MAX_PARTS, TC_DIMS, TF32_DIMS,
-                              flash_grid, head_rows, variant)
+from kernels.variants import (DEFAULT_TILES, FLASH_TC, FLASH_TF32, FLASH_WGMMA, MAX_PARTS, SPLIT_TC, SPLIT_WGMMA,
+                              TC_DIMS, TF32_DIMS, flash_grid, head_rows, variant)
 
 #: Below this many query tiles per SM, halve Br (down to 32) to fill the SMs: the sweep's best at N <= 1024.
 MIN_TILES_PER_SM = 1
@@ -75,9 +75,9 @@ def launch_plan(problem: AttentionProblem, settings, dev) -> Plan:
     """The flash launch of this problem on this device: for 16-bit problems the tensor-core path and its tile
     (`tc_plan`); for float32 the 3xTF32 kernel where `fp32_plan` picks it, else the FFMA kernel with the forced
     tile or the default for the device's SM count (the note says when that count is a fallback)."""
-    if problem.dtype in HALF_DTYPES:  # the split-KV kernel is the mma.sync one: not where wgmma is forced
+    if problem.dtype in HALF_DTYPES:
         plan = tc_plan(problem, dev.capability(), settings.tc_path)
-        return split_plan(problem, plan, dev, settings) if settings.tc_path != "wgmma" else plan
+        return split_plan(problem, plan, dev, settings)
     tf32 = fp32_plan(problem, dev.capability(), settings)
     if tf32.path == "3xtf32":  # ... and the 3xTF32 one in float32
         return split_plan(problem, tf32, dev, settings)
@@ -110,12 +110,13 @@ def split_plan(problem: AttentionProblem, plan: Plan, dev, settings) -> Plan:
     cache) the split-KV plan: its variant's tile, and `kv_parts` blocks for this device."""
     if problem.queries >= SPLIT_BELOW_ROWS or problem.queries == problem.seq:
         return plan
-    chosen = variant("flash", problem.dtype, "split-kv")
+    chosen = split_variant(problem, plan.path, settings.tc_path)
     config = chosen.config(problem)
     limits, why = dev.limits()
     rows = head_rows(problem, packed=True)
     tiles, key_blocks = flash_grid(rows.nq, config.br, rows.heads), -(-problem.seq // config.bc)
-    resident = blocks_per_sm(chosen.smem(problem, config.br, config.bc, tiles), limits, 32 * config.warps)
+    [first, *_] = chosen.launches(problem, config.br, config.bc, tiles)
+    resident = blocks_per_sm(first.smem, limits, first.block[0])
     # the partial states (written and read once in float32) stay a small share of the K/V stream
     kv = 2 * problem.batch * problem.kv_head_count * problem.seq * problem.dim * DTYPE_BYTES[problem.dtype]
     parts = fewer_parts(kv_parts(tiles, key_blocks, limits.sms, max(resident, 1)), tiles,
@@ -127,7 +128,20 @@ def split_plan(problem: AttentionProblem, plan: Plan, dev, settings) -> Plan:
                  else "no tile split, O written directly"))
     note = (f"split-KV decode: {chosen.label.split(' ', 1)[1]}, {group} query head{'s' * (group > 1)} of a K/V head "
             f"packed: {rows.nq} row{'s' * (rows.nq > 1)} a K/V head in {config.br}-row tiles, {shared}")
-    return Plan(config.br, config.bc, "split-kv", "; ".join(filter(None, [note, why])), parts)
+    return Plan(config.br, config.bc, chosen.path, "; ".join(filter(None, [note, why])), parts)
+
+
+def split_variant(problem: AttentionProblem, path: str, tc_path: str = "auto"):
+    """The split-KV kernel of a decode head whose prefill plan took `path` (`tc_path`: --gpu-tc-path): the Hopper one
+    (wgmma) where that plan is wgmma and either wgmma is forced or a K/V head packs more rows than mma.sync's few-row
+    launch holds (there mma.sync's split kernel reads every K and V fragment once per warp and is bound by shared
+    memory); else the mma.sync (16-bit) or 3xTF32 (float32) one."""
+    if path == FLASH_WGMMA.path and problem.dim in dict(SPLIT_WGMMA.configs):
+        packed = head_rows(problem, packed=True).nq
+        few = SPLIT_TC.few_rows.br if SPLIT_TC.few_rows else 0
+        if tc_path == "wgmma" or packed > few:
+            return SPLIT_WGMMA
+    return variant("flash", problem.dtype, "split-kv")
 
 
 def partial_bytes(problem: AttentionProblem, br: int, bc: int, parts: int) -> int:

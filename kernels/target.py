@@ -33,7 +33,8 @@ from kernels.halves import HALF_DTYPES
 from kernels.plan import (H200_SMS, MIN_TILES_PER_SM, SHARE_MIN_KEY_BLOCKS, SPLIT_BELOW_ROWS,  # noqa: F401
                           SPLIT_PARTIAL_SHARE, Plan, default_tile, device_sms, fp32_plan, kv_parts, launch_plan,
                           partial_bytes, split_plan, tc_plan)
-from kernels.variants import FLASH, MAX_GRID_X, TILE_CHOICES, check_tile, flash_grid, head_rows, variant
+from kernels.variants import (FLASH, MAX_GRID_X, SPLIT_PATHS, TILE_CHOICES, check_tile, flash_grid, head_rows,
+                              variant)
 
 #: kernel name → the dtype it computes in (float32, the default dtype; `kernels(settings)` adds the 16-bit ones).
 KERNELS = {"naive": "float32", "fused": "float32", "flash": "float32"}
@@ -249,7 +250,7 @@ def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc
     if kernel != "flash" and problem.batch * problem.heads > MAX_GRID_BH:  # their grid's y or z axis
         raise TargetError(f"{kernel} puts batch·heads = {problem.batch * problem.heads} on a grid axis that holds "
                           f"1..{MAX_GRID_BH} (CUDA's grid y and z limit); flash takes them", status="skipped")
-    rows = head_rows(problem, packed=path == "split-kv")
+    rows = head_rows(problem, packed=path in SPLIT_PATHS)
     blocks = flash_grid(rows.nq, br, rows.heads) if kernel == "flash" else 0
     if blocks > MAX_GRID_X:
         raise SpecError(f"flash Br={br} at q_len={problem.queries}, batch·heads={problem.batch * problem.heads} needs "

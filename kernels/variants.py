@@ -14,6 +14,7 @@ tool (kernels/budget.py) all read these records, so a variant's facts are writte
 | `flash_wgmma` | flash  | wgmma            | flash_wgmma.cu| float16, bfloat16 | WGMMA_CONFIGS per d                  |
 | `split_tc`    | flash  | split-kv         | flash_tc.cu   | float16, bfloat16 | SPLIT_TC_CONFIG, blocks planned      |
 | `split_tf32`  | flash  | split-kv         | flash_tf32.cu | float32           | SPLIT_TF32_CONFIG, blocks planned    |
+| `split_wgmma` | flash  | split-wgmma      | decode_wgmma.cu | fp16, bf16      | WGMMA_SPLIT_CONFIGS, blocks planned  |
 
 A variant's `launches(problem, br, bc, parts)` gives each kernel launch of one call: the function, its grid and
 block, its dynamic shared memory in bytes, its arguments by name (ARGS says what each name is; kernels/cuda.py binds
@@ -37,8 +38,9 @@ from kernels.halves import HALF_DTYPES
 from kernels.shares import check_parts, partial_segments
 from kernels.launch_configs import (  # noqa: F401 - re-exported: the launch records' configurations
     FLOAT_BYTES, TILE_RANGE, row_strides, flash_smem_bytes, flash_tf32_smem_bytes, flash_tc_smem_bytes,
-    flash_wgmma_smem_bytes, flash_wgmma_threads, TcConfig, Tf32Config, WgmmaConfig, TC_CONFIGS, TF32_CONFIGS,
-    WGMMA_CONFIGS, TC_DIMS, TF32_DIMS, TILE_CHOICES, DEFAULT_TILES, TC_TYPES, WGMMA_TYPES, check_tile)
+    flash_wgmma_smem_bytes, flash_wgmma_threads, decode_wgmma_smem_bytes, TcConfig, Tf32Config, WgmmaConfig,
+    WgmmaSplitConfig, TC_CONFIGS, TF32_CONFIGS, WGMMA_CONFIGS, WGMMA_SPLIT_CONFIGS, WGMMA_SPLIT_THREADS, TC_DIMS,
+    TF32_DIMS, TILE_CHOICES, DEFAULT_TILES, TC_TYPES, WGMMA_TYPES, check_tile)
 
 #: CUDA's limit on a grid's x extent, where the flash kernels put query tiles × (batch, head) pairs.
 MAX_GRID_X = 2**31 - 1
@@ -202,8 +204,8 @@ class Flash(Variant):
                        (self.threads,), flash_smem_bytes(br, bc, d), FLASH_ARGS, shape_ints(problem, rows)),)
 
 
-def mma_launches(of: "FlashTc | FlashTf32", problem: AttentionProblem, function: str, br: int, bc: int,
-                 threads: int, smem: int, parts: int) -> tuple[Launch, ...]:
+def mma_launches(of: "FlashTc | FlashTf32 | SplitWgmma", problem: AttentionProblem, function: str, br: int, bc: int,
+                 threads: int, smem: int, parts: int, args: tuple[str, ...] = SPLIT_ARGS) -> tuple[Launch, ...]:
     """The launches of an mma.sync flash call: the kernel on tiles × launch heads blocks, or for the split-KV variants
     (which pack) on `parts` blocks sharing the (tile, key block) units (0: a block a tile), then the combine where a
     share boundary cut a tile (kernels/split_combine.cu, 4 rows per 128-thread block)."""
@@ -213,7 +215,7 @@ def mma_launches(of: "FlashTc | FlashTf32", problem: AttentionProblem, function:
         raise SpecError(f"{of.label} writes O directly; parts={parts} needs a split-KV variant")
     if of.split:  # 0: a block a tile (whole tiles, no combine)
         parts = check_parts(check_int("parts", parts or tiles, 1, MAX_GRID_X), tiles, key_blocks)
-    kernel = Launch(function, (parts or tiles,), (threads,), smem, SPLIT_ARGS,
+    kernel = Launch(function, (parts or tiles,), (threads,), smem, args,
                     shape_ints(problem, rows, heads=rows.heads, parts=parts))
     if not parts or not partial_segments(tiles, key_blocks, parts):
         return (kernel,)
@@ -289,6 +291,26 @@ class FlashWgmma(Variant):
                        shape_ints(problem, rows)),)
 
 
+@dataclass(frozen=True)
+class SplitWgmma(Variant):
+    """The Hopper split-KV decode kernel (kernels/decode_wgmma.cu): packed 64-row tiles, one consumer and one producer
+    warpgroup a block, `parts` blocks sharing the (tile, key block) units, the combine where a share cut a tile."""
+
+    configs: tuple[tuple[int, WgmmaSplitConfig], ...] = tuple(WGMMA_SPLIT_CONFIGS.items())
+    split: bool = True
+
+    def config(self, problem: AttentionProblem) -> WgmmaSplitConfig:
+        return _config(self, dict(self.configs), problem.dim)
+
+    def launches(self, problem: AttentionProblem, br: int, bc: int, parts: int = 0) -> tuple[Launch, ...]:
+        c, d = self.config(problem), problem.dim
+        check_config_tile(self, c, problem, br, bc)
+        return mma_launches(self, problem, f"decode_wgmma_fwd<{WGMMA_TYPES[problem.dtype]},{d},{bc},{c.stages}>",
+                            br, bc, WGMMA_SPLIT_THREADS, decode_wgmma_smem_bytes(d, bc, c.stages), parts,
+                            ("q_map", "k_map", "v_map", "out", "o_part", "lse", "nq", "qlen", "n", "heads", "parts",
+                             "scale_log2", "causal"))
+
+
 def check_config_tile(of: Variant, config: "TcConfig | Tf32Config | WgmmaConfig", problem: AttentionProblem,
                       br: int, bc: int) -> None:
     """SpecError unless (br, bc) is the tile the kernel's launch configuration is built with: its grid is sized
@@ -329,16 +351,22 @@ SPLIT_TC = FlashTc("split_tc", "flash", "split-kv", "flash_tc.cu", HALF_DTYPES, 
 SPLIT_TF32 = FlashTf32("split_tf32", "flash", "split-kv", "flash_tf32.cu", ("float32",), "split-KV 3xTF32 flash",
                        configs=tuple(((d, causal), SPLIT_TF32_CONFIG) for d in TF32_DIMS for causal in (False, True)),
                        split=True)
+#: The Hopper split-KV launch (kernels/decode_wgmma.cu), for packed groups of more than 16 rows (q_len 16 in a
+#: Llama-style group of 4: 64 rows), where mma.sync's split kernel is bound by its shared-memory reads.
+SPLIT_WGMMA = SplitWgmma("split_wgmma", "flash", "split-wgmma", "decode_wgmma.cu", HALF_DTYPES,
+                         "split-KV tensor-core flash (wgmma)", sm90a=True)
+#: The plan paths whose launches pack a K/V head's query heads and share the keys among blocks.
+SPLIT_PATHS = ("split-kv", "split-wgmma")
 #: Every variant by name.
 VARIANTS: dict[str, Variant] = {v.name: v for v in (NAIVE, FUSED, FLASH, FLASH_TF32, FLASH_TC, FLASH_WGMMA, SPLIT_TC,
-                                                    SPLIT_TF32)}
+                                                    SPLIT_TF32, SPLIT_WGMMA)}
 
 
 def variant(kernel: str, dtype: str, path: str) -> Variant:
     """The variant that runs `kernel` for a problem of `dtype` on plan path `path`: naive and fused whatever the
-    path; flash on path "split-kv" the split-KV variant of its dtype; flash in 16 bits wgmma on path "wgmma", else
-    mma.sync; flash in float32 3xTF32 on path "3xtf32", else FFMA. SpecError for an unknown kernel or a 16-bit
-    naive or fused."""
+    path; flash on path "split-kv" the split-KV variant of its dtype, in 16 bits on "split-wgmma" the Hopper one;
+    flash in 16 bits wgmma on path "wgmma", else mma.sync; flash in float32 3xTF32 on path "3xtf32", else FFMA.
+    SpecError for an unknown kernel or a 16-bit naive or fused."""
     if kernel not in ("naive", "fused", "flash"):
         raise SpecError(f"kernel {kernel!r} is unknown; allowed: naive, fused, flash")
     if dtype in HALF_DTYPES and kernel != "flash":
@@ -347,6 +375,8 @@ def variant(kernel: str, dtype: str, path: str) -> Variant:
         return VARIANTS[kernel]
     if path == "split-kv":
         return SPLIT_TC if dtype in HALF_DTYPES else SPLIT_TF32
+    if path == "split-wgmma" and dtype in HALF_DTYPES:
+        return SPLIT_WGMMA
     if dtype in HALF_DTYPES:
         return FLASH_WGMMA if path == "wgmma" else FLASH_TC
     return FLASH_TF32 if path == "3xtf32" else FLASH

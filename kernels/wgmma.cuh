@@ -11,6 +11,8 @@
 // One macro per shape and operand source (an instruction's accumulator list is part of its text), instantiated
 // for both types; the accumulator lists are written once (WGMMA_D*, WGMMA_ACC*).
 
+#pragma once
+
 typedef unsigned long long u64;
 
 template <int N, int KIND>

@@ -52,9 +52,15 @@ def test_16bit_flash_takes_every_shape(device, dtype, seq, q_len, heads, kv_head
     problem = fresh(seq, q_len, heads, kv_heads, 128 if seq == 97 else 64, causal, dtype)
     [row] = target.run(problem, Inputs(problem), options("flash", device, tc_path=tc_path))
     assert row.status == "ok", row.message
-    # a decode head (fewer than 64 queries, against a longer cache) takes the split-KV path, which is mma.sync: on
-    # the planner's choice and where mma.sync is forced, not where wgmma is
-    assert ("split-kv" in row.message.lower()) == (tc_path != "wgmma" and q_len < min(64, seq)), row.message
+    # a decode head (fewer than 64 queries, against a longer cache) takes a split-KV path: the Hopper one (wgmma)
+    # where wgmma is forced, or on the planner's choice where a K/V head packs more than 16 rows (q_len x G), else
+    # mma.sync's; the message names it (the plan's note on a GPU, the variant's path on the fake)
+    message = row.message.lower()
+    decode = q_len < min(64, seq)
+    assert ("split-kv" in message or "split-wgmma" in message) == decode, row.message
+    if decode:
+        wgmma = tc_path == "wgmma" or (tc_path == "auto" and q_len * heads // kv_heads > 16)
+        assert ("wgmma" in message) == wgmma, row.message
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -174,8 +180,12 @@ def test_the_partial_states_cap_the_block_count():
     problem = AttentionProblem(heads=64, kv_heads=1, seq=1025, q_len=63, dim=128, dtype="bfloat16")
     assert target.partial_bytes(problem, 64, 64, 132) > 0.25 * 524_800
     assert all(target.partial_bytes(problem, 64, 64, parts) > 66_048 for parts in range(64, 133))
-    plan = target.launch_plan(problem, target.Settings(device="fake"), target.backend(target.Settings("fake")))
-    assert plan.path == "split-kv" and plan.parts == 63 and "no tile split, O written directly" in plan.note
+    # the same on either split kernel: mma.sync's (two blocks an SM: kv_parts gives 132 the same way) and the
+    # Hopper one the fake's sm_90 plans (one block an SM: 132 slots)
+    for tc_path, path in (("mma", "split-kv"), ("auto", "split-wgmma")):
+        settings = target.Settings(device="fake", tc_path=tc_path)
+        plan = target.launch_plan(problem, settings, target.backend(settings))
+        assert plan.path == path and plan.parts == 63 and "no tile split, O written directly" in plan.note
     assert target.partial_bytes(problem, 64, 64, 63) == 0
 
 

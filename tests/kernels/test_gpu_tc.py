@@ -288,13 +288,14 @@ def test_more_flash_blocks_than_a_grid_holds_is_refused_in_one_line():
 
 
 def test_the_hopper_build_hands_nvrtc_every_header_its_source_includes():
-    """NVRTC builds kernels/flash_wgmma.cu from text with no include path: a header it (or a header of it) includes
-    and kernels/hopper.py does not hand over fails only on a Hopper GPU (it did, once kv_rows.cuh was added)."""
+    """NVRTC builds the Hopper sources (hopper.SOURCES) from text with no include path: a header one of them (or a
+    header of it) includes and kernels/hopper.py does not hand over fails only on a Hopper GPU (it did, once
+    kv_rows.cuh was added)."""
     import re
 
     from kernels import hopper
 
-    wanted, todo = set(), ["flash_wgmma.cu"]
+    wanted, todo = set(), list(hopper.SOURCES)
     while todo:
         text = (ROOT / "kernels" / todo.pop()).read_text()
         for name in re.findall(r'^#include "([^"]+)"', text, flags=re.MULTILINE):

@@ -159,7 +159,7 @@ def test_every_variant_is_listed_once_with_its_source():
     assert {name: v.source for name, v in variants.VARIANTS.items()} == {
         "naive": "naive.cu", "fused": "fused.cu", "flash": "flash.cu", "flash_tf32": "flash_tf32.cu",
         "flash_tc": "flash_tc.cu", "flash_wgmma": "flash_wgmma.cu", "split_tc": "flash_tc.cu",
-        "split_tf32": "flash_tf32.cu"}
+        "split_tf32": "flash_tf32.cu", "split_wgmma": "decode_wgmma.cu"}
     def tile(v, p):  # a tensor-core variant runs its configuration's tile only; the others take any
         config = v.config(p) if hasattr(v, "config") else None
         return (config.br, config.bc) if config else (64, 64)
@@ -168,5 +168,5 @@ def test_every_variant_is_listed_once_with_its_source():
     assert all(set(launch.args) <= set(variants.ARGS) for v in variants.VARIANTS.values()
                for p in [problem(1, 2, 256 if getattr(v, "split", False) else 64, 64, dtype=v.dtypes[0])]
                for launch in v.launches(p, *tile(v, p), 3 if getattr(v, "split", False) else 0))
-    assert {len(v.launches(p, *tile(v, p), 3)) for v in (variants.SPLIT_TC, variants.SPLIT_TF32)
+    assert {len(v.launches(p, *tile(v, p), 3)) for v in (variants.SPLIT_TC, variants.SPLIT_TF32, variants.SPLIT_WGMMA)
             for p in [problem(1, 2, 256, 64, dtype=v.dtypes[0])]} == {2}
