@@ -1,33 +1,33 @@
 """One attention head as RTL: the controller that runs the systolic array (codesign/rtl/array.py), the softmax unit
-(softmax.py) and the divider bank (divider.py) over on-chip Q, K, V and O memories, in codesign/cycles.py's order,
-and counts the cycles each stage is busy.
+(softmax.py) and the divider bank (divider.py) over on-chip Q, K, V and O memories in codesign/serial_windows.py's
+schedule (codesign/cycles.py's serial one), and counts the cycles each stage is busy.
 
-For each query tile of r ≤ R rows (row0 = 0, R, 2R, …), for each key block of k ≤ C keys it visits (key0 = 0, C, …;
-with the causal mask only the blocks up to the tile's last row), the array and the softmax unit one after the other
-(the softmax unit holds one block's scores and P):
+A head's steps are its (query tile of r ≤ R rows at row0 = 0, R, 2R, …; key block of k ≤ C keys at key0 = 0, C, …
+up to the tile's last row's key with the causal mask) pairs, tile after tile. Each step is
 
   QKᵀ      one fold on the array (M=r, N=k, K=d): Q's column t and K's column t for t = 0..d−1; busy d+R+C−2.
   softmax  the softmax unit's passes on the fold's sums (max, exp, and rescale except in the tile's first block).
   P·V      ⌈d/C⌉ folds (M=r, N=d, K=k): P's column t and V's row key0+t, columns fold·C..fold·C+C−1; each fold's
            partials go into the 48-bit output accumulators in its done cycle; busy k+R+C−2 per fold.
-and after the tile's last block the divider bank takes the tile (its own copy of the accumulators and l, the O
-buffer's second tile) and works beside the next tile's steps: first the peak pass (d cycles, one column of every
-row's A a cycle: each row's peak |A|, which sets its shift g), then Datapath.dividers Dividers of div_latency cycles
-turn the r·d accumulators into int16 outputs in waves of `dividers` (row-major), written into O, and each row's g
-into the shift memory; busy d for the pass and div_latency per wave. A tile whose steps end before the bank has
-finished the tile before waits for it (the controller's HOLD).
+
+and they run in windows (head_control.py): in window s the array runs step s − 1's P·V and then step s + 1's QKᵀ
+while the softmax unit runs step s (its rescale from the cycle of that P·V's last partials on); the first window has
+step 0's QKᵀ alone, the last the last step's P·V. At the end of the window of a tile's last P·V the divider bank
+takes the tile (its own copy of the accumulators and l, the O buffer's second tile) and works beside the next
+windows: first the peak pass (d cycles, one column of every row's A a cycle: each row's peak |A|, which sets its
+shift g), then Datapath.dividers Dividers of div_latency cycles turn the r·d accumulators into int16 outputs in
+waves of `dividers` (row-major), written into O, and each row's g into the shift memory; busy d for the pass and
+div_latency per wave. A take that finds the bank still on the tile before waits for it (the controller's HOLD).
 
 The key block is the array's width (Bc = C: one QKᵀ fold per block, the softmax unit's C score lanes); the bit model
 (codesign/bits.py) folds any Bc over any C, the RTL only this one (codesign/rtl/sim.py refuses other heads).
 
 The counters are the stages' busy cycles: the array from each fold's first vector to the cycle before its done (as
 codesign/gemm.py counts a fold), the softmax unit while its `busy` is high, the dividers from the take (the peak
-pass's first column) to the cycle before a tile's last wave's done. Within a tile every stage starts in the previous
-one's done cycle: the softmax unit issues its first scores in the QKᵀ fold's done cycle, P·V's first vector goes in
-with the softmax unit's done, a fold follows a fold, a block's QKᵀ the last P·V fold, and the bank's take and the next
-tile's first QKᵀ vector the tile's last fold (the softmax unit forwards that fold's partials to the bank). So
-`cycles`, from the first QKᵀ vector to the last tile's last wave's done, is codesign/rtl/sim.py schedule_cycles:
-every tile's array and softmax cycles, the bank's excess over the next tile's steps, and the last tile's divisions.
+pass's first column) to the cycle before a tile's last wave's done. A window ends in the cycle both units are done
+and the next begins in it (a fold follows a fold in the done cycle too), so `cycles`, from the first QKᵀ vector to the
+last tile's last wave's done, is codesign/cycles.py's cycles for the head less its DRAM prologue and epilogue
+(codesign/rtl/sim.py model_cycles).
 
 Memories (amaranth.lib.memory, the testbench loads them through q_data, k_data, v_data and reads o_data and
 shift_data): int16 elements at address row·dim_max + column, and one shift byte (5 bits) per row at its row. The
@@ -130,17 +130,21 @@ class HeadEngine(wiring.Component):
             qk.valid.eq(control.qk_valid), qk.row0.eq(control.qk_row0), qk.key0.eq(control.qk_key0),
             qk.t.eq(control.qk_t), qk.tile_rows.eq(control.qk_rows), qk.keys.eq(control.qk_keys), qk.dim.eq(dim),
             pv.valid.eq(control.pv_valid), pv.fold.eq(control.pv_fold), pv.t.eq(control.pv_t),
-            pv.key0.eq(control.key0), pv.keys.eq(control.block_keys), pv.dim.eq(dim),
-            softmax.p_index.eq(pv.p_index), *(pv.p_column[i].eq(softmax.p_column[i]) for i in range(R)),
+            pv.key0.eq(control.pv_key0), pv.keys.eq(control.pv_keys), pv.dim.eq(dim),
+            softmax.p_index.eq(pv.p_index), softmax.p_rows.eq(control.pv_rows),
+            *(pv.p_column[i].eq(softmax.p_column[i]) for i in range(R)),
             *(array.a[i].eq(qk.a[i] | pv.a[i]) for i in range(R)),
             *(array.b[j].eq(qk.b[j] | pv.b[j]) for j in range(C)),
             array.valid.eq(qk.array_valid | pv.array_valid), array.first.eq(qk.first | pv.first),
             array.last.eq(qk.last | pv.last)]
         m.d.comb += [
-            softmax.start.eq(control.softmax_start), softmax.partial_add.eq(control.partial_add),
+            softmax.start.eq(control.softmax_start), softmax.copy.eq(control.copy),
+            softmax.rescale_go.eq(control.rescale_go), softmax.partial_add.eq(control.partial_add),
+            softmax.partial_fold.eq(control.add_fold), softmax.partial_rows.eq(control.add_rows),
+            softmax.partial_first.eq(control.add_first),
             *(softmax.results[i][j].eq(array.result[i][j]) for i in range(R) for j in range(C)),
             bank.take.eq(control.bank_take), bank.dim.eq(dim),
-            bank.tile_rows.eq(control.tile_rows), bank.row0.eq(control.row0),
+            bank.tile_rows.eq(control.bank_rows), bank.row0.eq(control.bank_row0),
             *(bank.acc[i][c].eq(softmax.acc[i][c]) for i in range(R) for c in range(self.dim_max)),
             *(bank.l[i].eq(softmax.l[i]) for i in range(R))]
         m.d.comb += [
@@ -159,10 +163,10 @@ class HeadEngine(wiring.Component):
         with m.If(control.take):
             m.d.sync += [seq.eq(self.seq), dim.eq(self.dim), causal.eq(self.causal), mult.eq(self.mult),
                          shift.eq(self.shift)]
-        m.d.comb += [softmax.tile_rows.eq(control.tile_rows), softmax.keys.eq(control.block_keys),
-                     softmax.dim.eq(dim), softmax.row0.eq(control.row0), softmax.key0.eq(control.key0),
+        m.d.comb += [softmax.tile_rows.eq(control.sm_rows), softmax.keys.eq(control.sm_keys),
+                     softmax.dim.eq(dim), softmax.row0.eq(control.sm_row0), softmax.key0.eq(control.sm_key0),
                      softmax.causal.eq(causal), softmax.mult.eq(mult), softmax.shift.eq(shift),
-                     softmax.first.eq(control.key0 == 0), softmax.partial_fold.eq(control.fold)]
+                     softmax.first.eq(control.sm_first)]
         return seq, dim, causal
 
     def _memories(self, m: Module, qk: QKFeed, pv: PVFeed, bank: DividerBank) -> None:

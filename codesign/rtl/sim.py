@@ -5,22 +5,25 @@ its memories, start it, wait for done, read O and the stage counters.
 and one simulator build, sized for the largest head), which is how the tests keep their time down. The outputs
 (host.q15.Q15Out: values and row shifts) are host/q15.py's when the accumulators hold the sums (acc_bits ≥
 bits.exact_width), and codesign/bits.run_head's at any width; the stage counters are codesign/cycles.py's busy cycles,
-and a head's total is `schedule_cycles` (the engine's stages as it overlaps them: the divider bank beside the next
-tile; the array and the softmax unit one after the other, since the softmax unit holds one block of scores).
+and a head's total is `model_cycles`: codesign/cycles.py's cycles for the head (its serial schedule's windows,
+codesign/serial_windows.py) less the DRAM prologue and epilogue, which the engine has not (its memories are loaded
+before `start` and read after `done`); `schedule_cycles` walks the same windows one by one, a check on both.
 The RTL's key block is its array's width: heads whose params.bc is not datapath.cols are refused (the bit model
 takes any Bc on any array; docs/codesign.md "Key block and array width").
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from codesign.cycles import head_cycles
+from codesign.cycles import HeadCycles, head_cycles, step_cycles
 from codesign.datapath import Datapath
+from codesign.gemm import gemm
 from codesign.rtl.head import HeadEngine
 from codesign.rtl.stage_counters import STAGES
 from host.errors import SpecError, TargetError
@@ -28,6 +31,8 @@ from host.q15 import Q15Out, Q15Params
 
 #: Simulated cycles allowed per head beyond the model's busy cycles and hand-offs, before it is declared hung.
 HANG_MARGIN = 1000
+#: DRAM bytes per cycle at which model_cycles holds the model: the Datapath's largest.
+DRAM_NEVER_STALLS = 65536
 #: Simulated cycles between two calls of simulate_heads' `progress`.
 PROGRESS_CYCLES = 1000
 #: Cycles a head takes in simulation beyond its `cycles` (the sum of the stages' busy cycles): the one in which the
@@ -48,23 +53,56 @@ def estimate_seconds(datapath: Datapath, dim: int, cycles: int) -> float:
                  + CYCLE_US["lane"] * datapath.exp_lanes + CYCLE_US["divider"] * datapath.dividers)
     return BUILD_S + BUILD_S_PER_LANE * datapath.exp_lanes + cycles * per_cycle * 1e-6
 
-def schedule_cycles(datapath: Datapath, seq: int, dim: int, causal: bool) -> int:
-    """The head engine's cycles for one head, start to the last wave's done (what its `cycles` counter counts): each
-    tile's steps one after another (the model's array and softmax busy cycles of that tile alone: a one-tile head of
-    its rows and keys), and the divider bank beside the next tile, so a tile waits only for the excess of the
-    previous tile's divisions over its own steps, and the last tile's divisions all add."""
+def schedule(datapath: Datapath, seq: int, dim: int, causal: bool) -> tuple[int, int]:
+    """(the head engine's cycles for one head, start to the last wave's done, what its `cycles` counter counts; the
+    cycles it held for the divider bank),
+    walked window by window (codesign/serial_windows.py has the schedule and its closed form, which
+    codesign/cycles.py's serial schedule uses): the first QKᵀ; per step s a window of max(pv_{s−1} + qk_{s+1},
+    max(me_s, pv_{s−1}) + rs_s); the last P·V; the divider bank taking each tile at the end of the window of its
+    last P·V, once it has finished the tile before (the controller holds until then), and the last tile's
+    divisions."""
     R, C = datapath.rows, datapath.cols
-    steps, divides = [], []
+    steps = []  # (tile's row0, rows, keys, first block)
     for row0 in range(0, seq, R):
         rows = min(R, seq - row0)
-        # the keys of the blocks the tile visits (causal: up to the block of its last row, that block whole)
-        keys = min(seq, -(-(row0 + rows) // C) * C) if causal else seq
-        # the tile's blocks are a head of `rows` queries against its keys; Bc = C
-        tile = head_cycles(datapath, keys, dim, False, C, queries=rows)
-        steps.append(tile.stages["array"].busy_cycles + tile.stages["softmax"].busy_cycles)
-        divides.append(tile.stages["divider"].busy_cycles)
-    waits = sum(max(0, divide - after) for divide, after in zip(divides, steps[1:]))
-    return sum(steps) + waits + divides[-1]
+        key_end = min(seq, row0 + rows) if causal else seq
+        steps += [(row0, rows, min(C, seq - key0), key0 == 0) for key0 in range(0, key_end, C)]
+    qk = [gemm(rows, keys, dim, R, C, datapath.dataflow).cycles for _, rows, keys, _ in steps]
+    pv = [gemm(rows, dim, keys, R, C, datapath.dataflow).cycles for _, rows, keys, _ in steps]
+    me = [step_cycles(datapath, rows, keys, dim, True, False)[1] for _, rows, keys, _ in steps]
+    rs = [0 if first else step_cycles(datapath, rows, keys, dim, False, False)[1] - me[s]
+          for s, (_, rows, keys, first) in enumerate(steps)]
+    divide = {rows: head_cycles(datapath, R, dim, False, C, queries=rows).stages["divider"].busy_cycles
+              for _, rows, _, _ in steps}
+    time, bank_free, held = qk[0], 0, 0
+    for s in range(len(steps) + 1):  # window s; the last has only the last step's P·V
+        pv_before = pv[s - 1] if s > 0 else 0
+        qk_after = qk[s + 1] if s + 1 < len(steps) else 0
+        softmax = max(me[s], pv_before if rs[s] else 0) + rs[s] if s < len(steps) else 0
+        time += max(pv_before + qk_after, softmax)
+        if s > 0 and (s == len(steps) or steps[s][0] != steps[s - 1][0]):  # the window ran a tile's last P·V
+            held += max(0, bank_free - time)
+            time = max(time, bank_free)
+            bank_free = time + divide[steps[s - 1][1]]
+    return bank_free, held
+
+
+def schedule_cycles(datapath: Datapath, seq: int, dim: int, causal: bool) -> int:
+    """The head engine's cycles for one head, walked window by window (`schedule`)."""
+    return schedule(datapath, seq, dim, causal)[0]
+
+
+def model_cycles(datapath: Datapath, seq: int, dim: int, causal: bool) -> tuple[int, HeadCycles]:
+    """(codesign/cycles.py's cycles for the head less its DRAM prologue and epilogue; the model's head) at a DRAM
+    interface that never stalls the head in between (the engine has Q, K and V on chip at `start` and leaves O there:
+    it has no DRAM). This is what the engine's counter must equal."""
+    fast = dataclasses.replace(datapath, dram_bytes_per_cycle=DRAM_NEVER_STALLS)
+    head = head_cycles(fast, seq, dim, causal, datapath.cols)
+    if head.stall_cycles != head.prologue + head.epilogue:
+        raise SpecError(f"the model stalls a head of seq {seq}, dim {dim} on {datapath.name} between its prologue "
+                        "and epilogue even at the fastest DRAM (a buffer too small to double-buffer); the RTL's "
+                        "memories hold the whole head")
+    return head.cycles - head.prologue - head.epilogue, head
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,14 @@ bit: INT32_MIN initial max, a row's max grows only where the block has a valid k
 
 It holds, per tile row i < R: the running max m (int32), the running sum l (32 bits), the growth flag and α of the
 current block, the block's scores z (R×C, int32), its probabilities P (R×C, Q15) and the row's d output accumulators
-A (48 bits, OUTPUT_ACC_BITS). A `start` (with `first` on a tile's first block: m, l and A start over) runs three
-passes back to back; every pass walks its elements in row-major order, E per cycle (the lanes may straddle rows):
+A (48 bits, OUTPUT_ACC_BITS); and a second score store, a second P buffer and a copy of l, so that the array and the
+divider bank work on the step before while the unit works on this one (codesign/serial_windows.py). `copy` (a
+window's begin) copies the array's sums (the step's scores, read by the max pass; forwarded in that cycle), P (read
+by the array's P·V of the step just done; forwarded too) and l (read by the divider bank). A `start` (with `first`
+on a tile's first block: m and l start over) runs three passes back to back; every pass walks its elements in
+row-major order, E per cycle (the lanes may straddle rows):
 
-  max      r·k scores: the array's sum → ScoreUnit (SCORE_LATENCY) → z buffer (causally masked keys stored as
+  max      r·k scores: the copied sum → ScoreUnit (SCORE_LATENCY) → z buffer (causally masked keys stored as
            INT32_MIN); each row's max is a pipelined tree over its row of the z buffer, ⌈log₂ k⌉ register levels,
            read at the level that covers k keys.       cycles ⌈r·k/E⌉ + SCORE_LATENCY + ⌈log₂ k⌉
   exp      r·(k+1) elements, per row its k keys then its α: p = exp2(m_new − z) into P (0 where masked) and into the
@@ -15,15 +19,18 @@ passes back to back; every pass walks its elements in row-major order, E per cyc
                                                        cycles ⌈(r·k + r)/E⌉ + EXP_LATENCY
   rescale  r·(d+1) elements, per row its d accumulators then l, through RescaleUnits: A and l of a grown row take
            round_shift(x·α, 15); l then adds the block's p sum. None in a tile's first block (l starts as the p sum).
+           It issues from the first cycle with `rescale_go` (the previous block's P·V has added its last partials to
+           A, in that cycle at the latest: the lanes read A as `acc` forwards it); until then the unit waits, not busy.
                                                        cycles ⌈r·(d+1)/E⌉ + RESCALE_LATENCY
 `busy` is high in exactly those cycles, the first being the `start` cycle itself (the max pass issues its first
 scores then); `done` pulses in the cycle after the last. The geometry inputs (tile_rows r, keys k, dim d, row0, key0,
 causal, mult, shift) must hold still from `start` until `done`.
 
-Between blocks the array's P·V partials come in through `results` with `partial_add` (one fold of C columns,
-`partial_fold`): A[i][fold·C + j] += partial[i][j], wrapped or saturated to 48 bits as bits.run_head's _clamp.
-`p_column` is P's column `p_index` (the array's A operand for P·V); `acc` and `l` are read by the divider bank, `acc`
-forwarding a partial added in the same cycle (so the bank's peak pass may start in the last fold's done cycle).
+The array's P·V partials come in through `results` with `partial_add` (one fold of C columns, `partial_fold`, rows
+below `partial_rows`): A[i][fold·C + j] += partial[i][j] (= partial[i][j] with `partial_first`, a tile's first
+block: A starts over there), wrapped or saturated to 48 bits as bits.run_head's _clamp. `p_column` is the copied P's
+column `p_index` below `p_rows` (the array's A operand for P·V); `acc` and `l` (the copy) are read by the divider
+bank, `acc` forwarding a partial added in the same cycle.
 
 Its pieces: the controller (softmax_control.py: the passes in order), the lane walker (lane_walker.py: where each
 lane is in its pass), per row a max tree (max_tree.py), and per lane a score, an EXP2 and a rescale lane
@@ -79,7 +86,7 @@ class _BlockState:
     (R×C) and the output accumulators A (R×dim_max); each (and the array's sums, `results`) also as an Array, for a
     lane's runtime position."""
 
-    def __init__(self, rows: int, cols: int, dim_max: int, results) -> None:
+    def __init__(self, rows: int, cols: int, dim_max: int, scores) -> None:
         R, C = rows, cols
         self.run_max = [Signal(signed(SCORE_BITS), init=INT32_MIN, name=f"m_{i}") for i in range(R)]
         self.run_sum = [Signal(unsigned(L_BITS), name=f"l_{i}") for i in range(R)]
@@ -88,6 +95,11 @@ class _BlockState:
         self.alpha = [Signal(unsigned(ALPHA_BITS), name=f"alpha_{i}") for i in range(R)]
         self.z = [[Signal(signed(SCORE_BITS), name=f"z_{i}_{j}") for j in range(C)] for i in range(R)]
         self.p = [[Signal(unsigned(ALPHA_BITS), name=f"p_{i}_{j}") for j in range(C)] for i in range(R)]
+        # the second score store and P buffer: the window's scores (copied from the array's sums) and the P that the
+        # array's P·V reads (copied from P), and l as the divider bank takes it
+        self.held_scores = [[Signal(signed(len(scores[0][0])), name=f"s_{i}_{j}") for j in range(C)] for i in range(R)]
+        self.p_pv = [[Signal(unsigned(ALPHA_BITS), name=f"p_pv_{i}_{j}") for j in range(C)] for i in range(R)]
+        self.l_held = [Signal(unsigned(L_BITS), name=f"l_held_{i}") for i in range(R)]
         self.acc = [[Signal(signed(OUTPUT_ACC_BITS), name=f"a_{i}_{c}") for c in range(dim_max)] for i in range(R)]
         # per row, from the max trees: the block max, whether the row's max grows, the new max
         self.block_max = [Signal(signed(SCORE_BITS), name=f"block_max_{i}") for i in range(R)]
@@ -97,7 +109,7 @@ class _BlockState:
                        ("run_max", "run_sum", "p_sum", "grow", "alpha", "block_max", "grows", "max_new")}
         for name in ("z", "p", "acc"):
             self.arrays[name] = Array(Array(row) for row in getattr(self, name))
-        self.arrays["results"] = Array(Array(row) for row in results)
+        self.arrays["results"] = Array(Array(row) for row in scores)
 
 
 class SoftmaxUnit(wiring.Component):
@@ -127,10 +139,15 @@ class SoftmaxUnit(wiring.Component):
             "busy": Out(1),
             "done": Out(1),
             "fault": Out(1),  # sticky: a unit's valid_out disagreed with the lane's own record of what it issued
+            "copy": In(1),  # a window's begin: the scores, P and l copied for the new window (forwarded in this cycle)
+            "rescale_go": In(1),  # the rescale pass may issue from this cycle on
             "p_index": In(range(self.cols)),
+            "p_rows": In(range(self.rows + 1)),  # the P·V's tile rows
             "p_column": Out(signed(OPERAND_BITS)).array(self.rows),
             "partial_add": In(1),
             "partial_fold": In(range(self.folds_max)),
+            "partial_rows": In(range(self.rows + 1)),
+            "partial_first": In(1),  # the partials are their tile's first block's: they set A
             "acc": Out(signed(OUTPUT_ACC_BITS)).array(self.rows, self.dim_max),
             "l": Out(unsigned(L_BITS)).array(self.rows),
         })
@@ -138,21 +155,35 @@ class SoftmaxUnit(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         R, E = self.rows, self.lanes
-        state = _BlockState(R, self.cols, self.dim_max, self.results)
+        C = self.cols
+        # the scores the max pass reads: the copy, or the array's sums in the copy's own cycle
+        scores = [[Signal(signed(self.acc_bits), name=f"score_{i}_{j}") for j in range(C)] for i in range(R)]
+        state = _BlockState(R, C, self.dim_max, scores)
+        for i in range(R):
+            for j in range(C):
+                m.d.comb += scores[i][j].eq(Mux(self.copy, self.results[i][j], state.held_scores[i][j]))
+        with m.If(self.copy):
+            m.d.sync += [*(state.held_scores[i][j].eq(self.results[i][j]) for i in range(R) for j in range(C)),
+                         *(state.p_pv[i][j].eq(state.p[i][j]) for i in range(R) for j in range(C)),
+                         *(state.l_held[i].eq(state.run_sum[i]) for i in range(R))]
         m.submodules.control = control = SoftmaxControl(self.cols, self.dim_max)
         m.submodules.walker = walker = LaneWalker(E, R, max(self.cols, self.dim_max) + 1)
         level = Signal(range(control.depth + 1))  # ⌈log₂ k⌉: the max trees' read level
         m.d.comb += [level.eq(tree_level(self.keys, self.cols)),
                      control.start.eq(self.start), control.first.eq(self.first), control.keys.eq(self.keys),
                      control.dim.eq(self.dim), control.level.eq(level), control.last.eq(walker.last),
+                     control.go.eq(self.rescale_go),
                      self.busy.eq(control.busy), self.done.eq(control.done),
                      walker.begin.eq(control.begin), walker.restart.eq(control.restart),
                      walker.advance.eq(control.advance), walker.width.eq(control.width),
                      walker.tile_rows.eq(self.tile_rows)]
         for i in range(R):
-            m.d.comb += [self.l[i].eq(state.run_sum[i]),
-                         self.p_column[i].eq(Mux(i < self.tile_rows, Array(state.p[i])[self.p_index], 0))]
+            p_row = [Mux(self.copy, state.p[i][j], state.p_pv[i][j]) for j in range(C)]
+            m.d.comb += [self.l[i].eq(state.l_held[i]),
+                         self.p_column[i].eq(Mux(i < self.p_rows, Array(p_row)[self.p_index], 0))]
         self._max_trees(m, state, level)
+        # the rescale pass reads A as `acc` forwards it: it may issue in the cycle of the last partials' add
+        state.arrays["acc_now"] = Array(Array(self.acc[i][c] for c in range(self.dim_max)) for i in range(R))
 
         fault = Signal()
         m.d.comb += self.fault.eq(fault)
@@ -200,7 +231,7 @@ class SoftmaxUnit(wiring.Component):
             exp.max_new.eq(a["max_new"][row]), exp.grows.eq(a["grows"][row]),
             exp.block_max.eq(a["block_max"][row]), exp.run_max.eq(a["run_max"][row]),
             rescale.issue.eq(control.issue_rescale & live), rescale.row.eq(row), rescale.col.eq(col),
-            rescale.dim.eq(self.dim), rescale.acc.eq(a["acc"][row][col]), rescale.l.eq(a["run_sum"][row]),
+            rescale.dim.eq(self.dim), rescale.acc.eq(a["acc_now"][row][col]), rescale.l.eq(a["run_sum"][row]),
             rescale.alpha.eq(a["alpha"][row])]
         with m.If(score.valid):
             m.d.sync += a["z"][score.out_row][score.out_col].eq(
@@ -234,12 +265,12 @@ class SoftmaxUnit(wiring.Component):
         C = self.cols
         for i in range(self.rows):
             for c in range(self.dim_max):
-                total = state.acc[i][c] + self.results[i][c % C]
+                total = Mux(self.partial_first, 0, state.acc[i][c]) + self.results[i][c % C]
                 if self.overflow == "wrap":
                     fitted = total[:OUTPUT_ACC_BITS].as_signed()
                 else:
                     fitted = Mux(total > high, high, Mux(total < low, low, total))
-                adding = self.partial_add & (self.partial_fold == c // C) & (i < self.tile_rows) & (c < self.dim)
+                adding = self.partial_add & (self.partial_fold == c // C) & (i < self.partial_rows) & (c < self.dim)
                 m.d.comb += self.acc[i][c].eq(Mux(adding, fitted, state.acc[i][c]))
                 with m.If(adding):
                     m.d.sync += state.acc[i][c].eq(fitted)
@@ -251,7 +282,6 @@ class SoftmaxUnit(wiring.Component):
             m.d.sync += [s.eq(0) for s in state.p_sum]
             with m.If(self.first):
                 m.d.sync += [s.eq(INT32_MIN) for s in state.run_max] + [s.eq(0) for s in state.run_sum]
-                m.d.sync += [a.eq(0) for row in state.acc for a in row]
         with m.If(control.commit):
             for i in range(self.rows):
                 with m.If(i < self.tile_rows):

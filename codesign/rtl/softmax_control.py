@@ -8,6 +8,8 @@ elements and then draining its unit's pipeline (codesign/rtl/softmax.py has the 
   EXP            E elements a cycle over rows of k + 1 (the keys' p, then α)
   EXP_DRAIN      EXP_LATENCY cycles; at the end `commit` (the rows take their new max and growth), and in a tile's
                  first block `done` (no rescale)
+  RESCALE_WAIT   until `go` (the window's P·V has added its last partials to the accumulators; not busy), then as
+                 RESCALE in the same cycle
   RESCALE        E elements a cycle over rows of d + 1 (the accumulators, then l)
   RESCALE_DRAIN  RESCALE_LATENCY cycles, then `done`
 
@@ -37,6 +39,7 @@ class SoftmaxControl(wiring.Component):
             "dim": In(range(dim_max + 1)),
             "level": In(range(self.depth + 1)),
             "last": In(1),
+            "go": In(1),  # the rescale pass may issue (the accumulators have their last partials)
             "busy": Out(1),
             "done": Out(1),
             "block_first": Out(1),  # `first` as latched on start: the block is its tile's first
@@ -91,7 +94,11 @@ class SoftmaxControl(wiring.Component):
                     m.next = "IDLE"
                 with m.Else():
                     m.d.comb += self.restart.eq(1)
-                    m.next = "RESCALE"
+                    m.next = "RESCALE_WAIT"
+            with m.State("RESCALE_WAIT"):  # not busy until `go`, then the pass's first elements in this cycle
+                m.d.comb += self.width.eq(d + 1)
+                with m.If(self.go):
+                    issue(self.issue_rescale, d + 1, RESCALE_LATENCY - 1, "RESCALE_DRAIN", "RESCALE")
             with m.State("RESCALE"):
                 issue(self.issue_rescale, d + 1, RESCALE_LATENCY - 1, "RESCALE_DRAIN", "RESCALE")
             with m.State("RESCALE_DRAIN"), m.If(draining(d + 1)):

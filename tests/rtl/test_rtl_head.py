@@ -2,8 +2,9 @@
 (int16 values and row shifts) equal host/q15.attention_q15 at bc = the array's columns, the only key block the RTL
 takes (accumulators wide enough: bits.exact_width), or
 codesign/bits.run_head with narrow wrapping and saturating accumulators, and the busy cycles the RTL counts per stage
-equal codesign/cycles.head_cycles's. The head's total cycles are the stages overlapped as the RTL overlaps them (the
-divider bank beside the next tile: _overlapped_total, counted by hand from the stage formulas).
+equal codesign/cycles.head_cycles's. The head's total cycles equal the model's (codesign/cycles.py's serial
+schedule, its windows in closed form, less the DRAM prologue and epilogue the engine has not: sim.model_cycles) and
+the same windows walked one by one (sim.schedule_cycles).
 
 The heads of one Datapath run in one simulation (sim.simulate_heads), so the ~60 default heads build 9 simulators.
 Larger heads (an 8×8 array, seq 64, d 32) are marked slow."""
@@ -22,7 +23,7 @@ from codesign.bits import exact_width, run_head
 from codesign.cycles import head_cycles
 from codesign.datapath import EXP_LATENCY, RESCALE_LATENCY, SCORE_LATENCY, Datapath
 from codesign.gemm import gemm
-from codesign.rtl.sim import simulate_head, simulate_heads
+from codesign.rtl.sim import model_cycles, schedule, schedule_cycles, simulate_head, simulate_heads
 from host.errors import SpecError
 from host.problem import AttentionProblem
 from host.q15 import BC, Q15Out, Q15Params, StreamState, attention_q15, prepare, score_scale
@@ -123,7 +124,7 @@ def test_head_is_the_contract_and_the_cycle_model(config, index):
     assert rtl.out.same_bits(expected), _mismatch(expected, rtl.out)
     model = head_cycles(dp, params.seq, params.dim, params.causal, params.bc)
     assert rtl.stage_cycles == {name: stage.busy_cycles for name, stage in model.stages.items()}
-    assert rtl.cycles == _overlapped_total(dp, params.seq, params.dim, params.causal)[0]
+    _assert_the_models_total(dp, params, rtl)
     assert rtl.sim_seconds > 0
 
 
@@ -135,21 +136,46 @@ def test_narrow_accumulators_wrap_and_saturate_as_the_bit_model(config, index):
     assert rtl.out.same_bits(expected.out), _mismatch(expected.out, rtl.out)
     model = head_cycles(dp, params.seq, params.dim, params.causal, params.bc)
     assert rtl.stage_cycles == {name: stage.busy_cycles for name, stage in model.stages.items()}
-    assert rtl.cycles == _overlapped_total(dp, params.seq, params.dim, params.causal)[0]
+    _assert_the_models_total(dp, params, rtl)
 
 
-def test_the_divider_bank_overlaps_and_holds():
-    """Not vacuous: among the fast heads some multi-tile head ends sooner than its stages one after another, and
-    some tile waits for the bank (a tile's divisions outlast the next tile's steps: the HOLD state)."""
-    faster = held = 0
+def _assert_the_models_total(dp: Datapath, params: Q15Params, rtl) -> None:
+    """The engine's total is the model's (less DRAM) and the window-by-window walk's."""
+    model, head = model_cycles(dp, params.seq, params.dim, params.causal)
+    assert rtl.cycles == model == schedule_cycles(dp, params.seq, params.dim, params.causal)
+    assert model == head.cycles - head.stall_cycles  # the DRAM stalls are the prologue and epilogue only
+
+
+def test_the_windows_overlap_and_the_bank_holds():
+    """Not vacuous: among the fast heads some head ends sooner than its array and softmax busy cycles one after
+    another (the units overlap), some window waits for its rescale (the P·V before it ends after the softmax unit's
+    max and exp passes), and some tile waits for the bank (the HOLD state)."""
+    overlapped = waited = held = 0
     for config in CONFIGS:
         if config in SLOW:
             continue
+        dp = CONFIGS[config]
         for *_, params, rtl in _simulated(config):
-            total, waits = _overlapped_total(CONFIGS[config], params.seq, params.dim, params.causal)
-            faster += total < sum(rtl.stage_cycles.values())
-            held += waits > 0
-    assert faster > 0 and held > 0
+            _, holds = schedule(dp, params.seq, params.dim, params.causal)
+            overlapped += rtl.cycles < sum(rtl.stage_cycles.values())
+            held += holds > 0
+            waited += _rescale_waits(dp, params) > 0
+    assert overlapped > 0 and waited > 0 and held > 0
+
+
+def _rescale_waits(dp: Datapath, params: Q15Params) -> int:
+    """Windows of the head whose rescale pass waits for the P·V before it, counted by hand: a later block whose
+    max and exp passes (its softmax cycles less r·(d + 1)/E and the rescale latency) end before that P·V."""
+    waits = 0
+    for row0 in range(0, params.seq, dp.rows):
+        rows = min(dp.rows, params.seq - row0)
+        key_end = min(params.seq, row0 + rows) if params.causal else params.seq
+        for key0 in range(dp.cols, key_end, dp.cols):
+            keys = min(dp.cols, params.seq - key0)
+            before = gemm(rows, params.dim, min(dp.cols, params.seq - key0 + dp.cols), dp.rows, dp.cols, "os").cycles
+            passes = _softmax_busy(rows, keys, params.dim, dp.exp_lanes, True)
+            waits += before > passes
+    return waits
 
 
 @pytest.mark.parametrize("config", NARROW)
@@ -201,27 +227,6 @@ def test_refusals_name_the_bad_value():
         simulate_head(q, k, v, params, Datapath(rows=4, cols=4, div_latency=17))
 
 
-def _overlapped_total(dp: Datapath, seq: int, dim: int, causal: bool) -> tuple[int, int]:
-    """The head engine's cycles counted by hand, and the cycles its tiles waited for the divider bank. Tile t's
-    steps run one after another: c_t = Σ over its blocks of QKᵀ's and P·V's gemm() cycles and the softmax unit's
-    passes (_softmax_busy); its divisions take v_t = d + ⌈r·d / D⌉·L (the peak pass, then the waves). The bank holds
-    its own copy of a tile, so tile t+1 starts as tile t hands over, and hands over itself when both it is done
-    and the bank has finished tile t: total = Σ c_t + Σ max(0, v_t − c_{t+1}) + v_last."""
-    steps, divides = [], []
-    for row0 in range(0, seq, dp.rows):
-        rows = min(dp.rows, seq - row0)
-        cycles = 0
-        for block, key0 in enumerate(range(0, row0 + rows if causal else seq, dp.cols)):
-            keys = min(dp.cols, seq - key0)
-            cycles += (gemm(rows, keys, dim, dp.rows, dp.cols, "os").cycles
-                       + gemm(rows, dim, keys, dp.rows, dp.cols, "os").cycles
-                       + _softmax_busy(rows, keys, dim, dp.exp_lanes, block == 0))
-        steps.append(cycles)
-        divides.append(dim + -(-rows * dim // dp.dividers) * dp.div_latency)
-    waits = sum(max(0, divide - after) for divide, after in zip(divides, steps[1:]))
-    return sum(steps) + waits + divides[-1], waits
-
-
 def _softmax_busy(rows: int, keys: int, dim: int, lanes: int, first: bool) -> int:
     """docs/codesign.md "Cycle model", one step's softmax: max + (p and α) + rescale passes and their latencies."""
     rescales = 0 if first else rows * (dim + 1)
@@ -233,7 +238,8 @@ def _softmax_busy(rows: int, keys: int, dim: int, lanes: int, first: bool) -> in
 def test_softmax_unit_alone_keeps_the_stream_state_and_the_step_cycles(lanes):
     """The unit driven directly with the QKᵀ sums of a tile: every tile height r ≤ 3, block width k ≤ 8 (max tree
     levels 0..3), d 1 and 5, causal or not, E below, between and above r·k. Each case is a tile at the end of a head
-    of C + k keys: a full first block, then a short block with the rescale pass. After each block l equals
+    of C + k keys: a full first block, then a short block with the rescale pass. Each block starts with `copy` (the
+    scores taken from `results`) and its rescale may go at once; after each block a `copy` hands l out, equal to
     StreamState's (V = 0, so the accumulators stay 0); each block's busy cycles are the model's step formula."""
     from amaranth.sim import Simulator
 
@@ -260,15 +266,20 @@ def test_softmax_unit_alone_keeps_the_stream_state_and_the_step_cycles(lanes):
                         ctx.set(unit.results[i][j], int(sums[i, j]) if i < r and j < width else 0)
                 for port, value in ((unit.tile_rows, r), (unit.keys, width), (unit.dim, d), (unit.row0, row0),
                                     (unit.key0, key0), (unit.causal, causal), (unit.mult, params.score_mult),
-                                    (unit.shift, params.score_shift), (unit.first, first), (unit.start, 1)):
+                                    (unit.shift, params.score_shift), (unit.first, first), (unit.start, 1),
+                                    (unit.copy, 1), (unit.rescale_go, 1)):
                     ctx.set(port, int(value))
                 busy = 0
                 while True:
                     busy += ctx.get(unit.busy)
                     await ctx.tick()
                     ctx.set(unit.start, 0)
+                    ctx.set(unit.copy, 0)
                     if ctx.get(unit.done):
                         break
+                ctx.set(unit.copy, 1)  # l out to the divider bank's side
+                await ctx.tick()
+                ctx.set(unit.copy, 0)
                 state.absorb(keys[key0:key0 + width], np.zeros((width, d), dtype=np.int16), key0)
                 got = [ctx.get(unit.l[i]) for i in range(r)]
                 want = _softmax_busy(r, width, d, lanes, first)
