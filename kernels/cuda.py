@@ -27,19 +27,25 @@ CEILING_MATMUL_N = 8192
 CEILING_COPY_FLOATS = 1 << 28
 
 
-def event_times(fn: Callable[[], object], warmup: int, iters: int, flush: bool = True) -> list[float]:
+def event_times(fn: Callable[[], object], warmup: int, iters: int, flush: bool = True,
+                clean_flush: bool = False) -> list[float]:
     """Milliseconds of each of `iters` calls of fn between two CUDA events, after `warmup` untimed calls; the L2
-    cache is overwritten before each timed call (outside the events) unless flush is False."""
+    cache is overwritten before each timed call (outside the events) unless flush is False: by writing a buffer of
+    twice its size (the default: the L2 is then full of dirty lines, which the timed call's own traffic writes back to
+    memory, tens of MB on a 50-60 MB L2), or with clean_flush by reading it (kernels/stream_read.cu: the L2 then holds
+    clean lines that are dropped for free, so the call pays for its own bytes alone)."""
     import cupy
 
     for _ in range(warmup):
         fn()
     buffer = _l2_flush_buffer() if flush else None
+    overwrite = (stream_read(buffer[:buffer.size // 8 * 4], buffer[buffer.size // 8 * 4:buffer.size // 8 * 8])
+                 if buffer is not None and clean_flush else lambda: buffer.fill(0))
     start, stop = cupy.cuda.Event(), cupy.cuda.Event()
     times = []
     for _ in range(iters):
         if buffer is not None:
-            buffer.fill(0)
+            overwrite()
         start.record()
         fn()
         stop.record()

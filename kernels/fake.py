@@ -173,7 +173,8 @@ class FakeLauncher:
         return self.out.reshape(self.problem.shape).copy()
 
 
-def wall_times(fn: Callable[[], object], warmup: int, iters: int, flush: bool = True) -> list[float]:
+def wall_times(fn: Callable[[], object], warmup: int, iters: int, flush: bool = True,
+               clean_flush: bool = False) -> list[float]:
     """The fake's timer: host/timing.py's wall-clock loop (there is no cache to flush)."""
     return time_calls(fn, warmup, iters)
 

@@ -14,8 +14,12 @@
   that replays graphs does; `xbest` and `g:xbest` are torch's best time over ours in each. Beside them, replayed
   from graphs too: `g:main`, the split launch alone without its combine (where the call has one); `g:read`, a
   kernel that only reads the same K and V bytes once (kernels/stream_read.cu: the practical floor of one launch of
-  that size); `g:xcopy`, ours replayed against the copy floor. Where the plan is not mma.sync's (q_len 16 on Hopper
-  runs kernels/decode_wgmma.cu), `mma us` times mma.sync's own split plan on the same inputs.
+  that size); `g:xcopy`, ours replayed against the copy floor. The eager columns flush the L2 by writing a
+  buffer twice its size (as every kernels/ timing does), which leaves it full of dirty lines the timed call then
+  writes back; the `g:` columns flush it by reading (clean lines, dropped for free: the call pays for its own bytes
+  alone), and `g:ours/w` is ours replayed after the writing flush, to show what the flush alone moves. Where the
+  plan is not mma.sync's (q_len 16 on Hopper runs kernels/decode_wgmma.cu), `mma us` times mma.sync's own split
+  plan on the same inputs.
 - grouped prefill: Llama 3 8B at 8k, causal, fp16: the same kernel with 8 K/V heads and with 32 (no grouping),
   beside torch cuDNN (grouped), each judged against the golden first.
 
@@ -154,9 +158,10 @@ def rel_l2(ours, theirs) -> float:
     return float(cupy.linalg.norm(a - b) / cupy.linalg.norm(b))
 
 
-def median_us(dev, call, iters: int) -> float:
-    """Median µs of `iters` timed calls after three warm-ups (the device's CUDA-event timer, L2 flushed)."""
-    return 1e3 * float(np.median(dev.event_times(call, warmup=3, iters=iters)))
+def median_us(dev, call, iters: int, clean_flush: bool = False) -> float:
+    """Median µs of `iters` timed calls after three warm-ups (the device's CUDA-event timer, L2 flushed: by writing,
+    or by reading with clean_flush; kernels/cuda.py event_times)."""
+    return 1e3 * float(np.median(dev.event_times(call, warmup=3, iters=iters, clean_flush=clean_flush)))
 
 
 def agreeing_us(dev, launch, reference, what: str, iters: int) -> float:
@@ -189,7 +194,8 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
     batches, kv_lens = (QUICK["batches"], QUICK["kv_lens"]) if args.quick else (BATCHES, KV_LENS)
     print(f"{'q_len':>5} {'batch':>5} {'kv_len':>7} {'KV MB':>8} {'blocks':>6} {'ours us':>9} {'KV GB/s':>8} "
           f"{'xcopy':>6} {'FLASH':>8} {'cuDNN':>8} {'xbest':>6} {'rel-L2':>8} {'mma us':>8} {'g:ours':>8} "
-          f"{'g:FLASH':>8} {'g:cuDNN':>8} {'g:xbest':>7} {'g:main':>7} {'g:read':>7} {'g:xcopy':>7}", flush=True)
+          f"{'g:FLASH':>8} {'g:cuDNN':>8} {'g:xbest':>7} {'g:main':>7} {'g:read':>7} {'g:xcopy':>7} "
+          f"{'g:ours/w':>8}", flush=True)
     for q_len in Q_LENS:
         for batch in batches:
             for kv_len in kv_lens:
@@ -224,18 +230,19 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
                         agree = rel_l2(launch.out.view(np.float16), call().reshape(launch.out.shape))
                 # the same calls replayed from CUDA graphs (both sides), after the eager timings
                 ours_graph = graphed("ours", launch.launch)
-                graph_us = {"ours": median_us(dev, ours_graph, args.iters) if ours_graph else None}
+                graph_us = {"ours": median_us(dev, ours_graph, args.iters, clean_flush=True) if ours_graph else None}
+                dirty_us = median_us(dev, ours_graph, args.iters) if ours_graph else None  # the write flush
                 # the split launch alone, without the combine (where there is one)
                 main_graph = graphed("ours", functools.partial(launch.launch, first_only=True)) \
                     if len(launch.calls) > 1 else None
-                main_us = median_us(dev, main_graph, args.iters) if main_graph else None
+                main_us = median_us(dev, main_graph, args.iters, clean_flush=True) if main_graph else None
                 del main_graph
                 read_graph = graphed("read", stream_read(tensors.k, tensors.v))
-                read_us = median_us(dev, read_graph, args.iters) if read_graph else None
+                read_us = median_us(dev, read_graph, args.iters, clean_flush=True) if read_graph else None
                 del read_graph
                 for backend in ("FLASH_ATTENTION", "CUDNN_ATTENTION"):
                     replay = graphed(backend, torch_call(backend, q, k, v)) if theirs[backend] else None
-                    graph_us[backend] = median_us(dev, replay, args.iters) if replay else None
+                    graph_us[backend] = median_us(dev, replay, args.iters, clean_flush=True) if replay else None
                     del replay
                 graph_xcopy = kv_bytes / (graph_us["ours"] / 1e6) / 1e9 / copy_gbps if graph_us["ours"] else None
                 if agree is None or not agree <= AGREE:
@@ -253,13 +260,15 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
                       f"{f'{alt_us:.1f}' if alt_us else '-':>8} {graph_cells[0]:>8} {graph_cells[1]:>8} "
                       f"{graph_cells[2]:>8} {f'{graph_x:.2f}' if graph_x else '-':>7} "
                       f"{f'{main_us:.1f}' if main_us else '-':>7} "
-                      f"{f'{read_us:.1f}' if read_us else '-':>7} {f'{graph_xcopy:.2f}' if graph_xcopy else '-':>7}",
+                      f"{f'{read_us:.1f}' if read_us else '-':>7} {f'{graph_xcopy:.2f}' if graph_xcopy else '-':>7} "
+                      f"{f'{dirty_us:.1f}' if dirty_us else '-':>8}",
                       flush=True)
                 writer.writerow([q_len, batch, kv_len, kv_bytes, plan.parts, f"{ours_us:.2f}", f"{gbps:.1f}",
                                  f"{gbps / copy_gbps:.3f}", *(f"{t:.2f}" if t else "" for t in theirs.values()),
                                  f"{agree:.2e}", f"{alt_us:.2f}" if alt_us else "",
                                  *(f"{t:.2f}" if t else "" for t in graph_us.values()),
-                                 f"{main_us:.2f}" if main_us else "", f"{read_us:.2f}" if read_us else ""])
+                                 f"{main_us:.2f}" if main_us else "", f"{read_us:.2f}" if read_us else "",
+                                 f"{dirty_us:.2f}" if dirty_us else ""])
                 del launch, tensors, q, k, v, ours_graph
                 import cupy
 
@@ -343,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             writer.writerow(["q_len", "batch", "kv_len", "kv_bytes", "blocks", "ours_us", "kv_gbps", "x_copy",
                              "flash_us", "cudnn_us", "rel_l2_vs_torch", "mma_split_us", "ours_graph_us",
                              "flash_graph_us", "cudnn_graph_us", "split_launch_graph_us",
-                             "read_graph_us"])
+                             "read_graph_us", "ours_graph_write_flush_us"])
             decode(args, settings, copy_gbps, writer)
         with open(out / "prefill.csv", "w", newline="") as f:
             writer = csv.writer(f)
