@@ -3,6 +3,7 @@ aligned to the bottom right) and grouped K/V heads, every kernel and dtype again
 shapes, on the real device (marker gpu) and on the numpy fake; the split-KV decode path with forced block counts
 (segments with no key of a row among them), its schedule and planner derived by hand, and its byte model."""
 
+import dataclasses
 import os
 
 import pytest
@@ -141,11 +142,16 @@ def test_a_tile_other_than_the_launch_configurations_is_refused():
         target.launcher("flash", problem, None, 64, 32, target.backend(target.Settings("fake")), "split-kv", 3)
 
 
-def test_the_benchmarks_alternative_launch_is_a_64_row_one():
-    from kernels.inference_bench import ALTERNATIVE
+def test_the_benchmark_times_mma_syncs_split_plan_beside_the_hopper_one():
+    from kernels.inference_bench import MMA_SETTINGS
 
-    # 2 m-tiles · 4 warps / 2 key warps · 16 = 64 rows; 64 keys split between 2 key warps: 32 each
-    assert ALTERNATIVE.br == 64 and ALTERNATIVE.bc // ALTERNATIVE.key_warps == 32
+    # q_len 16 of Llama 3 8B (32 heads on 8): 4 · 16 = 64 packed rows, over the few-row launch's 16: on sm_90 the
+    # planner takes the Hopper kernel, and the bench's `mma us` column mma.sync's own split plan on the same shape
+    problem = AttentionProblem(batch=8, heads=32, kv_heads=8, seq=4096, q_len=16, dim=128, dtype="float16")
+    auto = target.Settings(device="fake")
+    mma = dataclasses.replace(MMA_SETTINGS, device="fake")
+    assert target.launch_plan(problem, auto, target.backend(auto)).path == "split-wgmma"
+    assert target.launch_plan(problem, mma, target.backend(mma)).path == "split-kv"
 
 
 # kv_parts: a block a tile where the tiles fill 0.85 of the slots (SMs · resident = 264); else a block a slot where
