@@ -292,7 +292,10 @@ def explore(problem: AttentionProblem, space: dict, tech: Technology, progress=N
         "energy_j_low": energy_low, "energy_j_high": energy_high, "energy_j": np.sqrt(energy_low * energy_high),
         **_area_columns(units["total"] * (copies * 1e-6), synth, ok),
         "utilisation": np.where(ok, cols["utilisation"], np.nan),
-        "dram_stall_share": np.where(ok, cols["stall_cycles"] / np.maximum(cols["cycles"], 1), np.nan),
+        # stalls are summed over every array's heads (mapping.ProblemCycles.stall_cycles): over P arrays' cycles, and
+        # at most 1 (a pipelined head's prologue stalls while the last one's tail runs)
+        "dram_stall_share": np.where(ok, np.minimum(cols["stall_cycles"] / np.maximum(cols["cycles"] * copies, 1),
+                                                    1.0), np.nan),
         "bit_exact": label, "rel_l2": rel_l2, "skipped": cols["skipped"], "slower_than": cols["slower_than"],
     }
     total_mid = sum(shares.values())

@@ -115,3 +115,20 @@ def test_a_bound_beyond_every_point_changes_nothing(bound):
     result = explore(PROBLEM, check_space(SPACE, TECH), TECH)
     everything = iso.within(result.columns, **{bound: 1e6})  # 1e6 mm² or W: above every point of this space
     assert [idx.tolist() for _, idx in fronts(result, everything)] == [idx.tolist() for _, idx in fronts(result)]
+
+
+def test_the_dram_stall_share_is_over_every_arrays_cycles():
+    """Stalls are summed over every array's heads (mapping.ProblemCycles.stall_cycles); the share divides them by the
+    P arrays' cycles, so it stays a share: at most 1."""
+    from codesign.datapath import Datapath
+    from codesign.groups import problem_cycles
+
+    space = check_space({**SPACE, "array": ["8x8"], "clock_mhz": [1000], "node_nm": [7], "acc_bits": [40],
+                         "dram_gbps": [25.6], "arrays": [4], "schedule": ["overlap"]}, TECH)
+    c = explore(PROBLEM, space, TECH).columns
+    model = problem_cycles(Datapath(rows=8, cols=8, exp_lanes=16, dividers=8, clock_hz=1_000_000_000,
+                                    dram_bytes_per_cycle=25.6, arrays=4, schedule="overlap"),
+                           seq=97, dim=16, causal=True, heads=2)
+    assert model.mapping.across * model.mapping.split == 4  # the four arrays each run a share, stalling side by side
+    assert c["dram_stall_share"][0] == pytest.approx(model.stall_cycles / (4 * model.cycles))
+    assert (c["dram_stall_share"] <= 1).all()
