@@ -81,6 +81,23 @@ def check_softmax_unit(rows: int, cols: int, lanes: int, dim_max: int, acc_bits:
             check_int("acc_bits", acc_bits, 16, 64), check_overflow(overflow))
 
 
+def _hits(m: Module, index, count: int, name: str) -> list[Signal]:
+    """index == 0, 1, …, count − 1 as `count` one-bit signals (a decoder)."""
+    hits = [Signal(name=f"{name}_{n}") for n in range(count)]
+    m.d.comb += [hit.eq(index == n) for n, hit in enumerate(hits)]
+    return hits
+
+
+def write_at(m: Module, targets: list[list[Signal]], enable, row_hits: list, col_hits: list, value) -> None:
+    """targets[row][col] takes `value` in the next cycle when `enable`, the row and column given decoded
+    (row_hits[i]: row == i). One compare per register: an Array indexed by signals on the left of an assignment would
+    make, for every register, a case over every (row, column), which is what made the 32×32 engine's Verilog huge."""
+    for i, line in enumerate(targets):
+        for c, target in enumerate(line):
+            with m.If(enable & row_hits[i] & col_hits[c]):
+                m.d.sync += target.eq(value)
+
+
 class _BlockState:
     """The softmax unit's registers: per row m, l, the block's p sum, its growth flag and α; the block's z and P
     (R×C) and the output accumulators A (R×dim_max); each (and the array's sums, `results`) also as an Array, for a
@@ -233,21 +250,22 @@ class SoftmaxUnit(wiring.Component):
             rescale.issue.eq(control.issue_rescale & live), rescale.row.eq(row), rescale.col.eq(col),
             rescale.dim.eq(self.dim), rescale.acc.eq(a["acc_now"][row][col]), rescale.l.eq(a["run_sum"][row]),
             rescale.alpha.eq(a["alpha"][row])]
-        with m.If(score.valid):
-            m.d.sync += a["z"][score.out_row][score.out_col].eq(
-                Mux(self._key_valid(score.out_row, score.out_col), score.z, INT32_MIN))
-        with m.If(exp.valid & exp.is_alpha):
-            m.d.sync += a["alpha"][exp.out_row].eq(exp.p)
-        with m.If(exp.valid & ~exp.is_alpha):
-            m.d.sync += a["p"][exp.out_row][exp.out_col].eq(exp.p)
+        z = Mux(self._key_valid(score.out_row, score.out_col), score.z, INT32_MIN)
+        write_at(m, state.z, score.valid, _hits(m, score.out_row, self.rows, f"z_row_{u}"),
+                 _hits(m, score.out_col, self.cols, f"z_col_{u}"), z)
+        exp_rows = _hits(m, exp.out_row, self.rows, f"exp_row_{u}")
+        write_at(m, [state.alpha], exp.valid & exp.is_alpha, [1], exp_rows, exp.p)
+        write_at(m, state.p, exp.valid & ~exp.is_alpha, exp_rows, _hits(m, exp.out_col, self.cols, f"p_col_{u}"),
+                 exp.p)
         for i in range(self.rows):
-            row_p_sums[i].append(Mux(exp.valid & ~exp.is_alpha & (exp.out_row == i), exp.p, 0))
+            row_p_sums[i].append(Mux(exp.valid & ~exp.is_alpha & exp_rows[i], exp.p, 0))
         grown = a["grow"][rescale.out_row]
-        with m.If(rescale.valid & rescale.is_l):
-            l_row = a["run_sum"][rescale.out_row]
-            m.d.sync += l_row.eq(Mux(grown, rescale.y, l_row) + a["p_sum"][rescale.out_row])
-        with m.If(rescale.valid & ~rescale.is_l & grown):
-            m.d.sync += a["acc"][rescale.out_row][rescale.out_col].eq(rescale.y)
+        rescale_rows = _hits(m, rescale.out_row, self.rows, f"rescale_row_{u}")
+        for i, l_row in enumerate(state.run_sum):
+            with m.If(rescale.valid & rescale.is_l & rescale_rows[i]):
+                m.d.sync += l_row.eq(Mux(state.grow[i], rescale.y, l_row) + state.p_sum[i])
+        write_at(m, state.acc, rescale.valid & ~rescale.is_l & grown, rescale_rows,
+                 _hits(m, rescale.out_col, self.dim_max, f"rescale_col_{u}"), rescale.y)
         return score.mismatch | exp.mismatch | rescale.mismatch
 
     def _block_sums(self, m: Module, control: SoftmaxControl, state: _BlockState, row_p_sums: list) -> None:
