@@ -113,8 +113,9 @@ def add_options(group: argparse._ArgumentGroup) -> None:
                             "tensor cores, d 64 and 128); default fp32")
     group.add_argument("--gpu-tc-path", choices=TC_PATHS, default="auto",
                        help="the 16-bit rows' kernel: auto (default: wgmma on Hopper, mma.sync elsewhere from "
-                            "sm_80; decode heads on mma.sync's split-KV path), wgmma (skipped rows off Hopper; "
-                            "decode heads too, unsplit), mma (mma.sync everywhere, for comparison)")
+                            "sm_80; decode heads on a split-KV path: Hopper's wgmma one where a K/V head packs over "
+                            "16 rows, else mma.sync's), wgmma (skipped rows off Hopper; decode heads on the wgmma "
+                            "split-KV path), mma (mma.sync everywhere, for comparison)")
     group.add_argument("--gpu-fp32-path", choices=FP32_PATHS, default="auto",
                        help="float32 flash's arithmetic: auto (default: 3xTF32 on the tensor cores from sm_80 at d 64 "
                             "and 128, as torch's EFFICIENT kernel; FFMA elsewhere), 3xtf32 (skipped flash rows "
