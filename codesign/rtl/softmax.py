@@ -41,7 +41,7 @@ its position reads, and writes back what the lanes deliver.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -92,10 +92,13 @@ def write_at(m: Module, targets: list[list[Signal]], enable, row_hits: list, col
     """targets[row][col] takes `value` in the next cycle when `enable`, the row and column given decoded
     (row_hits[i]: row == i). One compare per register: an Array indexed by signals on the left of an assignment would
     make, for every register, a case over every (row, column), which is what made the 32×32 engine's Verilog huge."""
+    # once as signals: an expression (an Array read above all) would be built again for every register
+    writing, written = Signal(), Signal(Value.cast(value).shape())
+    m.d.comb += [writing.eq(enable), written.eq(value)]
     for i, line in enumerate(targets):
         for c, target in enumerate(line):
-            with m.If(enable & row_hits[i] & col_hits[c]):
-                m.d.sync += target.eq(value)
+            with m.If(writing & row_hits[i] & col_hits[c]):
+                m.d.sync += target.eq(written)
 
 
 class _BlockState:
