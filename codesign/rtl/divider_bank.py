@@ -26,6 +26,7 @@ from amaranth.lib.wiring import In, Out
 from codesign.datapath import OUTPUT_ACC_BITS
 from codesign.rtl.divider import L_BITS, OUT_BITS, SHIFT_BITS, Divider
 from codesign.rtl.lane_walker import walk
+from codesign.rtl.select import select
 
 
 class DividerBank(wiring.Component):
@@ -66,7 +67,7 @@ class DividerBank(wiring.Component):
         with m.If(self.take):
             m.d.sync += [*(held[i][c].eq(self.acc[i][c]) for i in range(R) for c in range(self.stride)),
                          *(held_l[i].eq(self.l[i]) for i in range(R)), row0.eq(self.row0), r.eq(self.tile_rows)]
-        acc, l = Array(Array(row) for row in held), Array(held_l)
+        l = Array(held_l)
         # the lanes' positions (row, column) in the wave in flight, row-major over the tile's r × d
         lane_row = [Signal(range(R + D + 2), name=f"div_row_{u}") for u in range(D)]
         lane_col = [Signal(range(self.stride + 1), name=f"div_col_{u}") for u in range(D)]
@@ -98,7 +99,7 @@ class DividerBank(wiring.Component):
         # the peak pass: each row's max |A| over the columns walked so far (column 0 forwarded in the take cycle)
         peaks = [Signal(unsigned(OUTPUT_ACC_BITS), name=f"peak_{i}") for i in range(R)]
         for i, peak in enumerate(peaks):
-            value = Mux(self.take, self.acc[i][0], acc[i][col])
+            value = Mux(self.take, self.acc[i][0], Array(held[i])[col])
             magnitude = Signal(unsigned(OUTPUT_ACC_BITS), name=f"peak_in_{i}")
             m.d.comb += magnitude.eq(Mux(value < 0, -value, value))
             with m.If(self.take):
@@ -111,7 +112,8 @@ class DividerBank(wiring.Component):
         for u, divider in enumerate(dividers):
             row = Mux(first_wave, u // dim, following[u][0])
             column = Mux(first_wave, u % dim, following[u][1])
-            m.d.comb += [divider.acc.eq(acc[row][column]), divider.l.eq(l[row]), divider.peak.eq(peak_of[row]),
+            m.d.comb += [divider.acc.eq(select(m, held, row, column, f"divider_acc_{u}")), divider.l.eq(l[row]),
+                         divider.peak.eq(peak_of[row]),
                          divider.start.eq(starting & (row < r))]
             with m.If(starting):
                 m.d.sync += [lane_row[u].eq(row), lane_col[u].eq(column)]

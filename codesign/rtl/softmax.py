@@ -54,6 +54,7 @@ from codesign.rtl.rescale import ALPHA_BITS
 from codesign.rtl.rescale_lane import L_BITS, RescaleLane
 from codesign.rtl.score import MULT_BITS, SCORE_BITS, SHIFT_BITS
 from codesign.rtl.score_lane import ScoreLane
+from codesign.rtl.select import select
 from codesign.rtl.softmax_control import SoftmaxControl
 from host.checks import check_int
 from host.q15 import DIM_MAX, INT32_MIN, MODEL_BC_MAX, SEQ_MAX
@@ -129,7 +130,7 @@ class _BlockState:
                        ("run_max", "run_sum", "p_sum", "grow", "alpha", "block_max", "grows", "max_new")}
         for name in ("z", "p", "acc"):
             self.arrays[name] = Array(Array(row) for row in getattr(self, name))
-        self.arrays["results"] = Array(Array(row) for row in scores)
+        self.scores = scores
 
 
 class SoftmaxUnit(wiring.Component):
@@ -203,7 +204,7 @@ class SoftmaxUnit(wiring.Component):
                          self.p_column[i].eq(Mux(i < self.p_rows, Array(p_row)[self.p_index], 0))]
         self._max_trees(m, state, level)
         # the rescale pass reads A as `acc` forwards it: it may issue in the cycle of the last partials' add
-        state.arrays["acc_now"] = Array(Array(self.acc[i][c] for c in range(self.dim_max)) for i in range(R))
+        state.acc_now = [[self.acc[i][c] for c in range(self.dim_max)] for i in range(R)]
 
         fault = Signal()
         m.d.comb += self.fault.eq(fault)
@@ -244,15 +245,15 @@ class SoftmaxUnit(wiring.Component):
         row, col, live, a = walker.row[u], walker.col[u], walker.live[u], state.arrays
         m.d.comb += [
             score.issue.eq(control.issue_max & live), score.row.eq(row), score.col.eq(col),
-            score.sum.eq(a["results"][row][col]), score.mult.eq(self.mult),
+            score.sum.eq(select(m, state.scores, row, col, f"score_sum_{u}")), score.mult.eq(self.mult),
             score.shift.eq(self.shift),
             exp.issue.eq(control.issue_exp & live), exp.row.eq(row), exp.col.eq(col), exp.keys.eq(self.keys),
-            exp.valid_key.eq(self._key_valid(row, col)), exp.z.eq(a["z"][row][col]),
+            exp.valid_key.eq(self._key_valid(row, col)), exp.z.eq(select(m, state.z, row, col, f"exp_z_{u}")),
             exp.max_new.eq(a["max_new"][row]), exp.grows.eq(a["grows"][row]),
             exp.block_max.eq(a["block_max"][row]), exp.run_max.eq(a["run_max"][row]),
             rescale.issue.eq(control.issue_rescale & live), rescale.row.eq(row), rescale.col.eq(col),
-            rescale.dim.eq(self.dim), rescale.acc.eq(a["acc_now"][row][col]), rescale.l.eq(a["run_sum"][row]),
-            rescale.alpha.eq(a["alpha"][row])]
+            rescale.dim.eq(self.dim), rescale.acc.eq(select(m, state.acc_now, row, col, f"rescale_acc_{u}")),
+            rescale.l.eq(a["run_sum"][row]), rescale.alpha.eq(a["alpha"][row])]
         z = Mux(self._key_valid(score.out_row, score.out_col), score.z, INT32_MIN)
         write_at(m, state.z, score.valid, _hits(m, score.out_row, self.rows, f"z_row_{u}"),
                  _hits(m, score.out_col, self.cols, f"z_col_{u}"), z)
