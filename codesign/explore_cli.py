@@ -82,10 +82,12 @@ def _point_line(columns, i: int) -> str:
     """One front point: its datapath, then latency, energy and both areas with their bands, in human units."""
     c = columns
     arrays = f"{c['arrays'][i]} x " if c["arrays"][i] > 1 else ""
-    divider = {"pipelined": "p", "reciprocal": "r"}.get(c["divider"][i], "")
+    # the reciprocal divider's latencies are its own (datapath.RECIPROCAL_LATENCY, PRODUCT_LATENCY): no div_latency
+    divider = (f"rdiv{c['dividers'][i]}" if c["divider"][i] == "reciprocal" else
+               f"{'p' if c['divider'][i] == 'pipelined' else ''}div{c['dividers'][i]}x{c['div_latency'][i]}")
     schedule = "" if c["schedule"][i] == "serial" else f" {c['schedule'][i]} ({c['mapping'][i]})"
     return (f"{arrays}{c['array'][i]} {c['dataflow'][i]} e{c['exp_lanes'][i]} "
-            f"{divider}div{c['dividers'][i]}x{c['div_latency'][i]}{schedule} "
+            f"{divider}{schedule} "
             f"{c['clock_mhz'][i]:g} MHz {c['dram'][i]} {c['dram_gbps'][i]:g} GB/s {c['node_nm'][i]} nm "
             f"acc{c['acc_bits'][i]} {c['overflow'][i]}: {seconds(c['latency_s'][i])}, "
             f"{joules(c['energy_j'][i], (c['energy_j_low'][i], c['energy_j_high'][i]))}, "

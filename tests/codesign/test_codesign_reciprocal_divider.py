@@ -133,6 +133,11 @@ def test_the_explorer_takes_the_reciprocal_divider():
     # max(64, 2 · 34) + 128 + 2 = 198 against the pipelined 64 + 128 + 17 = 209 and the iterative 64 + 128 · 18
     assert c["latency_s"][at["iterative"]] > c["latency_s"][at["pipelined"]] > c["latency_s"][at["reciprocal"]]
     assert (c["bit_exact"] == "all inputs").all()
+    from codesign.explore_cli import _point_line  # the console names each kind; a reciprocal one has no div_latency
+
+    assert [_point_line(c, at[kind]).split()[3] for kind in ("iterative", "pipelined", "reciprocal")] == \
+        ["div8x18", "pdiv8x18", "rdiv8"]
+    assert Datapath(divider="reciprocal").name == "sa32x32-os-acc40-rdiv"
 
 
 @pytest.mark.parametrize("value", ["recip", "Reciprocal", ""])
