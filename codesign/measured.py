@@ -20,14 +20,15 @@ from host.errors import ResultsError, SpecError
 from host.problem import AttentionProblem
 from host.results_file import ResultsFile
 
-#: Die areas for throughput per mm², by the device name a GPU row carries: the H200 carries NVIDIA's GH100 die (H100
-#: Tensor Core GPU Architecture whitepaper: 814 mm², TSMC 4N). Another GPU, and the STM32F407 (not published), have
-#: no area: they take no iso-area comparison.
-DIE_MM2 = {"H200": 814.0}
+#: Die areas for throughput per mm², by the device name a GPU row carries: the H200 and the H100 carry NVIDIA's GH100
+#: die (H100 Tensor Core GPU Architecture whitepaper: 814 mm², TSMC 4N). Another GPU, and the STM32F407 (not
+#: published), have no area: they take no iso-area comparison.
+DIE_MM2 = {"H200": 814.0, "H100": 814.0}
 #: Peak DRAM bandwidth in GB/s by device name, for iso comparisons at the reference's memory bandwidth: the H200 SXM's
-#: HBM3e, 4.8 TB/s (NVIDIA's H200 product table; the measured device copy reaches about 4.2 TB/s,
-#: docs/gpu.md).
-DRAM_GBPS = {"H200": 4800.0}
+#: HBM3e, 4.8 TB/s (NVIDIA's H200 product table; the measured device copy reaches about 4.2 TB/s, docs/gpu.md); the
+#: H100 SXM5's HBM3, 3.35 TB/s (NVIDIA's H100 product table; NVML names it "NVIDIA H100 80GB HBM3", where the PCIe
+#: card, 2.0 TB/s of HBM2e, carries "PCIe").
+DRAM_GBPS = {"H200": 4800.0, "H100 80GB HBM3": 3350.0}
 #: How the fake GPU's rows name their device (kernels/fake.py): "fake GPU (numpy on the CPU, …)".
 FAKE_DEVICE = "fake GPU"
 

@@ -123,3 +123,17 @@ def test_a_gpu_decode_row_with_energy_and_one_without(tmp_path):
             cells = [c.strip() for c in line.split("|")[1:-1]]
             assert cells[3].startswith("2 (")
             assert float(cells[4].split()[0]) == pytest.approx(float(fastest["latency_s"]) / 2 * 1e6, rel=1e-2)
+
+
+@pytest.mark.parametrize("device,label,area,dram", [
+    ("NVIDIA H200 (132 SMs)", "H200 flash float16", 814.0, 4800.0),
+    ("NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3 flash float16", 814.0, 3350.0),  # SXM5: GH100, HBM3
+    ("NVIDIA H100 PCIe", "NVIDIA H100 PCIe flash float16", 814.0, None),  # the same die, a bandwidth not in the table
+    ("NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB flash float16", None, None),  # no die area known: no iso-area
+])
+def test_a_gpu_rows_area_and_bandwidth_come_from_its_device_name(tmp_path, device, label, area, dram):
+    ResultsFile(tmp_path / "results.csv").append(_gpu_row(device=device, energy_j=2e-3,
+                                                          energy_source="measured (NVML)"))
+    problem = AttentionProblem(batch=1, heads=4, kv_heads=2, seq=64, q_len=1, dim=64, causal=True)
+    [point], left = load([tmp_path], problem)
+    assert (point.label, point.area_mm2, point.dram_gbps, left) == (label, area, dram, [])
