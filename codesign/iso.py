@@ -145,7 +145,7 @@ def compare(columns: dict[str, np.ndarray], measured, problem: AttentionProblem,
                 rows.append(IsoRow(point.label, budget, float(value), -1, 0, 0, math.inf, math.nan, point.latency_s,
                                    point.energy_j, cap))
                 continue
-            best = int(np.argmin(latency))
+            best = int(np.lexsort((columns["energy_j"], latency))[0])  # the fastest; of equally fast, least energy
             rows.append(IsoRow(point.label, budget, float(value), best, int(n[best]), int(min(n[best], shared)),
                                float(latency[best]),
                                float(columns["energy_j"][best]), point.latency_s, point.energy_j, cap))

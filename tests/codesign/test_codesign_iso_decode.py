@@ -137,3 +137,16 @@ def test_a_gpu_rows_area_and_bandwidth_come_from_its_device_name(tmp_path, devic
     problem = AttentionProblem(batch=1, heads=4, kv_heads=2, seq=64, q_len=1, dim=64, causal=True)
     [point], left = load([tmp_path], problem)
     assert (point.label, point.area_mm2, point.dram_gbps, left) == (label, area, dram, [])
+
+
+def test_of_equally_fast_points_the_least_energy_one_is_taken():
+    c = _columns()
+    c["latency_s"] = np.array([4e-3, 4e-3])  # A and B equally fast; A spends 4 mJ, B 8 mJ
+    c["dram_gbps"] = np.array([25.6, 25.6])
+    # iso-power 400 W: A (4 mJ in 4 ms: 1 W) 400 copies, B (2 W) 200, each 128 used at 4 ms / 128: a tie in latency,
+    # so A (4 mJ) rather than B (8 mJ), whichever comes first
+    c2 = {k: v[::-1] for k, v in c.items()}  # B first
+    for columns, a in ((c, 0), (c2, 1)):
+        power = next(r for r in iso.compare(columns, [H200], DECODE, 1e-3)
+                     if r.budget == "iso-power" and r.dram_cap_gbps is None)
+        assert (power.index, power.latency_s) == (a, pytest.approx(4e-3 / 128))
