@@ -1,14 +1,12 @@
-"""The head engine's total cycles (codesign/rtl/sim.py schedule_cycles, which the RTL's counter meets in
-tests/rtl) beside the cycle model's (codesign/cycles.py head_cycles) on the RTL tests' datapaths and two larger
-ones: the model at its datapath's DRAM, at a DRAM too fast to stall (only its 1-cycle prologue and epilogue left),
-and the steps one after another (array + softmax + divider busy cycles). Run from the checkout:
+"""The head engine's total cycles as codesign/cycles.py has them for it (codesign/rtl/sim.py model_cycles: the model
+less its DRAM prologue and epilogue, which the RTL's counter meets in tests/rtl) beside the same windows walked one by
+one (schedule_cycles), the model at its datapath's DRAM, and the stages one after another (array + softmax +
+divider busy cycles), on the RTL tests' datapaths and two larger ones. Run from the checkout:
     .venv/bin/python reports/issue-33/rtl/schedule_table.py > reports/issue-33/rtl/schedule_table.md"""
-
-from dataclasses import replace
 
 from codesign.cycles import head_cycles
 from codesign.datapath import Datapath
-from codesign.rtl.sim import schedule_cycles
+from codesign.rtl.sim import model_cycles, schedule_cycles
 
 CASES = [
     (Datapath(rows=4, cols=4, exp_lanes=4, dividers=8), 32, 16),
@@ -20,14 +18,14 @@ CASES = [
     (Datapath(rows=32, cols=32), 1024, 64),
 ]
 
-print("| datapath | seq | d | causal | RTL (schedule) | model | model, DRAM never stalls | stages in sequence "
-      "| RTL / model (no stalls) |")
+print("| datapath | seq | d | causal | model for the RTL (no DRAM) | windows walked | model at its DRAM | stages in "
+      "sequence | in sequence / windows |")
 print("|---|---|---|---|---|---|---|---|---|")
 for dp, seq, dim in CASES:
     for causal in (False, True):
-        rtl = schedule_cycles(dp, seq, dim, causal)
+        rtl, _ = model_cycles(dp, seq, dim, causal)
+        walked = schedule_cycles(dp, seq, dim, causal)
         model = head_cycles(dp, seq, dim, causal, dp.cols)
-        fast = head_cycles(replace(dp, dram_bytes_per_cycle=65536), seq, dim, causal, dp.cols)
         serial = sum(stage.busy_cycles for stage in model.stages.values())
-        print(f"| {dp.name} | {seq} | {dim} | {'yes' if causal else 'no'} | {rtl:,} | {model.cycles:,} | "
-              f"{fast.cycles:,} | {serial:,} | {rtl / fast.cycles:.2f} |")
+        print(f"| {dp.name} | {seq} | {dim} | {'yes' if causal else 'no'} | {rtl:,} | {walked:,} | "
+              f"{model.cycles:,} | {serial:,} | {serial / rtl:.2f} |")
