@@ -17,9 +17,9 @@
   that size); `g:xcopy`, ours replayed against the copy floor. The eager columns flush the L2 by writing a
   buffer twice its size (as every kernels/ timing does), which leaves it full of dirty lines the timed call then
   writes back; the `g:` columns flush it by reading (clean lines, dropped for free: the call pays for its own bytes
-  alone), and `g:ours/w` is ours replayed after the writing flush, to show what the flush alone moves. Where the
-  plan is not mma.sync's (q_len 16 on Hopper runs kernels/decode_wgmma.cu), `mma us` times mma.sync's own split
-  plan on the same inputs.
+  alone), and `g:ours/w` is ours replayed after the writing flush, to show what the flush alone moves. On Hopper,
+  `other us` times the other split-KV kernel as its own plan runs it, on the same inputs (OTHER_SETTINGS: the wgmma
+  one, kernels/decode_wgmma.cu, beside planned mma.sync launches, and the reverse).
 - grouped prefill: Llama 3 8B at 8k, causal, fp16: the same kernel with 8 K/V heads and with 32 (no grouping),
   beside torch cuDNN (grouped), each judged against the golden first.
 
@@ -58,10 +58,11 @@ QUICK = {"batches": (1, 32), "kv_lens": (4096, 65536)}
 #: Ours against torch at a timed point: both fp16 with fp32 sums, so rel-L2 far under this; above it, a bug.
 AGREE = 1e-2
 PREFILL_SEQ = 8192
-#: Beside the planned launch, where the plan is not mma.sync's: the mma.sync split-KV launch as its own plan would
-#: run it (`--gpu-tc-path mma`), timed in the same run (column `mma us`: at q_len 16 on Hopper the planned launch is
-#: kernels/decode_wgmma.cu, and this is the kernel it replaced).
-MMA_SETTINGS = target.Settings(device="cuda", dtypes=("float16",), tc_path="mma")
+#: Beside the planned launch, the other split-KV kernel as its own plan runs it, timed in the same run (column
+#: `other us`): on Hopper, the wgmma one (kernels/decode_wgmma.cu, `--gpu-tc-path wgmma`) where the plan is mma.sync's,
+#: mma.sync's (`--gpu-tc-path mma`) where the plan is the wgmma one; nothing off Hopper.
+OTHER_SETTINGS = {"split-kv": target.Settings(device="cuda", dtypes=("float16",), tc_path="wgmma"),
+                  "split-wgmma": target.Settings(device="cuda", dtypes=("float16",), tc_path="mma")}
 
 
 def parser() -> Parser:
@@ -193,7 +194,7 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
     dev = target.backend(settings)
     batches, kv_lens = (QUICK["batches"], QUICK["kv_lens"]) if args.quick else (BATCHES, KV_LENS)
     print(f"{'q_len':>5} {'batch':>5} {'kv_len':>7} {'KV MB':>8} {'blocks':>6} {'ours us':>9} {'KV GB/s':>8} "
-          f"{'xcopy':>6} {'FLASH':>8} {'cuDNN':>8} {'xbest':>6} {'rel-L2':>8} {'mma us':>8} {'g:ours':>8} "
+          f"{'xcopy':>6} {'FLASH':>8} {'cuDNN':>8} {'xbest':>6} {'rel-L2':>8} {'other us':>8} {'g:ours':>8} "
           f"{'g:FLASH':>8} {'g:cuDNN':>8} {'g:xbest':>7} {'g:main':>7} {'g:read':>7} {'g:xcopy':>7} "
           f"{'g:ours/w':>8}", flush=True)
     for q_len in Q_LENS:
@@ -213,10 +214,10 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
                 dev.synchronize()
                 ours_us = median_us(dev, launch.launch, args.iters)
                 alt_us = None
-                mma = target.launch_plan(problem, MMA_SETTINGS, dev)
-                if mma.path != plan.path:  # mma.sync's own split plan, judged against ours first
-                    other = target.launcher("flash", problem, tensors, mma.br, mma.bc, dev, mma.path, mma.parts)
-                    alt_us = agreeing_us(dev, other, launch, "the mma.sync split launch against ours", args.iters)
+                if plan.path in OTHER_SETTINGS and dev.capability() == 90:  # the other split kernel, judged first
+                    alt = target.launch_plan(problem, OTHER_SETTINGS[plan.path], dev)
+                    other = target.launcher("flash", problem, tensors, alt.br, alt.bc, dev, alt.path, alt.parts)
+                    alt_us = agreeing_us(dev, other, launch, f"the {alt.path} launch against ours", args.iters)
                     del other
                 q, k, v = torch_view(problem, tensors)
                 theirs, agree = {}, None
@@ -350,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(out / "decode.csv", "w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(["q_len", "batch", "kv_len", "kv_bytes", "blocks", "ours_us", "kv_gbps", "x_copy",
-                             "flash_us", "cudnn_us", "rel_l2_vs_torch", "mma_split_us", "ours_graph_us",
+                             "flash_us", "cudnn_us", "rel_l2_vs_torch", "other_split_us", "ours_graph_us",
                              "flash_graph_us", "cudnn_graph_us", "split_launch_graph_us",
                              "read_graph_us", "ours_graph_write_flush_us"])
             decode(args, settings, copy_gbps, writer)

@@ -36,6 +36,10 @@ SHARE_MIN_KEY_BLOCKS = 4
 #: against a short cache: 64 heads on 1 K/V head at q_len 63 and 1,025 keys): the most that do (a block a tile, with
 #: no partial state, at least).
 SPLIT_PARTIAL_SHARE = 0.25
+#: Whether `--gpu-tc-path auto` takes the Hopper split-KV kernel (kernels/decode_wgmma.cu) for heads of more than 16
+#: packed rows. Off until that kernel has passed the GPU tests and been timed on a Hopper GPU (docs/gpu.md): until
+#: then only `--gpu-tc-path wgmma` runs it, and the benchmark times it beside the planned mma.sync launch.
+WGMMA_SPLIT_AUTO = False
 
 
 def device_sms(dev) -> tuple[int, str]:
@@ -133,13 +137,13 @@ def split_plan(problem: AttentionProblem, plan: Plan, dev, settings) -> Plan:
 
 def split_variant(problem: AttentionProblem, path: str, tc_path: str = "auto"):
     """The split-KV kernel of a decode head whose prefill plan took `path` (`tc_path`: --gpu-tc-path): the Hopper one
-    (wgmma) where that plan is wgmma and either wgmma is forced or a K/V head packs more rows than mma.sync's few-row
-    launch holds (there mma.sync's split kernel reads every K and V fragment once per warp and is bound by shared
-    memory); else the mma.sync (16-bit) or 3xTF32 (float32) one."""
+    (wgmma) where that plan is wgmma and either wgmma is forced or, with WGMMA_SPLIT_AUTO, a K/V head packs more rows
+    than mma.sync's few-row launch holds (there mma.sync's split kernel reads every K and V fragment once per warp
+    and is bound by shared memory); else the mma.sync (16-bit) or 3xTF32 (float32) one."""
     if path == FLASH_WGMMA.path and problem.dim in dict(SPLIT_WGMMA.configs):
         packed = head_rows(problem, packed=True).nq
         few = SPLIT_TC.few_rows.br if SPLIT_TC.few_rows else 0
-        if tc_path == "wgmma" or packed > few:
+        if tc_path == "wgmma" or (WGMMA_SPLIT_AUTO and packed > few):
             return SPLIT_WGMMA
     return variant("flash", problem.dtype, "split-kv")
 

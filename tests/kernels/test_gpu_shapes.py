@@ -11,6 +11,7 @@ import pytest
 from host.problem import AttentionProblem
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import shares, target
+from kernels.plan import WGMMA_SPLIT_AUTO
 from host.errors import SpecError
 from kernels.variants import SPLIT_TC, SPLIT_TC_FEW_ROWS, SPLIT_TF32, head_rows, variant
 
@@ -60,7 +61,7 @@ def test_16bit_flash_takes_every_shape(device, dtype, seq, q_len, heads, kv_head
     decode = q_len < min(64, seq)
     assert ("split-kv" in message or "split-wgmma" in message) == decode, row.message
     if decode:
-        wgmma = tc_path == "wgmma" or (tc_path == "auto" and q_len * heads // kv_heads > 16)
+        wgmma = tc_path == "wgmma" or (tc_path == "auto" and WGMMA_SPLIT_AUTO and q_len * heads // kv_heads > 16)
         assert ("wgmma" in message) == wgmma, row.message
 
 
@@ -142,16 +143,16 @@ def test_a_tile_other_than_the_launch_configurations_is_refused():
         target.launcher("flash", problem, None, 64, 32, target.backend(target.Settings("fake")), "split-kv", 3)
 
 
-def test_the_benchmark_times_mma_syncs_split_plan_beside_the_hopper_one():
-    from kernels.inference_bench import MMA_SETTINGS
+def test_the_benchmark_times_the_other_split_kernel_beside_the_planned_one():
+    from kernels.inference_bench import OTHER_SETTINGS
 
     # q_len 16 of Llama 3 8B (32 heads on 8): 4 · 16 = 64 packed rows, over the few-row launch's 16: on sm_90 the
-    # planner takes the Hopper kernel, and the bench's `mma us` column mma.sync's own split plan on the same shape
+    # bench's `other us` column runs the split kernel the plan did not take, as its own plan would
     problem = AttentionProblem(batch=8, heads=32, kv_heads=8, seq=4096, q_len=16, dim=128, dtype="float16")
     auto = target.Settings(device="fake")
-    mma = dataclasses.replace(MMA_SETTINGS, device="fake")
-    assert target.launch_plan(problem, auto, target.backend(auto)).path == "split-wgmma"
-    assert target.launch_plan(problem, mma, target.backend(mma)).path == "split-kv"
+    planned = target.launch_plan(problem, auto, target.backend(auto)).path
+    other = dataclasses.replace(OTHER_SETTINGS[planned], device="fake")
+    assert {planned, target.launch_plan(problem, other, target.backend(other)).path} == {"split-kv", "split-wgmma"}
 
 
 # kv_parts: a block a tile where the tiles fill 0.85 of the slots (SMs · resident = 264); else a block a slot where
@@ -187,8 +188,8 @@ def test_the_partial_states_cap_the_block_count():
     assert target.partial_bytes(problem, 64, 64, 132) > 0.25 * 524_800
     assert all(target.partial_bytes(problem, 64, 64, parts) > 66_048 for parts in range(64, 133))
     # the same on either split kernel: mma.sync's (two blocks an SM: kv_parts gives 132 the same way) and the
-    # Hopper one the fake's sm_90 plans (one block an SM: 132 slots)
-    for tc_path, path in (("mma", "split-kv"), ("auto", "split-wgmma")):
+    # Hopper one (one block an SM: 132 slots)
+    for tc_path, path in (("mma", "split-kv"), ("wgmma", "split-wgmma")):
         settings = target.Settings(device="fake", tc_path=tc_path)
         plan = target.launch_plan(problem, settings, target.backend(settings))
         assert plan.path == path and plan.parts == 63 and "no tile split, O written directly" in plan.note
