@@ -141,20 +141,7 @@ decode_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsign
             fence_operands<OTILES * 4>(acc);
             fence_operands<BC / 4>(&p[0][0]);
             if (j > 0) mbar_arrive(empty + (c + j - 1) % STAGES);
-#pragma unroll
-            for (int i = 0; i < OTILES; ++i) {  // O *= alpha; P to 16 bits
-                acc[4 * i] *= alpha[0];
-                acc[4 * i + 1] *= alpha[0];
-                acc[4 * i + 2] *= alpha[1];
-                acc[4 * i + 3] *= alpha[1];
-            }
-#pragma unroll
-            for (int ks = 0; ks < BC / 16; ++ks) {
-                p[ks][0] = pack2<KIND>(sc[8 * ks], sc[8 * ks + 1]);
-                p[ks][1] = pack2<KIND>(sc[8 * ks + 2], sc[8 * ks + 3]);
-                p[ks][2] = pack2<KIND>(sc[8 * ks + 4], sc[8 * ks + 5]);
-                p[ks][3] = pack2<KIND>(sc[8 * ks + 6], sc[8 * ks + 7]);
-            }
+            rescale_and_pack<OTILES, BC, KIND>(acc, p, sc, alpha);
         }
         mbar_arrive(q_empty + b);  // every S of this segment has been waited for: its Q buffer is free
         if (blocks > 0) {          // the last block's P·V

@@ -123,22 +123,6 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
     auto softmax = [&](int j, float *alpha) {  // sc becomes P (unrounded); m and l move on
         online_softmax<STILES>(sc, m, l, alpha, scale_log2, j * BC, n, rows, q0 + row0 + g, causal);
     };
-    auto rescale_and_pack = [&](const float *alpha) {  // O *= alpha; P to 16 bits
-#pragma unroll
-        for (int i = 0; i < OTILES; ++i) {
-            acc[4 * i] *= alpha[0];
-            acc[4 * i + 1] *= alpha[0];
-            acc[4 * i + 2] *= alpha[1];
-            acc[4 * i + 3] *= alpha[1];
-        }
-#pragma unroll
-        for (int ks = 0; ks < BC / 16; ++ks) {
-            p[ks][0] = pack2<KIND>(sc[8 * ks], sc[8 * ks + 1]);
-            p[ks][1] = pack2<KIND>(sc[8 * ks + 2], sc[8 * ks + 3]);
-            p[ks][2] = pack2<KIND>(sc[8 * ks + 4], sc[8 * ks + 5]);
-            p[ks][3] = pack2<KIND>(sc[8 * ks + 6], sc[8 * ks + 7]);
-        }
-    };
 
     if (SCHEDULE == 2 && wg == CONSUMERS - 1) named_arrive(1, 256);  // warpgroup 0 takes the first turn
     mbar_wait(q_full, 0);
@@ -150,7 +134,7 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
             wgmma_wait<0>();
             fence_operands<STILES * 4>(sc);
             softmax(j, alpha);
-            rescale_and_pack(alpha);
+            rescale_and_pack<OTILES, BC, KIND>(acc, p, sc, alpha);
             issue_pv(j);
             wgmma_wait<0>();
             fence_operands<OTILES * 4>(acc);
@@ -171,7 +155,7 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
             fence_operands<OTILES * 4>(acc);
             fence_operands<BC / 4>(&p[0][0]);
             if (j > 0) mbar_arrive(empty + (j - 1) % STAGES);
-            rescale_and_pack(alpha);
+            rescale_and_pack<OTILES, BC, KIND>(acc, p, sc, alpha);
         }
     }
     if (SCHEDULE != 0) {  // the last block's P·V

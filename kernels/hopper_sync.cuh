@@ -89,3 +89,24 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
         asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
+
+// After a key block's online softmax: the O accumulator rows (the wgmma accumulator layout, OTILES column groups of 8)
+// scaled by alpha (rows g and g+8), and the probabilities in sc (BC / 8 column groups) packed to 16 bits as wgmma's
+// A operand, one k16 step of keys per entry of p.
+template <int OTILES, int BC, int KIND>
+__device__ __forceinline__ void rescale_and_pack(float *acc, unsigned (*p)[4], const float *sc, const float *alpha) {
+#pragma unroll
+    for (int i = 0; i < OTILES; ++i) {
+        acc[4 * i] *= alpha[0];
+        acc[4 * i + 1] *= alpha[0];
+        acc[4 * i + 2] *= alpha[1];
+        acc[4 * i + 3] *= alpha[1];
+    }
+#pragma unroll
+    for (int ks = 0; ks < BC / 16; ++ks) {
+        p[ks][0] = pack2<KIND>(sc[8 * ks], sc[8 * ks + 1]);
+        p[ks][1] = pack2<KIND>(sc[8 * ks + 2], sc[8 * ks + 3]);
+        p[ks][2] = pack2<KIND>(sc[8 * ks + 4], sc[8 * ks + 5]);
+        p[ks][3] = pack2<KIND>(sc[8 * ks + 6], sc[8 * ks + 7]);
+    }
+}
