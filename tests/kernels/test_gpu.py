@@ -20,7 +20,7 @@ FLASH_INSTANCES = [(128, 64, 64), (64, 64, 64), (32, 64, 64), (64, 32, 128), (32
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("source", ["naive.cu", "fused.cu", "flash.cu", "split_combine.cu"])
+@pytest.mark.parametrize("source", ["naive.cu", "fused.cu", "flash.cu", "split_combine.cu", "stream_read.cu"])
 def test_every_kernel_compiles_with_nvcc(source, arch, tmp_path):
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not installed")

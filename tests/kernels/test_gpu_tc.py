@@ -17,7 +17,8 @@ from host.problem import AttentionProblem
 from host.reference import errors
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import target
-from kernels.variants import FLASH_TC, FLASH_WGMMA, SPLIT_TC, TC_TYPES, WGMMA_CONFIGS
+from kernels.variants import (FLASH_TC, FLASH_WGMMA, SPLIT_TC, SPLIT_WGMMA, TC_TYPES, WGMMA_CONFIGS,
+                              WGMMA_SPLIT_CONFIGS)
 from kernels.fake import FakeDevice
 from kernels.halves import from_bits, rounded, to_bits
 
@@ -80,6 +81,30 @@ def test_the_wgmma_kernel_compiles_for_sm90a_without_spills(tmp_path):
               if "bytes spill stores" in line]
     assert spills == [0] * (2 * len(WGMMA_CONFIGS)), done.stderr
     assert "C7514" not in done.stderr  # ptxas serialising the asynchronous MMAs (kernels/flash_wgmma.cu)
+
+
+def test_the_hopper_split_kernel_compiles_for_sm90a_without_spills(tmp_path):
+    """kernels/decode_wgmma.cu at the launcher's own name expressions (both types, both d): built, no spill, no MMA
+    serialised by ptxas (C7514), and its consumer given the registers setmaxnreg asks for (no C7508 warning)."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed")
+    unit = tmp_path / "unit_decode_wgmma.cu"
+    text = f'#include "{ROOT / "kernels" / "decode_wgmma.cu"}"\n'
+    for dtype in HALF:
+        for d, config in WGMMA_SPLIT_CONFIGS.items():
+            problem = AttentionProblem(batch=1, heads=4, kv_heads=1, seq=4096, q_len=16, dim=d, dtype=dtype)
+            [expression] = SPLIT_WGMMA.expressions(problem, config.br, config.bc, 3)
+            text += (f"template __global__ void {expression}(const void*, const void*, const void*, unsigned short*, "
+                     "float*, float*, int, int, int, int, int, float, int);\n")
+    unit.write_text(text)
+    done = subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-Werror", "all-warnings",
+                           "-Xptxas", "-v", "-c", "-o", str(tmp_path / "unit.o"), str(unit)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    spills = [int(line.split("bytes spill stores")[0].split(",")[-1]) for line in done.stderr.splitlines()
+              if "bytes spill stores" in line]
+    assert spills == [0] * (2 * len(WGMMA_SPLIT_CONFIGS)), done.stderr
+    assert "C7514" not in done.stderr and "C7508" not in done.stderr
 
 
 def test_bfloat16_rounds_to_nearest_even_by_hand():
