@@ -67,13 +67,17 @@ def schedule(datapath: Datapath, seq: int, dim: int, causal: bool) -> tuple[int,
         rows = min(R, seq - row0)
         key_end = min(seq, row0 + rows) if causal else seq
         steps += [(row0, rows, min(C, seq - key0), key0 == 0) for key0 in range(0, key_end, C)]
-    qk = [gemm(rows, keys, dim, R, C, datapath.dataflow).cycles for _, rows, keys, _ in steps]
-    pv = [gemm(rows, dim, keys, R, C, datapath.dataflow).cycles for _, rows, keys, _ in steps]
-    me = [step_cycles(datapath, rows, keys, dim, True, False)[1] for _, rows, keys, _ in steps]
-    rs = [0 if first else step_cycles(datapath, rows, keys, dim, False, False)[1] - me[s]
-          for s, (_, rows, keys, first) in enumerate(steps)]
+    kinds = {}  # (rows, keys) -> (qk, pv, me, rs): a head has few kinds of step
+    for _, rows, keys, _ in steps:
+        if (rows, keys) not in kinds:
+            me = step_cycles(datapath, rows, keys, dim, True, False)[1]
+            kinds[rows, keys] = (gemm(rows, keys, dim, R, C, datapath.dataflow).cycles,
+                                 gemm(rows, dim, keys, R, C, datapath.dataflow).cycles, me,
+                                 step_cycles(datapath, rows, keys, dim, False, False)[1] - me)
+    qk, pv, me, rs = ([kinds[rows, keys][n] for _, rows, keys, _ in steps] for n in range(4))
+    rs = [0 if first else rescale for (*_, first), rescale in zip(steps, rs)]
     divide = {rows: head_cycles(datapath, R, dim, False, C, queries=rows).stages["divider"].busy_cycles
-              for _, rows, _, _ in steps}
+              for rows in {rows for _, rows, _, _ in steps}}
     time, bank_free, held = qk[0], 0, 0
     for s in range(len(steps) + 1):  # window s; the last has only the last step's P·V
         pv_before = pv[s - 1] if s > 0 else 0
