@@ -129,7 +129,8 @@ def test_more_of_any_resource_never_costs_cycles_unless_the_row_says_why():
                     dataflow=str(rng.choice(["os", "ws", "is"])), exp_lanes=int(rng.choice([1, 4, 16])),
                     dividers=int(rng.choice([1, 8])), dram_bytes_per_cycle=float(rng.choice([0.25, 8, 64])),
                     q_buffer_kb=16, k_buffer_kb=16, v_buffer_kb=16, o_buffer_kb=32, schedule="overlap",
-                    divider=str(rng.choice(["iterative", "pipelined", "reciprocal"])), arrays=int(rng.choice([1, 2, 3])))
+                    divider=str(rng.choice(["iterative", "pipelined", "reciprocal"])),
+                    arrays=int(rng.choice([1, 2, 3])))
         seq, dim = int(rng.integers(1, 200)), int(rng.choice([8, 59]))
         heads = int(rng.choice([1, 2, 4]))
         kv = int(rng.choice([h for h in (1, 2) if heads % h == 0]))
