@@ -162,3 +162,15 @@ def test_the_rtl_refuses_the_reciprocal_divider_in_one_line(capsys):
     assert code == 2 and len(err) == 1, err
     assert err[0] == ("kbench: error: --rtl: divider='reciprocal' has no RTL; allowed: 'iterative' "
                       "(docs/codesign_rtl.md)")
+
+
+def test_the_asic_target_runs_the_reciprocal_divider(tmp_path):
+    """host.compare --asic-divider reciprocal: rows named after the datapath, judged bit-exact like every Q15 row."""
+    from host.results_file import ResultsFile
+    from host.sweep import cli as compare
+
+    out = tmp_path / "asic"
+    assert compare.main(["--targets", "asic", "--seq", "17", "--dim", "59", "--heads", "2", "--causal", "both",
+                         "--asic-divider", "reciprocal", "--out", str(out)]) == 0
+    rows = ResultsFile(out / "results.csv").read()
+    assert [(row.kernel, row.status, row.bit_exact) for row in rows] == [("sa32x32-os-acc40-rdiv", "ok", True)] * 2
