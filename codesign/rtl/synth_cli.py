@@ -40,7 +40,11 @@ UNIT_KINDS = {
     "score": ("codesign.rtl.score", "ScoreUnit"),
     "rescale": ("codesign.rtl.rescale", "RescaleUnit"),
     "array": ("codesign.rtl.array", "SystolicArray"),
+    "parallel": ("codesign.rtl.parallel", "ParallelDatapath"),
 }
+#: The parallel-array datapath synthesised: two copies of a 4×4 array with one softmax lane and one divider each,
+#: held to twice the sum of those units synthesised alone (the explorer counts P arrays as P datapaths).
+PARALLEL = {"count": 2, "rows": 4, "cols": 4, "lanes": 1, "dividers": 1}
 #: Accumulator widths of the table's MAC cells, and of the calibration's MAC cells and score units (every 8 bits
 #: across codesign.datapath's 16..64, so the explorer interpolates between neighbours at most 8 bits apart).
 TABLE_ACC_BITS = (24, 32, 40, 48)
@@ -101,6 +105,10 @@ def table_jobs(kinds: tuple[str, ...], array: tuple[int, int], acc_bits: int) ->
         for rows, cols in sorted({SMALL_ARRAY, array}):
             jobs.append(make_job("array", f"array {rows}x{cols} acc {acc_bits}",
                             rows=rows, cols=cols, acc_bits=acc_bits))
+    if "parallel" in kinds:
+        p = PARALLEL
+        label = f"{p['count']} datapaths {p['rows']}x{p['cols']} E{p['lanes']} D{p['dividers']}"
+        jobs.append(make_job("parallel", label, **p, acc_bits=acc_bits, latency=DIV_LATENCY))
     return jobs
 
 
@@ -180,7 +188,29 @@ def format_table(results: dict[Job, Synthesis | TargetError]) -> str:
             ratio = f"{cell_ge / mac.ge:.3f}" if mac is not None else "no MAC"
         lines.append(f"{job.label:<26} {sum(done.cells.values()):>8,} {done.flip_flops:>10,} {done.ge:>10,.0f} "
                      f"{per_cell:>9} {ratio:>10} {done.export_seconds:>8.1f} {done.yosys_seconds:>8.1f}")
+    lines += [parallel_line(job, done, results) for job, done in results.items()
+              if job.kind == "parallel" and isinstance(done, Synthesis)]
     return "\n".join(lines)
+
+
+def parallel_line(job: Job, done: Synthesis, results: dict[Job, Synthesis | TargetError]) -> str:
+    """The parallel-array datapath's GE against its copies × the GE of its units synthesised alone in this run."""
+    p = job.params
+
+    def alone(kind: str, **params) -> float | None:
+        return next((one.ge for other, one in results.items() if other.kind == kind and isinstance(one, Synthesis)
+                     and all(other.params.get(k) == v for k, v in params.items())), None)
+
+    parts = {"array": alone("array", rows=p["rows"], cols=p["cols"], acc_bits=p["acc_bits"]),
+             "score": alone("score", acc_bits=p["acc_bits"]), "exp2": alone("exp2"), "rescale": alone("rescale"),
+             "divider": alone("divider", latency=p["latency"])}
+    missing = [name for name, ge in parts.items() if ge is None]
+    if missing:
+        return f"{job.label}: no ratio to its units ({', '.join(missing)} not synthesised in this run)"
+    one = parts["array"] + p["lanes"] * (parts["score"] + parts["exp2"] + parts["rescale"]) \
+        + p["dividers"] * parts["divider"]
+    return (f"{job.label}: {done.ge:,.0f} GE = {done.ge / (p['count'] * one):.4f} x {p['count']} x its units alone "
+            f"({one:,.0f} GE: array + {p['lanes']} x (score + EXP2 + rescale) + {p['dividers']} x divider)")
 
 
 def yosys_version() -> str:

@@ -391,3 +391,22 @@ def test_the_full_table():
     ratio = float(row.split()[-3])  # the columns end: ÷ MAC cell, export s, yosys s
     assert 0.9 <= ratio <= 1.1  # per cell within 10% of one MAC cell, as for 2×2
     assert "synth [" in done.stderr  # progress lines on stderr
+
+
+@needs_yosys
+@pytest.mark.slow
+def test_the_parallel_datapath_is_its_copies_of_the_units():
+    """Two copies of a 2×2 array with one softmax lane (score, EXP2, rescale) and one divider each, synthesised as one
+    netlist (codesign/rtl/parallel.py), against each unit synthesised alone: the explorer counts P arrays as P
+    datapaths, and synthesis agrees to within ABC's run-to-run mapping of the larger netlist (about 40 s)."""
+    from codesign.rtl.array import SystolicArray
+    from codesign.rtl.divider import Divider
+    from codesign.rtl.exp2 import Exp2Unit
+    from codesign.rtl.parallel import ParallelDatapath
+    from codesign.rtl.rescale import RescaleUnit
+    from codesign.rtl.score import ScoreUnit
+
+    together = synth.synthesize(ParallelDatapath(2, 2, 2, 1, 1), "parallel")
+    alone = sum(synth.synthesize(unit, "unit").ge for unit in (SystolicArray(2, 2, 40), ScoreUnit(40), Exp2Unit(),
+                                                               RescaleUnit(48), Divider(18)))
+    assert together.ge == pytest.approx(2 * alone, rel=0.01)
