@@ -20,7 +20,6 @@ from host.q15 import DIM_MAX, SEQ_MAX
 from host.target_api import Inputs
 
 from codesign.console import Progress, problem_text
-from codesign.cycles import head_cycles
 from codesign.datapath import OUTPUT_ACC_BITS, Datapath
 from codesign.evaluate import Evaluation, evaluate, mapping_note
 from codesign.options import add_datapath_options, add_shape_options, datapaths, listed, problems_of
@@ -77,19 +76,17 @@ def rtl_plan(problem: AttentionProblem, dp: Datapath, bc: int = q15.BC) -> str:
     if dp.div_latency < MIN_LATENCY:
         raise SpecError(f"--rtl: div-latency={dp.div_latency} is below the RTL divider's minimum; allowed: "
                         f"{MIN_LATENCY}..256")
-    head = head_cycles(dp, problem.seq, problem.dim, problem.causal, bc)
     try:
-        model_cycles(dp, problem.seq, problem.dim, problem.causal)
+        total, _ = model_cycles(dp, problem.seq, problem.dim, problem.causal)  # the cycles each head simulates
     except SpecError as exc:
         raise SpecError(f"--rtl: {exc}") from None
-    busy = sum(stage.busy_cycles for stage in head.stages.values())
     heads = problem.batch * problem.heads
-    estimate = estimate_seconds(dp, problem.dim, busy * heads)
+    estimate = estimate_seconds(dp, problem.dim, total * heads)
     if estimate > RTL_MAX_S:
-        raise SpecError(f"--rtl: {heads} head(s) of {busy:,} cycles on a {dp.rows}x{dp.cols} array would simulate "
+        raise SpecError(f"--rtl: {heads} head(s) of {total:,} cycles on a {dp.rows}x{dp.cols} array would simulate "
                         f"for about {estimate / 3600:.1f} h; allowed: up to {RTL_MAX_S // 60} min (a smaller --array, "
                         "--seq or --dim)")
-    return (f"kbench: the RTL will simulate {heads} head(s) of {busy:,} cycles, roughly {estimate:.0f} s "
+    return (f"kbench: the RTL will simulate {heads} head(s) of {total:,} cycles, roughly {estimate:.0f} s "
             f"({estimate * 0.7:.0f}..{estimate * 1.3:.0f} s on a 2-core VM)")
 
 
