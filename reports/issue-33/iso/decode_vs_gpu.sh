@@ -16,6 +16,6 @@ fi
 here=reports/issue-33/iso
 "$python" -m codesign explore --workload llama3-8b-decode --space "$here/space-decode.toml" --results "$results" \
   --out "$here/llama3-8b-decode" > "$here/llama3-8b-decode.txt"
-"$python" "$here/summary.py" > "$here/summary.md"
+GPU_DECODE_RESULTS="$results" "$python" "$here/summary.py" > "$here/summary.md"
 cat "$here/llama3-8b-decode/iso.md"
 echo "wrote $here/llama3-8b-decode.txt, $here/llama3-8b-decode/, $here/summary.md"

@@ -5,7 +5,8 @@ chosen point's utilisation, DRAM stall share and largest energy shares. Run from
 
     python reports/issue-33/iso/summary.py > reports/issue-33/iso/summary.md
 
-A run whose folder is missing is listed as such. Until the H200's Llama 3 8B decode rows exist
+A run whose folder is missing is listed as such. GPU_DECODE_RESULTS names the folder of the H200's decode rows
+(default reports/issue-33/iso/gpu-decode). Until the H200's Llama 3 8B decode rows exist
 (reports/issue-33/iso/gpu-decode, decode_vs_gpu.sh), that run is compared at iso-area only with a stand-in named as
 such: the H200 split-KV kernel's time on the same 537 MB of K and V (batch 32 × 4,096 keys, 32/8 heads, d 128) from
 reports/issue-32/gpu/run7_stream_k/decode.csv, which has no energy.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -37,7 +39,7 @@ RUNS = {
     "decode-2048": (AttentionProblem(batch=1, heads=1, seq=2048, q_len=1, dim=64, causal=True),
                     ["reports/issue-32/mcu/decode"]),
     "llama3-8b-decode": (AttentionProblem(batch=16, heads=32, kv_heads=8, seq=8192, q_len=1, dim=128, causal=True),
-                         ["reports/issue-33/iso/gpu-decode"]),
+                         [os.environ.get("GPU_DECODE_RESULTS", "reports/issue-33/iso/gpu-decode")]),
 }
 #: The stand-in for the Llama 3 8B decode rows: run 7's split-KV decode at batch 32, 4,096 keys (K and V: 32 × 8 K/V
 #: heads × 4,096 × 128 × 2 B × 2 = 537 MB, as batch 16 at 8,192 keys)
