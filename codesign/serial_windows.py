@@ -57,46 +57,61 @@ class Windows:
 def serial_windows(dp: Datapath, dim: int, seq: int, bc: int, rows: np.ndarray, visited: np.ndarray,
                    softmax: Callable[[int, int, bool], int]) -> Windows:
     """The windows of the tiles of `rows` rows visiting `visited` blocks of `bc` keys of seq (block b has min(bc,
-    seq − b·bc) keys); `softmax(rows, keys, first_block)` is a step's softmax-unit cycles."""
+    seq − b·bc) keys); `softmax(rows, keys, first_block)` is a step's softmax-unit cycles. Evaluated over the tiles
+    as arrays: every tile but the last has the same height and every block but the last is full, so each figure is
+    one of four numbers."""
     cache: dict = {}
 
-    def once(key, make):
-        if key not in cache:
-            cache[key] = make()
-        return cache[key]
+    def figure(name: str, r: int, k: int) -> int:
+        if (name, r, k) not in cache:
+            if name == "qk":
+                value = gemm(r, k, dim, dp.rows, dp.cols, dp.dataflow).cycles
+            elif name == "pv":
+                value = gemm(r, dim, k, dp.rows, dp.cols, dp.dataflow).cycles
+            elif name == "me":  # the max and exp passes: a first block's softmax has nothing else
+                value = softmax(r, k, True)
+            else:  # "rs", the rescale pass
+                value = softmax(r, k, False) - softmax(r, k, True)
+            cache[name, r, k] = value
+        return cache[name, r, k]
 
-    def qk(r: int, k: int) -> int:
-        return once(("qk", r, k), lambda: gemm(r, k, dim, dp.rows, dp.cols, dp.dataflow).cycles)
+    v = np.asarray(visited, dtype=np.int64)
+    tiles, blocks = len(v), -(-seq // bc)
+    height, last_height, last_keys = int(rows[0]), int(rows[-1]), seq - (blocks - 1) * bc
+    last_tile = np.arange(tiles) == tiles - 1
 
-    def pv(r: int, k: int) -> int:
-        return once(("pv", r, k), lambda: gemm(r, dim, k, dp.rows, dp.cols, dp.dataflow).cycles)
+    heights: dict = {}
 
-    def me(r: int, k: int) -> int:  # the max and exp passes: a first block's softmax has nothing else
-        return once(("me", r, k), lambda: softmax(r, k, True))
+    def of(name: str, k: int):
+        """The figure of a block of k keys per tile (a number when every tile has the same height)."""
+        if (name, k) not in heights:
+            ours, last = figure(name, height, k), figure(name, last_height, k)
+            heights[name, k] = ours if ours == last else np.where(last_tile, last, ours)
+        return heights[name, k]
 
-    def rs(r: int, k: int) -> int:  # the rescale pass
-        return once(("rs", r, k), lambda: softmax(r, k, False) - softmax(r, k, True))
+    def per_tile(name: str, b: np.ndarray, where) -> np.ndarray:
+        """The figure of block b of each tile where `where` (0 elsewhere)."""
+        if blocks == 1:  # every block is the head's only one
+            value = of(name, last_keys) + np.zeros(tiles, dtype=np.int64)
+        else:
+            value = np.where(b == blocks - 1, of(name, last_keys), of(name, bc))
+        return value if where is True else np.where(where, value, 0)
 
-    def keys(b: int) -> int:
-        return min(bc, seq - b * bc)
+    everywhere = True
+    zero = np.zeros_like(v)
+    last_pv = per_tile("pv", v - 1, everywhere)  # each tile's last P·V
+    p_in = np.concatenate(([0], last_pv[:-1]))  # the P·V before a tile's first window
+    q_out = np.append(per_tile("qk", zero, everywhere)[1:], 0)  # the QKᵀ after its last (the next tile's first)
+    first = np.maximum(p_in + np.where(v > 1, per_tile("qk", zero + 1, v > 1), q_out),
+                       per_tile("me", zero, everywhere))
 
-    def later(r: int, b: int, v: int, q_out: int) -> int:
-        """W of block b ≥ 1 of a tile of r rows and v blocks (q_out: the next tile's first QKᵀ, or 0)."""
-        prev = pv(r, keys(b - 1))
-        after = qk(r, keys(b + 1)) if b + 1 < v else q_out
-        return max(prev + after, max(me(r, keys(b)), prev) + rs(r, keys(b)))
+    def later(b: np.ndarray, where: np.ndarray) -> np.ndarray:
+        """W of block b ≥ 1 of each tile where `where` (0 elsewhere)."""
+        before = per_tile("pv", b - 1, where)
+        after = np.where(b + 1 < v, per_tile("qk", b + 1, where & (b + 1 < v)), q_out)
+        w = np.maximum(before + after, np.maximum(per_tile("me", b, where), before) + per_tile("rs", b, where))
+        return np.where(where, w, 0)
 
-    tiles = len(rows)
-    r_of, v_of = [int(x) for x in rows], [int(x) for x in visited]
-    per_tile = np.zeros(tiles, dtype=np.int64)
-    first = np.zeros(tiles, dtype=np.int64)
-    for t in range(tiles):
-        r, v = r_of[t], v_of[t]
-        p_in = pv(r_of[t - 1], keys(v_of[t - 1] - 1)) if t > 0 else 0
-        q_out = qk(r_of[t + 1], keys(0)) if t + 1 < tiles else 0
-        w0 = max(p_in + (qk(r, keys(1)) if v > 1 else q_out), me(r, keys(0)))
-        total = w0 + sum(later(r, b, v, q_out) for b in range(max(1, v - 2), v))
-        if v > 3:  # blocks 1..v−3: full blocks before, at and after them
-            total += (v - 3) * later(r, 1, v, q_out)
-        per_tile[t], first[t] = total, w0
-    return Windows(per_tile, first, qk(r_of[0], keys(0)), pv(r_of[-1], keys(v_of[-1] - 1)))
+    # blocks 1..v−3 have full blocks before, at and after them; then blocks v − 2 and v − 1
+    total = first + np.maximum(v - 3, 0) * later(zero + 1, v > 3) + later(v - 2, v > 2) + later(v - 1, v > 1)
+    return Windows(total, first, figure("qk", height, min(bc, seq)), int(last_pv[-1]))
