@@ -23,7 +23,7 @@
 - grouped prefill: Llama 3 8B at 8k, causal, fp16: the same kernel with 8 K/V heads and with 32 (no grouping),
   beside torch cuDNN (grouped), each judged against the golden first.
 
-    python -m kernels.inference_bench [--quick] [--iters 20] [--max-gib 40] [--out reports/latest/inference]
+    python -m kernels.inference_bench [--quick] [--iters 20] [--max-gib 40] [--no-other] [--out DIR]
     python -m kernels.inference_bench --split-sweep [--out DIR]
 
 Writes OUT/decode.csv and OUT/prefill.csv (every point, with the command line) and prints the tables; with
@@ -74,6 +74,8 @@ def parser() -> Parser:
                    help="largest KV cache timed (default 40 GiB)")
     p.add_argument("--out", type=folder, default=Path("reports/latest/inference"),
                    help="folder for decode.csv and prefill.csv (and parts.csv)")
+    p.add_argument("--no-other", action="store_true",
+                   help="leave out the `other us` column (the split kernel the plan did not take)")
     p.add_argument("--split-sweep", action="store_true",
                    help="instead of the grid: time forced block counts of the split-KV launch at q_len 1 against "
                         "the planner's, into parts.csv")
@@ -214,7 +216,7 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
                 dev.synchronize()
                 ours_us = median_us(dev, launch.launch, args.iters)
                 alt_us = None
-                if plan.path in OTHER_SETTINGS and dev.capability() == 90:  # the other split kernel, judged first
+                if not args.no_other and plan.path in OTHER_SETTINGS and dev.capability() == 90:  # judged first
                     alt = target.launch_plan(problem, OTHER_SETTINGS[plan.path], dev)
                     other = target.launcher("flash", problem, tensors, alt.br, alt.bc, dev, alt.path, alt.parts)
                     alt_us = agreeing_us(dev, other, launch, f"the {alt.path} launch against ours", args.iters)
