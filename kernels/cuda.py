@@ -152,7 +152,8 @@ class CudaLauncher:
             from kernels import hopper
 
             # a split-KV launch packs a K/V head's query heads: Q seen as (B·Hkv, G·q_len, d), the same memory
-            q = self.q.reshape(head_rows(problem, packed=True)[:2] + (problem.dim,)) if self.variant.split else self.q
+            packed = getattr(self.variant, "split", False)
+            q = self.q.reshape(head_rows(problem, packed=True)[:2] + (problem.dim,)) if packed else self.q
             self.maps = (hopper.tensor_map(q, br), hopper.tensor_map(self.k, bc), hopper.tensor_map(self.v, bc))
             values.update(zip(("q_map", "k_map", "v_map"), self.maps))
         return values
