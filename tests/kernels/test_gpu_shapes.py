@@ -70,18 +70,24 @@ def test_16bit_flash_takes_every_shape(device, dtype, seq, q_len, heads, kv_head
 @pytest.mark.parametrize("parts", [1, 3, 7, 13, "units"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("q_len", [1, 5])
-def test_forced_block_counts_combine_to_the_golden(device, dtype, parts, causal, q_len):
+@pytest.mark.parametrize("path", ["split-kv", "split-wgmma"])
+def test_forced_block_counts_combine_to_the_golden(device, dtype, parts, causal, q_len, path):
     """Block counts the planner would not pick: one block for every tile (whole tiles, no combine), shares that
     cut tiles anywhere, and one block a unit (every segment a single key block, with the mask segments after a row's
     last key): each row's combine must weigh the empty ones at zero. 2 launch heads of one tile each over 10 (fp32,
     Bc 32) or 8 (Bc 64) key blocks: 20 or 16 units. q_len 1 packs 4 rows (the 16-bit few-row launch, its key warps
-    merged in the block), q_len 5 packs 20 (the 64-row one)."""
+    merged in the block), q_len 5 packs 20 (the 64-row one). The Hopper split kernel (16-bit, sm_90) takes both in
+    64-row tiles over 8 key blocks of 64: 16 units, its Q tiles, stages and partial slots carried across segments."""
+    if path == "split-wgmma" and dtype == "float32":
+        pytest.skip("the Hopper split kernel is 16-bit")
+    dev = target.backend(target.Settings(device=device))
+    if path == "split-wgmma" and dev.capability() != 90:
+        pytest.skip(f"the Hopper split kernel needs sm_90; this device is sm_{dev.capability()}")
     problem = fresh(320 if dtype == "float32" else 450, q_len, 8, 2, 64, causal, dtype)
-    chosen = variant("flash", dtype, "split-kv")
+    chosen = variant("flash", dtype, path)
     config = chosen.config(problem)
     parts = 2 * -(-problem.seq // config.bc) if parts == "units" else parts
-    dev = target.backend(target.Settings(device=device))
-    launch = target.launcher("flash", problem, Inputs(problem), config.br, config.bc, dev, "split-kv", parts)
+    launch = target.launcher("flash", problem, Inputs(problem), config.br, config.bc, dev, path, parts)
     launch.launch()
     out = launch.output()
     target.check_output("flash", out)
