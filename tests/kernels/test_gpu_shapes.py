@@ -77,24 +77,26 @@ def test_forced_block_counts_combine_to_the_golden(device, dtype, parts, causal,
     last key): each row's combine must weigh the empty ones at zero. 2 launch heads of one tile each over 10 (fp32,
     Bc 32) or 8 (Bc 64) key blocks: 20 or 16 units. q_len 1 packs 4 rows (the 16-bit few-row launch, its key warps
     merged in the block), q_len 5 packs 20 (the 64-row one). The Hopper split kernel (16-bit, sm_90) takes both in
-    64-row tiles over 8 key blocks of 64: 16 units, its Q tiles, stages and partial slots carried across segments."""
+    64-row tiles over 8 key blocks of 64: 16 units, its Q tiles, stages and partial slots carried across segments;
+    at d 64 and at d 128, whose ring of 4 K/V stages (8 at d 64) a share of more than 4 key blocks goes round."""
+    from host.verdict import check_float
+
     if path == "split-wgmma" and dtype == "float32":
         pytest.skip("the Hopper split kernel is 16-bit")
     dev = target.backend(target.Settings(device=device))
     if path == "split-wgmma" and dev.capability() != 90:
         pytest.skip(f"the Hopper split kernel needs sm_90; this device is sm_{dev.capability()}")
-    problem = fresh(320 if dtype == "float32" else 450, q_len, 8, 2, 64, causal, dtype)
-    chosen = variant("flash", dtype, path)
-    config = chosen.config(problem)
-    parts = 2 * -(-problem.seq // config.bc) if parts == "units" else parts
-    launch = target.launcher("flash", problem, Inputs(problem), config.br, config.bc, dev, path, parts)
-    launch.launch()
-    out = launch.output()
-    target.check_output("flash", out)
-    from host.verdict import check_float
-
-    verdict = check_float(out, problem, Inputs(problem).golden)
-    assert verdict.passed, verdict.message
+    for dim in (64, 128) if path == "split-wgmma" else (64,):
+        problem = fresh(320 if dtype == "float32" else 450, q_len, 8, 2, dim, causal, dtype)
+        chosen = variant("flash", dtype, path)
+        config = chosen.config(problem)
+        count = 2 * -(-problem.seq // config.bc) if parts == "units" else parts
+        launch = target.launcher("flash", problem, Inputs(problem), config.br, config.bc, dev, path, count)
+        launch.launch()
+        out = launch.output()
+        target.check_output("flash", out)
+        verdict = check_float(out, problem, Inputs(problem).golden)
+        assert verdict.passed, f"d {dim}: {verdict.message}"
 
 
 def test_shares_and_segments_by_hand():
