@@ -139,8 +139,10 @@ def graphed(side: str, call):
             stream = cupy.cuda.Stream(non_blocking=True)
             with stream:
                 stream.begin_capture()
-                call()
-                graph = stream.end_capture()
+                try:
+                    call()
+                finally:  # a call that raised leaves no stream capturing behind it
+                    graph = stream.end_capture()
             return lambda: graph.launch(cupy.cuda.Stream.null)
         import torch
 
