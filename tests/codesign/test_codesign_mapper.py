@@ -145,3 +145,37 @@ def test_more_of_any_resource_never_costs_cycles_unless_the_row_says_why():
                 assert reason.startswith(f"slower than the {base['rows']}x{base['cols']} array"), (base, shape)
                 explained += 1
     assert 0 < explained < 24 * 2, explained  # some bigger arrays are slower (the reason is exercised), most not
+
+
+def test_one_array_runs_one_gemm_at_a_time():
+    """A review found heads pipelined on folds back to back overlapping one head's first QKᵀ (its fill) with the
+    previous head's last P·V (its array tail) on the same array: 4 heads of seq 8, d 16 on a 2x2 array took 1,809
+    cycles. Their MACs alone need 4 heads · 2 GEMMs · 8·8·16 / (2·2 MACs a cycle) = 2,048 cycles."""
+    dp = Datapath(rows=2, cols=2, schedule="overlap", divider="reciprocal", q_buffer_kb=64, k_buffer_kb=256,
+                  v_buffer_kb=256, o_buffer_kb=256, dram_bytes_per_cycle=4096)
+    model = problem_cycles(dp, 8, 16, False, 64, 8, 4, 4, 1)
+    assert model.useful_macs == 4 * 2 * 8 * 8 * 16
+    assert model.cycles * 2 * 2 >= model.useful_macs, model.cycles
+
+
+def test_no_mapping_beats_the_arrays_mac_peak():
+    """Random problems, datapaths and every legal mapping: cycles × R × C × arrays ≥ the useful MACs (the arrays do
+    at most R·C MACs a cycle each)."""
+    rng = np.random.default_rng(5)
+    checked = 0
+    for _ in range(40):
+        dp = Datapath(rows=int(rng.choice([2, 4, 8])), cols=int(rng.choice([2, 4, 8])),
+                      dataflow=str(rng.choice(["os", "ws", "is"])), exp_lanes=int(rng.choice([1, 16, 1024])),
+                      dividers=int(rng.choice([1, 64])), dram_bytes_per_cycle=float(rng.choice([8, 4096])),
+                      q_buffer_kb=64, k_buffer_kb=256, v_buffer_kb=256, o_buffer_kb=256, schedule="overlap",
+                      divider=str(rng.choice(["iterative", "pipelined", "reciprocal"])),
+                      arrays=int(rng.choice([1, 2])))
+        seq, dim, heads = int(rng.integers(1, 130)), int(rng.choice([8, 16, 64])), int(rng.choice([1, 4, 16]))
+        for mapping in candidates(dp, seq, heads, heads, 1):
+            try:
+                model = mapped_cycles(dp, seq, dim, False, 64, seq, heads, heads, 1, mapping)
+            except SpecError:
+                continue
+            assert model.cycles * dp.rows * dp.cols * dp.arrays >= model.useful_macs, (dp, seq, dim, heads, mapping)
+            checked += 1
+    assert checked > 100, checked
