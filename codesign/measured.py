@@ -79,10 +79,13 @@ def load(folders: list[Path], problem: AttentionProblem) -> tuple[list[MeasuredP
         path = Path(folder) / "results.csv"
         if not path.is_file():
             raise SpecError(f"--results {folder}: no results.csv there; allowed: a host.compare --out folder")
+        results = ResultsFile(path)
         try:
-            rows = ResultsFile(path).read()
+            rows = results.read()
         except ResultsError as exc:  # a folder named on the command line that holds no results: a bad argument
             raise SpecError(f"--results {folder}: {exc}; allowed: a host.compare --out folder") from None
+        if results.torn_line is not None:  # a writer killed mid-row: said, not silently dropped
+            left[f"{path}: line {results.torn_line} torn (a writer killed mid-row), skipped"] = 0
         if not rows:
             left[f"{path}: no rows"] = 0
         for row in rows:

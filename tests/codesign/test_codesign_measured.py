@@ -47,3 +47,21 @@ def test_an_explore_removes_the_staged_files_a_killed_one_left(tmp_path):
     _remove_leftovers(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".tmp-1-notes.txt", ".tmp-notapid-points.csv",
                                                           "points.csv"]
+
+
+def test_a_torn_last_row_is_named_not_dropped_silently(tmp_path):
+    """A results.csv whose writer was killed mid-row (a review found the row vanished from iso.md without a word):
+    the whole row is read, the torn one is named with its line in the left-out list."""
+    problem = AttentionProblem(batch=1, heads=1, seq=64, dim=16, causal=False, seed=0)
+    path = tmp_path / "results.csv"
+    for dtype in ("float16", "bfloat16"):
+        ResultsFile(path).append(Result(run_id="r", timestamp="t", git_rev="g", host="h", device="NVIDIA H200",
+                                        target="gpu", kernel="flash", dtype=dtype, batch=1, heads=1, seq=64, dim=16,
+                                        causal=False, seed=0, p50_ms=0.02, min_ms=0.01,
+                                        timing_source="measured: CUDA events", energy_j=5e-3,
+                                        energy_source="measured (NVML)"))
+    text = path.read_bytes()
+    path.write_bytes(text[:len(text) - 40])  # the bfloat16 row (line 3: header, fp16, bf16) cut mid-row
+    points, left = load([tmp_path], problem)
+    assert [point.label for point in points] == ["H200 flash float16"]
+    assert left == [f"{path}: line 3 torn (a writer killed mid-row), skipped"], left
