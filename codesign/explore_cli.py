@@ -204,10 +204,10 @@ def build_parser() -> Parser:
     parser.add_argument("--results", type=folder, nargs="+", default=[],
                         help="host.compare --out folders whose matching rows are placed beside the ASIC points "
                              "(default: none)")
-    parser.add_argument("--max-area", type=real("--max-area", 1e-6, 1e6), metavar="MM2",
+    parser.add_argument("--max-area", type=real("max-area", 1e-6, 1e6), metavar="MM2",
                         help="the largest area in mm² (table band's middle) a point may have on the fronts, the "
                              "plots, the sensitivity table and iso.md (default: any)")
-    parser.add_argument("--max-power", type=real("--max-power", 1e-9, 1e6), metavar="W",
+    parser.add_argument("--max-power", type=real("max-power", 1e-9, 1e6), metavar="W",
                         help="the largest average power in W (energy per inference over latency) likewise "
                              "(default: any)")
     parser.add_argument("--out", type=folder, default=DEFAULT_OUT,

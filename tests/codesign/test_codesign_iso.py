@@ -131,8 +131,8 @@ def test_explore_writes_the_iso_table_against_a_gpu_row(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--max-area", "0"], "--max-area=0 is out of range; allowed: 1e-06..1e+06"),
-    (["--max-power", "lots"], "--max-power='lots' is not a number"),
+    (["--max-area", "0"], "argument --max-area: max-area=0 is out of range; allowed: 1e-06..1e+06"),
+    (["--max-power", "lots"], "argument --max-power: max-power='lots' is not a number"),
 ])
 def test_explore_refuses_a_bad_bound_in_one_line(args, message, capsys):
     from codesign.__main__ import main as codesign_main
