@@ -56,6 +56,7 @@ def test_the_fronts_hold_only_points_within_the_bounds():
     assert rows.get("array", {"values": 1})["values"] == int((same & allowed).sum()) < 3
 
 
+@pytest.mark.slow  # seconds: an explore run with its plots
 def test_explore_applies_the_bounds_to_front_csv_the_console_and_the_plots(tmp_path, capsys, monkeypatch):
     figures = []
     make = explore_plots._figure

@@ -164,6 +164,7 @@ def test_the_rtl_refuses_the_reciprocal_divider_in_one_line(capsys):
                       "(docs/codesign_rtl.md)")
 
 
+@pytest.mark.slow  # seconds: the asic target on seq 97 heads, bit-exact checks
 def test_the_asic_target_runs_the_reciprocal_divider(tmp_path):
     """host.compare --asic-divider reciprocal: rows named after the datapath, judged bit-exact like every Q15 row."""
     from host.results_file import ResultsFile
