@@ -15,6 +15,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -63,9 +64,11 @@ def build_root() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[2] / "build" / "rtl-verilator"
 
 
-def build(datapath: Datapath, seq_max: int, dim_max: int, jobs: int = 2) -> tuple[Path, float]:
+def build(datapath: Datapath, seq_max: int, dim_max: int, jobs: int = 2,
+          timeout_s: float = BUILD_TIMEOUT_S) -> tuple[Path, float]:
     """The compiled testbench of a HeadEngine(datapath, seq_max, dim_max): (its executable, seconds spent building,
-    0 when it was built before). UnavailableError without Verilator; TargetError when a step fails."""
+    0 when it was built before). UnavailableError without Verilator; TargetError when a step fails or the build
+    takes longer than timeout_s (Verilator, make and g++ are stopped)."""
     missing = verilator_missing()
     if missing:
         raise UnavailableError(missing)
@@ -89,12 +92,19 @@ def build(datapath: Datapath, seq_max: int, dim_max: int, jobs: int = 2) -> tupl
     command = ["verilator", "--cc", "--exe", "--build", "-j", str(jobs), "--public-flat-rw", "-Wno-fatal",
                "-Wno-lint", "-Wno-style", "--top-module", "head", "-CFLAGS", f"-DDIM_MAX={dim_max} {CXX_OPT}",
                "-Mdir", "obj", "head.v", str(HARNESS), "-o", "vhead"]
+    # its own process group: `verilator` is a script that starts verilator_bin, which starts make and g++; a
+    # timeout must stop them all (killing the script alone left them compiling into the removed folder)
+    process = subprocess.Popen(command, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
     try:
-        done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
         shutil.rmtree(work, ignore_errors=True)
-        raise TargetError(f"verilator did not build the head engine ({datapath.name}) in {BUILD_TIMEOUT_S:g} s",
+        raise TargetError(f"verilator did not build the head engine ({datapath.name}) in {timeout_s:g} s",
                           status="timeout") from None
+    done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
     if done.returncode != 0:
         shutil.rmtree(work, ignore_errors=True)
         raise TargetError(f"verilator failed on the head engine ({datapath.name}), exit {done.returncode}: "
