@@ -5,6 +5,11 @@ chosen point's utilisation, DRAM stall share and largest energy shares. Run from
 
     python reports/issue-33/iso/summary.py > reports/issue-33/iso/summary.md
 
+The prefill runs have a second set of points beside them, the same axes on the schedule the RTL runs and checks
+(space-serial.toml: the serial schedule, the iterative divider, one array): each budget row of space.toml's overlap
+points is followed by the same budget's row for those, the schedule column saying which is which (the overlap
+schedule and the pipelined and reciprocal dividers are the cycle model's alone; codesign_rtl.md).
+
 A run whose folder is missing is listed as such. GPU_DECODE_RESULTS names the folder of the H200's decode rows
 (default reports/issue-33/iso/gpu-decode). Until the H200's Llama 3 8B decode rows exist
 (reports/issue-33/iso/gpu-decode, decode_vs_gpu.sh), that run is compared at iso-area only with a stand-in named as
@@ -43,6 +48,8 @@ RUNS = {
 }
 #: The stand-in for the Llama 3 8B decode rows: run 7's split-KV decode at batch 32, 4,096 keys (K and V: 32 × 8 K/V
 #: heads × 4,096 × 128 × 2 B × 2 = 537 MB, as batch 16 at 8,192 keys)
+#: run folder → the folder of the same problem's points on the RTL's schedule (space-serial.toml)
+SERIAL = {"prefill-seq1024": "prefill-seq1024-serial", "prefill-seq128": "prefill-seq128-serial"}
 STAND_IN = (Path("reports/issue-32/gpu/run7_stream_k/decode.csv"), {"q_len": "1", "batch": "32", "kv_len": "4096"})
 TEXT = ("array", "dataflow", "buffers_kb", "overflow", "dram", "divider", "schedule", "mapping", "bit_exact",
         "skipped", "slower_than")
@@ -78,6 +85,51 @@ def shares(c: dict, i: int) -> str:
     return ", ".join(f"{part} {c[f'share_{part}'][i]:.0%}" for part in top)
 
 
+def schedule(c: dict, i: int) -> str:
+    """The point's schedule, and whether the RTL runs it (one array, serial, iterative divider: codesign_rtl.md)."""
+    if c["schedule"][i] == "serial" and c["divider"][i] == "iterative" and c["arrays"][i] == 1:
+        return "serial, iterative divider, one array: RTL-checked"
+    return f"{c['schedule'][i]}, {c['divider'][i]} divider: model only"
+
+
+def table_row(c: dict, row: iso.IsoRow) -> str:
+    power = row.reference_energy_j / row.reference_latency_s
+    ref = (f"{row.reference_latency_s * 1e6:.3g} µs, {row.reference_energy_j * 1e3:.3g} mJ, {power:.3g} W"
+           if math.isfinite(power) else f"{row.reference_latency_s * 1e6:.3g} µs, no energy")
+    budget = f"{row.budget}" + (f", DRAM ≤ {row.dram_cap_gbps / 1000:g} TB/s" if row.dram_cap_gbps else "")
+    i = row.index
+    if i < 0:
+        return f"| {row.reference} | {ref} | {budget} | | none fits once | | | | | | | |"
+    arrays = f"{c['arrays'][i]} × " if c["arrays"][i] > 1 else ""
+    point = (f"{arrays}{c['array'][i]}, {c['divider'][i]} divider, {c['clock_mhz'][i]:g} MHz, "
+             f"{c['dram_gbps'][i]:g} GB/s, {c['node_nm'][i]:g} nm, {c['area_mm2'][i]:.3g} mm²")
+    gain = (f"{row.energy_gain:.3g} ({row.reference_energy_j / c['energy_j_high'][i]:.3g}–"
+            f"{row.reference_energy_j / c['energy_j_low'][i]:.3g})" if math.isfinite(row.energy_gain)
+            else f"(the point: {c['energy_j'][i] * 1e3:.3g} mJ)")
+    return (f"| {row.reference} | {ref} | {budget} | {schedule(c, i)} | {point} | {row.copies} ({row.fit}) | "
+            f"{row.latency_s * 1e6:.3g} µs | {row.speedup:.3g} | {gain} | {c['rel_l2'][i]:.2e} | "
+            f"{c['utilisation'][i]:.1%}, {c['dram_stall_share'][i]:.0%} | {shares(c, i)} |")
+
+
+def extremes(c: dict, label: str) -> list[str]:
+    """The space's fastest and least-energy runnable, bit-exact point at each node."""
+    lines = []
+    ok = (c["skipped"] == "") & (c["bit_exact"] == "all inputs")
+    nodes = sorted(set(c["node_nm"][ok].tolist()), reverse=True)
+    for (what, metric), node in itertools.product((("fastest", "latency_s"), ("least energy", "energy_j")), nodes):
+        here = ok & (c["node_nm"] == node)
+        i = int(np.argmin(np.where(here, c[metric], np.inf)))
+        arrays = f"{c['arrays'][i]} × " if c["arrays"][i] > 1 else ""
+        lines.append(f"\n{label} {what} point at {node:g} nm ({schedule(c, i)}): {arrays}{c['array'][i]}, "
+                     f"{c['divider'][i]} divider, "
+                     f"{c['clock_mhz'][i]:g} MHz, {c['dram_gbps'][i]:g} GB/s, {c['node_nm'][i]:g} nm: "
+                     f"{c['latency_s'][i] * 1e6:.4g} µs, {c['energy_j'][i] * 1e3:.3g} mJ "
+                     f"({c['energy_j_low'][i] * 1e3:.3g}–{c['energy_j_high'][i] * 1e3:.3g}), "
+                     f"{c['area_mm2'][i]:.3g} mm²; use {c['utilisation'][i]:.1%}, DRAM stalls "
+                     f"{c['dram_stall_share'][i]:.0%}; {shares(c, i)}; mapping: {c['mapping'][i]}")
+    return lines
+
+
 def run(name: str) -> list[str]:
     problem, results = RUNS[name]
     folder = HERE / name
@@ -90,48 +142,36 @@ def run(name: str) -> list[str]:
         measured = [stand_in()]
     bound = iso.fp16_rel_l2(problem)
     rows = iso.compare(c, measured, problem, bound)
+    serial = HERE / SERIAL[name] if name in SERIAL else None
+    cs, beside = None, {}
+    if serial is not None and (serial / "points.csv").is_file():
+        cs = columns(serial / "points.csv")
+        beside = {(r.reference, r.budget, r.dram_cap_gbps): r for r in iso.compare(cs, measured, problem, bound)}
     lines = [f"## {name}: B {problem.batch} H {problem.heads}"
              + (f"/{problem.kv_heads}" if problem.kv_heads else "") + f" N {problem.seq}"
              + (f" q_len {problem.q_len}" if problem.q_len else "") + f" d {problem.dim}"
              + (" causal" if problem.causal else ""), "",
              f"fp16's rel-L2 on the probe head: {bound:.2e}; --results rows used: {len(measured)}"
              + "".join(f"; left out {line}" for line in left_out)
-             + "".join(f"; {r} missing" for r in results if Path(r) not in present), "",
-             "| reference | its latency, energy, power | budget | point | copies (fit) | latency | × faster "
+             + "".join(f"; {r} missing" for r in results if Path(r) not in present)
+             + (f"; the RTL's schedule: {serial.relative_to(HERE.parents[2])}" + ("" if cs is not None else
+                " not run yet") if serial is not None else ""), "",
+             "| reference | its latency, energy, power | budget | schedule | point | copies (fit) | latency | × faster "
              "| × less energy (band) | rel-L2 | use, DRAM stalls | largest energy shares |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        power = row.reference_energy_j / row.reference_latency_s
-        ref = (f"{row.reference_latency_s * 1e6:.3g} µs, {row.reference_energy_j * 1e3:.3g} mJ, {power:.3g} W"
-               if math.isfinite(power) else f"{row.reference_latency_s * 1e6:.3g} µs, no energy")
-        budget = f"{row.budget}" + (f", DRAM ≤ {row.dram_cap_gbps / 1000:g} TB/s" if row.dram_cap_gbps else "")
-        i = row.index
-        if i < 0:
-            lines.append(f"| {row.reference} | {ref} | {budget} | none fits once | | | | | | | |")
-            continue
-        arrays = f"{c['arrays'][i]} × " if c["arrays"][i] > 1 else ""
-        point = (f"{arrays}{c['array'][i]}, {c['divider'][i]} divider, {c['clock_mhz'][i]:g} MHz, "
-                 f"{c['dram_gbps'][i]:g} GB/s, {c['node_nm'][i]:g} nm, {c['area_mm2'][i]:.3g} mm²")
-        gain = (f"{row.energy_gain:.3g} ({row.reference_energy_j / c['energy_j_high'][i]:.3g}–"
-                f"{row.reference_energy_j / c['energy_j_low'][i]:.3g})" if math.isfinite(row.energy_gain)
-                else f"(the point: {c['energy_j'][i] * 1e3:.3g} mJ)")
-        lines.append(f"| {row.reference} | {ref} | {budget} | {point} | {row.copies} ({row.fit}) | "
-                     f"{row.latency_s * 1e6:.3g} µs | {row.speedup:.3g} | {gain} | {c['rel_l2'][i]:.2e} | "
-                     f"{c['utilisation'][i]:.1%}, {c['dram_stall_share'][i]:.0%} | {shares(c, i)} |")
+        lines.append(table_row(c, row))
+        twin = beside.get((row.reference, row.budget, row.dram_cap_gbps))
+        if twin is not None:
+            lines.append(table_row(cs, twin))
+        elif cs is not None:
+            lines.append(f"| {row.reference} | | {row.budget} | serial, iterative divider, one array: RTL-checked "
+                         "| none at least as accurate as fp16 | | | | | | | |")
     if not rows:
-        lines.append("| (no measured row with a latency and an energy for this problem) | | | | | | | | | | |")
-    ok = (c["skipped"] == "") & (c["bit_exact"] == "all inputs")
-    nodes = sorted(set(c["node_nm"][ok].tolist()), reverse=True)
-    for (what, metric), node in itertools.product((("fastest", "latency_s"), ("least energy", "energy_j")), nodes):
-        here = ok & (c["node_nm"] == node)
-        i = int(np.argmin(np.where(here, c[metric], np.inf)))
-        arrays = f"{c['arrays'][i]} × " if c["arrays"][i] > 1 else ""
-        lines.append(f"\nThe space's {what} point at {node:g} nm: {arrays}{c['array'][i]}, {c['divider'][i]} divider, "
-                     f"{c['clock_mhz'][i]:g} MHz, {c['dram_gbps'][i]:g} GB/s, {c['node_nm'][i]:g} nm: "
-                     f"{c['latency_s'][i] * 1e6:.4g} µs, {c['energy_j'][i] * 1e3:.3g} mJ "
-                     f"({c['energy_j_low'][i] * 1e3:.3g}–{c['energy_j_high'][i] * 1e3:.3g}), "
-                     f"{c['area_mm2'][i]:.3g} mm²; use {c['utilisation'][i]:.1%}, DRAM stalls "
-                     f"{c['dram_stall_share'][i]:.0%}; {shares(c, i)}; mapping: {c['mapping'][i]}")
+        lines.append("| (no measured row with a latency and an energy for this problem) | | | | | | | | | | | |")
+    lines += extremes(c, "The space's")
+    if cs is not None:
+        lines += extremes(cs, "The RTL's schedule (space-serial.toml): the space's")
     return lines + [""]
 
 
