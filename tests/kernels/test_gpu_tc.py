@@ -62,49 +62,44 @@ def test_the_tensor_core_kernel_compiles_for_sm90(tmp_path):
     assert len(split_spills) == 8 and max(split_spills) == 0, done.stderr
 
 
-def test_the_wgmma_kernel_compiles_for_sm90a_without_spills(tmp_path):
+def build_sm90a(source: str, instances: list[str], tmp_path) -> tuple[str, list[int]]:
+    """kernels/`source` built by nvcc for sm_90a with each template instance (`template __global__ void ...;`),
+    warnings as errors: (ptxas's report, each function's spill-store bytes); skipped without nvcc."""
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not installed")
-    unit = tmp_path / "unit_flash_wgmma.cu"
-    text = f'#include "{ROOT / "kernels" / "flash_wgmma.cu"}"\n'
-    for dtype in HALF:  # the launcher's own name expressions (kernels/variants.py)
-        for d, config in WGMMA_CONFIGS.items():
-            [expression] = FLASH_WGMMA.expressions(AttentionProblem(seq=1, dim=d, dtype=dtype), config.br, config.bc)
-            text += (f"template __global__ void {expression}(const void*, const void*, const void*, unsigned short*, "
-                     "int, int, int, float, int);\n")
-    unit.write_text(text)
+    unit = tmp_path / f"unit_{source}"
+    unit.write_text(f'#include "{ROOT / "kernels" / source}"\n' + "".join(f"{line}\n" for line in instances))
     done = subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-Werror", "all-warnings",
                            "-Xptxas", "-v", "-c", "-o", str(tmp_path / "unit.o"), str(unit)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    spills = [int(line.split("bytes spill stores")[0].split(",")[-1]) for line in done.stderr.splitlines()
-              if "bytes spill stores" in line]
-    assert spills == [0] * (2 * len(WGMMA_CONFIGS)), done.stderr
-    assert "C7514" not in done.stderr  # ptxas serialising the asynchronous MMAs (kernels/flash_wgmma.cu)
+    return done.stderr, [int(line.split("bytes spill stores")[0].split(",")[-1]) for line in done.stderr.splitlines()
+                         if "bytes spill stores" in line]
+
+
+def test_the_wgmma_kernel_compiles_for_sm90a_without_spills(tmp_path):
+    instances = [f"template __global__ void {expression}(const void*, const void*, const void*, unsigned short*, "
+                 "int, int, int, float, int);"
+                 for dtype in HALF for d, config in WGMMA_CONFIGS.items()  # the launcher's own name expressions
+                 for expression in FLASH_WGMMA.expressions(AttentionProblem(seq=1, dim=d, dtype=dtype), config.br,
+                                                           config.bc)]
+    report, spills = build_sm90a("flash_wgmma.cu", instances, tmp_path)
+    assert spills == [0] * (2 * len(WGMMA_CONFIGS)), report
+    assert "C7514" not in report  # ptxas serialising the asynchronous MMAs (kernels/flash_wgmma.cu)
 
 
 def test_the_hopper_split_kernel_compiles_for_sm90a_without_spills(tmp_path):
     """kernels/decode_wgmma.cu at the launcher's own name expressions (both types, both d): built, no spill, no MMA
     serialised by ptxas (C7514), and its consumer given the registers setmaxnreg asks for (no C7508 warning)."""
-    if shutil.which("nvcc") is None:
-        pytest.skip("nvcc is not installed")
-    unit = tmp_path / "unit_decode_wgmma.cu"
-    text = f'#include "{ROOT / "kernels" / "decode_wgmma.cu"}"\n'
-    for dtype in HALF:
-        for d, config in WGMMA_SPLIT_CONFIGS.items():
-            problem = AttentionProblem(batch=1, heads=4, kv_heads=1, seq=4096, q_len=16, dim=d, dtype=dtype)
-            [expression] = SPLIT_WGMMA.expressions(problem, config.br, config.bc, 3)
-            text += (f"template __global__ void {expression}(const void*, const void*, const void*, unsigned short*, "
-                     "float*, float*, int, int, int, int, int, float, int);\n")
-    unit.write_text(text)
-    done = subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-Werror", "all-warnings",
-                           "-Xptxas", "-v", "-c", "-o", str(tmp_path / "unit.o"), str(unit)],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    spills = [int(line.split("bytes spill stores")[0].split(",")[-1]) for line in done.stderr.splitlines()
-              if "bytes spill stores" in line]
-    assert spills == [0] * (2 * len(WGMMA_SPLIT_CONFIGS)), done.stderr
-    assert "C7514" not in done.stderr and "C7508" not in done.stderr
+    instances = [f"template __global__ void {expression}(const void*, const void*, const void*, unsigned short*, "
+                 "float*, float*, int, int, int, int, int, float, int);"
+                 for dtype in HALF for d, config in WGMMA_SPLIT_CONFIGS.items()
+                 for expression in SPLIT_WGMMA.expressions(
+                     AttentionProblem(batch=1, heads=4, kv_heads=1, seq=4096, q_len=16, dim=d, dtype=dtype),
+                     config.br, config.bc, 3)]
+    report, spills = build_sm90a("decode_wgmma.cu", instances, tmp_path)
+    assert spills == [0] * (2 * len(WGMMA_SPLIT_CONFIGS)), report
+    assert "C7514" not in report and "C7508" not in report
 
 
 def test_bfloat16_rounds_to_nearest_even_by_hand():
