@@ -131,6 +131,11 @@ def test_the_explorer_takes_the_reciprocal_divider():
         assert extra == pytest.approx(float(expected))
     # the reciprocal point's latency: 2 heads of 8 tiles of 16 rows, d 64 on 8 lanes; a tile's stage is
     # max(64, 2 · 34) + 128 + 2 = 198 against the pipelined 64 + 128 + 17 = 209 and the iterative 64 + 128 · 18
+    from codesign.divider_cycles import tile_cycles
+
+    stages = {kind: int(tile_cycles(Datapath(rows=16, cols=16, dividers=8, divider=kind), 64, np.array([16]))[0])
+              for kind in ("iterative", "pipelined", "reciprocal")}
+    assert stages == {"iterative": 64 + 128 * 18, "pipelined": 209, "reciprocal": 198}
     assert c["latency_s"][at["iterative"]] > c["latency_s"][at["pipelined"]] > c["latency_s"][at["reciprocal"]]
     assert (c["bit_exact"] == "all inputs").all()
     from codesign.explore_cli import _point_line  # the console names each kind; a reciprocal one has no div_latency
