@@ -83,7 +83,7 @@ def stream_read(a, b) -> Callable[[], None]:
     sink = cupy.zeros(1, dtype=cupy.uint32)
     words = a.nbytes // 16
     # 8 blocks of 256 threads an SM: 2,048 threads, the most an SM holds
-    blocks = min(8 * cupy.cuda.Device().attributes["MultiProcessorCount"], max(1, -(-words // 256)))
+    blocks = min(8 * CudaDevice.sm_count(), max(1, -(-words // 256)))
     args = (a, b, np.int64(words), np.uint32(0x9E3779B9), sink)
     return lambda: fn((blocks,), (256,), args)
 
