@@ -28,6 +28,7 @@ import numpy as np
 
 from codesign.console import Progress, joules, machine, problem_text, say, seconds
 from codesign.explore import SWEPT, explore, fronts, load_space, sensitivity, space_size
+from codesign.explore_cycles import div_latency_applies
 from codesign import iso
 from codesign.explore_plots import nothing_exact, plot_efficiency, plot_energy_latency
 from codesign.measured import MeasuredPoint, load
@@ -50,6 +51,14 @@ FRONT_COLUMNS = ("front", "array", "dataflow", "exp_lanes", "dividers", "div_lat
 COMMAND = "codesign explore"
 #: Where the files go unless --out says otherwise: under reports/latest/, which git ignores (points.csv is ~22 MB).
 DEFAULT_OUT = Path("reports/latest/explore")
+
+
+def as_written(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The columns as points.csv and front.csv hold them: div_latency empty where it does not apply (a reciprocal
+    divider's: explore_cycles.NO_DIV_LATENCY), where the columns carry the space's first value."""
+    latency = columns["div_latency"].astype(object)
+    latency[~div_latency_applies(columns["divider"])] = ""
+    return {**columns, "div_latency": latency}
 
 
 def write_points(columns: dict[str, np.ndarray], path: Path) -> None:
@@ -140,11 +149,12 @@ def _write_all(out: Path, result, chosen, spread, measured, problem, iso_text: s
         return path
 
     try:
-        write_points(result.columns, stage("points.csv"))
+        written = as_written(result.columns)
+        write_points(written, stage("points.csv"))
         with open(stage("front.csv"), "w", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=FRONT_COLUMNS)
             writer.writeheader()
-            writer.writerows(front_rows(result.columns, chosen))
+            writer.writerows(front_rows(written, chosen))
         if spread:
             with open(stage("sensitivity.csv"), "w", newline="", encoding="utf-8") as handle:
                 writer = csv.DictWriter(handle, fieldnames=list(spread[0]))
@@ -292,8 +302,12 @@ def _iso_text(columns, measured, problem: AttentionProblem, allowed: np.ndarray,
                   "folders holding GPU or MCU rows of the same shape, each with its latency and energy).", "",
                   *left, *([""] if left else [])]
         return "\n".join(lines)
-    rows = iso.compare(columns, measured, problem, bound, allowed)
-    return "\n".join(lines) + iso.table(rows, columns, bound) + "".join(f"\n{line}\n" for line in left)
+    share = iso.share_for(columns, problem)
+    rows = iso.compare(columns, measured, problem, bound, allowed, share)
+    cost = (f"\nEach copy's latency is the cycle model's for its share of the {iso.units(problem)} units (K/V groups "
+            f"or heads) under its best mapping: {share.evaluations} runs, {share.seconds:.2g} s.\n")
+    return ("\n".join(lines) + iso.table(rows, columns, bound) + cost
+            + "".join(f"\n{line}\n" for line in left))
 
 
 def main(argv: list[str]) -> int:

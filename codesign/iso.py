@@ -6,12 +6,16 @@ A measured point (codesign/measured.py) brings its latency and energy per infere
 814 mm²; the STM32F407's is not, so it takes no iso-area comparison). At a budget, an ASIC point is copied n =
 ⌊budget / its own area (or power)⌋ times, each copy a whole datapath taking an equal share of the problem's U =
 B·kv_heads independent units, a K/V head with its query heads (B·H heads when each has its own K/V head): a group
-stays on one copy, so its K and V are read as the point's own mapping reads them. n copies run ⌈U / n⌉ units
-each, so the latency is the point's times ⌈U / n⌉ / U (no gain past one copy a unit: min(n, U) copies are used),
-and the energy per inference is unchanged (the same work; each copy leaks over a proportionally shorter time).
-That latency is a bound from below: the point's own latency has its heads pipelined one into the next (their
-prologues and tails overlapped), which a copy holding fewer heads overlaps less. A point that does not fit the
-budget once (n = 0) is out.
+stays on one copy, so its K and V are read as the point's own mapping reads them. min(n, U) copies are used, the
+busiest running u = ⌈U / n⌉ units, and the latency is that copy's: the cycle model under the datapath's best
+mapping (codesign/groups.py `problem_cycles`, the mapper's search on arrays or the overlap schedule) of u units at
+the point's clock, DRAM stalls included (`MappedShare`). A copy holding fewer units overlaps fewer heads' prologues
+and may leave some of its arrays idle (one head on a four-array point runs on one array when the mapper spreads heads
+over arrays), so its latency is at least the point's own times u / U (`copied_latency`, the proportional share):
+`compare` ranks points by that lower bound and runs the cycle model only until no unevaluated point's bound can beat
+the best evaluated latency, so the answer is the exact fastest at the price of a few mapper searches. The energy per
+inference is the point's own (the same work; each copy leaks over its own time, stated as an approximation). A
+point that does not fit the budget once (n = 0) is out.
 
 Each copy has its own DRAM interface at the point's rate, so n copies draw n times it: where the measured device's
 peak DRAM bandwidth is known (the H200's HBM3e, 4.8 TB/s), each budget is given a second time with the copies also
@@ -26,12 +30,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from codesign.datapath import Datapath
+from codesign.groups import problem_cycles
 from host.errors import SpecError
 from host.problem import AttentionProblem
+from host.q15 import BC
 
 #: Budgets an ASIC point is compared at.
 BUDGETS = ("iso-area", "iso-power")
@@ -47,11 +55,12 @@ class IsoRow:
     index: int  # the point's row in the explorer's columns
     fit: int  # copies within the budget (and the DRAM cap), ⌊budget / the point's⌋
     copies: int  # of them used: min(fit, units)
-    latency_s: float  # of the copies together
+    latency_s: float  # of the copies together: the busiest copy's, by `share`
     energy_j: float
     reference_latency_s: float
     reference_energy_j: float
     dram_cap_gbps: float | None = None  # the copies' DRAM bandwidth held to the reference's, or None
+    exact: bool = True  # latency_s from the cycle model (MappedShare); False: the proportional lower bound
 
     @property
     def speedup(self) -> float:
@@ -90,10 +99,91 @@ def copies(budget: float, each: np.ndarray) -> np.ndarray:
 
 
 def copied_latency(latency_s: np.ndarray, n: np.ndarray, units: int) -> np.ndarray:
-    """The latency of n copies sharing `units` independent units (K/V groups, or heads): latency · ⌈units /
-    min(n, units)⌉ / units."""
+    """The proportional share, a lower bound on the latency of n copies sharing `units` independent units (K/V
+    groups, or heads): latency · ⌈units / min(n, units)⌉ / units (inf where n is 0)."""
     share = np.ceil(units / np.maximum(np.minimum(n, units), 1))
     return np.where(n > 0, latency_s * share / units, np.inf)
+
+
+def units_per_copy(n: np.ndarray, units: int) -> np.ndarray:
+    """⌈units / min(n, units)⌉: the units the busiest of n copies runs (n ≥ 1)."""
+    return np.ceil(units / np.maximum(np.minimum(n, units), 1)).astype(np.int64)
+
+
+#: The explorer's columns a point's datapath is rebuilt from (codesign/explore.py `explore`; points.csv alike).
+DATAPATH_COLUMNS = ("array", "dataflow", "exp_lanes", "dividers", "div_latency", "divider", "buffers_kb",
+                    "clock_mhz", "dram_gbps", "arrays", "schedule")
+
+
+class ProportionalShare:
+    """A copy's latency as the point's own times u / U: the lower bound, for columns that carry no datapath (the
+    tests' synthetic points)."""
+
+    evaluations = 0
+    seconds = 0.0
+    exact = False
+
+    def __init__(self, columns: dict[str, np.ndarray], problem: AttentionProblem):
+        self.latency = columns["latency_s"]
+        self.total = units(problem)
+
+    def __call__(self, index: int, per_copy: int) -> float:
+        return float(self.latency[index] * per_copy / self.total)
+
+
+@dataclass
+class MappedShare:
+    """A copy's latency from the cycle model: u of the problem's units (u K/V groups with their query heads, one
+    batch) under the point's datapath and its best mapping, at its clock. Memoised by datapath and u; counts its
+    cycle-model calls and their time, which the iso table states."""
+
+    columns: dict[str, np.ndarray]
+    problem: AttentionProblem
+    evaluations: int = 0
+    seconds: float = 0.0
+    exact: bool = True
+    _memo: dict = field(default_factory=dict, repr=False)
+
+    def datapath(self, index: int) -> Datapath:
+        """The point's datapath (the accumulator, which changes no cycle, at its default)."""
+        c, i = self.columns, index
+        rows, cols = (int(x) for x in str(c["array"][i]).split("x"))
+        q, k, v, o = (float(x) for x in str(c["buffers_kb"][i]).split("/"))
+        clock = int(round(float(c["clock_mhz"][i]) * 1e6))
+        latency = c["div_latency"][i]  # empty (nan once read) where it does not apply: a reciprocal divider's
+        latency = int(latency) if str(latency) not in ("", "nan") else Datapath.div_latency
+        return Datapath(rows=rows, cols=cols, dataflow=str(c["dataflow"][i]), exp_lanes=int(c["exp_lanes"][i]),
+                        dividers=int(c["dividers"][i]), div_latency=latency,
+                        divider=str(c["divider"][i]), q_buffer_kb=q, k_buffer_kb=k, v_buffer_kb=v, o_buffer_kb=o,
+                        dram_bytes_per_cycle=max(float(c["dram_gbps"][i]) * 1e9 / clock, 0.001), clock_hz=clock,
+                        arrays=int(c["arrays"][i]), schedule=str(c["schedule"][i]))
+
+    def __call__(self, index: int, per_copy: int) -> float:
+        p, total = self.problem, units(self.problem)
+        if per_copy >= total:  # one copy runs the whole problem: the point's own latency
+            return float(self.columns["latency_s"][index])
+        key = (tuple(str(self.columns[name][index]) for name in DATAPATH_COLUMNS), per_copy)
+        if key not in self._memo:
+            start = time.perf_counter()
+            dp = self.datapath(index)
+            group = p.heads // p.kv_head_count  # query heads a K/V head serves
+            kv_heads = None if p.kv_heads is None else per_copy
+            try:
+                cycles = problem_cycles(dp, p.seq, p.dim, p.causal, BC, p.q_len, per_copy * group, kv_heads, 1).cycles
+                self._memo[key] = cycles / dp.clock_hz
+            except SpecError:  # fewer units never need more buffer than the point's own, which ran: not expected
+                self._memo[key] = math.inf
+            self.evaluations += 1
+            self.seconds += time.perf_counter() - start
+        return self._memo[key]
+
+
+def share_for(columns: dict[str, np.ndarray], problem: AttentionProblem):
+    """The copy latency `compare` uses: the cycle model's (MappedShare) where the columns carry the datapath, else
+    the proportional bound (ProportionalShare), whose rows the table marks as bounds."""
+    if all(name in columns for name in DATAPATH_COLUMNS):
+        return MappedShare(columns, problem)
+    return ProportionalShare(columns, problem)
 
 
 def units(problem: AttentionProblem) -> int:
@@ -118,13 +208,15 @@ def within(columns: dict[str, np.ndarray], max_area_mm2: float | None = None,
 
 
 def compare(columns: dict[str, np.ndarray], measured, problem: AttentionProblem, accuracy_bound: float,
-            allowed: np.ndarray | None = None) -> list[IsoRow]:
+            allowed: np.ndarray | None = None, share=None) -> list[IsoRow]:
     """For each measured point and budget (its die area, its power), the fastest allowed ASIC point at least as
     accurate as `accuracy_bound` (rel-L2), of equally fast ones the least energy, copied to the budget (index −1 where
     none fits it once); each budget again with the copies' DRAM interfaces held to the point's bandwidth where it has
-    one (`dram_cap_gbps`); none for a budget the point has no figure for (the board's area)."""
+    one (`dram_cap_gbps`); none for a budget the point has no figure for (the board's area). `share(index, u)` gives
+    a copy's latency running u units (default `share_for`: the cycle model where the columns carry the datapath)."""
     if not (math.isfinite(accuracy_bound) and accuracy_bound > 0):
         raise SpecError(f"accuracy_bound={accuracy_bound} is out of range; allowed: a positive rel-L2")
+    share = share_for(columns, problem) if share is None else share
     shared = units(problem)
     ok = within(columns) if allowed is None else allowed
     ok = ok & np.isfinite(columns["rel_l2"]) & (columns["rel_l2"] <= accuracy_bound)
@@ -141,23 +233,45 @@ def compare(columns: dict[str, np.ndarray], measured, problem: AttentionProblem,
             n = np.where(ok, copies(value, each), 0)
             if cap is not None:  # the copies' DRAM interfaces together within the reference's bandwidth
                 n = np.minimum(n, copies(cap, columns["dram_gbps"]))
-            latency = copied_latency(columns["latency_s"], n, shared)
-            if not np.isfinite(latency).any():  # said in the table: none of the points fits this budget once
+            found = fastest(columns, n, shared, share)
+            if found is None:  # said in the table: none of the points fits this budget once
                 rows.append(IsoRow(point.label, budget, float(value), -1, 0, 0, math.inf, math.nan, point.latency_s,
                                    point.energy_j, cap))
                 continue
-            best = int(np.lexsort((columns["energy_j"], latency))[0])  # the fastest; of equally fast, least energy
+            best, latency = found
             rows.append(IsoRow(point.label, budget, float(value), best, int(n[best]), int(min(n[best], shared)),
-                               float(latency[best]),
-                               float(columns["energy_j"][best]), point.latency_s, point.energy_j, cap))
+                               latency, float(columns["energy_j"][best]), point.latency_s, point.energy_j, cap,
+                               share.exact))
     return rows
+
+
+def fastest(columns: dict[str, np.ndarray], n: np.ndarray, shared: int, share) -> tuple[int, float] | None:
+    """The point whose n copies finish first (of equally fast ones the least energy) and that latency, or None when
+    no point fits once. Points are taken in the order of their proportional bound (`copied_latency`); each one's
+    copy latency comes from `share`, and the search stops at the first point whose bound is above the best latency
+    found, since no later one can beat it."""
+    bound = copied_latency(columns["latency_s"], n, shared)
+    if not np.isfinite(bound).any():
+        return None
+    per_copy = units_per_copy(n, shared)
+    energy = columns["energy_j"]
+    best, best_key = -1, (math.inf, math.inf)
+    for i in np.lexsort((energy, bound)):
+        if not np.isfinite(bound[i]) or bound[i] > best_key[0]:
+            break
+        latency = share(int(i), int(per_copy[i]))
+        # the bound holds by construction (fewer units overlap no more); a breach would make the search's stop wrong
+        assert latency >= bound[i] * (1 - 1e-9), (int(i), latency, float(bound[i]))
+        if (latency, energy[i]) < best_key:
+            best, best_key = int(i), (latency, float(energy[i]))
+    return best, best_key[0]
 
 
 def table(rows: list[IsoRow], columns: dict[str, np.ndarray], accuracy_bound: float) -> str:
     """A Markdown table of `compare`'s rows: the budget, the point (array, clock, node, mapping), its copies, and
     the ratios against the reference."""
     lines = [f"At equal cost and at least fp16's accuracy (rel-L2 ≤ {accuracy_bound:.2e} on the probe head):", "",
-             "| reference | budget | ASIC point | copies used (fit) | latency (bound) | × faster | energy | "
+             "| reference | budget | ASIC point | copies used (fit) | latency | × faster | energy | "
              "× less energy | rel-L2 |",
              "|---|---|---|---|---|---|---|---|---|"]
     unit = {"iso-area": "mm²", "iso-power": "W"}
@@ -174,7 +288,8 @@ def table(rows: list[IsoRow], columns: dict[str, np.ndarray], accuracy_bound: fl
         point = (f"{arrays}{columns['array'][i]} {columns['dataflow'][i]}, {columns['clock_mhz'][i]:.0f} MHz, "
                  f"{columns['node_nm'][i]:.0f} nm{dram}")
         lines.append(f"| {row.reference} | {budget} | {point} | "
-                     f"{row.copies} ({row.fit}) | {row.latency_s * 1e6:.3g} µs | {row.speedup:.3g} | "
+                     f"{row.copies} ({row.fit}) | {row.latency_s * 1e6:.3g} µs{'' if row.exact else ' (bound)'} | "
+                     f"{row.speedup:.3g} | "
                      f"{row.energy_j * 1e6:.3g} µJ | {row.energy_gain:.3g} | {columns['rel_l2'][i]:.2e} |")
     if not rows:
         lines.append("| (no measured point with an area or a power, or no ASIC point fits) | | | | | | | | |")

@@ -55,7 +55,7 @@ def test_the_fastest_accurate_point_at_the_gpus_area_and_power():
     assert by[("STM32F407 (twin) q15", "iso-power")].index == -1
     text = iso.table(rows, columns(), 1e-3)
     assert "| STM32F407 (twin) q15 | iso-power 0.1 W | none of the allowed, accurate points fits once |" in text
-    assert "| H200 flash float16 | iso-area 814 mm² | 32x32 os, 1000 MHz, 7 nm | 8 (8) | 500 µs | 2 |" in text
+    assert "| H200 flash float16 | iso-area 814 mm² | 32x32 os, 1000 MHz, 7 nm | 8 (8) | 500 µs (bound) | 2 |" in text
 
 
 def test_a_looser_bound_admits_the_less_accurate_point():
@@ -140,3 +140,76 @@ def test_explore_refuses_a_bad_bound_in_one_line(args, message, capsys):
     assert codesign_main(["explore", *args]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def _datapath_columns(datapaths, problem):
+    """Explorer-like columns for `datapaths`: the parameters MappedShare rebuilds each from, and the whole problem's
+    latency by problem_cycles."""
+    from codesign.groups import problem_cycles
+    from host.q15 import BC
+
+    def column(f):
+        return np.array([f(dp) for dp in datapaths], dtype=object)
+
+    latency = [problem_cycles(dp, problem.seq, problem.dim, problem.causal, BC, problem.q_len, problem.heads,
+                              problem.kv_heads, problem.batch).cycles / dp.clock_hz for dp in datapaths]
+    return {"array": column(lambda dp: f"{dp.rows}x{dp.cols}"), "dataflow": column(lambda dp: dp.dataflow),
+            "exp_lanes": column(lambda dp: dp.exp_lanes), "dividers": column(lambda dp: dp.dividers),
+            "div_latency": column(lambda dp: dp.div_latency), "divider": column(lambda dp: dp.divider),
+            "buffers_kb": column(lambda dp: f"{dp.q_buffer_kb:g}/{dp.k_buffer_kb:g}/{dp.v_buffer_kb:g}/"
+                                            f"{dp.o_buffer_kb:g}"),
+            "clock_mhz": column(lambda dp: dp.clock_hz / 1e6),
+            "dram_gbps": column(lambda dp: dp.dram_bytes_per_cycle * dp.clock_hz / 1e9),
+            "arrays": column(lambda dp: dp.arrays), "schedule": column(lambda dp: dp.schedule),
+            "latency_s": np.array(latency)}
+
+
+def test_a_copys_latency_is_the_cycle_models_for_its_share():
+    """A copy running u of the 16 heads takes problem_cycles of u heads on the point's datapath, never less than the
+    proportional share (fewer heads pipeline fewer prologues; a four-array point's lone head has its rows split over
+    the arrays, each fold shorter but its fill and tail the same); one copy of the whole problem is the point."""
+    from codesign.datapath import Datapath
+    from codesign.groups import problem_cycles
+    from host.q15 import BC
+
+    problem = AttentionProblem(batch=1, heads=16, seq=256, dim=64)
+    dps = [Datapath(rows=32, cols=32, clock_hz=500_000_000),
+           Datapath(rows=16, cols=16, arrays=4, schedule="overlap", divider="pipelined", exp_lanes=32, dividers=32)]
+    c = _datapath_columns(dps, problem)
+    mapped, bound = iso.MappedShare(c, problem), iso.ProportionalShare(c, problem)
+    assert mapped.exact and not bound.exact
+    for i, dp in enumerate(dps):
+        assert mapped(i, 16) == c["latency_s"][i]
+        for u in (1, 3, 8):
+            own = problem_cycles(dp, 256, 64, False, BC, None, u, None, 1).cycles / dp.clock_hz
+            assert mapped(i, u) == pytest.approx(own, rel=1e-12)
+            assert mapped(i, u) >= bound(i, u)
+    assert mapped.evaluations == 6  # memoised: asking again costs no run
+    mapped(1, 3)
+    assert mapped.evaluations == 6
+
+
+def test_the_bounded_search_finds_what_trying_every_point_finds():
+    """compare() stops once no point's proportional bound can beat the best copy latency found; over a small space
+    of one- and four-array points on both schedules its answer at every budget is the brute-force minimum of
+    MappedShare over all fitting points, at a fraction of their evaluations."""
+    from codesign.explore import check_space, explore
+    from codesign.technology import Technology
+
+    tech = Technology.load()
+    problem = AttentionProblem(batch=2, heads=8, kv_heads=4, seq=128, dim=32)
+    space = {"array": ["8x8", "16x16", "32x32"], "dataflow": ["os"], "exp_lanes": [8, 32], "dividers": [16],
+             "div_latency": [18], "buffers_kb": [[32, 64, 64, 128]], "clock_mhz": [500, 1000],
+             "dram_gbps": [25.6, 204.8], "node_nm": [7, 16], "acc_bits": [40], "overflow": ["wrap"],
+             "dram": ["hbm2"], "divider": ["pipelined"], "arrays": [1, 4], "schedule": ["serial", "overlap"]}
+    c = explore(problem, check_space(space, tech), tech).columns
+    ok = iso.within(c)
+    for budget in (0.5, 2.0, 8.0):  # mm²: few copies to many (8 units: 2 batches × 4 K/V groups)
+        n = np.where(ok, iso.copies(budget, c["area_mm2"]), 0)
+        share = iso.MappedShare(c, problem)
+        found = iso.fastest(c, n, iso.units(problem), share)
+        brute = iso.MappedShare(c, problem)
+        per = iso.units_per_copy(n, 8)
+        every = [brute(i, int(per[i])) if n[i] > 0 else np.inf for i in range(len(n))]
+        assert found is not None and found[1] == pytest.approx(min(every), rel=1e-12), budget
+        assert share.evaluations <= brute.evaluations
