@@ -304,8 +304,10 @@ def _iso_text(columns, measured, problem: AttentionProblem, allowed: np.ndarray,
         return "\n".join(lines)
     share = iso.share_for(columns, problem)
     rows = iso.compare(columns, measured, problem, bound, allowed, share)
-    cost = (f"\nEach copy's latency is the cycle model's for its share of the {iso.units(problem)} units (K/V groups "
-            f"or heads) under its best mapping: {share.evaluations} runs, {share.seconds:.2g} s.\n")
+    shared = iso.units(problem)
+    cost = (f"\nEach copy's latency is the cycle model's for its share of the problem's {shared} independent "
+            f"unit{'s' if shared > 1 else ''} (K/V groups, or heads) under its best mapping: {share.evaluations} "
+            f"model runs, {share.seconds:.2g} s.\n")
     return ("\n".join(lines) + iso.table(rows, columns, bound) + cost
             + "".join(f"\n{line}\n" for line in left))
 

@@ -213,3 +213,40 @@ def test_the_bounded_search_finds_what_trying_every_point_finds():
         every = [brute(i, int(per[i])) if n[i] > 0 else np.inf for i in range(len(n))]
         assert found is not None and found[1] == pytest.approx(min(every), rel=1e-12), budget
         assert share.evaluations <= brute.evaluations
+
+
+def test_points_read_back_from_points_csv_give_the_same_answer(tmp_path):
+    """points.csv holds latencies to six figures, so a copy's model latency can come up to 5·10⁻⁶ under the bound
+    computed from the rounded latency: compare() on the columns read back (as reports/issue-33/iso/summary.py reads
+    them) must not trip its bound check, and picks the point the in-memory columns pick."""
+    import csv
+
+    from codesign.__main__ import main as codesign_main
+    from codesign.explore import check_space, explore
+    from codesign.technology import Technology
+
+    space = {"array": ["8x8", "16x16"], "dataflow": ["os"], "exp_lanes": [8, 32], "dividers": [16],
+             "div_latency": [18], "buffers_kb": [[32, 64, 64, 128]], "clock_mhz": [700, 1000], "dram_gbps": [25.6],
+             "node_nm": [7], "acc_bits": [40], "overflow": ["wrap"], "dram": ["hbm2"],
+             "divider": ["iterative", "reciprocal"], "arrays": [1], "schedule": ["serial"]}
+    (tmp_path / "space.toml").write_text("\n".join(f"{k} = {v!r}".replace("'", '"') for k, v in space.items()))
+    problem = AttentionProblem(batch=1, heads=6, seq=97, dim=16)
+    assert codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "6", "--space",
+                          str(tmp_path / "space.toml"), "--out", str(tmp_path / "out")]) == 0
+    with open(tmp_path / "out" / "points.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    text = ("array", "dataflow", "buffers_kb", "divider", "schedule", "skipped", "div_latency", "overflow", "dram",
+            "mapping", "bit_exact", "slower_than")
+    read = {name: np.array([r[name] for r in rows], dtype=object) if name in text
+            else np.array([float(r[name]) if r[name] else np.nan for r in rows]) for name in rows[0]}
+    tech = Technology.load()
+    memory = explore(problem, check_space(space, tech), tech).columns
+    gpu = MeasuredPoint("gpu", "H200", latency_s=1e-3, energy_j=0.5, timing_source="t", energy_source="e",
+                        area_mm2=814.0)
+    for a, b in zip(iso.compare(read, [gpu], problem, 1e-3), iso.compare(memory, [gpu], problem, 1e-3)):
+        assert a.index == b.index and a.latency_s == pytest.approx(b.latency_s, rel=1e-12), a.budget
+    # six figures move a latency by up to 5·10⁻⁶ up: the copies' model latencies then sit that far under the bound
+    # (a serial one-array point's one-head copy is exactly 1/6 of its 6-head run), which the search must allow
+    high = {**read, "latency_s": read["latency_s"] * (1 + 5e-6)}
+    assert [r.index for r in iso.compare(high, [gpu], problem, 1e-3)] == [r.index for r in iso.compare(read, [gpu],
+                                                                                                      problem, 1e-3)]
