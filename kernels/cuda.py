@@ -15,9 +15,11 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from host.problem import AttentionProblem
+from host.q15 import Q15Out, Quantized
 from host.reference import DEVICE_SLAB_ELEMENTS, attention
 from host.target_api import Inputs
 from kernels.halves import HALF_DTYPES, NAN_BITS, from_bits, to_bits
+from kernels.q15_launch import SOURCE as Q15_SOURCE, Q15Launch, q15_launch
 from kernels.variants import NAIVE, SMEM_DEFAULT_LIMIT, Launch, Variant, head_rows, variant
 
 SOURCE_DIR = Path(__file__).resolve().parent
@@ -188,11 +190,46 @@ class CudaLauncher:
         return out.reshape(self.problem.shape)
 
 
+class CudaQ15Launcher:
+    """Device buffers for one Q15 problem (host/q15.py `Quantized`: int16 Q (B·H, q_len, d), K and V (B·Hkv, N, d))
+    and `launch()` of kernels/q15.cu (kernels/q15_launch.py); the row shifts are poisoned with 255 (past any g) so
+    that a row left unwritten shows."""
+
+    def __init__(self, problem: AttentionProblem, quantized: Quantized):
+        import cupy
+
+        self.problem, self.config = problem, q15_launch(problem)
+        bh, bkv, nq, n, d = (problem.batch * problem.heads, problem.batch * problem.kv_head_count, problem.queries,
+                             problem.seq, problem.dim)
+        self.q = cupy.asarray(quantized.q.reshape(bh, nq, d))
+        self.k, self.v = (cupy.asarray(x.reshape(bkv, n, d)) for x in (quantized.k, quantized.v))
+        self.o = cupy.zeros((bh, nq, d), dtype=cupy.int16)
+        self.shift = cupy.full((bh, nq), 255, dtype=cupy.uint8)
+        params = quantized.params
+        self.args = (self.q, self.k, self.v, self.o, self.shift, *(np.int32(x) for x in (
+            nq, n, problem.heads // problem.kv_head_count, d, int(params.causal), params.score_mult,
+            params.score_shift)))
+        self.fn = _module(Q15_SOURCE, (self.config.function,)).get_function(self.config.function)
+        if self.config.smem > SMEM_DEFAULT_LIMIT:
+            self.fn.max_dynamic_shared_size_bytes = self.config.smem
+
+    def launch(self) -> None:
+        self.fn((self.config.grid,), (self.config.threads,), self.args, shared_mem=self.config.smem)
+
+    def output(self) -> Q15Out:
+        """Values (B, H, q_len, d) int16 and row shifts (B, H, q_len) uint8 on the host; waits for the launch."""
+        import cupy
+
+        return Q15Out(cupy.asnumpy(self.o).reshape(self.problem.shape),
+                      cupy.asnumpy(self.shift).reshape(self.problem.shape[:-1]))
+
+
 class CudaDevice:
     """The current CUDA device through CuPy."""
 
     name = "cuda"
     launcher = CudaLauncher
+    q15_launcher = CudaQ15Launcher
     #: Where the rows' timing comes from: `event_times`, stamped on each row (Result.timing_source).
     timing_source = "measured: CUDA events, L2 flushed before each call"
 
@@ -273,6 +310,12 @@ class CudaDevice:
     def run_note(note: str, chosen: Variant) -> str:
         """What ran for a flash row: the plan's note (the kernel and its arithmetic) as it is."""
         return note
+
+    @staticmethod
+    def q15_note(launch: Q15Launch) -> str:
+        """What ran for a q15 row: the kernel's instance and its arithmetic."""
+        return (f"kernels/q15.cu {launch.function}: 16-bit products as four int8 MMAs (m16n8k32, int32 sums, "
+                f"recombined in int64), softmax and division on the CUDA cores")
 
     @staticmethod
     def golden(inputs: Inputs) -> np.ndarray | None:

@@ -6,7 +6,9 @@ row fields run in the plain test suite on a machine without a GPU (`--gpu-device
 for a port. Its kernels follow the CUDA kernels' algorithms in float32: `naive` materialises S and P, `fused` does
 one query row's softmax at a time, `flash` walks Bc-key tiles with the online softmax for Br-query tiles, in base 2
 with log2(e) folded into the scale; for float16 and bfloat16 problems `flash` is the tensor-core kernel's arithmetic
-(16-bit inputs, P and O; float32 accumulation). Its limits are the H200's published ones (kernels/budget.py
+(16-bit inputs, P and O; float32 accumulation). Its `q15` kernel is host/q15.py's model itself (`q15_model`) behind
+the launcher protocol of kernels/cuda.py's CudaQ15Launcher: a Q15 row's plumbing (quantisation, poison, verdict,
+fields) runs here, the kernel's bits only on a GPU. Its limits are the H200's published ones (kernels/budget.py
 PROFILES["h200"]) with `MEMORY_BYTES` of device memory; its times are the host's wall clock timing numpy (its rows'
 timing_source says so), and it measures no ceilings (no roofline point). Nothing here is a GPU measurement: every
 row says "fake" in its device.
@@ -19,10 +21,12 @@ from typing import Callable
 import numpy as np
 
 from host.problem import AttentionProblem
+from host.q15 import Q15Out, Quantized
 from host.target_api import Inputs
 from host.timing import time_calls
 from kernels.budget import PROFILES
 from kernels.halves import HALF_DTYPES, rounded
+from kernels.q15_launch import q15_launch
 from kernels.shares import segments
 from kernels.variants import Variant, variant
 
@@ -173,6 +177,29 @@ class FakeLauncher:
         return self.out.reshape(self.problem.shape).copy()
 
 
+def q15_model(quantized: Quantized) -> Q15Out:
+    """The fake's Q15 kernel: the contract's model (host/q15.py), values (B, H, q_len, d) and shifts (B, H, q_len).
+    Tests replace it with a broken one."""
+    return quantized.expected()
+
+
+class FakeQ15Launcher:
+    """The Q15 launcher protocol on numpy arrays: values and row shifts poisoned (shift 255, past any g) until a
+    launch writes them."""
+
+    def __init__(self, problem: AttentionProblem, quantized: Quantized):
+        self.config = q15_launch(problem)  # the same refusals as a GPU's launch
+        self.quantized = quantized
+        self.out = Q15Out(np.zeros(problem.shape, dtype=np.int16), np.full(problem.shape[:-1], 255, dtype=np.uint8))
+
+    def launch(self) -> None:
+        o, shift = q15_model(self.quantized)
+        self.out.o[...], self.out.shift[...] = o, shift
+
+    def output(self) -> Q15Out:
+        return Q15Out(self.out.o.copy(), self.out.shift.copy())
+
+
 def wall_times(fn: Callable[[], object], warmup: int, iters: int, flush: bool = True,
                clean_flush: bool = False) -> list[float]:
     """The fake's timer: host/timing.py's wall-clock loop (there is no cache to flush)."""
@@ -184,6 +211,7 @@ class FakeDevice:
 
     name = "fake"
     launcher = FakeLauncher
+    q15_launcher = FakeQ15Launcher
     #: A real clock timing numpy on the host's CPU: a measurement, but of no GPU (and no model of one either).
     timing_source = "measured: host wall clock of the numpy fake, no GPU timed"
 
@@ -235,6 +263,12 @@ class FakeDevice:
         arithmetic = "float32" if chosen.dtypes == ("float32",) else "16-bit inputs, P and O, float32 sums"
         return (f"fake GPU: numpy on the CPU ({arithmetic}) in the tile of {chosen.name} (kernels/{chosen.source}, "
                 f"path {chosen.path}); no GPU ran")
+
+    @staticmethod
+    def q15_note(launch) -> str:
+        """What ran for a q15 row: the model, not kernels/q15.cu."""
+        return (f"fake GPU: host/q15.py's model on the CPU in place of kernels/q15.cu ({launch.function}, "
+                f"{launch.threads} threads); no GPU ran")
 
     @staticmethod
     def synchronize() -> None:

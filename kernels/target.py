@@ -12,6 +12,11 @@ split-KV path: a K/V head's query heads packed into one block's rows, so that K 
 and the (tile, key block) units shared equally among a block for every block slot of the SMs (a stream-K schedule,
 kernels/shares.py), a second launch combining the partial softmax states of the tiles a share boundary cut
 (Flash-Decoding's combine).
+
+`q15` is the Q15 contract (docs/q15.md) on the integer tensor cores (kernels/q15.cu, its row kernels/q15_row.py):
+bit-exact with host/q15.py on every shape of the contract. It runs where asked for, by `--kernels q15` or
+`--gpu-dtype ...,q15`, and not in a default sweep (its verdict runs the numpy model on the host, seconds a head at
+long sequences).
 """
 
 from __future__ import annotations
@@ -25,10 +30,12 @@ import numpy as np
 
 from host.errors import SpecError, TargetError
 from host.problem import AttentionProblem
+from host.q15 import SEQ_MAX
 from host.results import Result
 from host.target_api import ClusterNeeds, Inputs, RunOptions
 from host.timing import summarize
 from host.verdict import check_float
+from kernels import q15_row
 from kernels.halves import HALF_DTYPES
 from kernels.plan import (H200_SMS, MIN_TILES_PER_SM, SHARE_MIN_KEY_BLOCKS, SPLIT_BELOW_ROWS,  # noqa: F401
                           SPLIT_PARTIAL_SHARE, Plan, default_tile, device_sms, fp32_plan, kv_parts, launch_plan,
@@ -38,8 +45,8 @@ from kernels.variants import (FLASH, MAX_GRID_X, SPLIT_PATHS, TILE_CHOICES, chec
 
 #: kernel name → the dtype it computes in (float32, the default dtype; `kernels(settings)` adds the 16-bit ones).
 KERNELS = {"naive": "float32", "fused": "float32", "flash": "float32"}
-#: --gpu-dtype names → problem dtypes.
-DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+#: --gpu-dtype names → problem dtypes (q15: the Q15 contract's kernel, kernels/q15_row.py).
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "q15": "q15"}
 
 #: The FFMA flash kernel's threads per block (kernels/variants.py FLASH; its tiles are TILE_CHOICES, its default
 #: tile per d DEFAULT_TILES, both from there).
@@ -61,7 +68,7 @@ class Settings:
 
     device: str = "cuda"
     tile: tuple[int, int] | None = None  # (Br, Bc); None: default_tile
-    dtypes: tuple[str, ...] = ("float32",)  # problem dtypes: float32 (every kernel), float16, bfloat16 (flash)
+    dtypes: tuple[str, ...] = ("float32",)  # float32 (every float kernel), float16, bfloat16 (flash), q15 (q15)
     tc_path: str = "auto"  # the 16-bit rows' kernel, from TC_PATHS
     fp32_path: str = "auto"  # float32 flash's arithmetic, from FP32_PATHS
 
@@ -110,7 +117,8 @@ def add_options(group: argparse._ArgumentGroup) -> None:
                             "--gpu-fp32-path simt)")
     group.add_argument("--gpu-dtype", "--dtype", type=parse_dtypes, default=("float32",), metavar="LIST",
                        help="precisions, comma-separated: fp32 (naive, fused, flash), fp16 and bf16 (flash on "
-                            "tensor cores, d 64 and 128); default fp32")
+                            "tensor cores, d 64 and 128), q15 (the Q15 contract on the integer tensor cores, kernel "
+                            "q15; --kernels q15 adds it too); default fp32")
     group.add_argument("--gpu-tc-path", choices=TC_PATHS, default="auto",
                        help="the 16-bit rows' kernel: auto (default: wgmma on Hopper, mma.sync elsewhere from "
                             "sm_80; decode heads on a split-KV path: "
@@ -126,7 +134,7 @@ def add_options(group: argparse._ArgumentGroup) -> None:
 
 
 def parse_dtypes(text: str) -> tuple[str, ...]:
-    """An argparse type: a comma-separated list of fp32, fp16, bf16."""
+    """An argparse type: a comma-separated list of fp32, fp16, bf16, q15."""
     names = [name.strip() for name in text.split(",")]
     for name in names:
         if name not in DTYPES:
@@ -138,7 +146,10 @@ def settings(args: argparse.Namespace) -> Settings:
     if args.gpu_tile is not None and "float32" not in args.gpu_dtype:
         raise SpecError("--gpu-tile sets the float32 flash kernel's tile; --gpu-dtype has no fp32 (the tensor-core "
                         "kernel's tile is fixed per d and mask: kernels/variants.py TC_CONFIGS)")
-    return Settings(device=args.gpu_device, tile=args.gpu_tile, dtypes=args.gpu_dtype, tc_path=args.gpu_tc_path,
+    dtypes = args.gpu_dtype
+    if q15_row.KERNEL in (getattr(args, "kernels", None) or ()) and "q15" not in dtypes:
+        dtypes += ("q15",)  # --kernels q15 asks for it whatever --gpu-dtype says
+    return Settings(device=args.gpu_device, tile=args.gpu_tile, dtypes=dtypes, tc_path=args.gpu_tc_path,
                     fp32_path=args.gpu_fp32_path)
 
 
@@ -175,10 +186,12 @@ CLUSTER = ClusterNeeds(settings=Settings, options={"device": "--gpu-device"}, ad
 
 
 def kernels(settings: Settings) -> list[tuple[str, str]]:
-    """(kernel, dtype) pairs to run: every kernel in float32, flash (tensor cores) in each 16-bit dtype."""
+    """(kernel, dtype) pairs to run: every float kernel in float32, flash (tensor cores) in each 16-bit dtype, q15
+    in the Q15 contract's integers."""
     pairs = []
     for dtype in settings.dtypes:
-        pairs += list(KERNELS.items()) if dtype == "float32" else [("flash", dtype)]
+        pairs += (list(KERNELS.items()) if dtype == "float32" else [(q15_row.KERNEL, dtype)] if dtype == "q15"
+                  else [("flash", dtype)])
     return pairs
 
 
@@ -200,7 +213,9 @@ def available(settings: Settings | None = None) -> tuple[bool, str]:
 
 def supports(problem: AttentionProblem) -> tuple[bool, str]:
     """Every GPU kernel runs every shape: q_len < seq (the mask aligned to the bottom right) and grouped K/V heads
-    (kernels/kv_rows.cuh)."""
+    (kernels/kv_rows.cuh); q15 within the contract's keys (host.q15.SEQ_MAX)."""
+    if problem.dtype == "q15" and problem.seq > SEQ_MAX:
+        return False, f"seq={problem.seq} is past the Q15 contract's {SEQ_MAX} keys (host.q15.SEQ_MAX)"
     return True, ""
 
 
@@ -293,10 +308,13 @@ def check_output(kernel: str, out: np.ndarray) -> None:
 
 def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]) -> list[Result]:
     """Launch once, judge the output against the golden, then time: one row with timing, throughput, modelled
-    bytes, ceilings and the verdict. options.settings (Settings): the device and a forced tile."""
+    bytes, ceilings and the verdict (a q15 row: kernels/q15_row.py). options.settings (Settings): the device and a
+    forced tile."""
     chosen = options.settings if isinstance(options.settings, Settings) else Settings()
     dev = backend(chosen)
     kernel = options.kernel
+    if kernel == q15_row.KERNEL:
+        return q15_row.run(problem, inputs, options, dev)
     if problem.dtype in HALF_DTYPES and kernel != "flash":
         raise SpecError(f"kernel {kernel!r} computes in float32 only; {problem.dtype} runs on flash (tensor cores)")
     # the fp32 path and the tile are flash's alone: a forced --gpu-fp32-path skips no naive or fused row
