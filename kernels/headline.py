@@ -6,8 +6,10 @@
   to (3xTF32 on the tensor cores from sm_80) and beside it the FFMA kernel where that is not the one;
 - naive's effective GB/s (modelled bytes) over the measured device-to-device copy bandwidth;
 - the tensor-core flash kernel in float16 and bfloat16 against torch's FLASH (FlashAttention-2) and cuDNN backends
-  in the same dtype on the same inputs, N = 4096, d = 64 and 128, 16 heads, causal and not (`--no-16bit` skips it);
-  the path the target dispatches to (wgmma on Hopper), and beside it the mma.sync kernel where that is not the one.
+  in the same dtype on the same inputs, N = 1024, 4096 and 16384 (`--seqs`), d = 64 and 128, 16 heads, causal and
+  not (`--no-16bit` skips it): its TFLOP/s and their fraction of the measured fp16 matmul rate (a cuBLAS 8192²
+  product), the path the target dispatches to (wgmma on Hopper), and beside it the mma.sync kernel where that is
+  not the one.
 
 Every kernel's output (torch's included) is judged against the float64 golden (host/verdict.py) before it is
 timed; a wrong one stops the run with its verdict. ``--gpu-device fake`` runs the same steps on kernels/fake.py (no
@@ -16,12 +18,14 @@ GPU figures: it checks the tool), every N divided by 32 unless ``--seq-scale`` s
 ``--variants tc|tf32|wgmma [--set all|quick|d128|stages] [--out DIR]`` runs, instead of the ratios, the development
 sweep of one kernel's launch configurations (what chose TC_CONFIGS, TF32_CONFIGS and WGMMA_CONFIGS in
 kernels/variants.py; it replaces scripts/gpu_{tc,tf32,wgmma}_bench.py): each launch, built from its variant record,
-is judged against the float64 golden at N 1, 17, 1000 and 4097 (3 heads), then timed at N 4096 (16 heads) beside
+is judged against the float64 golden at N 1, 17, 1000 and 4097 (3 heads), then timed at N 4096 (16 heads; `--seqs`
+for others) beside
 torch (FLASH and cuDNN in 16 bits, EFFICIENT and the FFMA kernel in fp32, and mma.sync beside wgmma). Every launch
 is a row of the one results schema in OUT/results.csv (default reports/latest/variants); a table of the timed rows
 ends the run, TFLOP/s by host/problem.py's FLOP formula.
 
-    python -m kernels.headline [--iters 20] [--gpu-device cuda|fake] [--seq-scale N] [--no-16bit]
+    python -m kernels.headline [--iters 20] [--gpu-device cuda|fake] [--seq-scale N] [--seqs 1024,4096,16384]
+                               [--no-16bit]
     python -m kernels.headline --variants wgmma --set quick --out reports/latest/variants
 
 Exit status: 0 done (every variant row ok or skipped); 1 a kernel wrong (the ratios stop at it), a variant row
@@ -32,13 +36,14 @@ only; 130 interrupted.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from host.cli_common import Parser, folder, guard, integer, output_folder
+from host.cli_common import Parser, folder, guard, int_list, integer, output_folder
 from host.errors import SpecError, TargetError, UnavailableError
 from host.problem import AttentionProblem
 from host.results import FAILED_STATUSES, Result
@@ -51,18 +56,27 @@ from kernels.halves import HALF_DTYPES
 from kernels.variants import FLASH_TC, FLASH_TF32, FLASH_WGMMA, TcConfig, Tf32Config, Variant, WgmmaConfig
 
 WARMUP = 3
+#: N of the 16-bit comparison (the issue-34 lengths), and of a variant sweep's timed launches, unless --seqs.
+HALF_SEQS = (1024, 4096, 16384)
+VARIANT_SEQS = (4096,)
+
+
+@functools.lru_cache(maxsize=1)
+def problem_inputs(problem: AttentionProblem) -> Inputs:
+    """The problem's seeded inputs, kept while the kernels and torch's backends are timed on them (one golden)."""
+    return Inputs(problem)
 
 
 def kernel_ms(kernel: str, problem: AttentionProblem, iters: int, settings: target.Settings) -> float:
     """Median ms of `iters` launches, after checking one launch against the golden."""
     dev = target.backend(settings)
-    inputs = Inputs(problem)
+    inputs = problem_inputs(problem)
     plan = target.launch_plan(problem, settings, dev)
     launch = target.launcher(kernel, problem, inputs, plan.br, plan.bc, dev, plan.path, plan.parts)
     launch.launch()
     out = launch.output()
     target.check_output(kernel, out)
-    _judge(kernel, check_float(out, problem, inputs.golden))
+    _judge(kernel, check_float(out, problem, inputs.golden_from(dev.golden)))
     return float(np.median(dev.event_times(launch.launch, warmup=WARMUP, iters=iters)))
 
 
@@ -85,7 +99,7 @@ def torch_ms(problem: AttentionProblem, iters: int, settings: target.Settings,
     if problem.causal and problem.queries != problem.seq:
         return None, ("torch SDPA's is_causal aligns the mask to the top left when q_len < seq; this problem's is "
                       "aligned to the bottom right (a KV cache's)")
-    inputs = Inputs(problem)
+    inputs = problem_inputs(problem)
     dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[problem.dtype]
     q, k, v = (torch.from_numpy(x).cuda().to(dtype) for x in (inputs.q, inputs.k, inputs.v))
     grouped = problem.kv_head_count != problem.heads  # K/V heads shared by query groups (torch >= 2.5)
@@ -93,7 +107,8 @@ def torch_ms(problem: AttentionProblem, iters: int, settings: target.Settings,
         with sdpa_kernel(getattr(SDPBackend, backend)):
             call = lambda: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
                 q, k, v, is_causal=problem.causal, **({"enable_gqa": True} if grouped else {}))
-            _judge(f"torch SDPA {backend}", check_float(call().float().cpu().numpy(), problem, inputs.golden))
+            golden = inputs.golden_from(target.backend(settings).golden)
+            _judge(f"torch SDPA {backend}", check_float(call().float().cpu().numpy(), problem, golden))
             ms = float(np.median(target.backend(settings).event_times(call, warmup=WARMUP, iters=iters)))
     except RuntimeError as exc:  # the backend refuses this shape or dtype
         return None, f"torch {backend} unavailable here: {str(exc).splitlines()[0]}"
@@ -110,28 +125,34 @@ def ratio(theirs: float | None, ours: float) -> str:
     return "-" if not theirs else f"{theirs / ours:.2f}"
 
 
-def half_precision(n: int, iters: int, settings: target.Settings) -> None:
-    """The tensor-core kernel against torch FLASH (FlashAttention-2) and cuDNN, same dtype, same inputs; the
-    mma.sync kernel beside it where the dispatched path is another."""
+def half_precision(seqs: Sequence[int], iters: int, settings: target.Settings) -> None:
+    """The tensor-core kernel against torch FLASH (FlashAttention-2) and cuDNN, same dtype, same inputs, at each N of
+    `seqs`; its TFLOP/s over the measured fp16 matmul rate; the mma.sync kernel beside it where the dispatched path
+    is another."""
     dev = target.backend(settings)
-    probe = AttentionProblem(heads=16, seq=n, dim=64, dtype="float16")
+    probe = AttentionProblem(heads=16, seq=seqs[0], dim=64, dtype="float16")
     path = target.launch_plan(probe, settings, dev).path
     other = None if path == "mma.sync" else target.Settings(device=settings.device, tc_path="mma")
-    print(f"16-bit rows: {path} (the target's plan on this device){'; mma.sync beside it' if other else ''}")
-    print(f"{'dtype':<9} {'d':>4} {'causal':>6} {'ours ms':>9} {'TFLOP/s':>8} {'FLASH':>8} {'cuDNN':>8} "
-          f"{'mma.sync':>8} {'x FLASH':>8} {'x cuDNN':>8}")
+    matmul_gflops = dev.ceilings("float16")[0]
+    print(f"16-bit rows: {path} (the target's plan on this device){'; mma.sync beside it' if other else ''}; "
+          + (f"fp16 matmul {matmul_gflops / 1e3:.1f} TFLOP/s" if matmul_gflops else "no matmul rate measured"))
+    print(f"{'dtype':<9} {'N':>6} {'d':>4} {'causal':>6} {'ours ms':>9} {'TFLOP/s':>8} {'of mm':>6} {'FLASH':>8} "
+          f"{'cuDNN':>8} {'mma.sync':>8} {'x FLASH':>8} {'x cuDNN':>8}")
     reasons: set[str] = set()
-    for dtype in HALF_DTYPES:
-        for dim in (64, 128):
-            for causal in (False, True):
-                p = AttentionProblem(heads=16, seq=n, dim=dim, causal=causal, dtype=dtype)
-                ours = kernel_ms("flash", p, iters, settings)
-                mma = kernel_ms("flash", p, iters, other) if other else None
-                flash, why_flash = torch_ms(p, iters, settings, "FLASH_ATTENTION")
-                cudnn, why_cudnn = torch_ms(p, iters, settings, "CUDNN_ATTENTION")
-                reasons.update(why for ms, why in ((flash, why_flash), (cudnn, why_cudnn)) if ms is None)
-                print(f"{dtype:<9} {dim:>4} {int(causal):>6} {ours:9.3f} {rate(p, ours):>8} {rate(p, flash):>8} "
-                      f"{rate(p, cudnn):>8} {rate(p, mma):>8} {ratio(flash, ours):>8} {ratio(cudnn, ours):>8}")
+    for n in seqs:
+        for dtype in HALF_DTYPES:
+            for dim in (64, 128):
+                for causal in (False, True):
+                    p = AttentionProblem(heads=16, seq=n, dim=dim, causal=causal, dtype=dtype)
+                    ours = kernel_ms("flash", p, iters, settings)
+                    mma = kernel_ms("flash", p, iters, other) if other else None
+                    flash, why_flash = torch_ms(p, iters, settings, "FLASH_ATTENTION")
+                    cudnn, why_cudnn = torch_ms(p, iters, settings, "CUDNN_ATTENTION")
+                    reasons.update(why for ms, why in ((flash, why_flash), (cudnn, why_cudnn)) if ms is None)
+                    share = (f"{p.flops() / (ours / 1e3) / 1e9 / matmul_gflops:.2f}" if matmul_gflops else "-")
+                    print(f"{dtype:<9} {n:>6} {dim:>4} {int(causal):>6} {ours:9.3f} {rate(p, ours):>8} {share:>6} "
+                          f"{rate(p, flash):>8} {rate(p, cudnn):>8} {rate(p, mma):>8} {ratio(flash, ours):>8} "
+                          f"{ratio(cudnn, ours):>8}", flush=True)
     for reason in sorted(reasons):
         print(f"  -: {reason}")
 
@@ -155,7 +176,12 @@ VARIANT_SETS = {
                       128: [WgmmaConfig(128, 2, 2, s) for s in (0, 1, 2)] + [WgmmaConfig(128, 2, 3, 2)]},
               "quick": {64: [WgmmaConfig(128, 2, 3, 2)], 128: [WgmmaConfig(128, 2, 3, 2)]},
               "stages": {64: [WgmmaConfig(128, 2, 3, s) for s in (0, 1, 2)] + [WgmmaConfig(128, 2, 4, 2)],
-                         128: [WgmmaConfig(128, 2, 3, s) for s in (0, 1, 2)]}},
+                         128: [WgmmaConfig(128, 2, 3, s) for s in (0, 1, 2)]},
+              # issue 34: three consumer warpgroups (Br 192, FlashAttention-3's d-64 tile) now that the producer
+              # warpgroup and the turns exist (last tried at 2 stages, schedule 0), and the stage count at each d
+              "i34": {64: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 3, 3, 2), WgmmaConfig(128, 3, 4, 2),
+                           WgmmaConfig(128, 2, 4, 2)],
+                      128: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 2, 2, 2)]}},
 }
 VARIANT_SETS["tc"]["d128"] = {128: VARIANT_SETS["tc"]["all"][128]}
 RECORDS = {"tc": FLASH_TC, "tf32": FLASH_TF32, "wgmma": FLASH_WGMMA}
@@ -211,30 +237,34 @@ def anchors(kind: str, problem: AttentionProblem, iters: int, settings: target.S
 
 
 def variants_sweep(kind: str, chosen_set: str, iters: int, seq_scale: int, settings: target.Settings,
-                   out: Path) -> int:
+                   out: Path, seqs: Sequence[int] = VARIANT_SEQS) -> int:
     """Every launch of VARIANT_SETS[kind][chosen_set], in each dtype of the kernel and both masks: checked at the
-    awkward CHECK_SEQS, then timed at N 4096 beside its anchors; rows into OUT/results.csv, a table on stdout."""
+    awkward CHECK_SEQS, then timed at each N of `seqs` (already divided by the scale) beside its anchors; rows into
+    OUT/results.csv, a table on stdout."""
     record, dev = RECORDS[kind], target.backend(settings)
     if chosen_set not in VARIANT_SETS[kind]:
         raise SpecError(f"--set {chosen_set!r} has no {kind} variants; allowed: {', '.join(VARIANT_SETS[kind])}")
     results, context = ResultsFile(output_folder(out) / "results.csv"), RunContext.start()
-    n = 4096 // seq_scale
     checks = sorted({max(1, seq // seq_scale) for seq in CHECK_SEQS})
     table = []
     for dtype in record.dtypes:
         for dim, configs in VARIANT_SETS[kind][chosen_set].items():
             for causal in (False, True):
-                timed = AttentionProblem(heads=16, seq=n, dim=dim, causal=causal, dtype=dtype)
-                beside = anchors(kind, timed, iters, settings)
+                checked = AttentionProblem(heads=3, seq=1, dim=dim, causal=causal, dtype=dtype)
                 for config in configs:
                     chosen = configured(record, config, dim)
                     for seq in checks:
-                        results.append(row := variant_row(chosen, timed.with_(heads=3, seq=seq), iters, dev,
-                                                          context, timed=False))
+                        results.append(row := variant_row(chosen, checked.with_(seq=seq), iters, dev, context,
+                                                          timed=False))
                         print(f"  check {row.message.split(':')[0]} N={seq} causal={int(causal)}: {row.status}",
                               file=sys.stderr, flush=True)
-                    results.append(row := variant_row(chosen, timed, iters, dev, context, timed=True))
-                    table.append((row, config, beside))
+                for n in seqs:
+                    timed = checked.with_(heads=16, seq=n)
+                    beside = anchors(kind, timed, iters, settings)
+                    for config in configs:
+                        results.append(row := variant_row(configured(record, config, dim), timed, iters, dev,
+                                                          context, timed=True))
+                        table.append((row, config, beside))
     print_variants(table)
     print(f"{results.path}")
     return 1 if any(row.status in FAILED_STATUSES for row in results.read()) else 0
@@ -249,7 +279,13 @@ def print_variants(table: list) -> None:
         versus = "  ".join(f"{name} {rate(problem, ms)} (x{ratio(ms, ours)})" if ours and ms else f"{name} -"
                            for name, ms in beside.items())
         timing = f"{ours:8.3f} ms {rate(problem, ours):>6} TFLOP/s" if ours else f"{row.status:>24}"
-        print(f"{row.dtype:<9} d{row.dim:<4} causal={int(row.causal)} {tuple(config)!s:<20} {timing}  {versus}")
+        print(f"{row.dtype:<9} N{row.seq:<6} d{row.dim:<4} causal={int(row.causal)} {tuple(config)!s:<20} {timing}  "
+              f"{versus}")
+
+
+def scaled(seqs: Sequence[int], seq_scale: int) -> tuple[int, ...]:
+    """Each N divided by --seq-scale (at least 1), repeats dropped."""
+    return tuple(dict.fromkeys(max(1, n // seq_scale) for n in seqs))
 
 
 def build_parser() -> Parser:
@@ -260,6 +296,9 @@ def build_parser() -> Parser:
     parser.add_argument("--seq-scale", type=integer("seq-scale", 1, 64), default=None,
                         help="divide every N by this (default 1 on cuda; 32 on the fake device, whose numpy runs "
                              "N 4096 for minutes)")
+    parser.add_argument("--seqs", type=int_list("seqs", 1, 65536), default=None,
+                        help="N of the 16-bit comparison (default 1024,4096,16384) or of a variant sweep's timed "
+                             "launches (default 4096), each then divided by --seq-scale")
     parser.add_argument("--no-16bit", action="store_true", help="skip the float16 and bfloat16 comparison")
     parser.add_argument("--variants", choices=RECORDS, default=None,
                         help="instead of the ratios, sweep this kernel's launch variants (tc: mma.sync, tf32: "
@@ -267,7 +306,7 @@ def build_parser() -> Parser:
                              "(default: the ratios)")
     parser.add_argument("--set", dest="variant_set", default=None,
                         help="with --variants: which launches, all (default), quick (one per d), d128 (tc), "
-                             "stages (wgmma)")
+                             "stages or i34 (wgmma)")
     parser.add_argument("--out", type=folder, default=None,
                         help=f"with --variants: the folder of results.csv (default {DEFAULT_OUT})")
     return parser
@@ -285,7 +324,7 @@ def ratios(args, settings: target.Settings) -> int:
     for dim, causal in ((64, False), (64, True), (128, False), (128, True)):
         fp32_against_torch(AttentionProblem(heads=16, seq=n4, dim=dim, causal=causal), args.iters, settings)
     if not args.no_16bit:
-        half_precision(n4, args.iters, settings)
+        half_precision(scaled(args.seqs or HALF_SEQS, args.seq_scale), args.iters, settings)
     return 0
 
 
@@ -338,7 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UnavailableError(f"nothing can be measured: {reason} (--gpu-device fake checks the tool without a "
                                    "GPU)")
         if args.variants:
-            return variants_sweep(args.variants, args.variant_set, args.iters, args.seq_scale, settings, args.out)
+            return variants_sweep(args.variants, args.variant_set, args.iters, args.seq_scale, settings, args.out,
+                                  scaled(args.seqs or VARIANT_SEQS, args.seq_scale))
         return ratios(args, settings)
 
     return guard(body)

@@ -37,3 +37,29 @@ def test_no_gpu_is_the_machine_not_a_bad_argument(argv, tmp_path, capsys, monkey
     assert headline.main(["--gpu-device", "cuda", *argv, *extra]) == 1
     assert capsys.readouterr().err == ("kbench: nothing can be measured: no CUDA device (test) (--gpu-device fake "
                                        "checks the tool without a GPU)\n")
+
+
+def test_the_ratios_cover_every_issue_34_length_on_the_fake_device(capsys):
+    """The 16-bit comparison runs at each --seqs length (divided by --seq-scale), both dtypes, d 64 and 128, both
+    masks: 2 lengths × 8 = 16 rows; the fake measures no matmul rate and has no torch, so those cells say '-'."""
+    assert headline.main(["--gpu-device", "fake", "--seq-scale", "64", "--iters", "1", "--seqs", "1024,4096"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("float16 ", "bfloat16 "))]
+    assert len(rows) == 16 and sorted({row[1] for row in rows}) == ["16", "64"]  # 1024/64, 4096/64
+    assert all(row[6] == "-" and row[7] == "-" for row in rows)  # of mm (no matmul rate), FLASH (no torch)
+    assert "no matmul rate measured" in out
+
+
+def test_a_variant_sweep_times_each_seqs_length(tmp_path):
+    out = tmp_path / "v"
+    assert headline.main(["--gpu-device", "fake", "--variants", "tf32", "--set", "quick", "--seq-scale", "32",
+                          "--iters", "1", "--seqs", "1024,4096", "--out", str(out)]) == 0
+    timed = [row for row in ResultsFile(out / "results.csv").read() if row.p50_ms is not None]
+    # 2 d × 2 masks × 2 lengths (1024/32, 4096/32)
+    assert len(timed) == 8 and sorted({row.seq for row in timed}) == [32, 128]
+
+
+def test_bad_seqs_are_refused_in_one_line(capsys):
+    assert headline.main(["--gpu-device", "fake", "--seqs", "1024,0"]) == 2
+    err = capsys.readouterr().err
+    assert "seqs" in err and "0" in err and len(err.strip().splitlines()) == 1
