@@ -9,7 +9,10 @@
   in the same dtype on the same inputs, N = 1024, 4096 and 16384 (`--seqs`), d = 64 and 128, 16 heads, causal and
   not (`--no-16bit` skips it): its TFLOP/s and their fraction of the measured fp16 matmul rate (a cuBLAS 8192²
   product), the path the target dispatches to (wgmma on Hopper), and beside it the mma.sync kernel where that is
-  not the one.
+  not the one;
+- the Q15 contract on the integer tensor cores (`q15`) beside the float16 flash kernel, N = 1024 and 4096
+  (`--q15-seqs`), d 64 and 128, causal and not: time, rate, energy per head and the q15 verdict
+  (kernels/q15_headline.py; `--no-q15` skips it).
 
 Every kernel's output (torch's included) is judged against the float64 golden (host/verdict.py) before it is
 timed; a wrong one stops the run with its verdict. ``--gpu-device fake`` runs the same steps on kernels/fake.py (no
@@ -25,12 +28,12 @@ is a row of the one results schema in OUT/results.csv (default reports/latest/va
 ends the run, TFLOP/s by host/problem.py's FLOP formula.
 
     python -m kernels.headline [--iters 20] [--gpu-device cuda|fake] [--seq-scale N] [--seqs 1024,4096,16384]
-                               [--no-16bit]
+                               [--no-16bit] [--q15-seqs 1024,4096] [--no-q15]
     python -m kernels.headline --variants wgmma --set quick --out reports/latest/variants
 
-Exit status: 0 done (every variant row ok or skipped); 1 a kernel wrong (the ratios stop at it), a variant row
-wrong or failed, the device failed, or no device to run on (no GPU: one line with the reason); 2 bad arguments
-only; 130 interrupted.
+Exit status: 0 done (every variant row ok or skipped); 1 a kernel wrong (the ratios stop at it), a variant or
+q15-section row wrong or failed, the device failed, or no device to run on (no GPU: one line with the reason);
+2 bad arguments only; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from host.target_api import Inputs, RunContext
 from host.timing import summarize
 from host.verdict import check_float
 from kernels import target
+from kernels.q15_headline import Q15_SEQS, q15_beside_half
 from kernels.halves import HALF_DTYPES
 from kernels.variants import FLASH_TC, FLASH_TF32, FLASH_WGMMA, TcConfig, Tf32Config, Variant, WgmmaConfig
 
@@ -300,6 +304,9 @@ def build_parser() -> Parser:
                         help="N of the 16-bit comparison (default 1024,4096,16384) or of a variant sweep's timed "
                              "launches (default 4096), each then divided by --seq-scale")
     parser.add_argument("--no-16bit", action="store_true", help="skip the float16 and bfloat16 comparison")
+    parser.add_argument("--q15-seqs", type=int_list("q15-seqs", 1, 32768), default=None,
+                        help="N of the q15 section (default 1024,4096), each divided by --seq-scale")
+    parser.add_argument("--no-q15", action="store_true", help="skip the q15 kernel beside float16")
     parser.add_argument("--variants", choices=RECORDS, default=None,
                         help="instead of the ratios, sweep this kernel's launch variants (tc: mma.sync, tf32: "
                              "3xTF32, wgmma): each checked at awkward N, then timed at N 4096 beside torch "
@@ -325,6 +332,10 @@ def ratios(args, settings: target.Settings) -> int:
         fp32_against_torch(AttentionProblem(heads=16, seq=n4, dim=dim, causal=causal), args.iters, settings)
     if not args.no_16bit:
         half_precision(scaled(args.seqs or HALF_SEQS, args.seq_scale), args.iters, settings)
+    if not args.no_q15:
+        rows = q15_beside_half(scaled(args.q15_seqs or Q15_SEQS, args.seq_scale), args.iters, settings)
+        if any(row.status in FAILED_STATUSES for row in rows):
+            return 1
     return 0
 
 

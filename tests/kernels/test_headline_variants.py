@@ -63,3 +63,29 @@ def test_bad_seqs_are_refused_in_one_line(capsys):
     assert headline.main(["--gpu-device", "fake", "--seqs", "1024,0"]) == 2
     err = capsys.readouterr().err
     assert "seqs" in err and "0" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_q15_section_runs_q15_beside_float16_on_the_same_shapes(capsys):
+    """--q15-seqs 1024 at --seq-scale 64: N 16, d 64 and 128, both masks: 4 lines, each with the q15 row's verdict
+    (the fake runs host/q15.py's model, so every row is bit-exact: ok) and no energy on the fake."""
+    assert headline.main(["--gpu-device", "fake", "--seq-scale", "64", "--iters", "1", "--seqs", "1024",
+                          "--no-16bit", "--q15-seqs", "1024"]) == 0
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()
+             if line.split()[:1] == ["16"] and len(line.split()) == 11]
+    assert [(row[1], row[2]) for row in lines] == [("64", "0"), ("64", "1"), ("128", "0"), ("128", "1")]
+    assert all(row[-1] == "ok" and row[5] == "-" and row[8] == "-" for row in lines)  # verdict; no NVML mJ/head
+
+
+def test_a_wrong_q15_row_fails_the_headline(monkeypatch, capsys):
+    from kernels import q15_headline
+
+    real = q15_headline.target.run
+
+    def one_wrong(problem, inputs, options):
+        rows = real(problem, inputs, options)
+        return [row.__class__(**{**row.__dict__, "status": "wrong"}) if options.kernel == "q15" else row
+                for row in rows]
+
+    monkeypatch.setattr(q15_headline.target, "run", one_wrong)
+    assert headline.main(["--gpu-device", "fake", "--seq-scale", "64", "--iters", "1", "--seqs", "1024",
+                          "--no-16bit", "--q15-seqs", "1024"]) == 1
