@@ -8,8 +8,10 @@
 // holds N/2 accumulators: d[4i + e] is row 16·(warp mod 4) + lane/4 + 8·(e/2), column 8i + 2·(lane mod 4) + (e mod 2),
 // the mma.sync C layout repeated over the N/8 column groups. Issue only between wgmma_fence() and wgmma_commit();
 // the results are there after wgmma_wait<0>() and fence_operands() on them (kernels/flash_wgmma.cu).
-// One macro per shape and operand source (an instruction's accumulator list is part of its text), instantiated
-// for both types; the accumulator lists are written once (WGMMA_D*, WGMMA_ACC*).
+// An instruction's accumulator list is part of its text, so each shape is its own specialisation: the lists are
+// generated (WGMMA_TEXT_*, WGMMA_OUT_*), and each shape is instantiated for both types at the end of this file.
+// wgmma_ss exists for N 64, 96, 128, 160, 176 and 192 (S = Q·Kᵀ, N = Bc), wgmma_rs for N 64 and 128 (O += P·V,
+// N = d); kernels/launch_configs.py WGMMA_BCS lists the former for the launchers.
 
 #pragma once
 
@@ -21,61 +23,83 @@ __device__ __forceinline__ void wgmma_ss(float *d, u64 a, u64 b, int accumulate)
 template <int N, int KIND>
 __device__ __forceinline__ void wgmma_rs(float *d, const unsigned *a, u64 b, int accumulate);
 
-// An instruction's accumulator operands: N/2 fp32 registers per thread, as the asm outputs and as their names.
-#define WGMMA_D32 \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-#define WGMMA_D64 WGMMA_D32, \
-    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-#define WGMMA_ACC32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define WGMMA_ACC64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+// Operand tu of an instruction, t its tens digit (empty below 10) and u its units digit: "%tu" in the asm text,
+// and the accumulator d[tu] as the asm output it names.
+#define WGMMA_TEXT(t, u) "%" #t #u
+#define WGMMA_OUT(t, u) "+f"(d[t##u])
 
-#define WGMMA_SS_64(KIND, TYPE) \
+// The first 2, 4, .., 10 operands of decade t, as text (joined by ", ") and as outputs.
+#define WGMMA_TEXT2(t) WGMMA_TEXT(t, 0) ", " WGMMA_TEXT(t, 1)
+#define WGMMA_TEXT4(t) WGMMA_TEXT2(t) ", " WGMMA_TEXT(t, 2) ", " WGMMA_TEXT(t, 3)
+#define WGMMA_TEXT6(t) WGMMA_TEXT4(t) ", " WGMMA_TEXT(t, 4) ", " WGMMA_TEXT(t, 5)
+#define WGMMA_TEXT8(t) WGMMA_TEXT6(t) ", " WGMMA_TEXT(t, 6) ", " WGMMA_TEXT(t, 7)
+#define WGMMA_TEXT10(t) WGMMA_TEXT8(t) ", " WGMMA_TEXT(t, 8) ", " WGMMA_TEXT(t, 9)
+#define WGMMA_OUT2(t) WGMMA_OUT(t, 0), WGMMA_OUT(t, 1)
+#define WGMMA_OUT4(t) WGMMA_OUT2(t), WGMMA_OUT(t, 2), WGMMA_OUT(t, 3)
+#define WGMMA_OUT6(t) WGMMA_OUT4(t), WGMMA_OUT(t, 4), WGMMA_OUT(t, 5)
+#define WGMMA_OUT8(t) WGMMA_OUT6(t), WGMMA_OUT(t, 6), WGMMA_OUT(t, 7)
+#define WGMMA_OUT10(t) WGMMA_OUT8(t), WGMMA_OUT(t, 8), WGMMA_OUT(t, 9)
+
+// Operands 0 .. 10·T + k − 1 (WGMMA_TEXT_T(k), WGMMA_OUT_T(k); k even, 2 .. 10): T full decades, then k of the next.
+#define WGMMA_TEXT_0(k) WGMMA_TEXT##k()
+#define WGMMA_TEXT_1(k) WGMMA_TEXT10() ", " WGMMA_TEXT##k(1)
+#define WGMMA_TEXT_2(k) WGMMA_TEXT_1(10) ", " WGMMA_TEXT##k(2)
+#define WGMMA_TEXT_3(k) WGMMA_TEXT_2(10) ", " WGMMA_TEXT##k(3)
+#define WGMMA_TEXT_4(k) WGMMA_TEXT_3(10) ", " WGMMA_TEXT##k(4)
+#define WGMMA_TEXT_5(k) WGMMA_TEXT_4(10) ", " WGMMA_TEXT##k(5)
+#define WGMMA_TEXT_6(k) WGMMA_TEXT_5(10) ", " WGMMA_TEXT##k(6)
+#define WGMMA_TEXT_7(k) WGMMA_TEXT_6(10) ", " WGMMA_TEXT##k(7)
+#define WGMMA_TEXT_8(k) WGMMA_TEXT_7(10) ", " WGMMA_TEXT##k(8)
+#define WGMMA_TEXT_9(k) WGMMA_TEXT_8(10) ", " WGMMA_TEXT##k(9)
+#define WGMMA_OUT_0(k) WGMMA_OUT##k()
+#define WGMMA_OUT_1(k) WGMMA_OUT10(), WGMMA_OUT##k(1)
+#define WGMMA_OUT_2(k) WGMMA_OUT_1(10), WGMMA_OUT##k(2)
+#define WGMMA_OUT_3(k) WGMMA_OUT_2(10), WGMMA_OUT##k(3)
+#define WGMMA_OUT_4(k) WGMMA_OUT_3(10), WGMMA_OUT##k(4)
+#define WGMMA_OUT_5(k) WGMMA_OUT_4(10), WGMMA_OUT##k(5)
+#define WGMMA_OUT_6(k) WGMMA_OUT_5(10), WGMMA_OUT##k(6)
+#define WGMMA_OUT_7(k) WGMMA_OUT_6(10), WGMMA_OUT##k(7)
+#define WGMMA_OUT_8(k) WGMMA_OUT_7(10), WGMMA_OUT##k(8)
+#define WGMMA_OUT_9(k) WGMMA_OUT_8(10), WGMMA_OUT##k(9)
+
+// wgmma_ss<N, KIND>: the N/2 = 10·T + K accumulators are operands 0 .. N/2 − 1, then the descriptors a and b and
+// the scale-d flag are operands A, B and P (written out: the preprocessor cannot add; the assertion checks them).
+#define WGMMA_SS(KIND, TYPE, N, T, K, A, B, P) \
     template <> \
-    __device__ __forceinline__ void wgmma_ss<64, KIND>(float *d, u64 a, u64 b, int accumulate) { \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " WGMMA_ACC32 ", %32, %33, p, 1, 1, 0, 0;\n}\n" \
-                     : WGMMA_D32 \
+    __device__ __forceinline__ void wgmma_ss<N, KIND>(float *d, u64 a, u64 b, int accumulate) { \
+        static_assert(10 * T + K == N / 2 && A == N / 2 && B == A + 1 && P == A + 2, "wgmma_ss operand numbers"); \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #P ", 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" WGMMA_TEXT_##T(K) "}, %" #A \
+                     ", %" #B ", p, 1, 1, 0, 0;\n}\n" \
+                     : WGMMA_OUT_##T(K) \
                      : "l"(a), "l"(b), "r"(accumulate)); \
     }
 
-#define WGMMA_RS_64(KIND, TYPE) \
+// wgmma_rs<N, KIND>: the accumulators as above, then A's four registers, b and the scale-d flag are operands
+// A0 .. A0 + 3, B and P.
+#define WGMMA_RS(KIND, TYPE, N, T, K, A0, A1, A2, A3, B, P) \
     template <> \
-    __device__ __forceinline__ void wgmma_rs<64, KIND>(float *d, const unsigned *a, u64 b, int accumulate) { \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " WGMMA_ACC32 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n" \
-                     : WGMMA_D32 \
+    __device__ __forceinline__ void wgmma_rs<N, KIND>(float *d, const unsigned *a, u64 b, int accumulate) { \
+        static_assert(10 * T + K == N / 2 && A0 == N / 2 && A1 == A0 + 1 && A2 == A0 + 2 && A3 == A0 + 3 && \
+                          B == A0 + 4 && P == A0 + 5, \
+                      "wgmma_rs operand numbers"); \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #P ", 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" WGMMA_TEXT_##T(K) "}, {%" #A0 \
+                     ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #B ", p, 1, 1, 1;\n}\n" \
+                     : WGMMA_OUT_##T(K) \
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate)); \
     }
 
-#define WGMMA_SS_128(KIND, TYPE) \
-    template <> \
-    __device__ __forceinline__ void wgmma_ss<128, KIND>(float *d, u64 a, u64 b, int accumulate) { \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " WGMMA_ACC64 ", %64, %65, p, 1, 1, 0, 0;\n}\n" \
-                     : WGMMA_D64 \
-                     : "l"(a), "l"(b), "r"(accumulate)); \
-    }
+// Each shape in both types: N, N/2 as T decades and K more, then the input operands' numbers.
+#define WGMMA_SS_SHAPE(N, T, K, A, B, P) WGMMA_SS(0, "f16", N, T, K, A, B, P) WGMMA_SS(1, "bf16", N, T, K, A, B, P)
+#define WGMMA_RS_SHAPE(N, T, K, A0, A1, A2, A3, B, P) \
+    WGMMA_RS(0, "f16", N, T, K, A0, A1, A2, A3, B, P) WGMMA_RS(1, "bf16", N, T, K, A0, A1, A2, A3, B, P)
 
-#define WGMMA_RS_128(KIND, TYPE) \
-    template <> \
-    __device__ __forceinline__ void wgmma_rs<128, KIND>(float *d, const unsigned *a, u64 b, int accumulate) { \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" \
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " WGMMA_ACC64 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n" \
-                     : WGMMA_D64 \
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate)); \
-    }
-
-WGMMA_SS_64(0, "f16")
-WGMMA_RS_64(0, "f16")
-WGMMA_SS_128(0, "f16")
-WGMMA_RS_128(0, "f16")
-WGMMA_SS_64(1, "bf16")
-WGMMA_RS_64(1, "bf16")
-WGMMA_SS_128(1, "bf16")
-WGMMA_RS_128(1, "bf16")
+WGMMA_SS_SHAPE(64, 3, 2, 32, 33, 34)
+WGMMA_SS_SHAPE(96, 4, 8, 48, 49, 50)
+WGMMA_SS_SHAPE(128, 6, 4, 64, 65, 66)
+WGMMA_SS_SHAPE(160, 7, 10, 80, 81, 82)
+WGMMA_SS_SHAPE(176, 8, 8, 88, 89, 90)
+WGMMA_SS_SHAPE(192, 9, 6, 96, 97, 98)
+WGMMA_RS_SHAPE(64, 3, 2, 32, 33, 34, 35, 36, 37)
+WGMMA_RS_SHAPE(128, 6, 4, 64, 65, 66, 67, 68, 69)
