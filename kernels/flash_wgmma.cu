@@ -19,7 +19,8 @@
 // Causal: key blocks past the block's last query are not loaded; the diagonal blocks are masked per element.
 // Any N: the copy engine fills rows past N with zeros, and those keys are masked. Blocks run heaviest first.
 // The tensor maps (kernels/hopper.py) live in device memory: Q's with a box of 64 columns × BR rows, K's and V's
-// 64 × BC, over the (d, N, B·H) tensor.
+// 64 × BC, over the (d, N, B·H) tensor. BC is any N of wgmma_ss in kernels/wgmma.cuh (64, 96, 128, 160, 176, 192;
+// kernels/launch_configs.py WGMMA_BCS); D 64 or 128.
 
 #include "hopper_sync.cuh"
 #include "kv_rows.cuh"
@@ -33,6 +34,10 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
     constexpr int BR = 64 * CONSUMERS, HALVES = D / 64, KSTEPS = D / 16, STILES = BC / 8, OTILES = D / 8;
     constexpr unsigned ROW = 128;                         // bytes per row of a 64-column half
     constexpr unsigned Q_BYTES = BR * D * 2, KV_BYTES = BC * D * 2;
+    static_assert(wgmma_ss_shape<BC>::built, "S = Q K^T is one wgmma_ss<BC>: BC must be a shape of kernels/wgmma.cuh");
+    // P·V takes BC/16 k16 steps; each tile half (BC·128 bytes) starts on the swizzle's 1024-byte period (BC % 8 == 0);
+    // the copy engine's box holds at most 256 rows (BR of Q's, BC of K's and V's)
+    static_assert(BC % 16 == 0 && BC <= 256 && BR <= 256 && (D == 64 || D == 128), "BC, BR or D out of range");
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     // the swizzle repeats every 1024 bytes and is taken from the address: tiles start on a 1024-byte boundary
     unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);

@@ -11,7 +11,8 @@
 // An instruction's accumulator list is part of its text, so each shape is its own specialisation: the lists are
 // generated (WGMMA_TEXT_*, WGMMA_OUT_*), and each shape is instantiated for both types at the end of this file.
 // wgmma_ss exists for N 64, 96, 128, 160, 176 and 192 (S = Q·Kᵀ, N = Bc), wgmma_rs for N 64 and 128 (O += P·V,
-// N = d); kernels/launch_configs.py WGMMA_BCS lists the former for the launchers.
+// N = d); kernels/launch_configs.py WGMMA_BCS lists the former for the launchers, and wgmma_ss_shape<N> tells a
+// kernel's static_assert which exist.
 
 #pragma once
 
@@ -22,6 +23,12 @@ __device__ __forceinline__ void wgmma_ss(float *d, u64 a, u64 b, int accumulate)
 
 template <int N, int KIND>
 __device__ __forceinline__ void wgmma_rs(float *d, const unsigned *a, u64 b, int accumulate);
+
+// wgmma_ss_shape<N>::built: whether wgmma_ss<N, KIND> is specialised below (for a kernel's static_assert).
+template <int N>
+struct wgmma_ss_shape {
+    static constexpr bool built = false;
+};
 
 // Operand tu of an instruction, t its tens digit (empty below 10) and u its units digit: "%tu" in the asm text,
 // and the accumulator d[tu] as the asm output it names.
@@ -84,14 +91,19 @@ __device__ __forceinline__ void wgmma_rs(float *d, const unsigned *a, u64 b, int
                           B == A0 + 4 && P == A0 + 5, \
                       "wgmma_rs operand numbers"); \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #P ", 0;\n" \
-                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" WGMMA_TEXT_##T(K) "}, {%" #A0 \
-                     ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #B ", p, 1, 1, 1;\n}\n" \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" WGMMA_TEXT_##T(K) "}, " \
+                     "{%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #B ", p, 1, 1, 1;\n}\n" \
                      : WGMMA_OUT_##T(K) \
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate)); \
     }
 
 // Each shape in both types: N, N/2 as T decades and K more, then the input operands' numbers.
-#define WGMMA_SS_SHAPE(N, T, K, A, B, P) WGMMA_SS(0, "f16", N, T, K, A, B, P) WGMMA_SS(1, "bf16", N, T, K, A, B, P)
+#define WGMMA_SS_SHAPE(N, T, K, A, B, P) \
+    template <> \
+    struct wgmma_ss_shape<N> { \
+        static constexpr bool built = true; \
+    }; \
+    WGMMA_SS(0, "f16", N, T, K, A, B, P) WGMMA_SS(1, "bf16", N, T, K, A, B, P)
 #define WGMMA_RS_SHAPE(N, T, K, A0, A1, A2, A3, B, P) \
     WGMMA_RS(0, "f16", N, T, K, A0, A1, A2, A3, B, P) WGMMA_RS(1, "bf16", N, T, K, A0, A1, A2, A3, B, P)
 
