@@ -102,7 +102,7 @@ class Tf32Config(NamedTuple):
 class WgmmaConfig(NamedTuple):
     """A launch of kernels/flash_wgmma.cu: key block Bc, consumer warpgroups of 64 query rows each, K/V stages, and
     the schedule (0: each block's products and softmax in turn; 1: a block's softmax overlaps the previous block's
-    P·V; 2: also turns between the warpgroups; docs/gpu.md)."""
+    P·V; 2: also turns between the warpgroups; docs/gpu.md). check_wgmma_config says which the kernel builds."""
 
     bc: int
     consumers: int
@@ -112,6 +112,37 @@ class WgmmaConfig(NamedTuple):
     @property
     def br(self) -> int:
         return 64 * self.consumers
+
+
+#: The key blocks kernels/flash_wgmma.cu builds: the N of its wgmma_ss shapes (kernels/wgmma.cuh; S = Q·Kᵀ is one
+#: m64nBck16 instruction a k-step). Each is a multiple of 16 (P·V takes Bc/16 k16 steps, and each tile half of
+#: Bc·128 bytes starts on the swizzle's 1024-byte period) and at most 256 (the copy engine's box rows).
+WGMMA_BCS = (64, 96, 128, 160, 176, 192)
+#: The head dimensions kernels/flash_wgmma.cu builds (one or two 64-column halves), its schedules, and its consumer
+#: warpgroups (Br = 64 · consumers: Q's copy-engine box holds at most 256 rows).
+WGMMA_DIMS = (64, 128)
+WGMMA_SCHEDULES = (0, 1, 2)
+WGMMA_CONSUMERS = (1, 4)
+#: Stages of K and V: schedules 1 and 2 issue block j's S before block j−1's stage is released, so they need two
+#: (one deadlocks); the upper end is far past what 227 KB of shared memory holds, checked at each launch.
+WGMMA_STAGES = (1, 16)
+
+
+def check_wgmma_config(config: WgmmaConfig, dim: int) -> WgmmaConfig:
+    """`config` if kernels/flash_wgmma.cu builds it at head dimension `dim`; SpecError quoting the bad field
+    otherwise. Its shared memory (flash_wgmma_smem_bytes) is checked against the device at launch."""
+    if dim not in WGMMA_DIMS:
+        raise SpecError(f"kernels/flash_wgmma.cu is built for d {', '.join(map(str, WGMMA_DIMS))}; d={dim}")
+    if config.bc not in WGMMA_BCS:
+        raise SpecError(f"wgmma Bc={config.bc} has no wgmma_ss shape in kernels/wgmma.cuh; allowed: "
+                        f"{', '.join(map(str, WGMMA_BCS))}")
+    check_int("wgmma consumers", config.consumers, *WGMMA_CONSUMERS)
+    if config.schedule not in WGMMA_SCHEDULES:
+        raise SpecError(f"wgmma schedule={config.schedule!r} is unknown; allowed: "
+                        f"{', '.join(map(str, WGMMA_SCHEDULES))}")
+    low = WGMMA_STAGES[0] if config.schedule == 0 else 2
+    check_int(f"wgmma stages (schedule {config.schedule})", config.stages, low, WGMMA_STAGES[1])
+    return config
 
 
 #: The tensor-core flash kernel's launch per (head dimension, causal). The best of the H200 variant sweeps at N 4096

@@ -40,7 +40,7 @@ from kernels.launch_configs import (  # noqa: F401 - re-exported: the launch rec
     FLOAT_BYTES, TILE_RANGE, row_strides, flash_smem_bytes, flash_tf32_smem_bytes, flash_tc_smem_bytes,
     flash_wgmma_smem_bytes, flash_wgmma_threads, decode_wgmma_smem_bytes, TcConfig, Tf32Config, WgmmaConfig,
     WgmmaSplitConfig, TC_CONFIGS, TF32_CONFIGS, WGMMA_CONFIGS, WGMMA_SPLIT_CONFIGS, WGMMA_SPLIT_THREADS, TC_DIMS,
-    TF32_DIMS, TILE_CHOICES, DEFAULT_TILES, TC_TYPES, WGMMA_TYPES, check_tile)
+    TF32_DIMS, TILE_CHOICES, DEFAULT_TILES, TC_TYPES, WGMMA_TYPES, WGMMA_BCS, check_tile, check_wgmma_config)
 
 #: CUDA's limit on a grid's x extent, where the flash kernels put query tiles × (batch, head) pairs.
 MAX_GRID_X = 2**31 - 1
@@ -277,6 +277,10 @@ class FlashWgmma(Variant):
     Q, K and V read through the copy engine's tensor maps."""
 
     configs: tuple[tuple[int, WgmmaConfig], ...] = tuple(WGMMA_CONFIGS.items())
+
+    def __post_init__(self):
+        for dim, config in self.configs:
+            check_wgmma_config(config, dim)
 
     def config(self, problem: AttentionProblem) -> WgmmaConfig:
         return _config(self, dict(self.configs), problem.dim)

@@ -2,6 +2,8 @@
 same name expression, threads, shared memory and grid), each expected value derived by hand in a comment from the
 kernel's launch as kernels/cuda.py wrote it; and a plan path picks the variant kernels/cuda.py picked."""
 
+import dataclasses
+
 import pytest
 
 from host.errors import SpecError
@@ -133,6 +135,40 @@ def test_wgmma_flash_launches(shape, causal, dtype, expression, grid, smem):
     assert FLASH_WGMMA.launches(p, 128, 128) == (Launch(expression, (grid,), (384,), smem, MAP_ARGS,  # 2·128 + 128
                                                         square(shape[2], shape[3], causal)),)
     assert FLASH_WGMMA.sm90a and not FLASH_TC.sm90a
+
+
+# issue 34's larger key blocks (kernels/wgmma.cuh wgmma_ss for N 96, 160, 176, 192): Bc 176 at d 128, 2 stages:
+# 2·128·(128 + 4·176) + 8·7 + 1024 = 256·832 + 1080 = 212,992 + 1080 = 214,072; Bc 192: 256·(128 + 768) + 1080 =
+# 229,376 + 1080 = 230,456 (under the H200's 232,448 opt-in; 3 stages, 256·1280 = 327,680, would not be);
+# d 64, Bc 192, 3 stages: 128·(128 + 1152) + 8·10 + 1024 = 163,840 + 1104 = 164,944. Grid ⌈4096/128⌉·16 = 512.
+@pytest.mark.parametrize("dim, config, expression, smem", [
+    (128, variants.WgmmaConfig(176, 2, 2, 2), "flash_wgmma_fwd<0,128,176,2,2,2>", 214072),
+    (128, variants.WgmmaConfig(192, 2, 2, 2), "flash_wgmma_fwd<0,128,192,2,2,2>", 230456),
+    (64, variants.WgmmaConfig(192, 2, 3, 2), "flash_wgmma_fwd<0,64,192,2,3,2>", 164944),
+])
+def test_wgmma_launches_at_the_larger_key_blocks(dim, config, expression, smem):
+    chosen = dataclasses.replace(FLASH_WGMMA, configs=((dim, config),))
+    p = problem(1, 16, 4096, dim, dtype="float16")
+    assert chosen.launches(p, 128, config.bc) == (Launch(expression, (512,), (384,), smem, MAP_ARGS,
+                                                         square(4096, dim)),)
+    with pytest.raises(SpecError, match=rf"runs Br=128, Bc={config.bc} at d {dim} .*asked for Br=128, Bc=128"):
+        chosen.launches(p, 128, 128)
+
+
+@pytest.mark.parametrize("dim, config, match", [
+    (128, (80, 2, 2, 2), "wgmma Bc=80 has no wgmma_ss shape in kernels/wgmma.cuh; allowed: 64, 96, 128, 160, 176, "
+                         "192"),
+    (128, (256, 2, 2, 2), "wgmma Bc=256 has no wgmma_ss shape"),
+    (64, (128, 5, 2, 2), r"wgmma consumers=5 is out of range; allowed: 1\.\.4"),
+    (64, (128, 2, 1, 2), r"wgmma stages \(schedule 2\)=1 is out of range; allowed: 2\.\.16"),
+    (64, (128, 2, 2, 3), "wgmma schedule=3 is unknown; allowed: 0, 1, 2"),
+    (96, (128, 2, 2, 2), "kernels/flash_wgmma.cu is built for d 64, 128; d=96"),
+])
+def test_a_wgmma_launch_the_kernel_does_not_build_is_refused_with_its_record(dim, config, match):
+    with pytest.raises(SpecError, match=match):
+        dataclasses.replace(FLASH_WGMMA, configs=((dim, variants.WgmmaConfig(*config)),))
+    # one stage is enough where each block's S, softmax and P·V run in turn (schedule 0)
+    dataclasses.replace(FLASH_WGMMA, configs=((64, variants.WgmmaConfig(128, 2, 1, 0)),))
 
 
 @pytest.mark.parametrize("kernel, dtype, path, chosen", [
