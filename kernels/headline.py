@@ -182,10 +182,13 @@ VARIANT_SETS = {
               "stages": {64: [WgmmaConfig(128, 2, 3, s) for s in (0, 1, 2)] + [WgmmaConfig(128, 2, 4, 2)],
                          128: [WgmmaConfig(128, 2, 3, s) for s in (0, 1, 2)]},
               # issue 34: three consumer warpgroups (Br 192, FlashAttention-3's d-64 tile) now that the producer
-              # warpgroup and the turns exist (last tried at 2 stages, schedule 0), and the stage count at each d
+              # warpgroup and the turns exist (last tried at 2 stages, schedule 0), the stage count at each d, and
+              # the larger key blocks (FA3's Bc 176 at d 128; Bc 192 fills 227 KB at d 128 with 2 stages): the
+              # softmax bookkeeping a block (max, shuffles, rescale of O) spread over more MMA work
               "i34": {64: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 3, 3, 2), WgmmaConfig(128, 3, 4, 2),
-                           WgmmaConfig(128, 2, 4, 2)],
-                      128: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 2, 2, 2)]}},
+                           WgmmaConfig(128, 2, 4, 2), WgmmaConfig(192, 2, 2, 2), WgmmaConfig(192, 2, 3, 2)],
+                      128: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 2, 2, 2), WgmmaConfig(176, 2, 2, 2),
+                            WgmmaConfig(192, 2, 2, 2)]}},
 }
 VARIANT_SETS["tc"]["d128"] = {128: VARIANT_SETS["tc"]["all"][128]}
 RECORDS = {"tc": FLASH_TC, "tf32": FLASH_TF32, "wgmma": FLASH_WGMMA}

@@ -88,6 +88,24 @@ def test_the_wgmma_kernel_compiles_for_sm90a_without_spills(tmp_path):
     assert "C7514" not in report  # ptxas serialising the asynchronous MMAs (kernels/flash_wgmma.cu)
 
 
+def test_every_wgmma_launch_of_the_issue_34_sweep_compiles_for_sm90a_without_spills(tmp_path):
+    """Each launch kernels.headline --variants wgmma --set i34 times (both types; Bc 176 and 192 among them, the
+    wgmma_ss shapes beyond 64 and 128) at its own name expression: built, no spill, and no MMA serialised by ptxas
+    (C7514 after a barrier, C7512 for want of registers) nor a setmaxnreg it could not honour (C7508)."""
+    from kernels.headline import VARIANT_SETS, configured
+
+    expressions = sorted({expression for dtype in HALF for d, configs in VARIANT_SETS["wgmma"]["i34"].items()
+                          for config in configs
+                          for expression in configured(FLASH_WGMMA, config, d).expressions(
+                              AttentionProblem(seq=1, dim=d, dtype=dtype), config.br, config.bc)})
+    assert any(",176," in e for e in expressions) and any(",192," in e for e in expressions)
+    instances = [f"template __global__ void {expression}(const void*, const void*, const void*, unsigned short*, "
+                 "int, int, int, float, int);" for expression in expressions]
+    report, spills = build_sm90a("flash_wgmma.cu", instances, tmp_path)
+    assert spills == [0] * len(expressions), report
+    assert not [code for code in ("C7508", "C7512", "C7514") if code in report], report
+
+
 def test_the_hopper_split_kernel_compiles_for_sm90a_without_spills(tmp_path):
     """kernels/decode_wgmma.cu at the launcher's own name expressions (both types, both d): built, no spill, no MMA
     serialised by ptxas (C7514), and its consumer given the registers setmaxnreg asks for (no C7508 warning)."""

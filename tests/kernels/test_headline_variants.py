@@ -89,3 +89,25 @@ def test_a_wrong_q15_row_fails_the_headline(monkeypatch, capsys):
     monkeypatch.setattr(q15_headline.target, "run", one_wrong)
     assert headline.main(["--gpu-device", "fake", "--seq-scale", "64", "--iters", "1", "--seqs", "1024",
                           "--no-16bit", "--q15-seqs", "1024"]) == 1
+
+
+@pytest.mark.parametrize("dim, bc", [(64, 192), (128, 176), (128, 192)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_i34_larger_key_blocks_run_on_the_fake_in_their_tile(dim, bc, causal):
+    """Each launch of the i34 wgmma set with a key block past 128 (kernels/wgmma.cuh's new wgmma_ss shapes) checked
+    as the sweep checks it: the fake's flash walks Bc-key tiles, at N 17 (one partial block) and 400 (two full
+    blocks of 176 or 192 and a partial third), and each row is `ok` against the golden in its own tile."""
+    from host.problem import AttentionProblem
+    from host.target_api import RunContext
+    from kernels import target
+
+    configs = [c for c in headline.VARIANT_SETS["wgmma"]["i34"][dim] if c.bc == bc]
+    assert configs  # d 64: 2 and 3 stages; d 128: 2 (3 would pass 227 KB)
+    dev, context = target.backend(target.Settings(device="fake")), RunContext.start()
+    for config in configs:
+        chosen = headline.configured(headline.FLASH_WGMMA, config, dim)
+        for seq in (17, 400):
+            problem = AttentionProblem(heads=2, seq=seq, dim=dim, causal=causal, dtype="float16", seed=seq)
+            row = headline.variant_row(chosen, problem, 1, dev, context, timed=False)
+            assert row.status == "ok" and (row.br, row.bc) == (128, bc), row.message
+            assert row.message.startswith(f"flash_wgmma_fwd<0,{dim},{bc},2,{config.stages},2>: 384 threads")
