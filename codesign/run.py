@@ -57,7 +57,7 @@ def rtl_plan(problem: AttentionProblem, dp: Datapath, bc: int = q15.BC) -> str:
     if not ok:
         raise UnavailableError(f"--rtl: {why}")
     from codesign.rtl.divider import MIN_LATENCY
-    from codesign.rtl.sim import estimate_seconds, model_cycles
+    from codesign.rtl.sim import ESTIMATE_ERROR, estimate_seconds, model_cycles
 
     if dp.dataflow != "os":
         raise SpecError(f"--rtl: dataflow={dp.dataflow!r} has no RTL array; allowed: os")
@@ -81,13 +81,13 @@ def rtl_plan(problem: AttentionProblem, dp: Datapath, bc: int = q15.BC) -> str:
     except SpecError as exc:
         raise SpecError(f"--rtl: {exc}") from None
     heads = problem.batch * problem.heads
-    estimate = estimate_seconds(dp, problem.dim, total * heads)
+    estimate = estimate_seconds(dp, problem.seq, problem.dim, problem.causal, heads)
     if estimate > RTL_MAX_S:
         raise SpecError(f"--rtl: {heads} head(s) of {total:,} cycles on a {dp.rows}x{dp.cols} array would simulate "
                         f"for about {estimate / 3600:.1f} h; allowed: up to {RTL_MAX_S // 60} min (a smaller --array, "
                         "--seq or --dim)")
     return (f"kbench: the RTL will simulate {heads} head(s) of {total:,} cycles, roughly {estimate:.0f} s "
-            f"({estimate * 0.7:.0f}..{estimate * 1.3:.0f} s on a 2-core VM)")
+            f"({estimate * (1 - ESTIMATE_ERROR):.0f}..{estimate * (1 + ESTIMATE_ERROR):.0f} s on an idle 2-core VM)")
 
 
 def rtl_check(result: Evaluation) -> tuple[list[str], bool]:

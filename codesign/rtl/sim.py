@@ -38,20 +38,33 @@ PROGRESS_CYCLES = 1000
 #: Cycles a head takes in simulation beyond its `cycles` (the sum of the stages' busy cycles): the one in which the
 #: bench sees the engine's done. simulate_heads' progress counts them: a head's total is cycles + DONE_TICKS.
 DONE_TICKS = 1
-#: Host cost of one simulated cycle, µs: BASE + per array cell + per output accumulator (R·d) + per EXP2 lane + per
-#: divider, fitted to runs of 2×2 to 8×8 arrays, E 1..16, D 1..64, d 3..64 on the development VM (within about ±30 %,
-#: docs/performance.md); building the simulator adds BUILD_S plus BUILD_S_PER_LANE per lane.
-CYCLE_US = {"base": 110.0, "cell": 15.0, "accumulator": 0.8, "lane": 30.0, "divider": 5.0}
-BUILD_S, BUILD_S_PER_LANE = 1.0, 0.07
+#: Host CPU µs per simulated cycle, by what Amaranth's simulator evaluates (it evaluates only what changes, so a unit
+#: costs while it is busy): every cycle, each of the R·d output accumulators ("accumulator"); each cycle the array is
+#: busy, each of its R·C cells ("cell"); each cycle the softmax unit is busy, each of its E lanes ("lane") and each
+#: lane's read of the R·C scores ("lane_score", E·R·C); each cycle the divider bank is busy, each divider's read of
+#: the R·d accumulators ("divider_read", D·R·d). Fitted by least squares (relative) to 22 heads of 2×2 to 16×16
+#: arrays, E 1..32, D 1..64, d 3..64 on the development VM (reports/issue-33/rtl/sim_speed.txt; docs/performance.md).
+CYCLE_US = {"accumulator": 2.95, "cell": 21.6, "lane": 370.0, "lane_score": 3.25, "divider_read": 1.06}
+#: Host CPU seconds to elaborate the engine and build the simulator: base, per lane, per divider, per array cell.
+BUILD_S = {"base": 0.09, "lane": 0.10, "divider": 0.048, "cell": 0.016}
+#: estimate_seconds' band either way: on those heads, a head's seconds with it left out of the fit were within ±29 %,
+#: and the totals with the build within −25 to +22 % of the fit to all of them.
+ESTIMATE_ERROR = 0.3
 
 
-def estimate_seconds(datapath: Datapath, dim: int, cycles: int) -> float:
-    """Roughly how long Amaranth's simulator takes to build the head engine and run `cycles` cycles of heads of
-    dimension `dim` (on the development VM; a faster host is faster): what `run --rtl` prints before it starts."""
-    R, C = datapath.rows, datapath.cols
-    per_cycle = (CYCLE_US["base"] + CYCLE_US["cell"] * R * C + CYCLE_US["accumulator"] * R * dim
-                 + CYCLE_US["lane"] * datapath.exp_lanes + CYCLE_US["divider"] * datapath.dividers)
-    return BUILD_S + BUILD_S_PER_LANE * datapath.exp_lanes + cycles * per_cycle * 1e-6
+def estimate_seconds(datapath: Datapath, seq: int, dim: int, causal: bool, heads: int = 1) -> float:
+    """Roughly how long Amaranth's simulator takes to build the head engine and run `heads` heads of (seq, dim, causal)
+    on it (an idle 2-core VM's seconds; a loaded machine takes longer): what `run --rtl` prints before it starts.
+    From the model's cycles for each head and its stages' busy cycles (`model_cycles`)."""
+    R, C, E, D = datapath.rows, datapath.cols, datapath.exp_lanes, datapath.dividers
+    total, head = model_cycles(datapath, seq, dim, causal)
+    busy = {name: stage.busy_cycles for name, stage in head.stages.items()}
+    us = (total * CYCLE_US["accumulator"] * R * dim + busy["array"] * CYCLE_US["cell"] * R * C
+          + busy["softmax"] * E * (CYCLE_US["lane"] + CYCLE_US["lane_score"] * R * C)
+          + busy["divider"] * CYCLE_US["divider_read"] * D * R * dim)
+    build = BUILD_S["base"] + BUILD_S["lane"] * E + BUILD_S["divider"] * D + BUILD_S["cell"] * R * C
+    return build + heads * us * 1e-6
+
 
 def schedule(datapath: Datapath, seq: int, dim: int, causal: bool) -> tuple[int, int]:
     """(the head engine's cycles for one head, start to the last wave's done, what its `cycles` counter counts; the

@@ -3,6 +3,8 @@ when outputs or stage cycles differ, and the RTL's preconditions refused in one 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -80,6 +82,27 @@ def test_what_the_rtl_cannot_run_is_refused_in_one_line_first(capsys, monkeypatc
     assert main(["run", *SMALL, *extra, "--rtl"]) == 2
     out = capsys.readouterr()
     assert out.out == "" and message in out.err and len(out.err.strip().splitlines()) == 1
+
+
+def test_the_plan_names_the_estimate_and_refuses_one_over_the_limit_naming_both(capsys, monkeypatch):
+    """run.RTL_MAX_S bounds sim.estimate_seconds over every head's cycles (sim.model_cycles): under it the plan line
+    gives the estimate and its band; over it the one-line refusal gives the estimate in hours and the limit."""
+    from codesign import run
+    from host.problem import AttentionProblem
+
+    dp = Datapath(rows=2, cols=4, exp_lanes=3, dividers=2)  # SMALL's datapath and head, 2 heads
+    estimate = sim.estimate_seconds(dp, 9, 3, False, heads=2)
+    line = run.rtl_plan(AttentionProblem(batch=1, heads=2, seq=9, dim=3, causal=False, dtype="q15"), dp, bc=4)
+    assert estimate < run.RTL_MAX_S and f"roughly {estimate:.0f} s ({estimate * (1 - sim.ESTIMATE_ERROR):.0f}.." in line
+    monkeypatch.setattr(sim, "simulate_heads", lambda *a: pytest.fail("simulated a refused problem"))
+    big = Datapath(rows=32, cols=32, exp_lanes=3, dividers=2)
+    total = sim.model_cycles(big, 4096, 128, False)[0]
+    estimate = sim.estimate_seconds(big, 4096, 128, False, heads=2)
+    assert estimate > run.RTL_MAX_S
+    assert main(["run", *SMALL, "--seq", "4096", "--dim", "128", "--array", "32x32", "--bc", "32", "--rtl"]) == 2
+    err = capsys.readouterr().err
+    assert (f"--rtl: 2 head(s) of {total:,} cycles on a 32x32 array would simulate for about {estimate / 3600:.1f} h; "
+            f"allowed: up to {run.RTL_MAX_S // 60} min") in err
 
 
 def test_without_amaranth_rtl_says_why(capsys, monkeypatch):
@@ -174,11 +197,23 @@ def test_a_softmax_unit_of_many_lanes_builds_and_agrees():  # 150 lanes: a chain
 
 def test_the_estimate_grows_with_what_the_simulator_evaluates():
     small = Datapath(rows=2, cols=2, exp_lanes=1, dividers=1)
-    base = sim.estimate_seconds(small, 8, 10_000)
+    base = sim.estimate_seconds(small, 16, 8, False)
     for bigger, dim in ((Datapath(rows=4, cols=4, exp_lanes=1, dividers=1), 8), (small, 64),
                         (Datapath(rows=2, cols=2, exp_lanes=16, dividers=1), 8),
                         (Datapath(rows=2, cols=2, exp_lanes=1, dividers=64), 8)):
-        assert sim.estimate_seconds(bigger, dim, 10_000) > base
-    build = sim.estimate_seconds(small, 8, 0)
-    assert sim.estimate_seconds(small, 8, 20_000) - build == pytest.approx(2 * (base - build))
+        assert sim.estimate_seconds(bigger, 16, dim, False) > base
+    build = sim.estimate_seconds(small, 16, 8, False, heads=0)
+    assert sim.estimate_seconds(small, 16, 8, False, heads=2) - build == pytest.approx(2 * (base - build))
 
+
+def test_the_estimate_holds_to_the_measured_heads_it_was_fitted_to():
+    """reports/issue-33/rtl/sim_speed.txt: each head's simulate_heads CPU seconds (build, load, run, read back)
+    against estimate_seconds for it, within the band `run --rtl` prints (sim.ESTIMATE_ERROR)."""
+    path = Path(__file__).resolve().parents[2] / "reports" / "issue-33" / "rtl" / "sim_speed.txt"
+    with open(path, encoding="utf-8") as handle:
+        lines = [line.split() for line in handle if line.strip() and not line.startswith("#")]
+    assert len(lines) >= 20
+    for R, C, E, D, seq, dim, causal, _, _, _, _, cpu_s, *_ in lines:
+        dp = Datapath(rows=int(R), cols=int(C), exp_lanes=int(E), dividers=int(D))
+        estimate = sim.estimate_seconds(dp, int(seq), int(dim), causal == "1")
+        assert abs(estimate / float(cpu_s) - 1) <= sim.ESTIMATE_ERROR, (dp.name, seq, dim, estimate, cpu_s)
