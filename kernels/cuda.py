@@ -9,6 +9,7 @@ before each timed call. CuPy is imported inside functions only, so this module i
 from __future__ import annotations
 
 import functools
+import hashlib
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -64,13 +65,27 @@ def _l2_flush_buffer():
     return cupy.empty(2 * l2 // 4 + 1, dtype=cupy.float32)
 
 
+def headers_digest(folder: Path = SOURCE_DIR) -> str:
+    """A digest of every header (*.cuh) in `folder`, by name and content. CuPy keys its on-disk build cache on the
+    source text and the options, not on the headers a source includes (cupy/cupy#941): an edited header would load
+    the build of the old one. The digest goes into the options as a define, so any header change rebuilds."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.glob("*.cuh")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def module_options(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """NVRTC options of a kernels/*.cu build through CuPy: C++17, the headers' folder and their digest."""
+    return ("-std=c++17", f"-I{SOURCE_DIR}", f"-DKBENCH_HEADERS={headers_digest()}", *extra)
+
+
 @functools.lru_cache(maxsize=None)
 def _module(name: str, expressions: tuple[str, ...] = (), extra: tuple[str, ...] = ()):
     import cupy
 
     source = (SOURCE_DIR / name).read_text()
-    return cupy.RawModule(code=source, options=("-std=c++17", f"-I{SOURCE_DIR}", *extra),
-                          name_expressions=list(expressions) or None)
+    return cupy.RawModule(code=source, options=module_options(extra), name_expressions=list(expressions) or None)
 
 
 def stream_read(a, b) -> Callable[[], None]:

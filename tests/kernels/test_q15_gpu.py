@@ -70,7 +70,7 @@ def test_the_kernel_is_bit_exact_on_awkward_shapes(seq, dim, causal, kind):
     problem = fresh_problem(seq, dim, causal, heads=4, kv_heads=2)
     quantized = quantized_inputs(problem, kind, np.random.default_rng(problem.seed))
     got, want = gpu_bits(problem, quantized), quantized.expected()
-    assert got.same_bits(want), got.first_difference(want)
+    assert got.same_bits(want), f"seed {problem.seed}, {kind}: {got.first_difference(want)}"
 
 
 @pytest.mark.gpu
