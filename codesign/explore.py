@@ -7,15 +7,17 @@ table's: `synthesis_area`), the Pareto front of energy against latency to front.
 MCU's datasheet energy) are placed on the same axes.
 
 Evaluation is vectorised: the cycle model (codesign/cycles.py) runs once per distinct (array, dataflow, lanes,
-dividers, buffers, clock, DRAM bandwidth), the only parameters cycles depend on; node, accumulator width and DRAM kind
-change energy and area only and are evaluated as numpy arrays over the point grid's axes (codesign/explore_points.py,
-codesign/energy.py): the logic at the supply the point's clock allows, idle PEs and the clock tree charged; a point
-whose clock is above its node's f_max, or whose banked buffer's access time is over the clock period, is skipped
-with the reason, as one whose buffers cannot hold a tile is. The bits
-are computed at the contract's Bc (host.q15.BC) whatever the array's shape, so they depend on the accumulator alone
-(codesign/bits.py): a width at or above the contract's exact width (codesign/widths.py `predicted_width`) is
-bit-exact for every input and carries the contract v2 output's own rel-L2; below it, one seeded head is run through
-the bit model and the point carries the measured rel-L2. Every array shape of one problem gets the same accuracy.
+dividers, divider latency and kind, buffers, clock, DRAM bandwidth, arrays, schedule), the only parameters cycles
+depend on, a reciprocal divider's once whatever the div_latency values, since none of its figures depends on them
+(codesign/explore_cycles.py `configurations`; points.csv leaves its div_latency empty); node, accumulator width and
+DRAM kind change energy and area only and are evaluated as numpy arrays over the point grid's axes
+(codesign/explore_points.py, codesign/energy.py): the logic at the supply the point's clock allows, idle PEs and the
+clock tree charged; a point whose clock is above its node's f_max, or whose banked buffer's access time is over the
+clock period, is skipped with the reason, as one whose buffers cannot hold a tile is. The bits are computed at the
+contract's Bc (host.q15.BC) whatever the array's shape, so they depend on the accumulator alone (codesign/bits.py): a
+width at or above the contract's exact width (codesign/widths.py `predicted_width`) is bit-exact for every input and
+carries the contract v2 output's own rel-L2; below it, one seeded head is run through the bit model and the point
+carries the measured rel-L2. Every array shape of one problem gets the same accuracy.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import numpy as np
 
 from codesign.datapath import (ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, ARRAYS_MAX, DATAFLOWS, DIVIDERS, OVERFLOWS,
                                SCHEDULES, Datapath)
-from codesign.explore_cycles import CYCLE_KEYS, cycle_table
+from codesign.explore_cycles import CYCLE_KEYS, configuration_count, cycle_table, div_latency_applies
 from codesign.energy import area, reciprocal_lane
 from codesign.technology import Band, GateCalibration, Technology, default_gates
 from codesign.explore_points import every_point, flat, flat_band, grid_of, point_energy, refusals
@@ -158,8 +160,9 @@ def load_space(path: Path | None, tech: Technology) -> dict:
 
 
 def space_size(space: dict) -> tuple[int, int]:
-    """(cycle-model configurations, operating points)."""
-    configs = math.prod(len(space[k]) for k in CYCLE_KEYS)
+    """(cycle-model configurations, operating points): a reciprocal divider's configurations once, not once per
+    div_latency (explore_cycles.configurations)."""
+    configs = configuration_count(space)
     return configs, configs * math.prod(len(space[k]) for k in space if k not in CYCLE_KEYS)
 
 
@@ -377,10 +380,13 @@ def sensitivity(result: Exploration, base: int, allowed: np.ndarray | None = Non
     if allowed is not None:
         usable &= allowed
     rows = []
+    applies = div_latency_applies(c["divider"])
     for name in SWEPT:
         same = usable.copy()
         for other in SWEPT:
-            if other != name:
+            if other == "div_latency" and name != other:  # a point it does not apply to carries the space's first
+                same &= (c[other] == c[other][base]) | ~applies
+            elif other != name:
                 same &= c[other] == c[other][base]
         idx = np.flatnonzero(same)
         if len(idx) < 2:

@@ -1,5 +1,6 @@
 """The explorer's cycle table (codesign/explore.py): one row per distinct cycle configuration of the space (array,
-dataflow, lanes, dividers, divider latency and kind, buffers, clock, DRAM bandwidth, arrays, schedule), the whole
+dataflow, lanes, dividers, divider latency and kind, buffers, clock, DRAM bandwidth, arrays, schedule; a reciprocal
+divider's once, since no figure of it depends on the divider latency: `configurations`), the whole
 problem's cycles under the datapath's best mapping (codesign/groups.py `problem_cycles`, the mapper off the default
 datapath), its utilisation, traffic and mapping, and for each configuration whether a smaller array with everything
 else equal is faster, and why (codesign/mapper.py `slower_reason`)."""
@@ -7,6 +8,8 @@ else equal is faster, and why (codesign/mapper.py `slower_reason`)."""
 from __future__ import annotations
 
 import itertools
+import math
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -26,6 +29,34 @@ PARAMETERS = ("rows", "cols", "dataflow", "exp_lanes", "dividers", "div_latency"
               "o_kb", "clock_hz", "dram_gbps", "arrays", "schedule")
 
 
+#: Divider kinds none of whose figures depend on div_latency: a reciprocal lane's latencies are its own
+#: (datapath.RECIPROCAL_LATENCY, PRODUCT_LATENCY; divider_cycles.tile_cycles), its area is D lanes (explore.py) and its
+#: energy its reciprocals and products (energy.divider_energy). The space evaluates such a configuration once, at the
+#: space's first div_latency, and points.csv leaves its div_latency empty: it does not apply (`div_latency_applies`).
+NO_DIV_LATENCY = ("reciprocal",)
+
+
+def configurations(space: dict) -> Iterator[tuple]:
+    """The space's cycle configurations, values in CYCLE_KEYS' order: every combination, except that a divider kind
+    of NO_DIV_LATENCY comes once, at the space's first div_latency."""
+    latency, kind, first = CYCLE_KEYS.index("div_latency"), CYCLE_KEYS.index("divider"), space["div_latency"][0]
+    for combo in itertools.product(*(space[k] for k in CYCLE_KEYS)):
+        if combo[kind] not in NO_DIV_LATENCY or combo[latency] == first:
+            yield combo
+
+
+def configuration_count(space: dict) -> int:
+    """len(list(configurations(space))), without walking them."""
+    kinds = space["divider"]
+    per_kind = sum(1 if kind in NO_DIV_LATENCY else len(space["div_latency"]) for kind in kinds)
+    return per_kind * math.prod(len(space[k]) for k in CYCLE_KEYS if k not in ("div_latency", "divider"))
+
+
+def div_latency_applies(divider: np.ndarray) -> np.ndarray:
+    """Per point, whether its div_latency means anything (False for the kinds of NO_DIV_LATENCY)."""
+    return ~np.isin(np.asarray(divider), NO_DIV_LATENCY)
+
+
 def _shape(problem: AttentionProblem) -> tuple:
     return (problem.seq, problem.dim, problem.causal, BC, problem.queries, problem.heads, problem.kv_head_count,
             problem.batch)
@@ -39,8 +70,7 @@ def cycle_table(problem: AttentionProblem, space: dict, progress) -> dict[str, n
                                              "mapping", *TRAFFIC_KEYS)}
     models: list[ProblemCycles | None] = []
     datapaths: list[Datapath] = []
-    for (r, c), flow, lanes, dividers, latency, kind, buffers, mhz, gbps, arrays, schedule in itertools.product(
-            *(space[k] for k in CYCLE_KEYS)):
+    for (r, c), flow, lanes, dividers, latency, kind, buffers, mhz, gbps, arrays, schedule in configurations(space):
         clock = int(round(mhz * 1e6))
         dp = Datapath(rows=r, cols=c, dataflow=flow, exp_lanes=lanes, dividers=dividers, div_latency=latency,
                       q_buffer_kb=buffers[0], k_buffer_kb=buffers[1], v_buffer_kb=buffers[2], o_buffer_kb=buffers[3],

@@ -136,7 +136,8 @@ def _one_group_latency(point: dict) -> float:
     q, k, v, o = map(float, point["buffers_kb"].split("/"))
     clock = int(float(point["clock_mhz"]) * 1e6)
     dp = Datapath(rows=rows, cols=cols, dataflow=point["dataflow"], exp_lanes=int(point["exp_lanes"]),
-                  dividers=int(point["dividers"]), div_latency=int(point["div_latency"]), divider=point["divider"],
+                  dividers=int(point["dividers"]), divider=point["divider"],
+                  div_latency=int(point["div_latency"] or Datapath.div_latency),  # empty: a reciprocal's, unused
                   q_buffer_kb=q, k_buffer_kb=k, v_buffer_kb=v, o_buffer_kb=o,
                   dram_bytes_per_cycle=float(point["dram_gbps"]) * 1e9 / clock, clock_hz=clock,
                   arrays=int(point["arrays"]), schedule=point["schedule"])

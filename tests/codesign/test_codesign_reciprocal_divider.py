@@ -5,6 +5,8 @@ line naming the allowed ones."""
 
 from __future__ import annotations
 
+import csv
+
 import numpy as np
 import pytest
 
@@ -12,7 +14,8 @@ from codesign import divider_cycles, energy
 from codesign.bits import run_head
 from codesign.cycles import head_cycles
 from codesign.datapath import Datapath
-from codesign.explore import check_space, explore
+from codesign.explore import SWEPT, check_space, explore, sensitivity, space_size
+from codesign.explore_cli import as_written, write_points
 from codesign.technology import Technology
 from host import q15
 from host.errors import SpecError
@@ -143,6 +146,47 @@ def test_the_explorer_takes_the_reciprocal_divider():
     assert [_point_line(c, at[kind]).split()[3] for kind in ("iterative", "pipelined", "reciprocal")] == \
         ["div8x18", "pdiv8x18", "rdiv8"]
     assert Datapath(divider="reciprocal").name == "sa32x32-os-acc40-rdiv"
+
+
+def test_a_reciprocal_configuration_is_evaluated_once_whatever_the_div_latency(tmp_path):
+    """No figure of a reciprocal divider depends on div_latency: a space of two latencies holds each reciprocal point
+    once (points.csv: div_latency empty, it does not apply), each iterative point twice, varying with it."""
+    space = check_space({"array": ["8x8", "16x16"], "dataflow": ["os"], "exp_lanes": [16], "dividers": [8],
+                         "div_latency": [18, 40], "buffers_kb": [[32, 64, 64, 128]], "clock_mhz": [1000],
+                         "dram_gbps": [256], "node_nm": [45, 7], "acc_bits": [40],
+                         "divider": ["iterative", "reciprocal"]}, TECH)
+    problem = AttentionProblem(batch=1, heads=2, seq=97, dim=16, causal=True, dtype="q15", seed=0)
+    result = explore(problem, space, TECH)
+    c = result.columns
+    # 2 arrays × (iterative at 2 latencies + reciprocal once) cycle configurations, × 2 nodes
+    assert space_size(space) == (2 * 3, 2 * 3 * 2) and result.cycle_configs == 6 and len(result) == 12
+    others = [name for name in SWEPT if name != "div_latency"]
+    for kind, copies in (("iterative", 2), ("reciprocal", 1)):
+        idx = np.flatnonzero(c["divider"] == kind)
+        keys = [tuple(str(c[name][i]) for name in others) for i in idx]
+        assert len(keys) == 4 * copies and len(set(keys)) == 4, kind  # 2 arrays × 2 nodes, each `copies` times
+        if kind == "iterative":  # its cycles and energy move with the latency (its area, one stage, does not)
+            for key in set(keys):
+                pair = [i for i, k in zip(idx, keys) if k == key]
+                assert sorted(c["div_latency"][pair].tolist()) == [18, 40]
+                slow, fast = sorted(pair, key=lambda i: -c["div_latency"][i])
+                assert c["latency_s"][slow] > c["latency_s"][fast] and c["energy_j"][slow] > c["energy_j"][fast]
+                assert c["area_mm2"][slow] == c["area_mm2"][fast]
+    # the reciprocal point is the one an explorer of that latency alone gives, at either latency
+    for latency in (18, 40):
+        alone = explore(problem, {**space, "div_latency": [latency], "divider": ["reciprocal"]}, TECH).columns
+        mine = c["divider"] == "reciprocal"
+        for metric in ("latency_s", "energy_j", "area_mm2", "synth_area_mm2"):
+            assert c[metric][mine].tolist() == alone[metric].tolist(), metric
+    # the files say the latency does not apply; the sensitivity around an iterative point still varies the kind
+    write_points(as_written(c), tmp_path / "points.csv")
+    with open(tmp_path / "points.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {(r["divider"], r["div_latency"]) for r in rows} == {("iterative", "18"), ("iterative", "40"),
+                                                                ("reciprocal", "")}
+    base = int(np.flatnonzero((c["divider"] == "iterative") & (c["div_latency"] == 40))[0])
+    [kinds] = [row for row in sensitivity(result, base) if row["parameter"] == "divider"]
+    assert kinds["values"] == 2
 
 
 @pytest.mark.parametrize("value", ["recip", "Reciprocal", ""])
