@@ -375,12 +375,28 @@ def fp32_against_torch(p4: AttentionProblem, iters: int, settings: target.Settin
               f"speed {efficient / flash4:.2f} ({note})")
 
 
+def check_sections(args) -> None:
+    """SpecError where an option would be silently ignored: the q15 and 16-bit options belong to the ratios, not to
+    a variant sweep; --seqs with --no-16bit (outside a sweep) and --q15-seqs with --no-q15 set a section not run."""
+    if args.variants:
+        ratio_only = [flag for flag, on in (("--no-16bit", args.no_16bit), ("--no-q15", args.no_q15),
+                                            ("--q15-seqs", args.q15_seqs is not None)) if on]
+        if ratio_only:
+            raise SpecError(f"{', '.join(ratio_only)} apply only to the ratios, not with --variants "
+                            f"{args.variants}; allowed: --seqs for the sweep's timed N")
+    elif args.no_16bit and args.seqs is not None:
+        raise SpecError("--seqs sets the 16-bit comparison's N, which --no-16bit skips; allowed: one of them")
+    if args.no_q15 and args.q15_seqs is not None:
+        raise SpecError("--q15-seqs sets the q15 section's N, which --no-q15 skips; allowed: one of them")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         args = build_parser().parse_args(argv)
         if not args.variants and (args.variant_set is not None or args.out is not None):
             raise SpecError("--set and --out apply only with --variants; allowed: --variants tc|tf32|wgmma with them, "
                             "or neither for the ratios")
+        check_sections(args)
         args.variant_set = args.variant_set or "all"
         args.out = args.out or DEFAULT_OUT
         if args.seq_scale is None:

@@ -65,11 +65,25 @@ def test_bad_seqs_are_refused_in_one_line(capsys):
     assert "seqs" in err and "0" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("argv, named", [
+    (["--seqs", "1024", "--no-16bit"], "--seqs sets the 16-bit comparison's N, which --no-16bit skips"),
+    (["--q15-seqs", "1024", "--no-q15"], "--q15-seqs sets the q15 section's N, which --no-q15 skips"),
+    (["--variants", "wgmma", "--no-q15"], "--no-q15 apply only to the ratios, not with --variants wgmma"),
+    (["--variants", "tc", "--no-16bit", "--q15-seqs", "64"],
+     "--no-16bit, --q15-seqs apply only to the ratios, not with --variants tc"),
+])
+def test_an_option_whose_section_does_not_run_is_refused_in_one_line(argv, named, tmp_path, capsys):
+    """Nothing is measured under an option that would be silently ignored (as --set and --out without --variants)."""
+    assert headline.main(["--gpu-device", "fake", *argv]) == 2
+    err = capsys.readouterr().err
+    assert named in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "results.csv").exists()
+
+
 def test_the_q15_section_runs_q15_beside_float16_on_the_same_shapes(capsys):
     """--q15-seqs 1024 at --seq-scale 64: N 16, d 64 and 128, both masks: 4 lines, each with the q15 row's verdict
     (the fake runs host/q15.py's model, so every row is bit-exact: ok) and no energy on the fake."""
-    assert headline.main(["--gpu-device", "fake", "--seq-scale", "64", "--iters", "1", "--seqs", "1024",
-                          "--no-16bit", "--q15-seqs", "1024"]) == 0
+    assert headline.main(["--gpu-device", "fake", "--seq-scale", "64", "--iters", "1", "--no-16bit",
+                          "--q15-seqs", "1024"]) == 0
     lines = [line.split() for line in capsys.readouterr().out.splitlines()
              if line.split()[:1] == ["16"] and len(line.split()) == 11]
     assert [(row[1], row[2]) for row in lines] == [("64", "0"), ("64", "1"), ("128", "0"), ("128", "1")]
@@ -87,8 +101,8 @@ def test_a_wrong_q15_row_fails_the_headline(monkeypatch, capsys):
                 for row in rows]
 
     monkeypatch.setattr(q15_headline.target, "run", one_wrong)
-    assert headline.main(["--gpu-device", "fake", "--seq-scale", "64", "--iters", "1", "--seqs", "1024",
-                          "--no-16bit", "--q15-seqs", "1024"]) == 1
+    assert headline.main(["--gpu-device", "fake", "--seq-scale", "64", "--iters", "1", "--no-16bit",
+                          "--q15-seqs", "1024"]) == 1
 
 
 @pytest.mark.parametrize("dim, bc", [(64, 192), (128, 176), (128, 192)])
