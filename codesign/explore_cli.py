@@ -127,8 +127,11 @@ def _summary(columns, chosen, points, allowed=None, bounds: str = "") -> str:
 
 
 def _sensitivity_lines(columns, base: int, spread: list[dict]) -> list[str]:
+    # a reciprocal divider's div_latency does not apply (points.csv and front.csv leave it empty): not named here
+    applies = bool(div_latency_applies(columns["divider"][base:base + 1])[0])
     lines = ["sensitivity around the front's least energy-delay point ("
-             + ", ".join(f"{k} {columns[k][base]}" for k in SWEPT) + "): max/min when one parameter alone varies",
+             + ", ".join(f"{k} {columns[k][base]}" for k in SWEPT if k != "div_latency" or applies)
+             + "): max/min when one parameter alone varies",
              f"  {'parameter':<11} {'latency':>8} {'energy':>8} {'area':>8}  best energy at"]
     for row in spread:
         lines.append(f"  {row['parameter']:<11} {row['latency_s_spread']:8.3g} {row['energy_j_spread']:8.3g} "
