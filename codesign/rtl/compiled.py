@@ -135,16 +135,19 @@ def _write_input(path: Path, heads: list[Head], datapath: Datapath) -> None:
                 f.write(np.ascontiguousarray(tensor, dtype="<i2").tobytes())
 
 
-def simulate_heads_compiled(heads: list[Head], datapath: Datapath) -> list[RtlHead]:
+def simulate_heads_compiled(heads: list[Head], datapath: Datapath, binary: Path | None = None) -> list[RtlHead]:
     """Each head (q, k, v: (seq, dim) int16, params with bc = datapath.cols) through the Verilator-compiled head
-    engine, sized as sim.simulate_heads sizes it. An RtlHead's sim_seconds is its share (by cycles) of the run, the
-    build excluded. SpecError for bad heads, UnavailableError without Verilator, TargetError on a hang or fault."""
+    engine, sized as sim.simulate_heads sizes it, or through `binary`, an executable that build() made for this
+    datapath and these heads' largest seq and dim (kept, say, from before an edit of a source that changed the build's
+    key but not the Verilog). An RtlHead's sim_seconds is its share (by cycles) of the run, the build excluded.
+    SpecError for bad heads, UnavailableError without Verilator, TargetError on a hang or fault."""
     if not heads:
         return []
     check_heads(heads, datapath)
-    seq_max = max(head[3].seq for head in heads)
-    dim_max = max(head[3].dim for head in heads)
-    binary, _ = build(datapath, seq_max, dim_max)
+    if binary is None:
+        seq_max = max(head[3].seq for head in heads)
+        dim_max = max(head[3].dim for head in heads)
+        binary, _ = build(datapath, seq_max, dim_max)
     with tempfile.TemporaryDirectory(prefix="kbench-vhead-") as tmp:
         source, sink = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
         _write_input(source, heads, datapath)
