@@ -288,8 +288,8 @@ def table(rows: list[IsoRow], columns: dict[str, np.ndarray], accuracy_bound: fl
             continue
         arrays = f"{columns['arrays'][i]} × " if "arrays" in columns and columns["arrays"][i] > 1 else ""
         dram = f", {columns['dram_gbps'][i]:g} GB/s" if "dram_gbps" in columns else ""
-        point = (f"{arrays}{columns['array'][i]} {columns['dataflow'][i]}, {columns['clock_mhz'][i]:.0f} MHz, "
-                 f"{columns['node_nm'][i]:.0f} nm{dram}")
+        point = (f"{arrays}{columns['array'][i]} {columns['dataflow'][i]}{_datapath_tags(columns, i)}, "
+                 f"{columns['clock_mhz'][i]:.0f} MHz, {columns['node_nm'][i]:.0f} nm{dram}")
         lines.append(f"| {row.reference} | {budget} | {point} | "
                      f"{row.copies} ({row.fit}) | {row.latency_s * 1e6:.3g} µs{'' if row.exact else ' (bound)'} | "
                      f"{row.speedup:.3g} | "
@@ -297,3 +297,19 @@ def table(rows: list[IsoRow], columns: dict[str, np.ndarray], accuracy_bound: fl
     if not rows:
         lines.append("| (no measured point with an area or a power, or no ASIC point fits) | | | | | | | | |")
     return "\n".join(lines) + "\n"
+
+
+def _datapath_tags(columns: dict[str, np.ndarray], i: int) -> str:
+    """The point's schedule, divider (with its latency where that applies) and accumulator width, where the columns
+    carry them: what tells apart the points that share an array, clock and node."""
+    tags = []
+    if "schedule" in columns:
+        tags.append(str(columns["schedule"][i]))
+    if "divider" in columns:
+        kind = str(columns["divider"][i])
+        latency = columns["div_latency"][i] if "div_latency" in columns else ""
+        shown = kind != "reciprocal" and str(latency) not in ("", "nan")
+        tags.append(f"{kind} divider" + (f" ({int(float(latency))} cycles)" if shown else ""))
+    if "acc_bits" in columns:
+        tags.append(f"{int(columns['acc_bits'][i])}-bit accumulators")
+    return "".join(f", {tag}" for tag in tags)

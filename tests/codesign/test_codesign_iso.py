@@ -124,7 +124,8 @@ def test_explore_writes_the_iso_table_against_a_gpu_row(tmp_path, capsys):
     line = next(row for row in text.splitlines() if "| iso-area 814 mm² |" in row)
     cells = [c.strip() for c in line.split("|")[1:-1]]
     assert cells[0] == "H200 flash float16"
-    assert cells[2] == f"{fastest['array']} os, {float(fastest['clock_mhz']):.0f} MHz, 7 nm, 256 GB/s"
+    assert cells[2] == (f"{fastest['array']} os, serial, iterative divider (18 cycles), 40-bit accumulators, "
+                        f"{float(fastest['clock_mhz']):.0f} MHz, 7 nm, 256 GB/s")
     assert cells[3] == f"2 ({int(814 // float(fastest['area_mm2']))})"  # 2 heads: 2 copies used
     assert float(cells[4].split()[0]) == pytest.approx(float(fastest["latency_s"]) / 2 * 1e6, rel=1e-2)
     assert "| iso-power 250 W |" in text
@@ -250,3 +251,18 @@ def test_points_read_back_from_points_csv_give_the_same_answer(tmp_path):
     high = {**read, "latency_s": read["latency_s"] * (1 + 5e-6)}
     assert [r.index for r in iso.compare(high, [gpu], problem, 1e-3)] == [r.index for r in iso.compare(read, [gpu],
                                                                                                       problem, 1e-3)]
+
+
+def test_the_table_names_what_tells_points_apart():
+    """Points sharing an array, clock and node differ by schedule, divider and accumulator: the ASIC cell names them,
+    a divider's latency only where it applies (not a reciprocal one's, which points.csv leaves empty)."""
+    c = columns()
+    c.update(schedule=np.array(["overlap", "serial", "serial", "serial"], dtype=object),
+             divider=np.array(["reciprocal", "pipelined", "iterative", "iterative"], dtype=object),
+             div_latency=np.array(["", "9", "18", "18"], dtype=object), acc_bits=np.array([40, 36, 40, 40]))
+    rows = iso.compare(c, [GPU], PROBLEM, accuracy_bound=2e-2, share=iso.ProportionalShare(c, PROBLEM))
+    text = iso.table(rows, c, 2e-2)
+    assert "| 64x64 os, serial, iterative divider (18 cycles), 40-bit accumulators, 1000 MHz, 7 nm |" in text
+    c["divider"][2], c["div_latency"][2] = "reciprocal", ""
+    text = iso.table(rows, c, 2e-2)
+    assert "| 64x64 os, serial, reciprocal divider, 40-bit accumulators, 1000 MHz, 7 nm |" in text
