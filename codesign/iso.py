@@ -101,8 +101,7 @@ def copies(budget: float, each: np.ndarray) -> np.ndarray:
 def copied_latency(latency_s: np.ndarray, n: np.ndarray, units: int) -> np.ndarray:
     """The proportional share, a lower bound on the latency of n copies sharing `units` independent units (K/V
     groups, or heads): latency · ⌈units / min(n, units)⌉ / units (inf where n is 0)."""
-    share = np.ceil(units / np.maximum(np.minimum(n, units), 1))
-    return np.where(n > 0, latency_s * share / units, np.inf)
+    return np.where(n > 0, latency_s * units_per_copy(n, units) / units, np.inf)
 
 
 def units_per_copy(n: np.ndarray, units: int) -> np.ndarray:
