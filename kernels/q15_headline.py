@@ -58,6 +58,8 @@ def q15_beside_half(seqs: Sequence[int], iters: int, settings: target.Settings) 
                 for row in pair:
                     if row.status != "ok":
                         print(f"  {row.kernel} {row.dtype}: {row.status}: {row.message}", file=sys.stderr)
+    if any(row.energy_j is None for row in rows):  # a '-' says why, as the 16-bit section's do
+        print(f"  -: mJ/head: no energy measured on {rows[0].device}")
     return rows
 
 

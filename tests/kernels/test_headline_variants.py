@@ -84,8 +84,9 @@ def test_the_q15_section_runs_q15_beside_float16_on_the_same_shapes(capsys):
     (the fake runs host/q15.py's model, so every row is bit-exact: ok) and no energy on the fake."""
     assert headline.main(["--gpu-device", "fake", "--seq-scale", "64", "--iters", "1", "--no-16bit",
                           "--q15-seqs", "1024"]) == 0
-    lines = [line.split() for line in capsys.readouterr().out.splitlines()
-             if line.split()[:1] == ["16"] and len(line.split()) == 11]
+    out = capsys.readouterr().out
+    lines = [line.split() for line in out.splitlines() if line.split()[:1] == ["16"] and len(line.split()) == 11]
+    assert "-: mJ/head: no energy measured on fake GPU" in out  # the '-' cells say why
     assert [(row[1], row[2]) for row in lines] == [("64", "0"), ("64", "1"), ("128", "0"), ("128", "1")]
     assert all(row[-1] == "ok" and row[5] == "-" and row[8] == "-" for row in lines)  # verdict; no NVML mJ/head
 
