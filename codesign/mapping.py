@@ -104,7 +104,8 @@ class ProblemCycles:
         """The mapping in words, for a row's message and the explorer's output."""
         m = self.mapping
         folds = "folds overlapped" if m.overlap else "folds back to back"
-        parts = [f"query tile {m.tile_rows} rows", folds, self.first.orientation]
+        rows = f"{m.tile_rows} row" + ("" if m.tile_rows == 1 else "s")
+        parts = [f"query tiles of {rows}", folds, self.first.orientation]
         if m.arrays > 1:
             units = "K/V groups" if self.group > 1 else "heads"
             split = f", each head's query rows split over {m.split}" if m.split > 1 else ""

@@ -47,7 +47,7 @@ def test_an_asic_row_on_two_arrays_names_the_mappers_mapping(tmp_path):
     assert code == 0 and row.status == "ok" and row.bit_exact is True and row.kernel == "sa8x8-os-acc40-p2"
     assert row.cycles == head_cycles(Datapath(rows=8, cols=8, dram_bytes_per_cycle=16), 64, 16, False).cycles
     assert row.peak_gflops == pytest.approx(256) and row.br == 8
-    assert "the mapper chose: query tile 8 rows; folds back to back" in row.message
+    assert "the mapper chose: query tiles of 8 rows; folds back to back" in row.message
     assert row.message.endswith("; 2 of 2 arrays: heads over 2") and "of the 2 arrays' MACs" in row.message
 
 
@@ -66,7 +66,7 @@ def test_the_overlap_schedule_runs_a_tile_smaller_than_the_buffers_refuse_for_r_
     (overlap,) = ResultsFile(tmp_path / "overlap" / "results.csv").read()
     assert code == 0 and overlap.status == "ok" and overlap.bit_exact is True, overlap.message
     assert overlap.kernel == "sa32x32-os-acc40-buf2_64_64_128-overlap-pdiv" and overlap.br <= 16
-    assert f"the mapper chose: query tile {overlap.br} rows" in overlap.message
+    assert f"the mapper chose: query tiles of {overlap.br} rows" in overlap.message
 
 
 def test_narrow_accumulators_give_wrong_rows_and_exit_1(tmp_path):
