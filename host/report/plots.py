@@ -10,8 +10,8 @@
   rows under it and a line style of its own; the legend below the plot.
 
 Each plot function returns its figure, or the reason it drew none (and results.md says it); host/report/render.py
-writes the figure (`png_bytes`), each file whole or not at all.
-Layer L3: it imports only host.results and host.report.common.
+writes the figure (host/report/plot_axes.py's `png_bytes`), each file whole or not at all.
+Layer L3: it imports only host.results and host.report's common, digest and plot_axes.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pandas as pd
 
 from host.report.common import is_measured_roof, roof_text
 from host.report.digest import PLOTTED_STATUSES, POINT_FIELDS, Digest
+from host.report.plot_axes import figure, finish, log_axis, place_legend, seq_axis
 from host.results import Result
 
 if TYPE_CHECKING:
@@ -51,16 +52,12 @@ SERIES_FIELDS = ("target", "kernel", "dtype", "dim", "heads", "kv_heads", "q_len
                  "host")
 #: Series fields a label names only when they differ within one target/kernel: otherwise the kernel implies them.
 IMPLIED = ("dtype", "host")
-DPI = 120
 MARKERS = ("o", "s", "^", "D", "v", "P")  # a new marker each time the 10 colours repeat
-MAX_SEQ_TICKS = 12
 WRONG_RING = dict(marker="o", markersize=13, mfc="none", mec="red", mew=2, ls="")  # around the series' own marker
 #: Each roof's line style, in roof order (dashed, dash-dot, dotted, dash-dot-dot); its colour is that of its rows.
 ROOF_LINES = ((0, (6, 2)), (0, (6, 2, 1, 2)), (0, (1, 1.5)), (0, (8, 2, 1, 2, 1, 2)))
 #: A roof shared by several target/kernels' rows (a GPU's naive, fused and flash) is drawn in grey.
 SHARED_ROOF_COLOR = "0.3"
-#: Legend lines longer than this are wrapped (the roofline's roofs name their device and source).
-LEGEND_WIDTH = 110
 
 
 def results_frame(results: Iterable[Result] | Digest) -> pd.DataFrame:
@@ -219,16 +216,16 @@ def plot_latency(frame: pd.DataFrame) -> Figure | str:
     drawn = [(s, rows) for s, rows in drawn if not rows.empty]
     if not drawn:
         return "no ok row has a positive p50 latency"
-    fig = _figure(9, 5.5)
+    fig = figure(9, 5.5)
     ax = fig.add_subplot()
     for s, rows in drawn:
         low = (rows.p50_ms - rows.p50_ci_low_ms).clip(lower=0).fillna(0)
         high = (rows.p50_ci_high_ms - rows.p50_ms).clip(lower=0).fillna(0)
         ax.errorbar(rows.seq, rows.p50_ms, yerr=[low, high], marker=s.marker, markersize=4, capsize=3,
                     color=s.color, label=s.label)
-    _seq_axis(ax, pd.concat([rows.seq for _, rows in drawn]))
-    _log_axis(ax, "y")
-    _finish(ax, "sequence length N", "median latency (ms), 95% CI",
+    seq_axis(ax, pd.concat([rows.seq for _, rows in drawn]))
+    log_axis(ax, "y")
+    finish(ax, "sequence length N", "median latency (ms), 95% CI",
             _titled("Attention latency against sequence length", frame))
     return fig
 
@@ -240,14 +237,14 @@ def plot_error(frame: pd.DataFrame) -> Figure | str:
     measured = same_errors_merged([s for s in measured if not s.rows.empty])
     if not measured:
         return "no ok or wrong row has an error figure (rel_l2, max_abs)"
-    fig = _figure(9, 7)
+    fig = figure(9, 7)
     axes = fig.subplots(2, 1, sharex=True)
     for ax, metric, label in ((axes[0], "rel_l2", "rel-L2 error"), (axes[1], "max_abs", "max |error|")):
         _error_panel(ax, measured, metric)
-        _finish(ax, "sequence length N" if ax is axes[1] else "", label, legend=False)
-    _seq_axis(axes[1], pd.concat([s.rows.seq for s in measured]))
+        finish(ax, "sequence length N" if ax is axes[1] else "", label, legend=False)
+    seq_axis(axes[1], pd.concat([s.rows.seq for s in measured]))
     axes[0].set_title(_titled("Error against the float64 golden", frame))
-    _legend(axes[0], _error_legend(measured))
+    place_legend(axes[0], _error_legend(measured))
     return fig
 
 
@@ -331,7 +328,7 @@ def plot_roofline(frame: pd.DataFrame) -> Figure | str:
         return "no ok row carries its machine's peaks (peak_gflops and peak_gbps) with GFLOP/s and GB/s"
     ridges = roofs.flops / roofs.bw
     ai = np.geomspace(min(ok.ai.min(), ridges.min()) / 4, max(ok.ai.max(), ridges.max()) * 4, 200)
-    fig = _figure(10, 6)
+    fig = figure(10, 6)
     ax = fig.add_subplot()
     groups = list(ok.groupby(["target", "kernel"], sort=True))
     for (key, roof), style in zip(roofs.iterrows(), roof_styles(ok, roofs)):
@@ -345,13 +342,13 @@ def plot_roofline(frame: pd.DataFrame) -> Figure | str:
     for i, ((target, kernel), points) in enumerate(groups):
         ax.plot(points.ai, points.gflops, MARKERS[i // 10 % len(MARKERS)], markersize=5, color=f"C{i % 10}",
                 label=f"{target}/{kernel} ({len(points)} {what})")
-    _log_axis(ax, "x")
-    _log_axis(ax, "y")
-    _finish(ax, "arithmetic intensity (FLOP per modelled byte)", "achieved GFLOP/s",
+    log_axis(ax, "x")
+    log_axis(ax, "y")
+    finish(ax, "arithmetic intensity (FLOP per modelled byte)", "achieved GFLOP/s",
             "Roofline: each machine's ceilings, measured in the run, from its datasheet or from its model"
             + (f"\n{frame.attrs['note']}" if frame.attrs.get("note") else ""),
             legend=False)
-    _legend(ax, below=True)
+    place_legend(ax, below=True)
     return fig
 
 
@@ -377,98 +374,9 @@ PLOTS: dict[str, tuple[str, Callable[[pd.DataFrame], "Figure | str"]]] = {
 }
 
 
-# ---------------------------------------------------------------------------------------------------------- axes
-
-def _figure(width: float, height: float) -> Figure:
-    """A figure drawn by Agg, off any display. matplotlib's object API is used, never pyplot (no global state); it is
-    imported here, so an error path (a missing folder) does not pay for it."""
-    from matplotlib.figure import Figure
-    return Figure(figsize=(width, height))
-
-
 def _titled(title: str, frame: pd.DataFrame) -> str:
     """The title, the fields every plotted row shares, and (above SUMMARY_ROWS rows) what a point stands for, on a
     second line."""
     shared = shared_text(frame)
     title = f"{title} ({shared})" if shared else title
     return f"{title}\n{frame.attrs['note']}" if frame.attrs.get("note") else title
-
-
-def seq_ticks(seqs: Sequence[float]) -> tuple[list[int], list[int]]:
-    """(labelled, unlabelled): the measured sequence lengths, at most MAX_SEQ_TICKS of them labelled, spread evenly
-    on a log axis so that labels do not overlap (the smallest and largest always); the others get a bare tick."""
-    values = sorted({int(v) for v in seqs if v > 0})
-    if len(values) < 2:
-        return values, []
-    step = math.log(values[-1] / values[0]) / (MAX_SEQ_TICKS - 1)
-    kept = [values[0]]
-    for v in values[1:-1]:
-        if math.log(v / kept[-1]) >= step and math.log(values[-1] / v) >= step / 2:
-            kept.append(v)
-    kept.append(values[-1])
-    return kept, [v for v in values if v not in kept]
-
-
-def _seq_axis(ax: Axes, seqs: pd.Series) -> None:
-    """A log x axis ticked at the sequence lengths measured (not at powers of ten), labelled where labels fit."""
-    from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
-    labelled, bare = seq_ticks(list(seqs))
-    ax.set_xscale("log")
-    ax.set_xlim(labelled[0] / 1.3, labelled[-1] * 1.3)
-    ax.xaxis.set_major_locator(FixedLocator(labelled))
-    ax.xaxis.set_minor_locator(FixedLocator(bare))
-    ax.xaxis.set_major_formatter(ScalarFormatter())
-    ax.xaxis.get_major_formatter().set_scientific(False)
-    ax.xaxis.set_minor_formatter(NullFormatter())
-
-
-def _log_axis(ax: Axes, which: str) -> None:
-    """A log scale on ax's "x" or "y" axis with plain-number ticks; 2 and 5 within each decade are labelled on short
-    ranges."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-    getattr(ax, f"set_{which}scale")("log")
-    axis = getattr(ax, f"{which}axis")
-    low, high = getattr(ax, f"get_{which}lim")()
-    short = math.log10(high / low) < 2
-    axis.set_major_locator(LogLocator(base=10))
-    axis.set_minor_locator(LogLocator(base=10, subs=(2, 5) if short else (2, 3, 4, 5, 6, 7, 8, 9)))
-    axis.set_major_formatter(FuncFormatter(_tick))
-    axis.set_minor_formatter(FuncFormatter(_tick) if short else NullFormatter())
-
-
-def _tick(value: float, _position: int) -> str:
-    return f"{value:g}"
-
-
-def _finish(ax: Axes, xlabel: str, ylabel: str, title: str = "", legend: bool = True) -> None:
-    """What every plot's axes end with: labels, title, a light grid, the legend outside on the right."""
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    if legend:
-        _legend(ax)
-
-
-def _legend(ax: Axes, handles: list | None = None, below: bool = False) -> None:
-    """The legend outside the axes, on the right (or below, where its lines are long): of the labelled artists, or
-    of the handles given; lines longer than LEGEND_WIDTH wrapped."""
-    import textwrap
-    if handles is None:
-        handles, labels = ax.get_legend_handles_labels()
-    else:
-        labels = [h.get_label() for h in handles]
-    labels = ["\n".join(textwrap.wrap(label, LEGEND_WIDTH, subsequent_indent="  ")) for label in labels]
-    where = dict(loc="upper center", bbox_to_anchor=(0.5, -0.11)) if below else dict(loc="upper left",
-                                                                                      bbox_to_anchor=(1.01, 1.0))
-    ax.legend(handles, labels, fontsize="small", **where)
-
-
-def png_bytes(fig: Figure) -> bytes:
-    """The figure as a PNG, drawn in memory: the file is written in one go by host/report/outputs.py, so a full disk
-    meets a plain write (and says so), not the PNG encoder midway."""
-    import io
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
-    return buffer.getvalue()

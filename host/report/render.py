@@ -31,7 +31,8 @@ from host.report.common import RESULTS_CSV, RESULTS_MD, RUNS_JSONL
 from host.report.digest import Digest
 from host.report.markdown import Drawn, markdown
 from host.report.outputs import os_reason, replace_file
-from host.report.plots import PLOTS, results_frame, png_bytes
+from host.report.plot_axes import png_bytes
+from host.report.plots import PLOTS, results_frame
 from host.results_file import ResultsFile
 from host.run_log import read_run_log
 

@@ -19,8 +19,8 @@ import pytest
 
 from host.errors import ResultsError
 from host.report.render import render
-from host.report.plots import (DPI, results_frame, roof_styles, roofline_data, same_errors_merged, seq_ticks, series,
-                               shared_text)
+from host.report.plot_axes import DPI, seq_ticks
+from host.report.plots import results_frame, roof_styles, roofline_data, same_errors_merged, series, shared_text
 from host.results import ADDED_COLUMNS, Result
 from host.results_file import ResultsFile
 from host.run_log import RunInfo
