@@ -47,7 +47,8 @@ from host.cli_common import Parser, folder, guard, integer, output_folder
 from host.errors import TargetError, UnavailableError
 from host.problem import AttentionProblem
 from host.target_api import Inputs, RunContext, RunOptions
-from kernels import headline, target
+from kernels import target
+from kernels.headline_timing import kernel_ms, rate, torch_ms
 from kernels.cuda import stream_read
 
 HEADS, KV_HEADS, DIM = 32, 8, 128  # Llama 3 8B (host/workloads.toml)
@@ -320,12 +321,12 @@ def prefill(args, settings: target.Settings, writer) -> None:
     print(f"\nprefill (Llama 3 8B, causal, fp16): {'kv_heads':>8} {'ours ms':>9} {'TFLOP/s':>8} {'cuDNN ms':>9}")
     times = {}
     for problem in (grouped, grouped.with_(kv_heads=None)):
-        ms = headline.kernel_ms("flash", problem, args.iters, settings)
-        cudnn, why = headline.torch_ms(problem, args.iters, settings, "CUDNN_ATTENTION")
+        ms = kernel_ms("flash", problem, args.iters, settings)
+        cudnn, why = torch_ms(problem, args.iters, settings, "CUDNN_ATTENTION")
         times[problem.kv_head_count] = ms
-        print(f"{'':>36} {problem.kv_head_count:>8} {ms:>9.3f} {headline.rate(problem, ms):>8} "
+        print(f"{'':>36} {problem.kv_head_count:>8} {ms:>9.3f} {rate(problem, ms):>8} "
               f"{cudnn if cudnn else why:>9}", flush=True)
-        writer.writerow([problem.seq, problem.kv_head_count, f"{ms:.4f}", headline.rate(problem, ms),
+        writer.writerow([problem.seq, problem.kv_head_count, f"{ms:.4f}", rate(problem, ms),
                          f"{cudnn:.4f}" if cudnn else why])
     print(f"grouped / ungrouped speed: {times[HEADS] / times[KV_HEADS]:.3f}")
 

@@ -92,7 +92,7 @@ def test_every_wgmma_launch_of_the_issue_34_sweep_compiles_for_sm90a_without_spi
     """Each launch kernels.headline --variants wgmma --set i34 times (both types; Bc 176 and 192 among them, the
     wgmma_ss shapes beyond 64 and 128) at its own name expression: built, no spill, and no MMA serialised by ptxas
     (C7514 after a barrier, C7512 for want of registers) nor a setmaxnreg it could not honour (C7508)."""
-    from kernels.headline import VARIANT_SETS, configured
+    from kernels.headline_variants import VARIANT_SETS, configured
 
     expressions = sorted({expression for dtype in HALF for d, configs in VARIANT_SETS["wgmma"]["i34"].items()
                           for config in configs

@@ -4,7 +4,7 @@ fake device: every launch a row of the one results schema, checked at awkward N,
 import pytest
 
 from host.results_file import ResultsFile
-from kernels import headline
+from kernels import headline, headline_variants
 
 
 def test_the_variant_sweep_writes_one_row_per_launch(tmp_path, capsys):
@@ -116,13 +116,13 @@ def test_the_i34_larger_key_blocks_run_on_the_fake_in_their_tile(dim, bc, causal
     from host.target_api import RunContext
     from kernels import target
 
-    configs = [c for c in headline.VARIANT_SETS["wgmma"]["i34"][dim] if c.bc == bc]
+    configs = [c for c in headline_variants.VARIANT_SETS["wgmma"]["i34"][dim] if c.bc == bc]
     assert configs  # d 64: 2 and 3 stages; d 128: 2 (3 would pass 227 KB)
     dev, context = target.backend(target.Settings(device="fake")), RunContext.start()
     for config in configs:
-        chosen = headline.configured(headline.FLASH_WGMMA, config, dim)
+        chosen = headline_variants.configured(headline_variants.FLASH_WGMMA, config, dim)
         for seq in (17, 400):
             problem = AttentionProblem(heads=2, seq=seq, dim=dim, causal=causal, dtype="float16", seed=seq)
-            row = headline.variant_row(chosen, problem, 1, dev, context, timed=False)
+            row = headline_variants.variant_row(chosen, problem, 1, dev, context, timed=False)
             assert row.status == "ok" and (row.br, row.bc) == (128, bc), row.message
             assert row.message.startswith(f"flash_wgmma_fwd<0,{dim},{bc},2,{config.stages},2>: 384 threads")
