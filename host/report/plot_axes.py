@@ -65,11 +65,11 @@ def log_axis(ax: Axes, which: str) -> None:
     short = math.log10(high / low) < 2
     axis.set_major_locator(LogLocator(base=10))
     axis.set_minor_locator(LogLocator(base=10, subs=(2, 5) if short else (2, 3, 4, 5, 6, 7, 8, 9)))
-    axis.set_major_formatter(FuncFormatter(tick))
-    axis.set_minor_formatter(FuncFormatter(tick) if short else NullFormatter())
+    axis.set_major_formatter(FuncFormatter(_tick))
+    axis.set_minor_formatter(FuncFormatter(_tick) if short else NullFormatter())
 
 
-def tick(value: float, _position: int) -> str:
+def _tick(value: float, _position: int) -> str:
     return f"{value:g}"
 
 
