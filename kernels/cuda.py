@@ -21,7 +21,8 @@ from host.reference import DEVICE_SLAB_ELEMENTS, attention
 from host.target_api import Inputs
 from kernels.halves import HALF_DTYPES, NAN_BITS, from_bits, to_bits
 from kernels.q15_launch import SOURCE as Q15_SOURCE, Q15Launch, q15_launch
-from kernels.variants import NAIVE, SMEM_DEFAULT_LIMIT, Launch, Variant, head_rows, variant
+from kernels.variants import (NAIVE, SMEM_DEFAULT_LIMIT, Launch, Variant, has_partials, head_rows, packed_tiles,
+                              variant)
 
 SOURCE_DIR = Path(__file__).resolve().parent
 LOG2E = 1.4426950408889634
@@ -124,7 +125,7 @@ class CudaLauncher:
         self.kernel, self.problem = kernel, problem
         self.variant = chosen or variant(kernel, problem.dtype, path)  # `chosen`: another launch configuration
         launches = self.variant.launches(problem, br, bc, parts)
-        self._buffers(problem, inputs, br, parts if len(launches) > 1 else 0)
+        self._buffers(problem, inputs, br, parts if has_partials(problem, br, bc, parts) else 0)
         values = self._arguments(problem, br, bc)
         self.calls = [(self._function(launch), launch.grid, launch.block,
                        tuple(ints[name] if name in ints else values[name] for name in launch.args), launch.smem)
@@ -156,12 +157,15 @@ class CudaLauncher:
         slots, rows = (2 * parts, br) if parts else (1, 1)
         self.o_part = cupy.full((slots, rows, d if parts else 1), np.nan, dtype=cupy.float32)
         self.lse = cupy.full((slots, rows), np.nan, dtype=cupy.float32)
+        # an in-place merge's ticket a tile (kernels/split_merge.cuh): 0 now, and again after every launch
+        self.tickets = cupy.zeros(packed_tiles(problem, br) if parts else 1, dtype=cupy.int32)
 
     def _arguments(self, problem: AttentionProblem, br: int, bc: int) -> dict[str, object]:
         """The buffer and float launch arguments by name (kernels/variants.py ARGS; each Launch carries its
         integers); the Hopper kernel's tensor maps are made here and kept alive beside the buffers they point
         into."""
         values = {"q": self.q, "k": self.k, "v": self.v, "out": self.out, "o_part": self.o_part, "lse": self.lse,
+                  "tickets": self.tickets,
                   "scale": np.float32(problem.scale), "scale_log2": np.float32(problem.scale * LOG2E)}
         if self.variant is NAIVE:
             values["s"] = self.s

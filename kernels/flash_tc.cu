@@ -12,7 +12,8 @@
 // Shared tiles are row-major with 16-byte chunks XOR-swizzled by (row mod 8), so the 8 rows an ldmatrix phase reads
 // fall in distinct banks. Split-KV instances (SHARED, the decode path): the block loops over the segments of its
 // share of the (tile, key block) units (kernels/kv_rows.cuh), each a tile's rows over a range of its key blocks,
-// writing O or a partial state. Causal: key j kept for query i when j <= i; key blocks past the block's last query are
+// writing O or a partial state; MERGE instances then merge a tile's partial states in place, in the block that
+// finishes the tile's last piece (kernels/split_merge.cuh), so the call is one launch. Causal: key j kept for query i when j <= i; key blocks past the block's last query are
 // skipped, and blocks run heaviest first. Any N (rows and keys past N are zero-filled by cp.async and masked);
 // D in {64, 128}; compiled by NVRTC through CuPy with -arch=sm_90 (kernels/cuda.py).
 #include <cuda_bf16.h>
@@ -20,6 +21,7 @@
 
 #include "cp_async.cuh"
 #include "kv_rows.cuh"
+#include "split_merge.cuh"
 #include "tc_softmax.cuh"
 #include "tile_order.cuh"
 
@@ -89,11 +91,12 @@ __device__ __forceinline__ void load_tile(T *tile, const T *src, int r0, int n) 
     }
 }
 
-template <typename T, int D, int WARPS, int BC, int MT, int STAGES = 2, int KW = 1, bool SHARED = false>
+template <typename T, int D, int WARPS, int BC, int MT, int STAGES = 2, int KW = 1, bool SHARED = false,
+          bool MERGE = false>
 __global__ void __launch_bounds__(WARPS * 32, 1)  // at least one block an SM: ptxas may take 255 registers
 flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, T *__restrict__ o,
-             float *__restrict__ o_part, float *__restrict__ lse, int nq, int qlen, int n, int group, int heads,
-             int shared_parts, float scale_log2, int causal) {
+             float *__restrict__ o_part, float *__restrict__ lse, int *__restrict__ tickets, int nq, int qlen, int n,
+             int group, int heads, int shared_parts, float scale_log2, int causal) {
     // MT m-tiles of 16 rows per warp: each K or V fragment read from shared memory feeds MT products.
     // KW key warps: the warps split each key block KW ways (and the rows WARPS / KW ways), each with its own m, l
     // and O, merged at the end: a decode block of a few packed rows keeps every warp computing.
@@ -105,6 +108,7 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
     constexpr bool Q_IN_REGS = 4 * MT * (KSTEPS + STILES + OTILES) <= 160;
     extern __shared__ __align__(128) unsigned char smem[];
     T *q_tile = reinterpret_cast<T *>(smem);
+    static_assert(SHARED || !MERGE, "only split instances merge");
     static_assert(STAGES >= 2, "at least one key block in flight while another is computed on");
     T *k_tiles = q_tile + BR * D;            // STAGES stages of BC × D
     T *v_tiles = k_tiles + STAGES * BC * D;  // STAGES stages of BC × D
@@ -300,6 +304,9 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
                     if (t == 0) lse[prow] = split_lse(m[mt][r], sum, scale_log2);
                 }
             }
+        }
+        if constexpr (SHARED && MERGE) {  // the tile's last piece merges it (every thread of the block calls)
+            if (seg.slot >= 0) merge_if_last<T, D, BR, BC, THREADS>(o_part, lse, o, tickets, bh, q0, nq, n, heads, parts);
         }
     } while (share.unit < share.end);
 }

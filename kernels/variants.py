@@ -22,8 +22,10 @@ the buffers and floats) and its integer arguments' values. Every kernel takes an
 queries against seq keys (the causal mask aligned to the bottom right) and kv_heads K/V heads (kernels/kv_rows.cuh).
 The split-KV variants (the decode path) pack a K/V head's query heads into one launch head, so that a block reads
 its K and V once for the whole group, and share the (tile, key block) units among `parts` blocks in near-equal
-contiguous shares (kernels/shares.py, kernels/kv_rows.cuh); a second launch (kernels/split_combine.cu) merges the
-partial states of the tiles a share boundary cut. Nothing here imports CuPy.
+contiguous shares (kernels/shares.py, kernels/kv_rows.cuh); the partial states of the tiles a share boundary cut
+are merged in place by the 16-bit mma.sync kernel (`merges`: the block finishing a tile's last piece, one launch,
+kernels/split_merge.cuh) and by a second launch (kernels/split_combine.cu) after the others. Nothing here imports
+CuPy.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ ARGS = {
     "s": "the naive kernel's scores S, then P in place: (B·H, q_len, N) float32",
     "o_part": "the split-KV partial outputs, (2·parts, Br, d) float32: two slots a block (kernels/kv_rows.cuh)",
     "lse": "the split-KV partial log-sums (base 2), (2·parts, Br) float32",
+    "tickets": "the split tiles' piece counters of an in-place merge, one int32 a tile, 0 between launches",
     "n": "N, the keys, as int32",
     "nq": "query rows of a launch head (q_len; packed: the group's G·q_len)",
     "qlen": "queries per query head (row r is query r mod qlen)",
@@ -190,6 +193,9 @@ FLASH_ARGS = ("q", "k", "v", "out", "nq", "n", "group", "scale_log2", "causal")
 #: The mma.sync kernels' arguments: the split-KV buffers and the packing beside the shape.
 SPLIT_ARGS = ("q", "k", "v", "out", "o_part", "lse", "nq", "qlen", "n", "group", "heads", "parts", "scale_log2",
               "causal")
+#: ... and the mma.sync 16-bit kernel's, which also takes the split tiles' tickets (its MERGE instances merge the
+#: partial states in place, kernels/split_merge.cuh).
+TC_ARGS = SPLIT_ARGS[:6] + ("tickets",) + SPLIT_ARGS[6:]
 
 
 @dataclass(frozen=True)
@@ -202,6 +208,18 @@ class Flash(Variant):
         d, rows = problem.dim, head_rows(problem)
         return (Launch(f"flash_fwd<{br},{bc},{d}>", (flash_grid(rows.nq, br, rows.heads),),
                        (self.threads,), flash_smem_bytes(br, bc, d), FLASH_ARGS, shape_ints(problem, rows)),)
+
+
+def packed_tiles(problem: AttentionProblem, br: int) -> int:
+    """The tiles of a split-KV launch: a K/V head's packed rows in Br-row tiles, for each (batch, K/V head)."""
+    rows = head_rows(problem, packed=True)
+    return flash_grid(rows.nq, br, rows.heads)
+
+
+def has_partials(problem: AttentionProblem, br: int, bc: int, parts: int) -> bool:
+    """Whether a split-KV launch of `parts` blocks (0: a block a tile) leaves partial states: a share boundary cuts a
+    tile."""
+    return bool(parts) and partial_segments(packed_tiles(problem, br), -(-problem.seq // bc), parts) > 0
 
 
 def mma_launches(of: "FlashTc | FlashTf32 | SplitWgmma", problem: AttentionProblem, function: str, br: int, bc: int,
@@ -217,7 +235,7 @@ def mma_launches(of: "FlashTc | FlashTf32 | SplitWgmma", problem: AttentionProbl
         parts = check_parts(check_int("parts", parts or tiles, 1, MAX_GRID_X), tiles, key_blocks)
     kernel = Launch(function, (parts or tiles,), (threads,), smem, args,
                     shape_ints(problem, rows, heads=rows.heads, parts=parts))
-    if not parts or not partial_segments(tiles, key_blocks, parts):
+    if not has_partials(problem, br, bc, parts) or getattr(of, "merges", False):
         return (kernel,)
     total = problem.batch * problem.heads * problem.queries
     out_type = TC_TYPES.get(problem.dtype, "float")
@@ -253,6 +271,8 @@ class FlashTc(Variant):
     configs: tuple[tuple[tuple[int, bool], TcConfig], ...] = tuple(TC_CONFIGS.items())
     split: bool = False  # the split-KV decode variant: packed heads, `parts` blocks sharing the keys
     few_rows: TcConfig | None = None  # the split variant's launch where a K/V head's packed rows fit its Br
+    #: the split variant merges its partial states in place (the block finishing a tile's last piece), one launch
+    merges: bool = False
 
     def config(self, problem: AttentionProblem) -> TcConfig:
         config = _config(self, dict(self.configs), (problem.dim, problem.causal))
@@ -264,11 +284,11 @@ class FlashTc(Variant):
         c, d = self.config(problem), problem.dim
         check_config_tile(self, c, problem, br, bc)
         # the template's defaults: two stages, one key warp, no segment loop (split instances only)
-        stages = (f",{c.stages},{c.key_warps},true" if self.split else f",{c.stages},{c.key_warps}"
-                  if c.key_warps != 1 else f",{c.stages}" if c.stages != 2 else "")
+        stages = (f",{c.stages},{c.key_warps},true{',true' * self.merges}" if self.split
+                  else f",{c.stages},{c.key_warps}" if c.key_warps != 1 else f",{c.stages}" if c.stages != 2 else "")
         return mma_launches(self, problem, f"flash_tc_fwd<{TC_TYPES[problem.dtype]},{d},{c.warps},{bc},{c.m_tiles}"
                                            f"{stages}>", br, bc, 32 * c.warps,
-                            flash_tc_smem_bytes(br, bc, d, c.stages), parts)
+                            flash_tc_smem_bytes(br, bc, d, c.stages), parts, TC_ARGS)
 
 
 @dataclass(frozen=True)
@@ -351,7 +371,7 @@ SPLIT_TC_FEW_ROWS = TcConfig(4, 64, 1, 3, 4)
 SPLIT_TF32_CONFIG = Tf32Config(4, 32, 1, False)
 SPLIT_TC = FlashTc("split_tc", "flash", "split-kv", "flash_tc.cu", HALF_DTYPES, "split-KV tensor-core flash (mma.sync)",
                    configs=tuple(((d, causal), SPLIT_TC_CONFIG) for d in TC_DIMS for causal in (False, True)),
-                   split=True, few_rows=SPLIT_TC_FEW_ROWS)
+                   split=True, few_rows=SPLIT_TC_FEW_ROWS, merges=True)
 SPLIT_TF32 = FlashTf32("split_tf32", "flash", "split-kv", "flash_tf32.cu", ("float32",), "split-KV 3xTF32 flash",
                        configs=tuple(((d, causal), SPLIT_TF32_CONFIG) for d in TF32_DIMS for causal in (False, True)),
                        split=True)

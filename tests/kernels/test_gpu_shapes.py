@@ -13,7 +13,8 @@ from host.target_api import Inputs, RunContext, RunOptions
 from kernels import shares, target
 from kernels.plan import WGMMA_SPLIT_AUTO
 from host.errors import SpecError
-from kernels.variants import SPLIT_TC, SPLIT_TC_FEW_ROWS, SPLIT_TF32, head_rows, variant
+from kernels.variants import (SPLIT_TC, SPLIT_TC_FEW_ROWS, SPLIT_TF32, SPLIT_WGMMA, has_partials, head_rows,
+                              packed_tiles, variant)
 
 DEVICES = [pytest.param("cuda", marks=pytest.mark.gpu), "fake"]
 
@@ -112,23 +113,32 @@ def test_shares_and_segments_by_hand():
         shares.segments(3, 5, 16)  # more blocks than units: a share would be empty
 
 
-def test_a_split_launch_packs_the_group_and_adds_the_combine_where_a_tile_is_cut():
+def test_a_split_launch_packs_the_group_and_merges_where_a_tile_is_cut():
     # Llama 3 8B decode, batch 2: 32 query heads on 8 K/V heads, so a launch head holds G = 4 query heads' 1 query
     # each: 2·8 = 16 launch heads of 4 rows; 4 ≤ 16 rows: the few-row launch, one 16-row tile each, its 4 warps
     # splitting each 64-key block (template <..., 3 stages, 4 key warps>); 16 tiles × 64 key blocks = 1,024 units
     problem = AttentionProblem(batch=2, heads=32, kv_heads=8, seq=4096, q_len=1, dim=128, dtype="float16")
     assert head_rows(problem, packed=True) == (16, 4, 1, 1) and head_rows(problem) == (64, 1, 1, 4)
     assert SPLIT_TC.config(problem) == SPLIT_TC_FEW_ROWS and SPLIT_TC_FEW_ROWS.br == 16
-    # 8 blocks: 128 units each, two whole tiles: no tile cut, no combine
+    assert packed_tiles(problem, 16) == 16  # one ticket a tile for the in-place merge
+    # 8 blocks: 128 units each, two whole tiles: no tile cut, nothing to merge
     [kernel] = SPLIT_TC.launches(problem, 16, 64, 8)
-    assert kernel.function == "flash_tc_fwd<__half,128,4,64,1,3,4,true>"  # the segment loop compiled in
+    assert not has_partials(problem, 16, 64, 8)
+    # the segment loop and the in-place merge compiled in (SHARED, MERGE)
+    assert kernel.function == "flash_tc_fwd<__half,128,4,64,1,3,4,true,true>"
     assert kernel.grid == (8,) and dict(kernel.ints) == {"nq": 4, "qlen": 1, "n": 4096, "group": 1, "d": 128,
                                                          "causal": 0, "heads": 16, "parts": 8}
-    # 24 blocks: shares of 42 or 43 units cut tiles; the combine looks at B·H·q_len = 64 rows, 4 a block: 16 blocks
-    kernel, combine = SPLIT_TC.launches(problem, 16, 64, 24)
+    assert "tickets" in kernel.args
+    # 24 blocks: shares of 42 or 43 units cut tiles; the 16-bit mma.sync kernel merges them itself: one launch
+    assert has_partials(problem, 16, 64, 24)
+    [kernel] = SPLIT_TC.launches(problem, 16, 64, 24)
+    assert kernel.grid == (24,)
+    # the Hopper split kernel (64-row tiles, Bc 64 at d 128) has the combine launch: it looks at B·H·q_len = 64
+    # rows, 4 a block: 16 blocks
+    kernel, combine = SPLIT_WGMMA.launches(problem, 64, 64, 24)
     assert kernel.grid == (24,) and combine.grid == (16,) and combine.source == "split_combine.cu"
     assert dict(combine.ints) == {"rows": 64, "nq": 4, "n": 4096, "heads": 16, "parts": 24}
-    assert combine.function == "split_combine<__half,128,16,64>"
+    assert combine.function == "split_combine<__half,128,64,64>" and "tickets" not in kernel.args
     # fp32: the 64-row 3xTF32 launch, Bc 32: 16 tiles × 128 key blocks; 3 blocks cut tiles
     assert SPLIT_TF32.launches(problem.with_(dtype="float32"), 64, 32, 3)[1].function == \
         "split_combine<float,128,64,32>"
@@ -136,7 +146,7 @@ def test_a_split_launch_packs_the_group_and_adds_the_combine_where_a_tile_is_cut
     # 16 queries: G·q_len = 64 packed rows, the 64-row launch (4 warps of 16 rows, 3 stages): 16 tiles, a block each
     wide = problem.with_(q_len=16)
     [kernel] = SPLIT_TC.launches(wide, 64, 64, 16)
-    assert kernel.function == "flash_tc_fwd<__half,128,4,64,1,3,1,true>" and kernel.grid == (16,)
+    assert kernel.function == "flash_tc_fwd<__half,128,4,64,1,3,1,true,true>" and kernel.grid == (16,)
     with pytest.raises(SpecError, match=r"parts=1025 is out of range"):
         SPLIT_TC.launches(problem, 16, 64, 1025)  # one block a unit at most
 
