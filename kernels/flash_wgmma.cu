@@ -16,6 +16,10 @@
 //                descriptor), BC/16 steps; O stays in registers.
 // SCHEDULE 0 runs those steps in turn; 1 issues block j's S with block j−1's P·V, so block j's softmax runs beside
 // that P·V; 2 adds turns between the warpgroups (named barriers) so one's softmax runs beside another's MMAs.
+// PERSISTENT: a grid of fewer blocks than tiles (one an SM), each block walking tiles blockIdx.x, + gridDim.x, ...
+// in the order below; the producer loads the next tile's Q once the consumers' last S of this tile is done (its
+// q_empty barrier) and streams its keys into the stages as they free (the stage count runs on across tiles), so the
+// next tile's first copies overlap this tile's last P·V and its epilogue instead of following the block's exit.
 // Causal: key blocks past the block's last query are not loaded; the diagonal blocks are masked per element.
 // Any N: the copy engine fills rows past N with zeros, and those keys are masked. Blocks run heaviest first.
 // The tensor maps (kernels/hopper.py) live in device memory: Q's with a box of 64 columns × BR rows, K's and V's
@@ -27,10 +31,10 @@
 #include "tc_softmax.cuh"
 #include "tile_order.cuh"
 
-template <int KIND, int D, int BC, int CONSUMERS, int STAGES, int SCHEDULE>
+template <int KIND, int D, int BC, int CONSUMERS, int STAGES, int SCHEDULE, bool PERSISTENT = false>
 __global__ void __launch_bounds__(CONSUMERS * 128 + 128, 1)
 flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigned short *__restrict__ o, int nq,
-                int n, int group, float scale_log2, int causal) {
+                int n, int group, int heads, float scale_log2, int causal) {
     constexpr int BR = 64 * CONSUMERS, HALVES = D / 64, KSTEPS = D / 16, STILES = BC / 8, OTILES = D / 8;
     constexpr unsigned ROW = 128;                         // bytes per row of a 64-column half
     constexpr unsigned Q_BYTES = BR * D * 2, KV_BYTES = BC * D * 2;
@@ -46,16 +50,20 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
     unsigned char *v_tiles = k_tiles + STAGES * KV_BYTES;  // [STAGES][HALVES][BC][64]
     u64 *bars = reinterpret_cast<u64 *>(v_tiles + STAGES * KV_BYTES);
     u64 *q_full = bars, *k_full = bars + 1, *v_full = k_full + STAGES, *empty = v_full + STAGES;
+    u64 *q_empty = empty + STAGES;  // PERSISTENT only: the consumers are done with Q's tile
 
     const KvRows rows{nq, nq, n, group};
-    const TileSlot slot = tile_slot<BR>(nq, causal);  // causal: longest tiles first, across heads
-    const int bh = slot.bh;
-    const int q0 = slot.q0;
+    const int total = (nq + BR - 1) / BR * heads;  // tiles of the launch
+    const int step = PERSISTENT ? (int)gridDim.x : total;  // a block a tile: one pass of the tile loop
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int blocks = min((n + BC - 1) / BC, last_key_bounds(rows, q0, min(BR, nq - q0), causal).y / BC + 1);
+    // key blocks the tile reads: none past its last query's keys
+    auto tile_blocks = [&](const TileSlot &slot) {
+        return min((n + BC - 1) / BC, last_key_bounds(rows, slot.q0, min(BR, nq - slot.q0), causal).y / BC + 1);
+    };
 
     if (threadIdx.x == 0) {
         mbar_init(q_full, 1);
+        if (PERSISTENT) mbar_init(q_empty, CONSUMERS * 128);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(k_full + s, 1);
             mbar_init(v_full + s, 1);
@@ -70,16 +78,22 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
     if (warp >= 4 * CONSUMERS) {  // the producer
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
         if (warp == 4 * CONSUMERS && lane == 0) {
-            mbar_expect_tx(q_full, Q_BYTES);
-            for (int h = 0; h < HALVES; ++h) tma_load(q_tile + h * BR * ROW, map_q, 64 * h, q0, bh, q_full);
-            for (int j = 0; j < blocks; ++j) {
-                const int s = j % STAGES;
-                if (j >= STAGES) mbar_wait(empty + s, ((j / STAGES) - 1) & 1);
-                unsigned char *ks = k_tiles + s * KV_BYTES, *vs = v_tiles + s * KV_BYTES;
-                mbar_expect_tx(k_full + s, KV_BYTES);
-                for (int h = 0; h < HALVES; ++h) tma_load(ks + h * BC * ROW, map_k, 64 * h, j * BC, bh / group, k_full + s);
-                mbar_expect_tx(v_full + s, KV_BYTES);
-                for (int h = 0; h < HALVES; ++h) tma_load(vs + h * BC * ROW, map_v, 64 * h, j * BC, bh / group, v_full + s);
+            int c = 0;  // key blocks loaded so far: stage c % STAGES, its (c / STAGES)-th use
+            for (int tile = blockIdx.x, i = 0; tile < total; tile += step, ++i) {
+                const TileSlot slot = tile_slot_at<BR>(tile, total, nq, causal);
+                const int blocks = tile_blocks(slot), kv_head = slot.bh / group;
+                if (i > 0) mbar_wait(q_empty, (i - 1) & 1);
+                mbar_expect_tx(q_full, Q_BYTES);
+                for (int h = 0; h < HALVES; ++h) tma_load(q_tile + h * BR * ROW, map_q, 64 * h, slot.q0, slot.bh, q_full);
+                for (int j = 0; j < blocks; ++j, ++c) {
+                    const int s = c % STAGES;
+                    if (c >= STAGES) mbar_wait(empty + s, ((c / STAGES) - 1) & 1);
+                    unsigned char *ks = k_tiles + s * KV_BYTES, *vs = v_tiles + s * KV_BYTES;
+                    mbar_expect_tx(k_full + s, KV_BYTES);
+                    for (int h = 0; h < HALVES; ++h) tma_load(ks + h * BC * ROW, map_k, 64 * h, j * BC, kv_head, k_full + s);
+                    mbar_expect_tx(v_full + s, KV_BYTES);
+                    for (int h = 0; h < HALVES; ++h) tma_load(vs + h * BC * ROW, map_v, 64 * h, j * BC, kv_head, v_full + s);
+                }
             }
         }
         return;
@@ -88,14 +102,10 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
 
     const int wg = warp >> 2, g = lane >> 2, t = lane & 3;
     const int row0 = wg * 64 + (warp & 3) * 16;  // the warp's first row in the block's tile
-    // key blocks this warpgroup computes on; with the causal mask the later ones are only passed through
-    const int mine = min(blocks, last_key_bounds(rows, q0 + wg * 64, 64, causal).y / BC + 1);
     const unsigned q_base = smem_u32(q_tile) + wg * 64 * ROW;
     float acc[OTILES * 4], sc[STILES * 4];
     unsigned p[BC / 16][4];  // P as the A operand, one k16 step of keys per entry
-    float m[2] = {TC_NEG_INF, TC_NEG_INF}, l[2] = {0.0f, 0.0f};  // rows g and g+8 of the warp's 16
-#pragma unroll
-    for (int i = 0; i < OTILES * 4; ++i) acc[i] = 0.0f;
+    float m[2], l[2];        // rows g and g+8 of the warp's 16
 #pragma unroll
     for (int i = 0; i < STILES * 4; ++i) sc[i] = 0.0f;
 
@@ -107,8 +117,9 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
     auto turn_end = [&]() {
         if (SCHEDULE == 2) named_arrive(1 + (wg + 1) % CONSUMERS, 256);
     };
-    auto issue_scores = [&](int j) {  // S = Q·K_jᵀ: D/16 steps, 16 columns = 32 bytes along the 128-byte rows
-        const unsigned k_base = smem_u32(k_tiles + (j % STAGES) * KV_BYTES);
+    // key block u of the block's stream (every tile's blocks one after another) is in stage u % STAGES
+    auto issue_scores = [&](int u) {  // S = Q·K_uᵀ: D/16 steps, 16 columns = 32 bytes along the 128-byte rows
+        const unsigned k_base = smem_u32(k_tiles + (u % STAGES) * KV_BYTES);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < KSTEPS; ++kk)
@@ -116,78 +127,92 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
                                descriptor(k_base + (kk / 4) * BC * ROW + (kk % 4) * 32, 16, 1024), kk > 0);
         wgmma_commit();
     };
-    auto issue_pv = [&](int j) {  // O += P·V_j: 16 keys = two 8-row groups of 1024 bytes; halves BC·128 apart
-        mbar_wait(v_full + j % STAGES, (j / STAGES) & 1);
-        const unsigned v_base = smem_u32(v_tiles + (j % STAGES) * KV_BYTES);
+    auto issue_pv = [&](int u) {  // O += P·V_u: 16 keys = two 8-row groups of 1024 bytes; halves BC·128 apart
+        mbar_wait(v_full + u % STAGES, (u / STAGES) & 1);
+        const unsigned v_base = smem_u32(v_tiles + (u % STAGES) * KV_BYTES);
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < BC / 16; ++ks)
             wgmma_rs<D, KIND>(acc, p[ks], descriptor(v_base + ks * 16 * ROW, BC * ROW, 1024), 1);
         wgmma_commit();
     };
-    auto softmax = [&](int j, float *alpha) {  // sc becomes P (unrounded); m and l move on
-        online_softmax<STILES>(sc, m, l, alpha, scale_log2, j * BC, n, rows, q0 + row0 + g, causal);
-    };
 
     if (SCHEDULE == 2 && wg == CONSUMERS - 1) named_arrive(1, 256);  // warpgroup 0 takes the first turn
-    mbar_wait(q_full, 0);
-    for (int j = 0; j < mine; ++j) {
-        float alpha[2];
-        mbar_wait(k_full + j % STAGES, (j / STAGES) & 1);
-        if (SCHEDULE == 0) {  // each block's products and softmax in turn
-            issue_scores(j);
-            wgmma_wait<0>();
-            fence_operands<STILES * 4>(sc);
-            softmax(j, alpha);
-            rescale_and_pack<OTILES, BC, KIND>(acc, p, sc, alpha);
-            issue_pv(j);
-            wgmma_wait<0>();
-            fence_operands<OTILES * 4>(acc);
-            fence_operands<BC / 4>(&p[0][0]);
-            mbar_arrive(empty + j % STAGES);
-        } else {  // S_j, then the previous block's P·V behind it: block j's softmax runs while P·V is on the MMAs
-            turn_begin();
-            issue_scores(j);
-            if (j > 0) issue_pv(j - 1);
-            if (j > 0)
-                wgmma_wait<1>();
-            else
-                wgmma_wait<0>();
-            fence_operands<STILES * 4>(sc);
-            turn_end();  // after the wait: a barrier between an MMA's commit and its wait serialises the MMAs
-            softmax(j, alpha);
-            wgmma_wait<0>();
-            fence_operands<OTILES * 4>(acc);
-            fence_operands<BC / 4>(&p[0][0]);
-            if (j > 0) mbar_arrive(empty + (j - 1) % STAGES);
-            rescale_and_pack<OTILES, BC, KIND>(acc, p, sc, alpha);
-        }
-    }
-    if (SCHEDULE != 0) {  // the last block's P·V
-        turn_begin();
-        issue_pv(mine - 1);
-        wgmma_wait<0>();
-        fence_operands<OTILES * 4>(acc);
-        turn_end();
-        mbar_arrive(empty + (mine - 1) % STAGES);
-    }
-    for (int j = mine; j < blocks; ++j) {  // (causal) blocks past this warpgroup's rows: release them once loaded
-        turn_begin();
-        turn_end();
-        mbar_wait(k_full + j % STAGES, (j / STAGES) & 1);
-        mbar_wait(v_full + j % STAGES, (j / STAGES) & 1);
-        mbar_arrive(empty + j % STAGES);
-    }
+    int c = 0;  // key blocks consumed so far, as the producer counts them
+    for (int tile = blockIdx.x, i = 0; tile < total; tile += step, ++i) {
+        const TileSlot slot = tile_slot_at<BR>(tile, total, nq, causal);
+        const int bh = slot.bh, q0 = slot.q0, blocks = tile_blocks(slot);
+        // key blocks this warpgroup computes on; with the causal mask the later ones are only passed through
+        const int mine = min(blocks, last_key_bounds(rows, q0 + wg * 64, 64, causal).y / BC + 1);
+        auto softmax = [&](int j, float *alpha) {  // sc becomes P (unrounded); m and l move on
+            online_softmax<STILES>(sc, m, l, alpha, scale_log2, j * BC, n, rows, q0 + row0 + g, causal);
+        };
+#pragma unroll
+        for (int e = 0; e < OTILES * 4; ++e) acc[e] = 0.0f;
+        m[0] = m[1] = TC_NEG_INF;
+        l[0] = l[1] = 0.0f;
 
-    unsigned short *og = o + (size_t)bh * nq * D;
+        mbar_wait(q_full, i & 1);
+        for (int j = 0; j < mine; ++j) {
+            float alpha[2];
+            mbar_wait(k_full + (c + j) % STAGES, ((c + j) / STAGES) & 1);
+            if (SCHEDULE == 0) {  // each block's products and softmax in turn
+                issue_scores(c + j);
+                wgmma_wait<0>();
+                fence_operands<STILES * 4>(sc);
+                softmax(j, alpha);
+                rescale_and_pack<OTILES, BC, KIND>(acc, p, sc, alpha);
+                issue_pv(c + j);
+                wgmma_wait<0>();
+                fence_operands<OTILES * 4>(acc);
+                fence_operands<BC / 4>(&p[0][0]);
+                mbar_arrive(empty + (c + j) % STAGES);
+            } else {  // S_j, then the previous block's P·V behind it: block j's softmax runs while P·V is on the MMAs
+                turn_begin();
+                issue_scores(c + j);
+                if (j > 0) issue_pv(c + j - 1);
+                if (j > 0)
+                    wgmma_wait<1>();
+                else
+                    wgmma_wait<0>();
+                fence_operands<STILES * 4>(sc);
+                turn_end();  // after the wait: a barrier between an MMA's commit and its wait serialises the MMAs
+                softmax(j, alpha);
+                wgmma_wait<0>();
+                fence_operands<OTILES * 4>(acc);
+                fence_operands<BC / 4>(&p[0][0]);
+                if (j > 0) mbar_arrive(empty + (c + j - 1) % STAGES);
+                rescale_and_pack<OTILES, BC, KIND>(acc, p, sc, alpha);
+            }
+        }
+        if (PERSISTENT) mbar_arrive(q_empty);  // every S of this tile is done: the producer may load the next Q
+        if (SCHEDULE != 0) {  // the last block's P·V
+            turn_begin();
+            issue_pv(c + mine - 1);
+            wgmma_wait<0>();
+            fence_operands<OTILES * 4>(acc);
+            turn_end();
+            mbar_arrive(empty + (c + mine - 1) % STAGES);
+        }
+        for (int j = mine; j < blocks; ++j) {  // (causal) blocks past this warpgroup's rows: release them once loaded
+            turn_begin();
+            turn_end();
+            mbar_wait(k_full + (c + j) % STAGES, ((c + j) / STAGES) & 1);
+            mbar_wait(v_full + (c + j) % STAGES, ((c + j) / STAGES) & 1);
+            mbar_arrive(empty + (c + j) % STAGES);
+        }
+        c += blocks;
+
+        unsigned short *og = o + (size_t)bh * nq * D;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const float inv = inverse_row_sum(l[r]);
-        const int query = q0 + row0 + g + r * 8;
-        if (query >= nq) continue;
+        for (int r = 0; r < 2; ++r) {
+            const float inv = inverse_row_sum(l[r]);
+            const int query = q0 + row0 + g + r * 8;
+            if (query >= nq) continue;
 #pragma unroll
-        for (int i = 0; i < OTILES; ++i)
-            *reinterpret_cast<unsigned *>(og + (size_t)query * D + i * 8 + 2 * t) =
-                pack2<KIND>(acc[4 * i + 2 * r] * inv, acc[4 * i + 2 * r + 1] * inv);
+            for (int e = 0; e < OTILES; ++e)
+                *reinterpret_cast<unsigned *>(og + (size_t)query * D + e * 8 + 2 * t) =
+                    pack2<KIND>(acc[4 * e + 2 * r] * inv, acc[4 * e + 2 * r + 1] * inv);
+        }
     }
 }

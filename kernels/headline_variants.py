@@ -30,6 +30,9 @@ VARIANT_SEQS = (4096,)
 #: --variants KERNEL --set NAME: the launch configurations a development sweep tries (what scripts/gpu_tc_bench.py,
 #: gpu_tf32_bench.py and gpu_wgmma_bench.py did), per head dimension; "all" is the sweep that chose the committed
 #: TC_CONFIGS, TF32_CONFIGS and WGMMA_CONFIGS (kernels/variants.py), "quick" one launch per d.
+#: A persistent launch's blocks: one an SM of the H100 SXM and the H200 (132), the Hopper parts this runs on; the
+#: kernel walks every tile whatever the grid, so another count is slower, never wrong.
+PERSISTENT_BLOCKS = 132
 VARIANT_SETS = {
     "tc": {"all": {64: [TcConfig(4, 64, 2), TcConfig(8, 64, 2), TcConfig(4, 128, 1), TcConfig(4, 128, 2)],
                    128: [TcConfig(8, 128, 1), TcConfig(4, 32, 2), TcConfig(8, 32, 2), TcConfig(4, 64, 2),
@@ -52,7 +55,15 @@ VARIANT_SETS = {
               "i34": {64: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 3, 3, 2), WgmmaConfig(128, 3, 4, 2),
                            WgmmaConfig(128, 2, 4, 2), WgmmaConfig(192, 2, 2, 2), WgmmaConfig(192, 2, 3, 2)],
                       128: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 2, 2, 2), WgmmaConfig(176, 2, 2, 2),
-                            WgmmaConfig(192, 2, 2, 2)]}},
+                            WgmmaConfig(192, 2, 2, 2)],
+                      },
+              # issue 34: the launch now beside its persistent form (PERSISTENT_BLOCKS blocks walking the tiles, the
+              # next tile's Q and keys loaded under this one's last P·V and epilogue), and the persistent Bc 176 /
+              # 192 launches
+              "persist": {64: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 2, 3, 2, PERSISTENT_BLOCKS),
+                               WgmmaConfig(192, 2, 3, 2, PERSISTENT_BLOCKS)],
+                          128: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 2, 3, 2, PERSISTENT_BLOCKS),
+                                WgmmaConfig(176, 2, 2, 2, PERSISTENT_BLOCKS)]}},
 }
 VARIANT_SETS["tc"]["d128"] = {128: VARIANT_SETS["tc"]["all"][128]}
 RECORDS = {"tc": FLASH_TC, "tf32": FLASH_TF32, "wgmma": FLASH_WGMMA}

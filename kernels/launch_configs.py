@@ -44,11 +44,11 @@ def flash_tc_smem_bytes(br: int, bc: int, dim: int, stages: int = 2) -> int:
     return 2 * (br + 2 * stages * bc) * dim
 
 
-def flash_wgmma_smem_bytes(dim: int, bc: int, consumers: int, stages: int) -> int:
+def flash_wgmma_smem_bytes(dim: int, bc: int, consumers: int, stages: int, persistent: bool = False) -> int:
     """Dynamic shared memory of one Hopper block in bytes: the 16-bit Q tile (64 · consumers rows) and `stages`
-    stages each of K and V, their mbarriers (8 bytes each: Q's, then full K, full V and empty per stage), and 1024
-    bytes to align the tiles to the swizzle's period."""
-    return 2 * dim * (64 * consumers + 2 * stages * bc) + 8 * (1 + 3 * stages) + 1024
+    stages each of K and V, their mbarriers (8 bytes each: Q's, then full K, full V and empty per stage, and in a
+    persistent launch Q's empty one), and 1024 bytes to align the tiles to the swizzle's period."""
+    return 2 * dim * (64 * consumers + 2 * stages * bc) + 8 * (1 + 3 * stages + int(persistent)) + 1024
 
 
 def flash_wgmma_threads(consumers: int) -> int:
@@ -108,6 +108,8 @@ class WgmmaConfig(NamedTuple):
     consumers: int
     stages: int
     schedule: int
+    #: a persistent launch of at most this many blocks, each walking tiles (0: a block a tile)
+    blocks: int = 0
 
     @property
     def br(self) -> int:
@@ -142,6 +144,7 @@ def check_wgmma_config(config: WgmmaConfig, dim: int) -> WgmmaConfig:
                         f"{', '.join(map(str, WGMMA_SCHEDULES))}")
     low = WGMMA_STAGES[0] if config.schedule == 0 else 2
     check_int(f"wgmma stages (schedule {config.schedule})", config.stages, low, WGMMA_STAGES[1])
+    check_int("wgmma persistent blocks", config.blocks, 0, 2**31 - 1)  # the grid's x extent
     return config
 
 

@@ -12,11 +12,18 @@ struct TileSlot {
     int q0;  // the tile's first query row
 };
 
-// 32-bit unsigned arithmetic: the grid's x extent is below 2^31 (kernels/budget.py MAX_GRID_X).
+// Tile `slot` of `total` (tiles × heads) in that order; 32-bit unsigned arithmetic: the grid's x extent is below 2^31
+// (kernels/budget.py MAX_GRID_X). A persistent kernel (kernels/flash_wgmma.cu) walks slots blockIdx.x, + gridDim.x, ...
+template <int BR>
+__device__ __forceinline__ TileSlot tile_slot_at(unsigned slot, unsigned total, int n, bool causal) {
+    const unsigned tiles = ((unsigned)n + BR - 1) / BR;
+    if (!causal) return {(int)(slot / tiles), (int)(slot % tiles) * BR};
+    const unsigned heads = total / tiles;
+    return {(int)(slot % heads), (int)(tiles - 1 - slot / heads) * BR};
+}
+
+// The tile of this block of a grid of a block a tile.
 template <int BR>
 __device__ __forceinline__ TileSlot tile_slot(int n, bool causal) {
-    const unsigned tiles = ((unsigned)n + BR - 1) / BR, slot = blockIdx.x;
-    if (!causal) return {(int)(slot / tiles), (int)(slot % tiles) * BR};
-    const unsigned heads = gridDim.x / tiles;
-    return {(int)(slot % heads), (int)(tiles - 1 - slot / heads) * BR};
+    return tile_slot_at<BR>(blockIdx.x, gridDim.x, n, causal);
 }

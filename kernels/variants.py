@@ -308,11 +308,14 @@ class FlashWgmma(Variant):
     def launches(self, problem: AttentionProblem, br: int, bc: int, parts: int = 0) -> tuple[Launch, ...]:
         c, d, rows = self.config(problem), problem.dim, head_rows(problem)
         check_config_tile(self, c, problem, br, bc)
-        return (Launch(f"flash_wgmma_fwd<{WGMMA_TYPES[problem.dtype]},{d},{bc},{c.consumers},{c.stages},{c.schedule}>",
-                       (flash_grid(rows.nq, br, rows.heads),),
-                       (flash_wgmma_threads(c.consumers),), flash_wgmma_smem_bytes(d, bc, c.consumers, c.stages),
-                       ("q_map", "k_map", "v_map", "out", "nq", "n", "group", "scale_log2", "causal"),
-                       shape_ints(problem, rows)),)
+        tiles = flash_grid(rows.nq, br, rows.heads)
+        persistent = ",true" if c.blocks else ""  # a grid of c.blocks walking the tiles (kernels/flash_wgmma.cu)
+        return (Launch(f"flash_wgmma_fwd<{WGMMA_TYPES[problem.dtype]},{d},{bc},{c.consumers},{c.stages},{c.schedule}"
+                       f"{persistent}>", (min(tiles, c.blocks) if c.blocks else tiles,),
+                       (flash_wgmma_threads(c.consumers),),
+                       flash_wgmma_smem_bytes(d, bc, c.consumers, c.stages, bool(c.blocks)),
+                       ("q_map", "k_map", "v_map", "out", "nq", "n", "group", "heads", "scale_log2", "causal"),
+                       shape_ints(problem, rows, heads=rows.heads)),)
 
 
 @dataclass(frozen=True)

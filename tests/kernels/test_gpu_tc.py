@@ -79,7 +79,7 @@ def build_sm90a(source: str, instances: list[str], tmp_path) -> tuple[str, list[
 
 def test_the_wgmma_kernel_compiles_for_sm90a_without_spills(tmp_path):
     instances = [f"template __global__ void {expression}(const void*, const void*, const void*, unsigned short*, "
-                 "int, int, int, float, int);"
+                 "int, int, int, int, float, int);"
                  for dtype in HALF for d, config in WGMMA_CONFIGS.items()  # the launcher's own name expressions
                  for expression in FLASH_WGMMA.expressions(AttentionProblem(seq=1, dim=d, dtype=dtype), config.br,
                                                            config.bc)]
@@ -89,18 +89,19 @@ def test_the_wgmma_kernel_compiles_for_sm90a_without_spills(tmp_path):
 
 
 def test_every_wgmma_launch_of_the_issue_34_sweep_compiles_for_sm90a_without_spills(tmp_path):
-    """Each launch kernels.headline --variants wgmma --set i34 times (both types; Bc 176 and 192 among them, the
+    """Each launch kernels.headline --variants wgmma --set i34 and --set persist time (both types; Bc 176 and 192, the
     wgmma_ss shapes beyond 64 and 128) at its own name expression: built, no spill, and no MMA serialised by ptxas
     (C7514 after a barrier, C7512 for want of registers) nor a setmaxnreg it could not honour (C7508)."""
     from kernels.headline_variants import VARIANT_SETS, configured
 
-    expressions = sorted({expression for dtype in HALF for d, configs in VARIANT_SETS["wgmma"]["i34"].items()
-                          for config in configs
+    expressions = sorted({expression for dtype in HALF for chosen_set in ("i34", "persist")
+                          for d, configs in VARIANT_SETS["wgmma"][chosen_set].items() for config in configs
                           for expression in configured(FLASH_WGMMA, config, d).expressions(
                               AttentionProblem(seq=1, dim=d, dtype=dtype), config.br, config.bc)})
     assert any(",176," in e for e in expressions) and any(",192," in e for e in expressions)
+    assert any(e.endswith(",true>") for e in expressions)  # the persistent launches
     instances = [f"template __global__ void {expression}(const void*, const void*, const void*, unsigned short*, "
-                 "int, int, int, float, int);" for expression in expressions]
+                 "int, int, int, int, float, int);" for expression in expressions]
     report, spills = build_sm90a("flash_wgmma.cu", instances, tmp_path)
     assert spills == [0] * len(expressions), report
     assert not [code for code in ("C7508", "C7512", "C7514") if code in report], report

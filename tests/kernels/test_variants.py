@@ -17,7 +17,7 @@ SPLIT_ARGS = ("q", "k", "v", "out", "o_part", "lse", "nq", "qlen", "n", "group",
 # the mma.sync 16-bit kernel's: the split tiles' tickets (its in-place merge) after the partial states
 TC_ARGS = ("q", "k", "v", "out", "o_part", "lse", "tickets", "nq", "qlen", "n", "group", "heads", "parts",
            "scale_log2", "causal")
-MAP_ARGS = ("q_map", "k_map", "v_map", "out", "nq", "n", "group", "scale_log2", "causal")
+MAP_ARGS = ("q_map", "k_map", "v_map", "out", "nq", "n", "group", "heads", "scale_log2", "causal")
 
 
 def square(n, d, causal=False, **more):
@@ -136,7 +136,8 @@ def test_wgmma_flash_launches(shape, causal, dtype, expression, grid, smem):
     config = FLASH_WGMMA.config(p)
     assert (config.br, config.bc) == (128, 128)  # Br = 64 · 2 consumers
     assert FLASH_WGMMA.launches(p, 128, 128) == (Launch(expression, (grid,), (384,), smem, MAP_ARGS,  # 2·128 + 128
-                                                        square(shape[2], shape[3], causal)),)
+                                                        square(shape[2], shape[3], causal,
+                                                               heads=shape[0] * shape[1])),)
     assert FLASH_WGMMA.sm90a and not FLASH_TC.sm90a
 
 
@@ -153,9 +154,20 @@ def test_wgmma_launches_at_the_larger_key_blocks(dim, config, expression, smem):
     chosen = dataclasses.replace(FLASH_WGMMA, configs=((dim, config),))
     p = problem(1, 16, 4096, dim, dtype="float16")
     assert chosen.launches(p, 128, config.bc) == (Launch(expression, (512,), (384,), smem, MAP_ARGS,
-                                                         square(4096, dim)),)
+                                                         square(4096, dim, heads=16)),)
     with pytest.raises(SpecError, match=rf"runs Br=128, Bc={config.bc} at d {dim} .*asked for Br=128, Bc=128"):
         chosen.launches(p, 128, 128)
+
+
+# persistent: at most `blocks` blocks walking the tiles, the template's last argument true, one more mbarrier (Q's
+# empty one): Bc 176 at d 128, 2 stages: 214,072 + 8 = 214,080; 512 tiles at N 4096, 16 heads on 132 blocks; 2 tiles
+# (⌈97/128⌉ · 2 heads) on 2
+@pytest.mark.parametrize("seq, heads, grid", [(4096, 16, 132), (97, 2, 2)])
+def test_a_persistent_wgmma_launch_walks_the_tiles_on_fewer_blocks(seq, heads, grid):
+    chosen = dataclasses.replace(FLASH_WGMMA, configs=((128, variants.WgmmaConfig(176, 2, 2, 2, 132)),))
+    p = problem(1, heads, seq, 128, dtype="float16")
+    assert chosen.launches(p, 128, 176) == (Launch("flash_wgmma_fwd<0,128,176,2,2,2,true>", (grid,), (384,), 214080,
+                                                   MAP_ARGS, square(seq, 128, heads=heads)),)
 
 
 @pytest.mark.parametrize("dim, config, match", [
