@@ -37,9 +37,10 @@ SHARE_MIN_KEY_BLOCKS = 4
 #: no partial state, at least).
 SPLIT_PARTIAL_SHARE = 0.25
 #: Whether `--gpu-tc-path auto` takes the Hopper split-KV kernel (kernels/decode_wgmma.cu) for heads of more than 16
-#: packed rows. Off until that kernel has passed the GPU tests and been timed on a Hopper GPU (docs/gpu.md): until
-#: then only `--gpu-tc-path wgmma` runs it, and the benchmark times it beside the planned mma.sync launch.
-WGMMA_SPLIT_AUTO = False
+#: packed rows. On since its first run (an H100, 2026-12-07, reports/issue-32/gpu/run8_h100_compact): its 40 GPU
+#: tests passed and it was 2–17 % faster than the mma.sync launch at all 16 q_len-16 points of the benchmark, which
+#: keeps timing the other kernel beside the planned one (docs/gpu.md).
+WGMMA_SPLIT_AUTO = True
 
 
 def device_sms(dev) -> tuple[int, str]:
@@ -128,7 +129,9 @@ def split_plan(problem: AttentionProblem, plan: Plan, dev, settings) -> Plan:
     split = len(split_tiles(tiles, key_blocks, parts))
     group = problem.heads // problem.kv_head_count
     shared = (f"{tiles} tile{'s' * (tiles > 1)} × {key_blocks} key blocks shared by {parts} blocks, "
-              + (f"{split} tile{'s' * (split > 1)} split, merged by a second launch" if split
+              + (f"{split} tile{'s' * (split > 1)} split, merged "
+                 + ("in place (the block finishing a tile's last piece)" if getattr(chosen, "merges", False)
+                    else "by a second launch") if split
                  else "no tile split, O written directly"))
     note = (f"split-KV decode: {chosen.label.split(' ', 1)[1]}, {group} query head{'s' * (group > 1)} of a K/V head "
             f"packed: {rows.nq} row{'s' * (rows.nq > 1)} a K/V head in {config.br}-row tiles, {shared}")

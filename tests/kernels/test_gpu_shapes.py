@@ -233,7 +233,11 @@ def test_a_decode_row_names_its_split_plan():
     # 64 key blocks: 512 units, 128 blocks (test_block_counts_by_hand's 4k case), each tile cut 16 ways
     assert plan.path == "split-kv" and plan.parts == 128 and (plan.br, plan.bc) == (16, 64)
     assert "4 query heads of a K/V head packed: 4 rows a K/V head in 16-row tiles, 8 tiles × 64 key blocks shared " \
-           "by 128 blocks, 8 tiles split, merged by a second launch" in plan.note
+           "by 128 blocks, 8 tiles split, merged in place (the block finishing a tile's last piece)" in plan.note
+    # the fp32 split kernel keeps the combine launch
+    plan = target.launch_plan(problem.with_(dtype="float32"), target.Settings(device="fake"),
+                              target.backend(target.Settings("fake")))
+    assert plan.path == "split-kv" and "split, merged by a second launch" in plan.note
     square = problem.with_(q_len=None)
     assert target.launch_plan(square, target.Settings(device="fake"),
                               target.backend(target.Settings("fake"))).path == "wgmma"
