@@ -11,7 +11,9 @@
 // 4-7, lowered to 24 registers; one thread issues every copy). The launch's `parts` blocks share the (tile, key
 // block) units in equal contiguous shares (a stream-K schedule, kernels/kv_rows.cuh block_share / next_segment);
 // each block walks the segments of its share: a segment holding all of a tile's keys writes O, any other writes its
-// rows' partial state into the slot next_segment names, merged by kernels/split_combine.cu.
+// rows' partial state into the slot next_segment names, merged in place (MERGE: the block finishing a tile's last
+// piece, kernels/split_merge.cuh, among the consumer warpgroup's 128 threads at named barrier 1) or by
+// kernels/split_combine.cu.
 // Shared memory: two Q tiles (a segment's Q is loaded while the previous segment still computes), and STAGES stages
 // of K and V, each tile stored as D/64 column halves of 64 elements (128-byte rows, the copy engine's 128-byte
 // swizzle). mbarriers: q_full / q_empty per Q buffer, k_full / v_full / empty per stage; the stage counter runs on
@@ -21,13 +23,14 @@
 
 #include "hopper_sync.cuh"
 #include "kv_rows.cuh"
+#include "split_merge.cuh"
 #include "tc_softmax.cuh"
 
-template <int KIND, int D, int BC, int STAGES>
+template <int KIND, int D, int BC, int STAGES, bool MERGE = false>
 __global__ void __launch_bounds__(256, 1)
 decode_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigned short *__restrict__ o,
-                 float *__restrict__ o_part, float *__restrict__ lse, int nq, int qlen, int n, int heads, int parts,
-                 float scale_log2, int causal) {
+                 float *__restrict__ o_part, float *__restrict__ lse, int *__restrict__ tickets, int nq, int qlen,
+                 int n, int heads, int parts, float scale_log2, int causal) {
     constexpr int BR = 64, HALVES = D / 64, KSTEPS = D / 16, STILES = BC / 8, OTILES = D / 8;
     constexpr unsigned ROW = 128;  // bytes per row of a 64-column half
     constexpr unsigned Q_BYTES = BR * D * 2, KV_BYTES = BC * D * 2;
@@ -174,5 +177,7 @@ decode_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsign
                 if (t == 0) lse[prow] = split_lse(m[r], sum, scale_log2);
             }
         }
+        if (MERGE && seg.slot >= 0)  // the tile's last piece merges it (KIND 0 and 1 are MERGE_FP16 and MERGE_BF16)
+            merge_if_last<KIND, D, BR, BC, 128, 1>(o_part, lse, o, tickets, seg.bh, seg.q0, nq, n, heads, parts);
     }
 }

@@ -21,7 +21,7 @@
 
 #include "cp_async.cuh"
 #include "kv_rows.cuh"
-#include "split_merge.cuh"
+#include "merge_kind.cuh"
 #include "tc_softmax.cuh"
 #include "tile_order.cuh"
 
@@ -306,7 +306,8 @@ flash_tc_fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
             }
         }
         if constexpr (SHARED && MERGE) {  // the tile's last piece merges it (every thread of the block calls)
-            if (seg.slot >= 0) merge_if_last<T, D, BR, BC, THREADS>(o_part, lse, o, tickets, bh, q0, nq, n, heads, parts);
+            if (seg.slot >= 0)
+                merge_if_last<MergeKind<T>::value, D, BR, BC, THREADS>(o_part, lse, o, tickets, bh, q0, nq, n, heads, parts);
         }
     } while (share.unit < share.end);
 }

@@ -30,7 +30,7 @@ SOURCE_DIR = Path(__file__).resolve().parent
 #: The Hopper sources built here.
 SOURCES = ("flash_wgmma.cu", "decode_wgmma.cu")
 #: The headers those sources include, and theirs: NVRTC is handed each by name (no include path).
-HEADERS = ("hopper_sync.cuh", "wgmma.cuh", "kv_rows.cuh", "tc_softmax.cuh", "tile_order.cuh")
+HEADERS = ("hopper_sync.cuh", "wgmma.cuh", "kv_rows.cuh", "tc_softmax.cuh", "tile_order.cuh", "split_merge.cuh")
 # cuTensorMapEncodeTiled's enumerations (cuda.h): 16-bit elements, no interleave, 128-byte swizzle, 128-byte L2
 # promotion, out-of-bounds elements read as zeros.
 _UINT16, _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_128B, _OOB_ZERO = 1, 0, 3, 2, 0

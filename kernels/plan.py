@@ -14,7 +14,7 @@ from host.problem import DTYPE_BYTES, AttentionProblem
 from kernels.budget import blocks_per_sm
 from kernels.halves import HALF_DTYPES
 from kernels.shares import segments
-from kernels.variants import (DEFAULT_TILES, FLASH_TC, FLASH_TF32, FLASH_WGMMA, MAX_PARTS, SPLIT_TC, SPLIT_WGMMA,
+from kernels.variants import (DEFAULT_TILES, FLASH_TC, FLASH_TF32, FLASH_WGMMA, MAX_PARTS, SPLIT_WGMMA,
                               TC_DIMS, TF32_DIMS, flash_grid, head_rows, variant)
 
 #: Below this many query tiles per SM, halve Br (down to 32) to fill the SMs: the sweep's best at N <= 1024.
@@ -36,10 +36,11 @@ SHARE_MIN_KEY_BLOCKS = 4
 #: against a short cache: 64 heads on 1 K/V head at q_len 63 and 1,025 keys): the most that do (a block a tile, with
 #: no partial state, at least).
 SPLIT_PARTIAL_SHARE = 0.25
-#: Whether `--gpu-tc-path auto` takes the Hopper split-KV kernel (kernels/decode_wgmma.cu) for heads of more than 16
-#: packed rows. On since its first run (an H100, 2026-12-07, reports/issue-32/gpu/run8_h100_compact): its 40 GPU
-#: tests passed and it was 2–17 % faster than the mma.sync launch at all 16 q_len-16 points of the benchmark, which
-#: keeps timing the other kernel beside the planned one (docs/gpu.md).
+#: Whether `--gpu-tc-path auto` takes the Hopper split-KV kernel (kernels/decode_wgmma.cu) for 16-bit decode heads
+#: on Hopper. On since its first run (an H100, 2026-12-07, reports/issue-32/gpu/run8_h100_compact): its 40 GPU tests
+#: passed, and beside the mma.sync launch on the same inputs it was 2–17 % faster at all 16 q_len-16 points and
+#: level to 15 % faster at all 16 q_len-1 points (its 64-row tile holds 4 packed rows there, but decode is bound by
+#: K and V's bytes, not by the products); the benchmark keeps timing mma.sync's beside it (docs/gpu.md).
 WGMMA_SPLIT_AUTO = True
 
 
@@ -140,14 +141,11 @@ def split_plan(problem: AttentionProblem, plan: Plan, dev, settings) -> Plan:
 
 def split_variant(problem: AttentionProblem, path: str, tc_path: str = "auto"):
     """The split-KV kernel of a decode head whose prefill plan took `path` (`tc_path`: --gpu-tc-path): the Hopper one
-    (wgmma) where that plan is wgmma and either wgmma is forced or, with WGMMA_SPLIT_AUTO, a K/V head packs more rows
-    than mma.sync's few-row launch holds (there mma.sync's split kernel reads every K and V fragment once per warp
-    and is bound by shared memory); else the mma.sync (16-bit) or 3xTF32 (float32) one."""
-    if path == FLASH_WGMMA.path and problem.dim in dict(SPLIT_WGMMA.configs):
-        packed = head_rows(problem, packed=True).nq
-        few = SPLIT_TC.few_rows.br if SPLIT_TC.few_rows else 0
-        if tc_path == "wgmma" or (WGMMA_SPLIT_AUTO and packed > few):
-            return SPLIT_WGMMA
+    (wgmma) where that plan is wgmma and either wgmma is forced or WGMMA_SPLIT_AUTO is on; else the mma.sync (16-bit)
+    or 3xTF32 (float32) one."""
+    if path == FLASH_WGMMA.path and problem.dim in dict(SPLIT_WGMMA.configs) and (tc_path == "wgmma"
+                                                                                 or WGMMA_SPLIT_AUTO):
+        return SPLIT_WGMMA
     return variant("flash", problem.dtype, "split-kv")
 
 

@@ -4,7 +4,7 @@
 // base-2 score units (plus the max), in the slots kv_rows.cuh's segment_slot names. This launch merges each row of a
 // split tile (kernels/split_merge.cuh, merge_row): one warp per row, four rows a 128-thread block. The split kernels
 // that merge in place (kernels/flash_tc.cu's MERGE instances) have no second launch.
-#include "split_merge.cuh"
+#include "merge_kind.cuh"
 
 template <typename T, int D, int BR, int BC>
 __global__ void __launch_bounds__(128)
@@ -12,5 +12,5 @@ split_combine(const float *__restrict__ o_part, const float *__restrict__ lse, T
               int n, int heads, int parts) {
     const int row = blockIdx.x * 4 + (threadIdx.x >> 5);
     if (row >= rows) return;
-    merge_row<T, D, BR, BC>(o_part, lse, o, row, nq, n, heads, parts, threadIdx.x & 31);
+    merge_row<MergeKind<T>::value, D, BR, BC>(o_part, lse, o, row, nq, n, heads, parts, threadIdx.x & 31);
 }

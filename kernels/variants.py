@@ -23,8 +23,8 @@ queries against seq keys (the causal mask aligned to the bottom right) and kv_he
 The split-KV variants (the decode path) pack a K/V head's query heads into one launch head, so that a block reads
 its K and V once for the whole group, and share the (tile, key block) units among `parts` blocks in near-equal
 contiguous shares (kernels/shares.py, kernels/kv_rows.cuh); the partial states of the tiles a share boundary cut
-are merged in place by the 16-bit mma.sync kernel (`merges`: the block finishing a tile's last piece, one launch,
-kernels/split_merge.cuh) and by a second launch (kernels/split_combine.cu) after the others. Nothing here imports
+are merged in place by the 16-bit split kernels (`merges`: the block finishing a tile's last piece, one launch,
+kernels/split_merge.cuh) and by a second launch (kernels/split_combine.cu) after the 3xTF32 one. Nothing here imports
 CuPy.
 """
 
@@ -194,7 +194,7 @@ FLASH_ARGS = ("q", "k", "v", "out", "nq", "n", "group", "scale_log2", "causal")
 SPLIT_ARGS = ("q", "k", "v", "out", "o_part", "lse", "nq", "qlen", "n", "group", "heads", "parts", "scale_log2",
               "causal")
 #: ... and the mma.sync 16-bit kernel's, which also takes the split tiles' tickets (its MERGE instances merge the
-#: partial states in place, kernels/split_merge.cuh).
+#: partial states in place, kernels/split_merge.cuh, as the Hopper split kernel's do).
 TC_ARGS = SPLIT_ARGS[:6] + ("tickets",) + SPLIT_ARGS[6:]
 
 
@@ -325,6 +325,8 @@ class SplitWgmma(Variant):
 
     configs: tuple[tuple[int, WgmmaSplitConfig], ...] = tuple(WGMMA_SPLIT_CONFIGS.items())
     split: bool = True
+    #: merges its partial states in place (the block finishing a tile's last piece), one launch
+    merges: bool = False
 
     def config(self, problem: AttentionProblem) -> WgmmaSplitConfig:
         return _config(self, dict(self.configs), problem.dim)
@@ -332,10 +334,11 @@ class SplitWgmma(Variant):
     def launches(self, problem: AttentionProblem, br: int, bc: int, parts: int = 0) -> tuple[Launch, ...]:
         c, d = self.config(problem), problem.dim
         check_config_tile(self, c, problem, br, bc)
-        return mma_launches(self, problem, f"decode_wgmma_fwd<{WGMMA_TYPES[problem.dtype]},{d},{bc},{c.stages}>",
+        return mma_launches(self, problem, f"decode_wgmma_fwd<{WGMMA_TYPES[problem.dtype]},{d},{bc},{c.stages}"
+                                           f"{',true' * self.merges}>",
                             br, bc, WGMMA_SPLIT_THREADS, decode_wgmma_smem_bytes(d, bc, c.stages), parts,
-                            ("q_map", "k_map", "v_map", "out", "o_part", "lse", "nq", "qlen", "n", "heads", "parts",
-                             "scale_log2", "causal"))
+                            ("q_map", "k_map", "v_map", "out", "o_part", "lse", "tickets", "nq", "qlen", "n", "heads",
+                             "parts", "scale_log2", "causal"))
 
 
 def check_config_tile(of: Variant, config: "TcConfig | Tf32Config | WgmmaConfig", problem: AttentionProblem,
@@ -381,7 +384,7 @@ SPLIT_TF32 = FlashTf32("split_tf32", "flash", "split-kv", "flash_tf32.cu", ("flo
 #: The Hopper split-KV launch (kernels/decode_wgmma.cu), for packed groups of more than 16 rows (q_len 16 in a
 #: Llama-style group of 4: 64 rows), where mma.sync's split kernel is bound by its shared-memory reads.
 SPLIT_WGMMA = SplitWgmma("split_wgmma", "flash", "split-wgmma", "decode_wgmma.cu", HALF_DTYPES,
-                         "split-KV tensor-core flash (wgmma)", sm90a=True)
+                         "split-KV tensor-core flash (wgmma)", sm90a=True, merges=True)
 #: The plan paths whose launches pack a K/V head's query heads and share the keys among blocks.
 SPLIT_PATHS = ("split-kv", "split-wgmma")
 #: Every variant by name.

@@ -56,13 +56,15 @@ def test_16bit_flash_takes_every_shape(device, dtype, seq, q_len, heads, kv_head
     [row] = target.run(problem, Inputs(problem), options("flash", device, tc_path=tc_path))
     assert row.status == "ok", row.message
     # a decode head (fewer than 64 queries, against a longer cache) takes a split-KV path: the Hopper one (wgmma)
-    # where wgmma is forced, or on the planner's choice where a K/V head packs more than 16 rows (q_len x G), else
-    # mma.sync's; the message names it (the plan's note on a GPU, the variant's path on the fake)
+    # where wgmma is forced, or by default on a device whose prefill plan is wgmma (Hopper; the fake plans as one),
+    # else mma.sync's; the message names it (the plan's note on a GPU, the variant's path on the fake)
     message = row.message.lower()
     decode = q_len < min(64, seq)
     assert ("split-kv" in message or "split-wgmma" in message) == decode, row.message
     if decode:
-        wgmma = tc_path == "wgmma" or (tc_path == "auto" and WGMMA_SPLIT_AUTO and q_len * heads // kv_heads > 16)
+        settings = target.Settings(device=device)
+        hopper = target.launch_plan(problem.with_(q_len=None), settings, target.backend(settings)).path == "wgmma"
+        wgmma = tc_path == "wgmma" or (tc_path == "auto" and WGMMA_SPLIT_AUTO and hopper)
         assert ("wgmma" in message) == wgmma, row.message
 
 
@@ -133,15 +135,15 @@ def test_a_split_launch_packs_the_group_and_merges_where_a_tile_is_cut():
     assert has_partials(problem, 16, 64, 24)
     [kernel] = SPLIT_TC.launches(problem, 16, 64, 24)
     assert kernel.grid == (24,)
-    # the Hopper split kernel (64-row tiles, Bc 64 at d 128) has the combine launch: it looks at B·H·q_len = 64
-    # rows, 4 a block: 16 blocks
-    kernel, combine = SPLIT_WGMMA.launches(problem, 64, 64, 24)
-    assert kernel.grid == (24,) and combine.grid == (16,) and combine.source == "split_combine.cu"
-    assert dict(combine.ints) == {"rows": 64, "nq": 4, "n": 4096, "heads": 16, "parts": 24}
-    assert combine.function == "split_combine<__half,128,64,64>" and "tickets" not in kernel.args
-    # fp32: the 64-row 3xTF32 launch, Bc 32: 16 tiles × 128 key blocks; 3 blocks cut tiles
-    assert SPLIT_TF32.launches(problem.with_(dtype="float32"), 64, 32, 3)[1].function == \
-        "split_combine<float,128,64,32>"
+    # and so does the Hopper split kernel (64-row tiles, Bc 64 at d 128, 4 stages; MERGE)
+    [kernel] = SPLIT_WGMMA.launches(problem, 64, 64, 24)
+    assert kernel.function == "decode_wgmma_fwd<0,128,64,4,true>" and "tickets" in kernel.args
+    # fp32: the 64-row 3xTF32 launch, Bc 32: 16 tiles × 128 key blocks; 3 blocks cut tiles, and the combine launch
+    # merges them: it looks at B·H·q_len = 64 rows, 4 a block: 16 blocks
+    kernel, combine = SPLIT_TF32.launches(problem.with_(dtype="float32"), 64, 32, 3)
+    assert kernel.grid == (3,) and combine.grid == (16,) and combine.source == "split_combine.cu"
+    assert dict(combine.ints) == {"rows": 64, "nq": 4, "n": 4096, "heads": 16, "parts": 3}
+    assert combine.function == "split_combine<float,128,64,32>" and "tickets" not in kernel.args
     assert len(SPLIT_TF32.launches(problem.with_(dtype="float32"), 64, 32, 2)) == 1  # 8 whole tiles each
     # 16 queries: G·q_len = 64 packed rows, the 64-row launch (4 warps of 16 rows, 3 stages): 16 tiles, a block each
     wide = problem.with_(q_len=16)
@@ -229,8 +231,17 @@ def test_the_split_byte_model_adds_the_partial_states():
 def test_a_decode_row_names_its_split_plan():
     problem = fresh(4096, 1, 32, 8, 128, False, "float16")
     plan = target.launch_plan(problem, target.Settings(device="fake"), target.backend(target.Settings("fake")))
-    # 4 packed rows: the few-row launch (16-row tiles, four key warps); batch 1 has 8 launch heads of one tile over
-    # 64 key blocks: 512 units, 128 blocks (test_block_counts_by_hand's 4k case), each tile cut 16 ways
+    # on Hopper (the fake plans as one) the Hopper split kernel: 64-row tiles, Bc 64 at d 128; batch 1 has 8 launch
+    # heads of one tile (4 packed rows) over 64 key blocks: 512 units; one block an SM would give 132, but at most
+    # one a 4 key blocks: 128, each tile cut 16 ways and merged in place
+    assert plan.path == "split-wgmma" and plan.parts == 128 and (plan.br, plan.bc) == (64, 64)
+    assert "tensor-core flash (wgmma), 4 query heads of a K/V head packed: 4 rows a K/V head in 64-row tiles, 8 " \
+           "tiles × 64 key blocks shared by 128 blocks, 8 tiles split, merged in place (the block finishing a " \
+           "tile's last piece)" in plan.note
+    # under --gpu-tc-path mma: the few-row launch (16-row tiles, four key warps), the same 128 blocks (test_block_
+    # counts_by_hand's 4k case)
+    mma = target.Settings(device="fake", tc_path="mma")
+    plan = target.launch_plan(problem, mma, target.backend(mma))
     assert plan.path == "split-kv" and plan.parts == 128 and (plan.br, plan.bc) == (16, 64)
     assert "4 query heads of a K/V head packed: 4 rows a K/V head in 16-row tiles, 8 tiles × 64 key blocks shared " \
            "by 128 blocks, 8 tiles split, merged in place (the block finishing a tile's last piece)" in plan.note
@@ -247,8 +258,12 @@ def test_a_large_batch_decode_takes_a_block_a_tile_past_the_planners_cap():
     # a review found batch 4096 refused once the grid was one-dimensional: 4096 · 32 launch heads of one query (no
     # grouping), one 16-row tile each: 131,072 tiles ≥ 0.85 of the slots, so a block a tile, past MAX_PARTS = 65,536
     # and within CUDA's grid x limit
+    # (the mma.sync launch, --gpu-tc-path mma; on Hopper the Hopper split kernel's 64-row tiles are as many here)
     problem = AttentionProblem(batch=4096, heads=32, seq=2, q_len=1, dim=128, dtype="float16")
-    plan = target.launch_plan(problem, target.Settings(device="fake"), target.backend(target.Settings("fake")))
+    mma = target.Settings(device="fake", tc_path="mma")
+    plan = target.launch_plan(problem, mma, target.backend(mma))
     assert plan.path == "split-kv" and plan.parts == 131_072 and "no tile split, O written directly" in plan.note
     [kernel] = SPLIT_TC.launches(problem, plan.br, plan.bc, plan.parts)
     assert kernel.grid == (131_072,)
+    plan = target.launch_plan(problem, target.Settings(device="fake"), target.backend(target.Settings("fake")))
+    assert plan.path == "split-wgmma" and plan.parts == 131_072 and "no tile split" in plan.note

@@ -111,7 +111,7 @@ def test_the_hopper_split_kernel_compiles_for_sm90a_without_spills(tmp_path):
     """kernels/decode_wgmma.cu at the launcher's own name expressions (both types, both d): built, no spill, no MMA
     serialised by ptxas (C7514), and its consumer given the registers setmaxnreg asks for (no C7508 warning)."""
     instances = [f"template __global__ void {expression}(const void*, const void*, const void*, unsigned short*, "
-                 "float*, float*, int, int, int, int, int, float, int);"
+                 "float*, float*, int*, int, int, int, int, int, float, int);"
                  for dtype in HALF for d, config in WGMMA_SPLIT_CONFIGS.items()
                  for expression in SPLIT_WGMMA.expressions(
                      AttentionProblem(batch=1, heads=4, kv_heads=1, seq=4096, q_len=16, dim=d, dtype=dtype),
