@@ -63,7 +63,11 @@ VARIANT_SETS = {
               "persist": {64: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 2, 3, 2, PERSISTENT_BLOCKS),
                                WgmmaConfig(192, 2, 3, 2, PERSISTENT_BLOCKS)],
                           128: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 2, 3, 2, PERSISTENT_BLOCKS),
-                                WgmmaConfig(176, 2, 2, 2, PERSISTENT_BLOCKS)]}},
+                                WgmmaConfig(176, 2, 2, 2, PERSISTENT_BLOCKS)]},
+              # after the first persist run (H100, N 4096): Bc 192 at d 64 with and without the persistent grid
+              "bc192": {64: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(192, 2, 3, 2),
+                             WgmmaConfig(192, 2, 3, 2, PERSISTENT_BLOCKS)],
+                        128: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 2, 3, 2, PERSISTENT_BLOCKS)]}},
 }
 VARIANT_SETS["tc"]["d128"] = {128: VARIANT_SETS["tc"]["all"][128]}
 RECORDS = {"tc": FLASH_TC, "tf32": FLASH_TF32, "wgmma": FLASH_WGMMA}
