@@ -14,8 +14,8 @@ from host.problem import DTYPE_BYTES, AttentionProblem
 from kernels.budget import blocks_per_sm
 from kernels.halves import HALF_DTYPES
 from kernels.shares import segments
-from kernels.variants import (DEFAULT_TILES, FLASH_TC, FLASH_TF32, FLASH_WGMMA, MAX_PARTS, SPLIT_WGMMA,
-                              TC_DIMS, TF32_DIMS, flash_grid, head_rows, variant)
+from kernels.variants import (DEFAULT_TILES, FLASH_TC, FLASH_TF32, FLASH_WGMMA, MAX_PARTS, SPLIT_WGMMA, TC_DIMS,
+                              TF32_DIMS, flash_grid, head_rows, merges_in_place, variant)
 
 #: Below this many query tiles per SM, halve Br (down to 32) to fill the SMs: the sweep's best at N <= 1024.
 MIN_TILES_PER_SM = 1
@@ -131,7 +131,7 @@ def split_plan(problem: AttentionProblem, plan: Plan, dev, settings) -> Plan:
     group = problem.heads // problem.kv_head_count
     shared = (f"{tiles} tile{'s' * (tiles > 1)} × {key_blocks} key blocks shared by {parts} blocks, "
               + (f"{split} tile{'s' * (split > 1)} split, merged "
-                 + ("in place (the block finishing a tile's last piece)" if getattr(chosen, "merges", False)
+                 + ("in place (the block finishing a tile's last piece)" if merges_in_place(chosen, problem)
                     else "by a second launch") if split
                  else "no tile split, O written directly"))
     note = (f"split-KV decode: {chosen.label.split(' ', 1)[1]}, {group} query head{'s' * (group > 1)} of a K/V head "

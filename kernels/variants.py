@@ -23,9 +23,9 @@ queries against seq keys (the causal mask aligned to the bottom right) and kv_he
 The split-KV variants (the decode path) pack a K/V head's query heads into one launch head, so that a block reads
 its K and V once for the whole group, and share the (tile, key block) units among `parts` blocks in near-equal
 contiguous shares (kernels/shares.py, kernels/kv_rows.cuh); the partial states of the tiles a share boundary cut
-are merged in place by the 16-bit split kernels (`merges`: the block finishing a tile's last piece, one launch,
-kernels/split_merge.cuh) and by a second launch (kernels/split_combine.cu) after the 3xTF32 one. Nothing here imports
-CuPy.
+are merged in place by the 16-bit split kernels where a tile has few rows (`merges_in_place`: the block finishing a
+tile's last piece, one launch, kernels/split_merge.cuh), else by a second launch (kernels/split_combine.cu). Nothing
+here imports CuPy.
 """
 
 from __future__ import annotations
@@ -222,6 +222,20 @@ def has_partials(problem: AttentionProblem, br: int, bc: int, parts: int) -> boo
     return bool(parts) and partial_segments(packed_tiles(problem, br), -(-problem.seq // bc), parts) > 0
 
 
+#: The most packed rows a tile may have for its split kernel to merge it in place: the block that merges a tile
+#: does all of its rows, one warp a row, each row a chain of L2 round trips. At q_len 1 in a group of 4 (4 rows)
+#: that was a few µs at the end of the launch; at q_len 16 (64 rows on 4 warps) it was 30–40 µs where the separate
+#: combine spreads the rows over the whole GPU (an H100, reports/issue-32/gpu/run9_merge_h100: q_len 16, batch 1, 4k
+#: 61.2 µs against 22.3 with the combine launch in run 8).
+MERGE_MAX_ROWS = 16
+
+
+def merges_in_place(of: Variant, problem: AttentionProblem) -> bool:
+    """Whether `of`'s launch for `problem` merges its cut tiles in place (one launch) rather than by the combine
+    launch: a variant built to (`merges`) on a problem whose K/V head packs at most MERGE_MAX_ROWS rows."""
+    return getattr(of, "merges", False) and head_rows(problem, packed=True).nq <= MERGE_MAX_ROWS
+
+
 def mma_launches(of: "FlashTc | FlashTf32 | SplitWgmma", problem: AttentionProblem, function: str, br: int, bc: int,
                  threads: int, smem: int, parts: int, args: tuple[str, ...] = SPLIT_ARGS) -> tuple[Launch, ...]:
     """The launches of an mma.sync flash call: the kernel on tiles × launch heads blocks, or for the split-KV variants
@@ -235,7 +249,7 @@ def mma_launches(of: "FlashTc | FlashTf32 | SplitWgmma", problem: AttentionProbl
         parts = check_parts(check_int("parts", parts or tiles, 1, MAX_GRID_X), tiles, key_blocks)
     kernel = Launch(function, (parts or tiles,), (threads,), smem, args,
                     shape_ints(problem, rows, heads=rows.heads, parts=parts))
-    if not has_partials(problem, br, bc, parts) or getattr(of, "merges", False):
+    if not has_partials(problem, br, bc, parts) or merges_in_place(of, problem):
         return (kernel,)
     total = problem.batch * problem.heads * problem.queries
     out_type = TC_TYPES.get(problem.dtype, "float")
@@ -271,7 +285,8 @@ class FlashTc(Variant):
     configs: tuple[tuple[tuple[int, bool], TcConfig], ...] = tuple(TC_CONFIGS.items())
     split: bool = False  # the split-KV decode variant: packed heads, `parts` blocks sharing the keys
     few_rows: TcConfig | None = None  # the split variant's launch where a K/V head's packed rows fit its Br
-    #: the split variant merges its partial states in place (the block finishing a tile's last piece), one launch
+    #: the split variant merges a cut tile in place (the block finishing its last piece), one launch, where a tile
+    #: has few rows (merges_in_place)
     merges: bool = False
 
     def config(self, problem: AttentionProblem) -> TcConfig:
@@ -284,7 +299,7 @@ class FlashTc(Variant):
         c, d = self.config(problem), problem.dim
         check_config_tile(self, c, problem, br, bc)
         # the template's defaults: two stages, one key warp, no segment loop (split instances only)
-        stages = (f",{c.stages},{c.key_warps},true{',true' * self.merges}" if self.split
+        stages = (f",{c.stages},{c.key_warps},true{',true' * merges_in_place(self, problem)}" if self.split
                   else f",{c.stages},{c.key_warps}" if c.key_warps != 1 else f",{c.stages}" if c.stages != 2 else "")
         return mma_launches(self, problem, f"flash_tc_fwd<{TC_TYPES[problem.dtype]},{d},{c.warps},{bc},{c.m_tiles}"
                                            f"{stages}>", br, bc, 32 * c.warps,
@@ -325,7 +340,8 @@ class SplitWgmma(Variant):
 
     configs: tuple[tuple[int, WgmmaSplitConfig], ...] = tuple(WGMMA_SPLIT_CONFIGS.items())
     split: bool = True
-    #: merges its partial states in place (the block finishing a tile's last piece), one launch
+    #: merges a cut tile in place (the block finishing its last piece), one launch, where a tile has few rows
+    #: (merges_in_place)
     merges: bool = False
 
     def config(self, problem: AttentionProblem) -> WgmmaSplitConfig:
@@ -335,7 +351,7 @@ class SplitWgmma(Variant):
         c, d = self.config(problem), problem.dim
         check_config_tile(self, c, problem, br, bc)
         return mma_launches(self, problem, f"decode_wgmma_fwd<{WGMMA_TYPES[problem.dtype]},{d},{bc},{c.stages}"
-                                           f"{',true' * self.merges}>",
+                                           f"{',true' * merges_in_place(self, problem)}>",
                             br, bc, WGMMA_SPLIT_THREADS, decode_wgmma_smem_bytes(d, bc, c.stages), parts,
                             ("q_map", "k_map", "v_map", "out", "o_part", "lse", "tickets", "nq", "qlen", "n", "heads",
                              "parts", "scale_log2", "causal"))

@@ -145,10 +145,15 @@ def test_a_split_launch_packs_the_group_and_merges_where_a_tile_is_cut():
     assert dict(combine.ints) == {"rows": 64, "nq": 4, "n": 4096, "heads": 16, "parts": 3}
     assert combine.function == "split_combine<float,128,64,32>" and "tickets" not in kernel.args
     assert len(SPLIT_TF32.launches(problem.with_(dtype="float32"), 64, 32, 2)) == 1  # 8 whole tiles each
-    # 16 queries: G·q_len = 64 packed rows, the 64-row launch (4 warps of 16 rows, 3 stages): 16 tiles, a block each
+    # 16 queries: G·q_len = 64 packed rows, the 64-row launch (4 warps of 16 rows, 3 stages): 16 tiles, a block each;
+    # over MERGE_MAX_ROWS = 16 rows a tile no in-place merge (the instance without it) ...
     wide = problem.with_(q_len=16)
     [kernel] = SPLIT_TC.launches(wide, 64, 64, 16)
-    assert kernel.function == "flash_tc_fwd<__half,128,4,64,1,3,1,true,true>" and kernel.grid == (16,)
+    assert kernel.function == "flash_tc_fwd<__half,128,4,64,1,3,1,true>" and kernel.grid == (16,)
+    # ... and where its tiles are cut, the combine launch: 2·32·16 = 1,024 rows, 4 a block
+    kernel, combine = SPLIT_WGMMA.launches(wide, 64, 64, 24)
+    assert kernel.function == "decode_wgmma_fwd<0,128,64,4>" and combine.grid == (256,)
+    assert dict(combine.ints) == {"rows": 1024, "nq": 64, "n": 4096, "heads": 16, "parts": 24}
     with pytest.raises(SpecError, match=r"parts=1025 is out of range"):
         SPLIT_TC.launches(problem, 16, 64, 1025)  # one block a unit at most
 

@@ -124,20 +124,21 @@ def test_mma_sync_flash_launches(shape, causal, dtype, tile, expression, threads
 
 # wgmma: flash_wgmma_fwd<kind,d,Bc,consumers,stages,schedule> (kind 0 fp16, 1 bf16), 128·consumers + 128 threads,
 # Br = 64·consumers, smem 2·d·(64·consumers + 2·stages·Bc) + 8·(1 + 3·stages) + 1024; the launch per d, either mask
-@pytest.mark.parametrize("shape, causal, dtype, expression, grid, smem", [
-    # (Bc 128, 2 consumers, 3 stages, schedule 2): 2·64·(128 + 768) + 8·10 + 1024 = 114,688 + 80 + 1024 = 115,792
-    ((1, 16, 4096, 64), False, "float16", "flash_wgmma_fwd<0,64,128,2,3,2>", 512, 115792),
-    ((1, 16, 4096, 64), True, "bfloat16", "flash_wgmma_fwd<1,64,128,2,3,2>", 512, 115792),
-    # d 128: 2·128·896 + 80 + 1024 = 229,376 + 1104 = 230,480 (under the H200's 232,448 opt-in); ⌈97/128⌉·2 = 2
-    ((1, 2, 97, 128), True, "bfloat16", "flash_wgmma_fwd<1,128,128,2,3,2>", 2, 230480),
+@pytest.mark.parametrize("shape, causal, dtype, expression, grid, bc, smem", [
+    # d 64 (Bc 192, 2 consumers, 3 stages, schedule 2): 2·64·(128 + 6·192) + 8·10 + 1024 = 163,840 + 1104 = 164,944
+    ((1, 16, 4096, 64), False, "float16", "flash_wgmma_fwd<0,64,192,2,3,2>", 512, 192, 164944),
+    ((1, 16, 4096, 64), True, "bfloat16", "flash_wgmma_fwd<1,64,192,2,3,2>", 512, 192, 164944),
+    # d 128 (Bc 128): 2·128·896 + 80 + 1024 = 229,376 + 1104 = 230,480 (under the H200's 232,448 opt-in);
+    # ⌈97/128⌉·2 = 2
+    ((1, 2, 97, 128), True, "bfloat16", "flash_wgmma_fwd<1,128,128,2,3,2>", 2, 128, 230480),
 ])
-def test_wgmma_flash_launches(shape, causal, dtype, expression, grid, smem):
+def test_wgmma_flash_launches(shape, causal, dtype, expression, grid, bc, smem):
     p = problem(*shape, causal=causal, dtype=dtype)
     config = FLASH_WGMMA.config(p)
-    assert (config.br, config.bc) == (128, 128)  # Br = 64 · 2 consumers
-    assert FLASH_WGMMA.launches(p, 128, 128) == (Launch(expression, (grid,), (384,), smem, MAP_ARGS,  # 2·128 + 128
-                                                        square(shape[2], shape[3], causal,
-                                                               heads=shape[0] * shape[1])),)
+    assert (config.br, config.bc) == (128, bc)  # Br = 64 · 2 consumers
+    assert FLASH_WGMMA.launches(p, 128, bc) == (Launch(expression, (grid,), (384,), smem, MAP_ARGS,  # 2·128 + 128
+                                                       square(shape[2], shape[3], causal,
+                                                              heads=shape[0] * shape[1])),)
     assert FLASH_WGMMA.sm90a and not FLASH_TC.sm90a
 
 
@@ -219,7 +220,13 @@ def test_every_variant_is_listed_once_with_its_source():
     assert all(set(launch.args) <= set(variants.ARGS) for v in variants.VARIANTS.values()
                for p in [problem(1, 2, 256 if getattr(v, "split", False) else 64, 64, dtype=v.dtypes[0])]
                for launch in v.launches(p, *tile(v, p), 3 if getattr(v, "split", False) else 0))
-    # a cut tile: the combine launch after the split one, except where the kernel merges in place (the 16-bit ones)
+    # a cut tile: the combine launch after the split one (here 256 packed rows a head), except where a 16-bit kernel
+    # merges in place: at most 16 packed rows a tile (one query of 2 heads on one K/V head)
+    splits = (variants.SPLIT_TC, variants.SPLIT_TF32, variants.SPLIT_WGMMA)
     assert {v.name: len(v.launches(p, *tile(v, p), 3))
-            for v in (variants.SPLIT_TC, variants.SPLIT_TF32, variants.SPLIT_WGMMA)
-            for p in [problem(1, 2, 256, 64, dtype=v.dtypes[0])]} == {"split_tc": 1, "split_tf32": 2, "split_wgmma": 1}
+            for v in splits for p in [problem(1, 2, 256, 64, dtype=v.dtypes[0])]} == \
+        {"split_tc": 2, "split_tf32": 2, "split_wgmma": 2}
+    assert {v.name: len(v.launches(p, *tile(v, p), 3))
+            for v in splits for p in [AttentionProblem(heads=2, kv_heads=1, seq=256, q_len=1, dim=64,
+                                                       dtype=v.dtypes[0])]} == \
+        {"split_tc": 1, "split_tf32": 2, "split_wgmma": 1}
