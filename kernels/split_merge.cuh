@@ -85,7 +85,7 @@ __device__ __forceinline__ void merge_row(const float *o_part, const float *lse,
             my_w = l == NEG_INF ? 0.0f : exp2f(l - top);
         }
         const int round = min(32, count - base);
-#pragma unroll 4
+#pragma unroll 8  // eight segments' loads in flight a lane (the merge's tail is its chain of L2 round trips)
         for (int s = 0; s < round; ++s) {
             const int slot = __shfl_sync(0xffffffffu, my_slot, s);
             const float w = __shfl_sync(0xffffffffu, my_w, s);
