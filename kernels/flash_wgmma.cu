@@ -20,6 +20,9 @@
 // in the order below; the producer loads the next tile's Q once the consumers' last S of this tile is done (its
 // q_empty barrier) and streams its keys into the stages as they free (the stage count runs on across tiles), so the
 // next tile's first copies overlap this tile's last P·V and its epilogue instead of following the block's exit.
+// EARLY_K: a stage's K and V are released apart (FlashAttention-3's order): K once the block's S is done (its own
+// k_empty barrier), V once its P·V is (`empty`), so the next K copy into a stage starts a P·V earlier; without it
+// one `empty` barrier releases both after the P·V.
 // Causal: key blocks past the block's last query are not loaded; the diagonal blocks are masked per element.
 // Any N: the copy engine fills rows past N with zeros, and those keys are masked. Blocks run heaviest first.
 // The tensor maps (kernels/hopper.py) live in device memory: Q's with a box of 64 columns × BR rows, K's and V's
@@ -31,7 +34,8 @@
 #include "tc_softmax.cuh"
 #include "tile_order.cuh"
 
-template <int KIND, int D, int BC, int CONSUMERS, int STAGES, int SCHEDULE, bool PERSISTENT = false>
+template <int KIND, int D, int BC, int CONSUMERS, int STAGES, int SCHEDULE, bool PERSISTENT = false,
+          bool EARLY_K = false>
 __global__ void __launch_bounds__(CONSUMERS * 128 + 128, 1)
 flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigned short *__restrict__ o, int nq,
                 int n, int group, int heads, float scale_log2, int causal) {
@@ -51,6 +55,7 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
     u64 *bars = reinterpret_cast<u64 *>(v_tiles + STAGES * KV_BYTES);
     u64 *q_full = bars, *k_full = bars + 1, *v_full = k_full + STAGES, *empty = v_full + STAGES;
     u64 *q_empty = empty + STAGES;  // PERSISTENT only: the consumers are done with Q's tile
+    u64 *k_empty = q_empty + (PERSISTENT ? 1 : 0);  // EARLY_K only: [STAGES], the consumers are done with a stage's K
 
     const KvRows rows{nq, nq, n, group};
     const int total = (nq + BR - 1) / BR * heads;  // tiles of the launch
@@ -68,6 +73,7 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
             mbar_init(k_full + s, 1);
             mbar_init(v_full + s, 1);
             mbar_init(empty + s, CONSUMERS * 128);
+            if (EARLY_K) mbar_init(k_empty + s, CONSUMERS * 128);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -87,10 +93,11 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
                 for (int h = 0; h < HALVES; ++h) tma_load(q_tile + h * BR * ROW, map_q, 64 * h, slot.q0, slot.bh, q_full);
                 for (int j = 0; j < blocks; ++j, ++c) {
                     const int s = c % STAGES;
-                    if (c >= STAGES) mbar_wait(empty + s, ((c / STAGES) - 1) & 1);
+                    if (c >= STAGES) mbar_wait((EARLY_K ? k_empty : empty) + s, ((c / STAGES) - 1) & 1);
                     unsigned char *ks = k_tiles + s * KV_BYTES, *vs = v_tiles + s * KV_BYTES;
                     mbar_expect_tx(k_full + s, KV_BYTES);
                     for (int h = 0; h < HALVES; ++h) tma_load(ks + h * BC * ROW, map_k, 64 * h, j * BC, kv_head, k_full + s);
+                    if (EARLY_K && c >= STAGES) mbar_wait(empty + s, ((c / STAGES) - 1) & 1);  // V's turn
                     mbar_expect_tx(v_full + s, KV_BYTES);
                     for (int h = 0; h < HALVES; ++h) tma_load(vs + h * BC * ROW, map_v, 64 * h, j * BC, kv_head, v_full + s);
                 }
@@ -160,6 +167,7 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
                 issue_scores(c + j);
                 wgmma_wait<0>();
                 fence_operands<STILES * 4>(sc);
+                if (EARLY_K) mbar_arrive(k_empty + (c + j) % STAGES);  // S_j is done with K_j
                 softmax(j, alpha);
                 rescale_and_pack<OTILES, BC, KIND>(acc, p, sc, alpha);
                 issue_pv(c + j);
@@ -176,6 +184,7 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
                 else
                     wgmma_wait<0>();
                 fence_operands<STILES * 4>(sc);
+                if (EARLY_K) mbar_arrive(k_empty + (c + j) % STAGES);  // S_j is done with K_j
                 turn_end();  // after the wait: a barrier between an MMA's commit and its wait serialises the MMAs
                 softmax(j, alpha);
                 wgmma_wait<0>();
@@ -199,6 +208,7 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
             turn_end();
             mbar_wait(k_full + (c + j) % STAGES, ((c + j) / STAGES) & 1);
             mbar_wait(v_full + (c + j) % STAGES, ((c + j) / STAGES) & 1);
+            if (EARLY_K) mbar_arrive(k_empty + (c + j) % STAGES);
             mbar_arrive(empty + (c + j) % STAGES);
         }
         c += blocks;

@@ -113,7 +113,7 @@ def build_parser() -> Parser:
                              "(default: the ratios)")
     parser.add_argument("--set", dest="variant_set", default=None,
                         help="with --variants: which launches, all (default), quick (one per d), d128 (tc), "
-                             "stages, i34 or persist (wgmma)")
+                             "stages, i34, persist, bc192 or early_k (wgmma)")
     parser.add_argument("--out", type=folder, default=None,
                         help=f"with --variants: the folder of results.csv (default {DEFAULT_OUT})")
     return parser

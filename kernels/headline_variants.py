@@ -67,7 +67,13 @@ VARIANT_SETS = {
               # after the first persist run (H100, N 4096): Bc 192 at d 64 with and without the persistent grid
               "bc192": {64: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(192, 2, 3, 2),
                              WgmmaConfig(192, 2, 3, 2, PERSISTENT_BLOCKS)],
-                        128: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 2, 3, 2, PERSISTENT_BLOCKS)]}},
+                        128: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 2, 3, 2, PERSISTENT_BLOCKS)]},
+              # K released after S, V after P·V (FlashAttention-3's order): two stages of the larger key blocks
+              # should hold where one release after P·V starved them (Bc 176 at d 128: 22 % slower on the H100)
+              "early_k": {64: [WgmmaConfig(192, 2, 3, 2), WgmmaConfig(192, 2, 3, 2, 0, True),
+                               WgmmaConfig(192, 2, 2, 2, 0, True)],
+                          128: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 2, 3, 2, 0, True),
+                                WgmmaConfig(176, 2, 2, 2, 0, True), WgmmaConfig(192, 2, 2, 2, 0, True)]}},
 }
 VARIANT_SETS["tc"]["d128"] = {128: VARIANT_SETS["tc"]["all"][128]}
 RECORDS = {"tc": FLASH_TC, "tf32": FLASH_TF32, "wgmma": FLASH_WGMMA}

@@ -44,11 +44,14 @@ def flash_tc_smem_bytes(br: int, bc: int, dim: int, stages: int = 2) -> int:
     return 2 * (br + 2 * stages * bc) * dim
 
 
-def flash_wgmma_smem_bytes(dim: int, bc: int, consumers: int, stages: int, persistent: bool = False) -> int:
+def flash_wgmma_smem_bytes(dim: int, bc: int, consumers: int, stages: int, persistent: bool = False,
+                           early_k: bool = False) -> int:
     """Dynamic shared memory of one Hopper block in bytes: the 16-bit Q tile (64 · consumers rows) and `stages`
-    stages each of K and V, their mbarriers (8 bytes each: Q's, then full K, full V and empty per stage, and in a
-    persistent launch Q's empty one), and 1024 bytes to align the tiles to the swizzle's period."""
-    return 2 * dim * (64 * consumers + 2 * stages * bc) + 8 * (1 + 3 * stages + int(persistent)) + 1024
+    stages each of K and V, their mbarriers (8 bytes each: Q's, then full K, full V and empty per stage, in a
+    persistent launch Q's empty one, with early_k K's empty one per stage), and 1024 bytes to align the tiles to the
+    swizzle's period."""
+    return (2 * dim * (64 * consumers + 2 * stages * bc)
+            + 8 * (1 + 3 * stages + int(persistent) + stages * int(early_k)) + 1024)
 
 
 def flash_wgmma_threads(consumers: int) -> int:
@@ -110,6 +113,9 @@ class WgmmaConfig(NamedTuple):
     schedule: int
     #: a persistent launch of at most this many blocks, each walking tiles (0: a block a tile)
     blocks: int = 0
+    #: release a stage's K once the block's S is done and its V after the P·V (FlashAttention-3's order), not both
+    #: after the P·V
+    early_k: bool = False
 
     @property
     def br(self) -> int:
@@ -145,6 +151,8 @@ def check_wgmma_config(config: WgmmaConfig, dim: int) -> WgmmaConfig:
     low = WGMMA_STAGES[0] if config.schedule == 0 else 2
     check_int(f"wgmma stages (schedule {config.schedule})", config.stages, low, WGMMA_STAGES[1])
     check_int("wgmma persistent blocks", config.blocks, 0, 2**31 - 1)  # the grid's x extent
+    if not isinstance(config.early_k, bool):
+        raise SpecError(f"wgmma early_k={config.early_k!r} must be True or False")
     return config
 
 

@@ -324,11 +324,12 @@ class FlashWgmma(Variant):
         c, d, rows = self.config(problem), problem.dim, head_rows(problem)
         check_config_tile(self, c, problem, br, bc)
         tiles = flash_grid(rows.nq, br, rows.heads)
-        persistent = ",true" if c.blocks else ""  # a grid of c.blocks walking the tiles (kernels/flash_wgmma.cu)
+        # the template's flags past the schedule: PERSISTENT (a grid of c.blocks walking the tiles), EARLY_K
+        flags = f",{str(bool(c.blocks)).lower()},true" if c.early_k else ",true" if c.blocks else ""
         return (Launch(f"flash_wgmma_fwd<{WGMMA_TYPES[problem.dtype]},{d},{bc},{c.consumers},{c.stages},{c.schedule}"
-                       f"{persistent}>", (min(tiles, c.blocks) if c.blocks else tiles,),
+                       f"{flags}>", (min(tiles, c.blocks) if c.blocks else tiles,),
                        (flash_wgmma_threads(c.consumers),),
-                       flash_wgmma_smem_bytes(d, bc, c.consumers, c.stages, bool(c.blocks)),
+                       flash_wgmma_smem_bytes(d, bc, c.consumers, c.stages, bool(c.blocks), c.early_k),
                        ("q_map", "k_map", "v_map", "out", "nq", "n", "group", "heads", "scale_log2", "causal"),
                        shape_ints(problem, rows, heads=rows.heads)),)
 

@@ -90,17 +90,18 @@ def test_the_wgmma_kernel_compiles_for_sm90a_without_spills(tmp_path):
 
 
 def test_every_wgmma_launch_of_the_issue_34_sweep_compiles_for_sm90a_without_spills(tmp_path):
-    """Each launch kernels.headline --variants wgmma --set i34 and --set persist time (both types; Bc 176 and 192, the
-    wgmma_ss shapes beyond 64 and 128) at its own name expression: built, no spill, and no MMA serialised by ptxas
+    """Each launch kernels.headline --variants wgmma --set i34, persist and early_k time (both types; Bc 176 and
+    192, the wgmma_ss shapes beyond 64 and 128) at its own name expression: built, no spill, no MMA serialised by ptxas
     (C7514 after a barrier, C7512 for want of registers) nor a setmaxnreg it could not honour (C7508)."""
     from kernels.headline_variants import VARIANT_SETS, configured
 
-    expressions = sorted({expression for dtype in HALF for chosen_set in ("i34", "persist")
+    expressions = sorted({expression for dtype in HALF for chosen_set in ("i34", "persist", "early_k")
                           for d, configs in VARIANT_SETS["wgmma"][chosen_set].items() for config in configs
                           for expression in configured(FLASH_WGMMA, config, d).expressions(
                               AttentionProblem(seq=1, dim=d, dtype=dtype), config.br, config.bc)})
     assert any(",176," in e for e in expressions) and any(",192," in e for e in expressions)
-    assert any(e.endswith(",true>") for e in expressions)  # the persistent launches
+    assert any(e.endswith(",2,true>") for e in expressions)  # the persistent launches
+    assert any(e.endswith(",false,true>") for e in expressions)  # K released after S (EARLY_K)
     instances = [f"template __global__ void {expression}(const void*, const void*, const void*, unsigned short*, "
                  "int, int, int, int, float, int);" for expression in expressions]
     report, spills = build_sm90a("flash_wgmma.cu", instances, tmp_path)

@@ -160,6 +160,17 @@ def test_wgmma_launches_at_the_larger_key_blocks(dim, config, expression, smem):
         chosen.launches(p, 128, 128)
 
 
+# EARLY_K: K released after S (one more mbarrier a stage): Bc 192 at d 128, 2 stages: 230,456 + 2·8 = 230,472, the
+# template's PERSISTENT flag written out (false) before it
+def test_a_wgmma_launch_that_releases_k_early():
+    chosen = dataclasses.replace(FLASH_WGMMA, configs=((128, variants.WgmmaConfig(192, 2, 2, 2, 0, True)),))
+    p = problem(1, 16, 4096, 128, dtype="bfloat16")
+    assert chosen.launches(p, 128, 192) == (Launch("flash_wgmma_fwd<1,128,192,2,2,2,false,true>", (512,), (384,),
+                                                   230472, MAP_ARGS, square(4096, 128, heads=16)),)
+    with pytest.raises(SpecError, match=r"wgmma early_k=1 must be True or False"):
+        variants.check_wgmma_config(variants.WgmmaConfig(192, 2, 2, 2, 0, 1), 128)
+
+
 # persistent: at most `blocks` blocks walking the tiles, the template's last argument true, one more mbarrier (Q's
 # empty one): Bc 176 at d 128, 2 stages: 214,072 + 8 = 214,080; 512 tiles at N 4096, 16 heads on 132 blocks; 2 tiles
 # (⌈97/128⌉ · 2 heads) on 2
