@@ -157,7 +157,8 @@ class CudaLauncher:
         slots, rows = (2 * parts, br) if parts else (1, 1)
         self.o_part = cupy.full((slots, rows, d if parts else 1), np.nan, dtype=cupy.float32)
         self.lse = cupy.full((slots, rows), np.nan, dtype=cupy.float32)
-        # an in-place merge's ticket a tile (kernels/split_merge.cuh): 0 now, and again after every launch
+        # an in-place merge's ticket a tile (kernels/split_merge.cuh): 0 now, and again after every launch that
+        # completes (a launch that faults leaves the context unusable, and a new one gets new buffers)
         self.tickets = cupy.zeros(packed_tiles(problem, br) if parts else 1, dtype=cupy.int32)
 
     def _arguments(self, problem: AttentionProblem, br: int, bc: int) -> dict[str, object]:
