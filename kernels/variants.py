@@ -249,7 +249,7 @@ def mma_launches(of: "FlashTc | FlashTf32 | SplitWgmma", problem: AttentionProbl
         parts = check_parts(check_int("parts", parts or tiles, 1, MAX_GRID_X), tiles, key_blocks)
     kernel = Launch(function, (parts or tiles,), (threads,), smem, args,
                     shape_ints(problem, rows, heads=rows.heads, parts=parts))
-    if not has_partials(problem, br, bc, parts) or merges_in_place(of, problem):
+    if not parts or not partial_segments(tiles, key_blocks, parts) or merges_in_place(of, problem):
         return (kernel,)
     total = problem.batch * problem.heads * problem.queries
     out_type = TC_TYPES.get(problem.dtype, "float")
@@ -398,8 +398,9 @@ SPLIT_TC = FlashTc("split_tc", "flash", "split-kv", "flash_tc.cu", HALF_DTYPES, 
 SPLIT_TF32 = FlashTf32("split_tf32", "flash", "split-kv", "flash_tf32.cu", ("float32",), "split-KV 3xTF32 flash",
                        configs=tuple(((d, causal), SPLIT_TF32_CONFIG) for d in TF32_DIMS for causal in (False, True)),
                        split=True)
-#: The Hopper split-KV launch (kernels/decode_wgmma.cu), for packed groups of more than 16 rows (q_len 16 in a
-#: Llama-style group of 4: 64 rows), where mma.sync's split kernel is bound by its shared-memory reads.
+#: The Hopper split-KV launch (kernels/decode_wgmma.cu): every 16-bit decode head on Hopper by default (kernels/
+#: plan.py WGMMA_SPLIT_AUTO); at 64 packed rows (q_len 16 in a Llama-style group of 4) mma.sync's split kernel is bound
+#: by its shared-memory reads, and at 4 this one is level or faster though its tile is mostly padding.
 SPLIT_WGMMA = SplitWgmma("split_wgmma", "flash", "split-wgmma", "decode_wgmma.cu", HALF_DTYPES,
                          "split-KV tensor-core flash (wgmma)", sm90a=True, merges=True)
 #: The plan paths whose launches pack a K/V head's query heads and share the keys among blocks.
