@@ -26,10 +26,12 @@
 
     python -m kernels.inference_bench [--quick] [--iters 20] [--max-gib 40] [--no-other] [--out DIR]
     python -m kernels.inference_bench --split-sweep [--out DIR]
+    python -m kernels.inference_bench --launch-sweep [--out DIR]
 
 Writes OUT/decode.csv and OUT/prefill.csv (every point, with the command line) and prints the tables; with
 --split-sweep, instead, forced block counts of the split-KV launch beside the planner's at q_len 1 into
-OUT/parts.csv. Exit status:
+OUT/parts.csv; with --launch-sweep, the Hopper split kernel's key block, stages and merge (kernels/decode_sweeps.py)
+into OUT/launches.csv. Exit status:
 0 done; 1 a kernel wrong or no CUDA device (one line with the reason); 2 bad arguments; 130 interrupted.
 """
 
@@ -51,14 +53,15 @@ from host.target_api import Inputs, RunContext, RunOptions
 from kernels import target
 from kernels.headline_timing import kernel_ms, rate, torch_ms
 from kernels.cuda import stream_read
+from kernels.decode_sweeps import launch_sweep, split_sweep
+from kernels.decode_timing import (AGREE, agreeing_us, device_tensors, graphed, median_us, rel_l2, torch_call,
+                                   torch_view)
 
 HEADS, KV_HEADS, DIM = 32, 8, 128  # Llama 3 8B (host/workloads.toml)
 BATCHES = (1, 8, 32, 64)
 KV_LENS = (4096, 16384, 65536, 131072)
 Q_LENS = (1, 16)
 QUICK = {"batches": (1, 32), "kv_lens": (4096, 65536)}
-#: Ours against torch at a timed point: both fp16 with fp32 sums, so rel-L2 far under this; above it, a bug.
-AGREE = 1e-2
 PREFILL_SEQ = 8192
 #: Beside the planned launch, the other split-KV kernel as its own plan runs it, timed in the same run (column
 #: `other us`): on Hopper, the wgmma one (kernels/decode_wgmma.cu, `--gpu-tc-path wgmma`) where the plan is mma.sync's,
@@ -81,104 +84,10 @@ def parser() -> Parser:
     p.add_argument("--split-sweep", action="store_true",
                    help="instead of the grid: time forced block counts of the split-KV launch at q_len 1 against "
                         "the planner's, into parts.csv")
+    p.add_argument("--launch-sweep", action="store_true",
+                   help="instead of the grid: time the Hopper split kernel's key blocks, stage counts and merge "
+                        "(kernels/decode_sweeps.py) at batch-1 points, into launches.csv")
     return p
-
-
-def device_tensors(problem: AttentionProblem, seed: int):
-    """Seeded standard-normal fp16 Q (B·H, q_len, d) and K, V (B·Hkv, N, d) drawn on the device, as uint16 bit
-    patterns (the launcher's 16-bit storage), a batch element at a time (no float32 copy of the whole cache)."""
-    import cupy
-
-    from kernels.cuda import DeviceInputs
-
-    rng = cupy.random.default_rng(seed)
-    b, h, hkv, m, n, d = problem.batch, problem.heads, problem.kv_head_count, problem.queries, problem.seq, problem.dim
-
-    def draw(rows: int, length: int):
-        x = cupy.empty((b * rows, length, d), dtype=cupy.uint16)
-        for i in range(b):
-            x[i * rows:(i + 1) * rows] = rng.standard_normal((rows, length, d), dtype=cupy.float32) \
-                .astype(cupy.float16).view(cupy.uint16)
-        return x
-
-    return DeviceInputs(draw(h, m), draw(hkv, n), draw(hkv, n))
-
-
-def torch_view(problem: AttentionProblem, tensors):
-    """The device buffers as torch fp16 tensors (B, H, q_len, d) and (B, Hkv, N, d), sharing their memory."""
-    import torch
-
-    q, k, v = (torch.from_dlpack(x).view(torch.float16) for x in tensors)
-    return (q.view(problem.batch, problem.heads, problem.queries, problem.dim),
-            k.view(problem.batch, problem.kv_head_count, problem.seq, problem.dim),
-            v.view(problem.batch, problem.kv_head_count, problem.seq, problem.dim))
-
-
-def torch_call(backend: str, q, k, v):
-    """A call of torch SDPA with one backend, grouped heads, no mask; None where the backend refuses the shape."""
-    import torch
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    def call():
-        with sdpa_kernel(getattr(SDPBackend, backend)):
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-
-    try:
-        call()
-    except RuntimeError:
-        return None
-    return call
-
-
-def graphed(side: str, call):
-    """`call` captured once in a CUDA graph (ours through CuPy, torch's through torch.cuda.graph): a call that replays
-    it on the default stream, where the timer's events are recorded; None where the capture fails (the reason is
-    printed). Decode servers replay graphs: the replay leaves the host's launch cost out of the time."""
-    import cupy
-
-    try:
-        if side in ("ours", "read"):
-            stream = cupy.cuda.Stream(non_blocking=True)
-            with stream:
-                stream.begin_capture()
-                try:
-                    call()
-                finally:  # a call that raised leaves no stream capturing behind it
-                    graph = stream.end_capture()
-            return lambda: graph.launch(cupy.cuda.Stream.null)
-        import torch
-
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            call()
-        return graph.replay
-    except Exception as exc:  # noqa: BLE001 - a backend that cannot be captured is reported, not fatal
-        print(f"  {side}: no CUDA graph ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
-        return None
-
-
-def rel_l2(ours, theirs) -> float:
-    import cupy
-
-    a = cupy.asarray(ours).astype(cupy.float32).ravel()
-    b = cupy.asarray(theirs).astype(cupy.float32).ravel()
-    return float(cupy.linalg.norm(a - b) / cupy.linalg.norm(b))
-
-
-def median_us(dev, call, iters: int, clean_flush: bool = False) -> float:
-    """Median µs of `iters` timed calls after three warm-ups (the device's CUDA-event timer, L2 flushed: by writing,
-    or by reading with clean_flush; kernels/cuda.py event_times)."""
-    return 1e3 * float(np.median(dev.event_times(call, warmup=3, iters=iters, clean_flush=clean_flush)))
-
-
-def agreeing_us(dev, launch, reference, what: str, iters: int) -> float:
-    """`launch` run once and its output held to `reference`'s (both 16-bit launchers' O) within AGREE, then timed:
-    median µs; TargetError (wrong) naming `what` where they differ."""
-    launch.launch()
-    differs = rel_l2(launch.out.view(np.float16), reference.out.view(np.float16))
-    if not differs <= AGREE:
-        raise TargetError(f"{what} differs by rel-L2 {differs} (allowed: {AGREE})", status="wrong")
-    return median_us(dev, launch.launch, iters)
 
 
 def judge_small_points(settings: target.Settings) -> None:
@@ -285,40 +194,6 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
                 cupy.get_default_memory_pool().free_all_blocks()
 
 
-#: --split-sweep: (batch, kv_len) points, and the block counts forced at each as multiples of the SM count (besides
-#: one block a tile: no tile split), up to one block a unit.
-SWEEP_POINTS = ((1, 4096), (1, 16384), (1, 65536), (1, 131072), (8, 4096), (32, 4096), (64, 4096), (64, 16384))
-SWEEP_SM_MULTIPLES = (0.5, 1, 1.5, 2, 3, 4, 8)
-
-
-def split_sweep(args, settings: target.Settings, writer) -> None:
-    """Ours at q_len 1 with forced block counts beside the planner's, judged against the planned launch's output."""
-    dev = target.backend(settings)
-    sms = dev.sm_count()
-    counts = [round(f * sms) for f in SWEEP_SM_MULTIPLES]
-    print(f"{'batch':>5} {'kv_len':>7} {'planned':>7} {'tiles':>6} " + " ".join(f"{c:>6}" for c in counts) + "  (us)")
-    for batch, kv_len in SWEEP_POINTS:
-        problem = AttentionProblem(batch=batch, heads=HEADS, kv_heads=KV_HEADS, seq=kv_len, q_len=1, dim=DIM,
-                                   dtype="float16")
-        tensors = device_tensors(problem, seed=batch + kv_len)
-        plan = target.launch_plan(problem, settings, dev)
-        planned = target.launcher("flash", problem, tensors, plan.br, plan.bc, dev, plan.path, plan.parts)
-        planned.launch()
-        tiles = batch * KV_HEADS  # one 16-row tile a K/V head at q_len 1
-        cells = []
-        for parts in (tiles, *counts):
-            if parts > tiles * -(-kv_len // plan.bc):
-                cells.append("-")
-                continue
-            launch = target.launcher("flash", problem, tensors, plan.br, plan.bc, dev, plan.path, parts)
-            us = agreeing_us(dev, launch, planned, f"{parts} blocks against the planned {plan.parts}", args.iters)
-            cells.append(f"{us:.1f}")
-            writer.writerow([batch, kv_len, plan.parts, parts, f"{us:.2f}"])
-            del launch
-        print(f"{batch:>5} {kv_len:>7} {plan.parts:>7} " + " ".join(f"{c:>6}" for c in cells), flush=True)
-        del planned, tensors
-
-
 def prefill(args, settings: target.Settings, writer) -> None:
     grouped = AttentionProblem(heads=HEADS, kv_heads=KV_HEADS, seq=PREFILL_SEQ // (8 if args.quick else 1), dim=DIM,
                                causal=True, dtype="float16", seed=7)
@@ -356,6 +231,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 writer = csv.writer(f)
                 writer.writerow(["batch", "kv_len", "planned_blocks", "blocks", "ours_us"])
                 split_sweep(args, settings, writer)
+            return 0
+        if args.launch_sweep:
+            with open(out / "launches.csv", "w", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(["q_len", "batch", "kv_len", "blocks", "launch", "ours_us", "ours_graph_us"])
+                launch_sweep(args, settings, writer)
             return 0
         with open(out / "decode.csv", "w", newline="") as f:
             writer = csv.writer(f)

@@ -39,7 +39,7 @@ def drive(case: str) -> int:
 
     from host.problem import AttentionProblem
     from kernels import target
-    from kernels.inference_bench import device_tensors, torch_call, torch_view
+    from kernels.decode_timing import device_tensors, torch_call, torch_view
 
     b, h, hkv, n, m, d = CASES[case]
     problem = AttentionProblem(batch=b, heads=h, kv_heads=hkv, seq=n, q_len=m, dim=d, dtype="float16")

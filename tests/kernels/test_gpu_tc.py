@@ -124,6 +124,22 @@ def test_the_hopper_split_kernel_compiles_for_sm90a_without_spills(tmp_path):
     assert "C7514" not in report and "C7508" not in report
 
 
+def test_every_launch_of_the_decode_launch_sweep_compiles_for_sm90a_without_spills(tmp_path):
+    """Each launch `kernels.inference_bench --launch-sweep` times (kernels/decode_sweeps.py: key blocks 64 and 128,
+    two to six stages, merged in place or not) at its own name expression: built, no spill, no C7508 or C7514."""
+    from kernels.decode_sweeps import LAUNCH_CHOICES, launch_choice
+
+    problem = AttentionProblem(batch=1, heads=32, kv_heads=8, seq=16384, q_len=1, dim=128, dtype="float16")
+    expressions = sorted({launch_choice(bc, stages, merges).expressions(problem, 64, bc, 132)[0]
+                          for _, bc, stages, merges in LAUNCH_CHOICES})
+    assert len(expressions) == len(LAUNCH_CHOICES)  # five kernels: Bc 64 at 4, 6, 2 stages, Bc 128, Bc 64 unmerged
+    instances = [f"template __global__ void {expression}(const void*, const void*, const void*, unsigned short*, "
+                 "float*, float*, int*, int, int, int, int, int, float, int);" for expression in expressions]
+    report, spills = build_sm90a("decode_wgmma.cu", instances, tmp_path)
+    assert spills == [0] * len(expressions), report
+    assert "C7514" not in report and "C7508" not in report
+
+
 def test_bfloat16_rounds_to_nearest_even_by_hand():
     # 1 + 2⁻⁸ lies halfway between bf16's 1 and 1 + 2⁻⁷ (7 fraction bits): ties go to the even one, 1.
     # 1 + 3·2⁻⁸ lies halfway between 1 + 2⁻⁷ and 1 + 2·2⁻⁷: the even one is 1 + 2·2⁻⁷ = 1.015625.
