@@ -133,6 +133,12 @@ def test_every_launch_of_the_decode_launch_sweep_compiles_for_sm90a_without_spil
     expressions = sorted({launch_choice(bc, stages, merges).expressions(problem, 64, bc, 132)[0]
                           for _, bc, stages, merges in LAUNCH_CHOICES})
     assert len(expressions) == len(LAUNCH_CHOICES)  # five kernels: Bc 64 at 4, 6, 2 stages, Bc 128, Bc 64 unmerged
+    # shared memory by hand (2 B · d · (two 64-row Q tiles + K and V per stage) + 8 B an mbarrier + 1024 to align),
+    # against the H100's and H200's opt-in of 232,448 B: Bc 64 at six stages 256 · (128 + 768) + 8 · 22 + 1024 =
+    # 230,576; Bc 128 at three 256 · (128 + 768) + 8 · 13 + 1024 = 230,504
+    smem = {(bc, stages): launch_choice(bc, stages, True).launches(problem, 64, bc, 132)[0].smem
+            for _, bc, stages, _ in LAUNCH_CHOICES}
+    assert smem[64, 6] == 230_576 and smem[128, 3] == 230_504 and max(smem.values()) <= 232_448
     instances = [f"template __global__ void {expression}(const void*, const void*, const void*, unsigned short*, "
                  "float*, float*, int*, int, int, int, int, int, float, int);" for expression in expressions]
     report, spills = build_sm90a("decode_wgmma.cu", instances, tmp_path)
