@@ -15,7 +15,11 @@
 //   O += P·V     P packed to 16 bits in registers as wgmma's A operand, V from shared memory (MN-major
 //                descriptor), BC/16 steps; O stays in registers.
 // SCHEDULE 0 runs those steps in turn; 1 issues block j's S with block j−1's P·V, so block j's softmax runs beside
-// that P·V; 2 adds turns between the warpgroups (named barriers) so one's softmax runs beside another's MMAs.
+// that P·V; 2 adds turns between the warpgroups (named barriers) so one's softmax runs beside another's MMAs; 3 is 2
+// with block j's rescale of O and packing of P moved to the start of block j+1's turn, so that no wait follows the
+// exponentials in their basic block: under 1 and 2 ptxas hoists the wait for P·V_{j−1} (WARPGROUP.DEPBAR) above
+// them (the SASS shows every MUFU.EX2 after it), and a warpgroup's softmax never overlaps its own P·V. Schedule 3
+// releases a stage one block later, so it needs three stages (EARLY_K gives K its slack back).
 // PERSISTENT: a grid of fewer blocks than tiles (one an SM), each block walking tiles blockIdx.x, + gridDim.x, ...
 // in the order below; the producer loads the next tile's Q once the consumers' last S of this tile is done (its
 // q_empty barrier) and streams its keys into the stages as they free (the stage count runs on across tiles), so the
@@ -119,10 +123,10 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
     // SCHEDULE 2: the warpgroups take turns to issue their MMAs (named barrier 1 + w is w's turn; a turn ends when
     // its S is done), so that one warpgroup's softmax runs while another's products occupy the tensor cores
     auto turn_begin = [&]() {
-        if (SCHEDULE == 2) named_sync(1 + wg, 256);
+        if (SCHEDULE >= 2) named_sync(1 + wg, 256);
     };
     auto turn_end = [&]() {
-        if (SCHEDULE == 2) named_arrive(1 + (wg + 1) % CONSUMERS, 256);
+        if (SCHEDULE >= 2) named_arrive(1 + (wg + 1) % CONSUMERS, 256);
     };
     // key block u of the block's stream (every tile's blocks one after another) is in stage u % STAGES
     auto issue_scores = [&](int u) {  // S = Q·K_uᵀ: D/16 steps, 16 columns = 32 bytes along the 128-byte rows
@@ -144,7 +148,8 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
         wgmma_commit();
     };
 
-    if (SCHEDULE == 2 && wg == CONSUMERS - 1) named_arrive(1, 256);  // warpgroup 0 takes the first turn
+    static_assert(SCHEDULE >= 0 && SCHEDULE <= 3 && (SCHEDULE != 3 || STAGES >= 3), "schedule 0-3; 3 needs 3 stages");
+    if (SCHEDULE >= 2 && wg == CONSUMERS - 1) named_arrive(1, 256);  // warpgroup 0 takes the first turn
     int c = 0;  // key blocks consumed so far, as the producer counts them
     for (int tile = blockIdx.x, i = 0; tile < total; tile += step, ++i) {
         const TileSlot slot = tile_slot_at<BR>(tile, total, nq, causal);
@@ -160,10 +165,30 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
         l[0] = l[1] = 0.0f;
 
         mbar_wait(q_full, i & 1);
+        float alpha[2];  // the last softmax's rescale of O (schedule 3 applies it at the next block's turn)
         for (int j = 0; j < mine; ++j) {
-            float alpha[2];
             mbar_wait(k_full + (c + j) % STAGES, ((c + j) / STAGES) & 1);
-            if (SCHEDULE == 0) {  // each block's products and softmax in turn
+            if (SCHEDULE == 3) {  // block j−1's rescale and packing, then S_j with P·V_{j−1} behind it, then softmax
+                turn_begin();
+                if (j > 0) {
+                    wgmma_wait<0>();  // P·V_{j−2} has read p and its stage
+                    fence_operands<OTILES * 4>(acc);
+                    fence_operands<BC / 4>(&p[0][0]);
+                    if (j > 1) mbar_arrive(empty + (c + j - 2) % STAGES);
+                    rescale_and_pack<OTILES, BC, KIND>(acc, p, sc, alpha);
+                }
+                issue_scores(c + j);
+                if (j > 0) {
+                    issue_pv(c + j - 1);
+                    wgmma_wait<1>();
+                } else {
+                    wgmma_wait<0>();
+                }
+                fence_operands<STILES * 4>(sc);
+                if (EARLY_K) mbar_arrive(k_empty + (c + j) % STAGES);  // S_j is done with K_j
+                turn_end();
+                softmax(j, alpha);  // beside P·V_{j−1}; its wait is at the next block's turn
+            } else if (SCHEDULE == 0) {  // each block's products and softmax in turn
                 issue_scores(c + j);
                 wgmma_wait<0>();
                 fence_operands<STILES * 4>(sc);
@@ -195,7 +220,19 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
             }
         }
         if (PERSISTENT) mbar_arrive(q_empty);  // every S of this tile is done: the producer may load the next Q
-        if (SCHEDULE != 0) {  // the last block's P·V
+        if (SCHEDULE == 3) {  // the last block's rescale, packing and P·V
+            turn_begin();
+            wgmma_wait<0>();
+            fence_operands<OTILES * 4>(acc);
+            fence_operands<BC / 4>(&p[0][0]);
+            if (mine > 1) mbar_arrive(empty + (c + mine - 2) % STAGES);
+            rescale_and_pack<OTILES, BC, KIND>(acc, p, sc, alpha);
+            issue_pv(c + mine - 1);
+            wgmma_wait<0>();
+            fence_operands<OTILES * 4>(acc);
+            turn_end();
+            mbar_arrive(empty + (c + mine - 1) % STAGES);
+        } else if (SCHEDULE != 0) {  // the last block's P·V
             turn_begin();
             issue_pv(c + mine - 1);
             wgmma_wait<0>();

@@ -18,8 +18,8 @@ Every kernel's output (torch's included) is judged against the float64 golden (h
 timed; a wrong one stops the run with its verdict. ``--gpu-device fake`` runs the same steps on kernels/fake.py (no
 GPU figures: it checks the tool), every N divided by 32 unless ``--seq-scale`` says otherwise.
 
-``--variants tc|tf32|wgmma [--set all|quick|d128|stages|i34|persist|bc192|early_k] [--out DIR]`` runs, instead of
-the ratios, the development sweep of one kernel's launch configurations (kernels/headline_variants.py; it replaces
+``--variants tc|tf32|wgmma [--set all|quick|d128|stages|i34|persist|bc192|early_k|sched3] [--out DIR]`` runs, instead
+of the ratios, the development sweep of one kernel's launch configurations (kernels/headline_variants.py; it replaces
 scripts/gpu_{tc,tf32,wgmma}_bench.py): each launch, built from its variant record, is judged against the float64
 golden at N 1, 17, 1000 and 4097 (3 heads), then timed at N 4096 (16 heads; `--seqs` for others) beside torch (FLASH
 and cuDNN in 16 bits, EFFICIENT and the FFMA kernel in fp32, and mma.sync beside wgmma). Every launch is a row of the
@@ -113,7 +113,7 @@ def build_parser() -> Parser:
                              "(default: the ratios)")
     parser.add_argument("--set", dest="variant_set", default=None,
                         help="with --variants: which launches, all (default), quick (one per d), d128 (tc), "
-                             "stages, i34, persist, bc192 or early_k (wgmma)")
+                             "stages, i34, persist, bc192, early_k or sched3 (wgmma)")
     parser.add_argument("--out", type=folder, default=None,
                         help=f"with --variants: the folder of results.csv (default {DEFAULT_OUT})")
     return parser

@@ -105,7 +105,8 @@ class Tf32Config(NamedTuple):
 class WgmmaConfig(NamedTuple):
     """A launch of kernels/flash_wgmma.cu: key block Bc, consumer warpgroups of 64 query rows each, K/V stages, and
     the schedule (0: each block's products and softmax in turn; 1: a block's softmax overlaps the previous block's
-    P·V; 2: also turns between the warpgroups; docs/gpu.md). check_wgmma_config says which the kernel builds."""
+    P·V; 2: also turns between the warpgroups; 3: 2 with the rescale and packing moved to the next block's turn;
+    docs/gpu.md). check_wgmma_config says which the kernel builds."""
 
     bc: int
     consumers: int
@@ -129,10 +130,11 @@ WGMMA_BCS = (64, 96, 128, 160, 176, 192)
 #: The head dimensions kernels/flash_wgmma.cu builds (one or two 64-column halves), its schedules, and its consumer
 #: warpgroups (Br = 64 · consumers: Q's copy-engine box holds at most 256 rows).
 WGMMA_DIMS = (64, 128)
-WGMMA_SCHEDULES = (0, 1, 2)
+WGMMA_SCHEDULES = (0, 1, 2, 3)
 WGMMA_CONSUMERS = (1, 4)
 #: Stages of K and V: schedules 1 and 2 issue block j's S before block j−1's stage is released, so they need two
-#: (one deadlocks); the upper end is far past what 227 KB of shared memory holds, checked at each launch.
+#: (one deadlocks), schedule 3 releases it a block later still, so three; the upper end is far past what 227 KB of
+#: shared memory holds, checked at each launch.
 WGMMA_STAGES = (1, 16)
 
 
@@ -148,7 +150,7 @@ def check_wgmma_config(config: WgmmaConfig, dim: int) -> WgmmaConfig:
     if config.schedule not in WGMMA_SCHEDULES:
         raise SpecError(f"wgmma schedule={config.schedule!r} is unknown; allowed: "
                         f"{', '.join(map(str, WGMMA_SCHEDULES))}")
-    low = WGMMA_STAGES[0] if config.schedule == 0 else 2
+    low = {0: WGMMA_STAGES[0], 3: 3}.get(config.schedule, 2)
     check_int(f"wgmma stages (schedule {config.schedule})", config.stages, low, WGMMA_STAGES[1])
     check_int("wgmma persistent blocks", config.blocks, 0, 2**31 - 1)  # the grid's x extent
     if not isinstance(config.early_k, bool):

@@ -90,12 +90,12 @@ def test_the_wgmma_kernel_compiles_for_sm90a_without_spills(tmp_path):
 
 
 def test_every_wgmma_launch_of_the_issue_34_sweep_compiles_for_sm90a_without_spills(tmp_path):
-    """Each launch kernels.headline --variants wgmma --set i34, persist and early_k time (both types; Bc 176 and
+    """Each launch kernels.headline --variants wgmma --set i34, persist, early_k and sched3 time (both types; Bc 176 and
     192, the wgmma_ss shapes beyond 64 and 128) at its own name expression: built, no spill, no MMA serialised by ptxas
     (C7514 after a barrier, C7512 for want of registers) nor a setmaxnreg it could not honour (C7508)."""
     from kernels.headline_variants import VARIANT_SETS, configured
 
-    expressions = sorted({expression for dtype in HALF for chosen_set in ("i34", "persist", "early_k")
+    expressions = sorted({expression for dtype in HALF for chosen_set in ("i34", "persist", "early_k", "sched3")
                           for d, configs in VARIANT_SETS["wgmma"][chosen_set].items() for config in configs
                           for expression in configured(FLASH_WGMMA, config, d).expressions(
                               AttentionProblem(seq=1, dim=d, dtype=dtype), config.br, config.bc)})

@@ -188,7 +188,9 @@ def test_a_persistent_wgmma_launch_walks_the_tiles_on_fewer_blocks(seq, heads, g
     (128, (256, 2, 2, 2), "wgmma Bc=256 has no wgmma_ss shape"),
     (64, (128, 5, 2, 2), r"wgmma consumers=5 is out of range; allowed: 1\.\.4"),
     (64, (128, 2, 1, 2), r"wgmma stages \(schedule 2\)=1 is out of range; allowed: 2\.\.16"),
-    (64, (128, 2, 2, 3), "wgmma schedule=3 is unknown; allowed: 0, 1, 2"),
+    (64, (128, 2, 2, 4), "wgmma schedule=4 is unknown; allowed: 0, 1, 2, 3"),
+    # schedule 3 releases a stage a block after schedule 2 does: two stages would wait for each other (deadlock)
+    (64, (128, 2, 2, 3), r"wgmma stages \(schedule 3\)=2 is out of range; allowed: 3\.\.16"),
     (96, (128, 2, 2, 2), "kernels/flash_wgmma.cu is built for d 64, 128; d=96"),
 ])
 def test_a_wgmma_launch_the_kernel_does_not_build_is_refused_with_its_record(dim, config, match):
