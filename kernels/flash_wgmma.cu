@@ -19,7 +19,8 @@
 // with block j's rescale of O and packing of P moved to the start of block j+1's turn, so that no wait follows the
 // exponentials in their basic block: under 1 and 2 ptxas hoists the wait for P·V_{j−1} (WARPGROUP.DEPBAR) above
 // them (the SASS shows every MUFU.EX2 after it), and a warpgroup's softmax never overlaps its own P·V. Schedule 3
-// releases a stage one block later, so it needs three stages (EARLY_K gives K its slack back).
+// releases a stage one block later, so it needs three stages, or two with EARLY_K (K_j then waits only for S_{j−2},
+// and V_j, released with block j−2's P·V at turn j, is first read at turn j+1).
 // PERSISTENT: a grid of fewer blocks than tiles (one an SM), each block walking tiles blockIdx.x, + gridDim.x, ...
 // in the order below; the producer loads the next tile's Q once the consumers' last S of this tile is done (its
 // q_empty barrier) and streams its keys into the stages as they free (the stage count runs on across tiles), so the
@@ -148,7 +149,8 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
         wgmma_commit();
     };
 
-    static_assert(SCHEDULE >= 0 && SCHEDULE <= 3 && (SCHEDULE != 3 || STAGES >= 3), "schedule 0-3; 3 needs 3 stages");
+    static_assert(SCHEDULE >= 0 && SCHEDULE <= 3 && (SCHEDULE != 3 || STAGES >= 3 || EARLY_K),
+                  "schedule 0-3; 3 needs three stages, or two with K released early");
     if (SCHEDULE >= 2 && wg == CONSUMERS - 1) named_arrive(1, 256);  // warpgroup 0 takes the first turn
     int c = 0;  // key blocks consumed so far, as the producer counts them
     for (int tile = blockIdx.x, i = 0; tile < total; tile += step, ++i) {

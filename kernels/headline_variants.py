@@ -76,10 +76,11 @@ VARIANT_SETS = {
                           128: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 2, 3, 2, 0, True),
                                 WgmmaConfig(176, 2, 2, 2, 0, True), WgmmaConfig(192, 2, 2, 2, 0, True),
                                 WgmmaConfig(128, 2, 3, 3, 0, True)]},
-              # schedule 3 alone, beside the launches now
+              # schedule 3 beside the launches now, with and without K released early, and at d 128 Bc 176 on the
+              # two stages that 227 KB hold (schedule 3 takes two only with K released early)
               "sched3": {64: [WgmmaConfig(192, 2, 3, 2), WgmmaConfig(192, 2, 3, 3), WgmmaConfig(192, 2, 3, 3, 0, True)],
                          128: [WgmmaConfig(128, 2, 3, 2), WgmmaConfig(128, 2, 3, 3),
-                               WgmmaConfig(128, 2, 3, 3, 0, True)]}},
+                               WgmmaConfig(128, 2, 3, 3, 0, True), WgmmaConfig(176, 2, 2, 3, 0, True)]}},
 }
 VARIANT_SETS["tc"]["d128"] = {128: VARIANT_SETS["tc"]["all"][128]}
 RECORDS = {"tc": FLASH_TC, "tf32": FLASH_TF32, "wgmma": FLASH_WGMMA}

@@ -133,8 +133,8 @@ WGMMA_DIMS = (64, 128)
 WGMMA_SCHEDULES = (0, 1, 2, 3)
 WGMMA_CONSUMERS = (1, 4)
 #: Stages of K and V: schedules 1 and 2 issue block j's S before block j−1's stage is released, so they need two
-#: (one deadlocks), schedule 3 releases it a block later still, so three; the upper end is far past what 227 KB of
-#: shared memory holds, checked at each launch.
+#: (one deadlocks), schedule 3 releases it a block later still, so three (two where K is released after S: early_k);
+#: the upper end is far past what 227 KB of shared memory holds, checked at each launch.
 WGMMA_STAGES = (1, 16)
 
 
@@ -150,7 +150,7 @@ def check_wgmma_config(config: WgmmaConfig, dim: int) -> WgmmaConfig:
     if config.schedule not in WGMMA_SCHEDULES:
         raise SpecError(f"wgmma schedule={config.schedule!r} is unknown; allowed: "
                         f"{', '.join(map(str, WGMMA_SCHEDULES))}")
-    low = {0: WGMMA_STAGES[0], 3: 3}.get(config.schedule, 2)
+    low = {0: WGMMA_STAGES[0], 3: 2 if config.early_k is True else 3}.get(config.schedule, 2)
     check_int(f"wgmma stages (schedule {config.schedule})", config.stages, low, WGMMA_STAGES[1])
     check_int("wgmma persistent blocks", config.blocks, 0, 2**31 - 1)  # the grid's x extent
     if not isinstance(config.early_k, bool):

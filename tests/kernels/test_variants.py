@@ -190,6 +190,7 @@ def test_a_persistent_wgmma_launch_walks_the_tiles_on_fewer_blocks(seq, heads, g
     (64, (128, 2, 1, 2), r"wgmma stages \(schedule 2\)=1 is out of range; allowed: 2\.\.16"),
     (64, (128, 2, 2, 4), "wgmma schedule=4 is unknown; allowed: 0, 1, 2, 3"),
     # schedule 3 releases a stage a block after schedule 2 does: two stages would wait for each other (deadlock)
+    # unless K is released after S (early_k, built below)
     (64, (128, 2, 2, 3), r"wgmma stages \(schedule 3\)=2 is out of range; allowed: 3\.\.16"),
     (96, (128, 2, 2, 2), "kernels/flash_wgmma.cu is built for d 64, 128; d=96"),
 ])
@@ -198,6 +199,8 @@ def test_a_wgmma_launch_the_kernel_does_not_build_is_refused_with_its_record(dim
         dataclasses.replace(FLASH_WGMMA, configs=((dim, variants.WgmmaConfig(*config)),))
     # one stage is enough where each block's S, softmax and P·V run in turn (schedule 0)
     dataclasses.replace(FLASH_WGMMA, configs=((64, variants.WgmmaConfig(128, 2, 1, 0)),))
+    # two under schedule 3 where K is released after S
+    dataclasses.replace(FLASH_WGMMA, configs=((128, variants.WgmmaConfig(176, 2, 2, 3, 0, True)),))
 
 
 @pytest.mark.parametrize("kernel, dtype, path, chosen", [
