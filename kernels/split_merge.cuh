@@ -6,9 +6,9 @@
 // For each row of a split tile, with L = max_s lse_s over its segments s and w_s = 2^(lse_s − L):
 //   O = Σ_s w_s · O_s / Σ_s w_s,
 // in float32, written in the output kind (MERGE_FP16, MERGE_BF16, MERGE_FP32). A segment that saw no key of the row has
-// lse −inf, so w = 0. One warp a row: the lanes read the segments' lse together and keep them (one round trip for up
-// to 32 segments), then each lane's D / 32 columns of every segment, sixteen segments' loads in flight. The partial
-// states are read with ld.global.cg (L2, not the SM's L1): in the in-place merge they were written by other blocks.
+// lse −inf, so w = 0. One warp a row: the lanes read the segments' lse together (one round trip for up to 32
+// segments), then each lane's D / 32 columns of every segment, several loads in flight. The partial states are read
+// with ld.global.cg (L2, not the SM's L1): in the in-place merge they were written by other blocks.
 #pragma once
 
 #include "kv_rows.cuh"
@@ -64,35 +64,28 @@ __device__ __forceinline__ void merge_row(const float *o_part, const float *lse,
     const int2 owners = tile_owners(tile, key_blocks, units, parts);
     if (owners.x == owners.y) return;  // one block held all of this tile's keys and wrote O
     const int count = owners.y - owners.x + 1;
-    // lane s holds segment s's slot and lse (and s + 32's, ... in later rounds; up to 32 segments, one round trip)
-    int my_slot = 0;
-    float my_lse = NEG_INF;
-    if (lane < count) {
-        my_slot = segment_slot(owners.x + lane, tile, key_blocks, units, parts);
-        my_lse = __ldcg(lse + (size_t)my_slot * BR + in_tile);
+    // the largest lse, each lane taking every 32nd segment
+    float top = NEG_INF;
+    for (int s = lane; s < count; s += 32) {
+        const int slot = segment_slot(owners.x + s, tile, key_blocks, units, parts);
+        top = fmaxf(top, __ldcg(lse + (size_t)slot * BR + in_tile));
     }
-    // the largest lse: this round's, then every 32nd further segment's
-    float top = my_lse;
-    for (int s = lane + 32; s < count; s += 32)
-        top = fmaxf(top, __ldcg(lse + (size_t)segment_slot(owners.x + s, tile, key_blocks, units, parts) * BR +
-                                in_tile));
 #pragma unroll
     for (int step = 16; step > 0; step >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, step));
     float acc[COLS], total = 0.0f;
 #pragma unroll
     for (int c = 0; c < COLS; ++c) acc[c] = 0.0f;
     for (int base = 0; base < count; base += 32) {
-        if (base > 0) {  // lane s of this round: segment base + s's slot and lse (−inf past the last)
-            my_slot = 0;
-            my_lse = NEG_INF;
-            if (base + lane < count) {
-                my_slot = segment_slot(owners.x + base + lane, tile, key_blocks, units, parts);
-                my_lse = __ldcg(lse + (size_t)my_slot * BR + in_tile);
-            }
+        // lane s of this round holds segment base + s's slot and weight (0 past the last, or for no key)
+        int my_slot = 0;
+        float my_w = 0.0f;
+        if (base + lane < count) {
+            my_slot = segment_slot(owners.x + base + lane, tile, key_blocks, units, parts);
+            const float l = __ldcg(lse + (size_t)my_slot * BR + in_tile);
+            my_w = l == NEG_INF ? 0.0f : exp2f(l - top);
         }
-        const float my_w = my_lse == NEG_INF ? 0.0f : exp2f(my_lse - top);  // 0 past the last, or for no key
         const int round = min(32, count - base);
-#pragma unroll 16  // sixteen segments' loads in flight a lane (the merge's tail is its chain of L2 round trips)
+#pragma unroll 8  // eight segments' loads in flight a lane (the merge's tail is its chain of L2 round trips)
         for (int s = 0; s < round; ++s) {
             const int slot = __shfl_sync(0xffffffffu, my_slot, s);
             const float w = __shfl_sync(0xffffffffu, my_w, s);
