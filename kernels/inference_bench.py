@@ -81,12 +81,13 @@ def parser() -> Parser:
                    help="folder for decode.csv and prefill.csv (and parts.csv)")
     p.add_argument("--no-other", action="store_true",
                    help="leave out the `other us` column (the split kernel the plan did not take)")
-    p.add_argument("--split-sweep", action="store_true",
-                   help="instead of the grid: time forced block counts of the split-KV launch at q_len 1 against "
-                        "the planner's, into parts.csv")
-    p.add_argument("--launch-sweep", action="store_true",
-                   help="instead of the grid: time the Hopper split kernel's key blocks, stage counts and merge "
-                        "(kernels/decode_sweeps.py) at batch-1 points, into launches.csv")
+    sweeps = p.add_mutually_exclusive_group()  # each replaces the grid: one a run
+    sweeps.add_argument("--split-sweep", action="store_true",
+                        help="instead of the grid: time forced block counts of the split-KV launch at q_len 1 "
+                             "against the planner's, into parts.csv")
+    sweeps.add_argument("--launch-sweep", action="store_true",
+                        help="instead of the grid: time the Hopper split kernel's key blocks, stage counts and merge "
+                             "(kernels/decode_sweeps.py) at batch-1 points, into launches.csv")
     return p
 
 

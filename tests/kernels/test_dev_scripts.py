@@ -1,6 +1,6 @@
-"""The GPU development scripts that run without a GPU: scripts/sass_order.py (the order of waits, barriers, MMAs and
-exponentials in a SASS listing) on a hand-written listing, and the usage errors of scripts/sass_order.py and
-scripts/ncu_vs_torch.py."""
+"""The GPU development tools, where they run without a GPU: scripts/sass_order.py (the order of waits, barriers, MMAs
+and exponentials in a SASS listing) on a hand-written listing, and the usage errors of scripts/sass_order.py,
+scripts/ncu_vs_torch.py and kernels.inference_bench's sweeps."""
 
 from __future__ import annotations
 
@@ -65,3 +65,9 @@ def test_ncu_vs_torch_names_its_cases_on_a_bad_one():
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "CASE from decode_b1_4k, decode_b1_16k, prefill_d128_4k, prefill_d64_1k; got drive decode_b1_9k" \
         in done.stderr
+
+
+def test_the_decode_benchmark_takes_one_sweep_a_run():
+    both = run("-m", "kernels.inference_bench", "--split-sweep", "--launch-sweep")
+    assert both.returncode == 2 and both.stderr.count("\n") == 1
+    assert "argument --launch-sweep: not allowed with argument --split-sweep" in both.stderr
