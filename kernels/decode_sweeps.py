@@ -17,11 +17,9 @@ import dataclasses
 from host.problem import AttentionProblem
 from kernels import target
 from kernels.cuda import stream_read
-from kernels.decode_timing import agreeing_us, device_tensors, replay_us
+from kernels.decode_timing import DIM, HEADS, KV_HEADS, agreeing_us, device_tensors, replay_us
 from kernels.launch_configs import WgmmaSplitConfig
 from kernels.variants import SPLIT_WGMMA
-
-HEADS, KV_HEADS, DIM = 32, 8, 128  # Llama 3 8B (host/workloads.toml)
 
 #: --split-sweep: (batch, kv_len) points, and the block counts forced at each as multiples of the SM count (besides
 #: one block a tile: no tile split), up to one block a unit.
@@ -94,12 +92,12 @@ def launch_sweep(args, settings: target.Settings, writer) -> None:
             chosen = launch_choice(bc, stages, merges)
             launch = dev.launcher("flash", problem, tensors, 64, bc, plan.path, chosen=chosen, parts=plan.parts)
             eager = agreeing_us(dev, launch, planned, f"{label} against the planned launch", args.iters)
-            replay = replay_us("ours", launch.launch, args.iters)
+            replay = replay_us(dev, "ours", launch.launch, args.iters)
             cells.append(f"{eager:.1f}/{replay:.1f}" if replay else f"{eager:.1f}/-")
             writer.writerow([q_len, batch, kv_len, plan.parts, label, f"{eager:.2f}",
                              f"{replay:.2f}" if replay else ""])
             del launch
-        read = replay_us("read", stream_read(tensors.k, tensors.v), args.iters)
+        read = replay_us(dev, "read", stream_read(tensors.k, tensors.v), args.iters)
         print(f"{q_len:>5} {batch:>5} {kv_len:>7} {plan.parts:>6} " + " ".join(f"{c:>16}" for c in cells)
               + f" {f'{read:.1f}' if read else '-':>7}", flush=True)
         del planned, tensors

@@ -9,6 +9,8 @@ import numpy as np
 from host.errors import TargetError
 from host.problem import AttentionProblem
 
+#: Llama 3 8B's attention (host/workloads.toml): the decode shape the benchmark and its sweeps time.
+HEADS, KV_HEADS, DIM = 32, 8, 128
 #: Ours against torch at a timed point: both fp16 with fp32 sums, so rel-L2 far under this; above it, a bug.
 AGREE = 1e-2
 
@@ -112,10 +114,8 @@ def agreeing_us(dev, launch, reference, what: str, iters: int) -> float:
 
 
 
-def replay_us(side: str, call, iters: int) -> float | None:
-    """Median µs of `call` replayed from a CUDA graph (graphed), the L2 flushed by reading; None where it cannot be
-    captured."""
-    from kernels import target
-
+def replay_us(dev, side: str, call, iters: int) -> float | None:
+    """Median µs of `call` replayed from a CUDA graph (graphed; freed on return), the L2 flushed by reading; None
+    where it cannot be captured."""
     replay = graphed(side, call)
-    return median_us(target.backend(), replay, iters, clean_flush=True) if replay else None
+    return median_us(dev, replay, iters, clean_flush=True) if replay else None

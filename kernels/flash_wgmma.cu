@@ -168,17 +168,20 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
 
         mbar_wait(q_full, i & 1);
         float alpha[2];  // the last softmax's rescale of O (schedule 3 applies it at the next block's turn)
+        // Schedule 3, at the start of a turn: wait for the pending P·V (it has read p and block `done`'s stage),
+        // release that stage (none while done < 0), then scale O by the last softmax's alpha and pack its P
+        auto catch_up = [&](int done) {
+            wgmma_wait<0>();
+            fence_operands<OTILES * 4>(acc);
+            fence_operands<BC / 4>(&p[0][0]);
+            if (done >= 0) mbar_arrive(empty + (c + done) % STAGES);
+            rescale_and_pack<OTILES, BC, KIND>(acc, p, sc, alpha);
+        };
         for (int j = 0; j < mine; ++j) {
             mbar_wait(k_full + (c + j) % STAGES, ((c + j) / STAGES) & 1);
             if (SCHEDULE == 3) {  // block j−1's rescale and packing, then S_j with P·V_{j−1} behind it, then softmax
                 turn_begin();
-                if (j > 0) {
-                    wgmma_wait<0>();  // P·V_{j−2} has read p and its stage
-                    fence_operands<OTILES * 4>(acc);
-                    fence_operands<BC / 4>(&p[0][0]);
-                    if (j > 1) mbar_arrive(empty + (c + j - 2) % STAGES);
-                    rescale_and_pack<OTILES, BC, KIND>(acc, p, sc, alpha);
-                }
+                if (j > 0) catch_up(j - 2);  // P·V_{j−2} done; O·alpha_{j−1}, P_{j−1} packed
                 issue_scores(c + j);
                 if (j > 0) {
                     issue_pv(c + j - 1);
@@ -224,11 +227,7 @@ flash_wgmma_fwd(const void *map_q, const void *map_k, const void *map_v, unsigne
         if (PERSISTENT) mbar_arrive(q_empty);  // every S of this tile is done: the producer may load the next Q
         if (SCHEDULE == 3) {  // the last block's rescale, packing and P·V
             turn_begin();
-            wgmma_wait<0>();
-            fence_operands<OTILES * 4>(acc);
-            fence_operands<BC / 4>(&p[0][0]);
-            if (mine > 1) mbar_arrive(empty + (c + mine - 2) % STAGES);
-            rescale_and_pack<OTILES, BC, KIND>(acc, p, sc, alpha);
+            catch_up(mine - 2);
             issue_pv(c + mine - 1);
             wgmma_wait<0>();
             fence_operands<OTILES * 4>(acc);

@@ -54,10 +54,9 @@ from kernels import target
 from kernels.headline_timing import kernel_ms, rate, torch_ms
 from kernels.cuda import stream_read
 from kernels.decode_sweeps import launch_sweep, split_sweep
-from kernels.decode_timing import (AGREE, agreeing_us, device_tensors, graphed, median_us, rel_l2, torch_call,
-                                   torch_view)
+from kernels.decode_timing import (AGREE, DIM, HEADS, KV_HEADS, agreeing_us, device_tensors, graphed, median_us,
+                                   rel_l2, replay_us, torch_call, torch_view)
 
-HEADS, KV_HEADS, DIM = 32, 8, 128  # Llama 3 8B (host/workloads.toml)
 BATCHES = (1, 8, 32, 64)
 KV_LENS = (4096, 16384, 65536, 131072)
 Q_LENS = (1, 16)
@@ -153,17 +152,12 @@ def decode(args, settings: target.Settings, copy_gbps: float, writer) -> None:
                 graph_us = {"ours": median_us(dev, ours_graph, args.iters, clean_flush=True) if ours_graph else None}
                 dirty_us = median_us(dev, ours_graph, args.iters) if ours_graph else None  # the write flush
                 # the split launch alone, without the combine (where there is one)
-                main_graph = graphed("ours", functools.partial(launch.launch, first_only=True)) \
+                main_us = replay_us(dev, "ours", functools.partial(launch.launch, first_only=True), args.iters) \
                     if len(launch.calls) > 1 else None
-                main_us = median_us(dev, main_graph, args.iters, clean_flush=True) if main_graph else None
-                del main_graph
-                read_graph = graphed("read", stream_read(tensors.k, tensors.v))
-                read_us = median_us(dev, read_graph, args.iters, clean_flush=True) if read_graph else None
-                del read_graph
+                read_us = replay_us(dev, "read", stream_read(tensors.k, tensors.v), args.iters)
                 for backend in ("FLASH_ATTENTION", "CUDNN_ATTENTION"):
-                    replay = graphed(backend, torch_call(backend, q, k, v)) if theirs[backend] else None
-                    graph_us[backend] = median_us(dev, replay, args.iters, clean_flush=True) if replay else None
-                    del replay
+                    graph_us[backend] = replay_us(dev, backend, torch_call(backend, q, k, v), args.iters) \
+                        if theirs[backend] else None
                 graph_xcopy = kv_bytes / (graph_us["ours"] / 1e6) / 1e9 / copy_gbps if graph_us["ours"] else None
                 if agree is None or not agree <= AGREE:
                     raise TargetError(f"flash at q_len {q_len}, batch {batch}, kv_len {kv_len} differs from torch by "

@@ -150,11 +150,16 @@ def check_wgmma_config(config: WgmmaConfig, dim: int) -> WgmmaConfig:
     if config.schedule not in WGMMA_SCHEDULES:
         raise SpecError(f"wgmma schedule={config.schedule!r} is unknown; allowed: "
                         f"{', '.join(map(str, WGMMA_SCHEDULES))}")
-    low = {0: WGMMA_STAGES[0], 3: 2 if config.early_k is True else 3}.get(config.schedule, 2)
-    check_int(f"wgmma stages (schedule {config.schedule})", config.stages, low, WGMMA_STAGES[1])
-    check_int("wgmma persistent blocks", config.blocks, 0, 2**31 - 1)  # the grid's x extent
     if not isinstance(config.early_k, bool):
         raise SpecError(f"wgmma early_k={config.early_k!r} must be True or False")
+    if config.schedule == 0:
+        low = WGMMA_STAGES[0]
+    elif config.schedule == 3 and not config.early_k:
+        low = 3
+    else:
+        low = 2
+    check_int(f"wgmma stages (schedule {config.schedule})", config.stages, low, WGMMA_STAGES[1])
+    check_int("wgmma persistent blocks", config.blocks, 0, 2**31 - 1)  # the grid's x extent
     return config
 
 
