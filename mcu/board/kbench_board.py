@@ -1,7 +1,7 @@
 # kbench_board: what the frame server (kbench_server.py) asks of the board itself, in MicroPython: the heap (its
 # largest block, and the one block SETUP's tensors live in), the core clock, the internal sensors, the q15attn
 # import and the USB VCP's flow control. Each answers something sensible where the port lacks the hardware (the
-# tests under CPython, the twin, the WebAssembly board). Deployed as kbench_board.mpy beside the server.
+# tests under CPython, the twin). Deployed as kbench_board.mpy beside the server.
 
 NO_TEMP = -(1 << 31)  # temp_milli_c when the board has no temperature sensor
 

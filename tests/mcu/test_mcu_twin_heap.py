@@ -3,12 +3,13 @@ deployed with mcu.deploy and driven by the host's own link code, as a board is.
 
 Issue 29's nine shapes (seven of which failed at SETUP or LOAD under MicroPython's unix port at 100 KB before the
 planner read HELLO's largest block) and the main job's MCU heads run `ok` and bit-exact against host/q15.py; LOADs
-near the server's reserve are answered. (A heap cut into pieces just before the server starts is still tested in
-the WebAssembly harness, tests/mcu/test_mcu_wasm_board.py.)
+near the server's reserve are answered; a heap cut into pieces just before the server starts (the twin's prelude hook,
+docs/twin.md) is replanned, not lost.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import pytest
@@ -18,12 +19,14 @@ pytest.importorskip("mpremote", reason="mpremote is not installed (pip install -
 pytest.importorskip("unicorn", reason="unicorn is not installed (pip install -e '.[mcu]')")
 
 from helpers.board import head_of, mismatches
+from helpers.twin import twin_missing
 from host.problem import AttentionProblem
 from host.q15 import prepare
 from mcu import messages as m
 from mcu.deploy import deploy
 from mcu.head import Session, run_head
 from mcu.link import BoardLink
+from mcu.twin_process import start_twin
 
 #: The shapes issue 29 saw fail under MicroPython's unix port at 100 KB (7 of 9 with .mpy): (seq, dim, causal).
 ISSUE_SHAPES = [(512, 64, False), (512, 64, True), (1000, 32, False), (300, 32, True), (647, 32, False),
@@ -97,3 +100,73 @@ def test_loads_with_the_heap_near_the_reserve_are_answered(deployed):
             link.load(tensor, data)
         for tensor, data in tensors.items():
             assert link.read(tensor, len(data)) == data, tensor
+
+
+#: A prelude (/flash/kbench_prelude.py, run by the twin after the server's modules load and just before it begins)
+#: that cuts the heap into free gaps of GAP bytes between kept 64-byte blocks, leaving about TAIL bytes whole: once
+#: the port collects (when the call returns to JS), gc.mem_free() counts every gap, and no block beyond the tail's can
+#: be had. The tail is that large because the port collects nothing within the call that starts the server: the
+#: natmod ballast (taken when the server imports q15attn) and the server's buffers need room there. The kept blocks
+#: live in the module until the next start imports it afresh: each case gets a twin of its own.
+FRAGMENTING_PRELUDE = """
+import gc
+GAP, TAIL = 12000, 28000
+_kept = []
+
+
+def run():
+    if _kept:
+        return
+    gaps = []
+    while gc.mem_free() > TAIL + GAP:
+        gaps.append(bytearray(GAP))
+        _kept.append(bytearray(64))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_fragmented_heap_is_replanned_not_lost():
+    """The heap cut into 12,000 B gaps just before the server starts, and the host told (falsely) that its largest
+    block is all its free heap, as a host that trusted gc.mem_free() would plan: the board refuses a SETUP for memory
+    (no block is that large, nor one per tensor), the host replans smaller, and the head is ok and bit-exact with its
+    replans counted. Told the truth (HELLO's largest block), the planner needs fewer replans or none."""
+    if twin_missing():
+        pytest.skip(twin_missing())
+    # seq 190 at dim 32: every query row at once is 4·190·32·2 + 190 = 48,830 B, whose four tensors of 12,160 B each
+    # exceed a 12,000 B gap; K and V^T fit the 28,000 B tail, Q and O no gap: refused. Half the rows fit (Q and O of
+    # 6,080 B in gaps).
+    problem = AttentionProblem(seq=190, dim=32, causal=False)
+    quantized = prepare(problem, *problem.inputs())
+    expected = head_of(quantized.expected())
+    heads = []
+    for lie in (True, False):
+        with start_twin() as twin:
+            deploy(twin.port, 115200, say=lambda line: None)
+            (twin.root / "kbench_prelude.py").write_text(FRAGMENTING_PRELUDE)
+            with BoardLink(twin.port) as link:
+                hello = link.hello = m.Hello.parse(link.request(m.Kind.HELLO))  # measured once the gaps are free
+                if lie:
+                    link.hello = dataclasses.replace(hello, largest_block=hello.heap_free)
+                head = run_head(Session(link, twin.port, "twin"), quantized.params, *quantized.head(0, 0), 1)
+        assert head.out.same_bits(expected), mismatches(head.out, expected)
+        heads.append(head)
+    lied, told = heads
+    assert lied.replans >= 1 and set(lied.refused) <= {"SETUP", "LOAD"}, lied
+    assert told.replans < lied.replans, (told.replans, lied.replans)
+
+
+@pytest.mark.timeout(120)
+def test_a_prelude_that_prints_is_kept_out_of_the_frames_and_one_that_raises_is_named(fresh_twin):
+    """The prelude runs before the line carries frames: a print in it does not break HELLO; an exception in it stops
+    the server's start, and the link's error carries its line."""
+    from mcu.link_types import ServerMissing
+
+    deploy(fresh_twin.port, 115200, say=lambda line: None)
+    prelude = fresh_twin.root / "kbench_prelude.py"
+    prelude.write_text("def run():\n    print('the prelude ran')\n")
+    with BoardLink(fresh_twin.port) as link:
+        assert m.Hello.parse(link.request(m.Kind.HELLO)).heap_total > 0
+    prelude.write_text("def run():\n    raise ValueError('a bad prelude')\n")
+    with pytest.raises(ServerMissing, match="ValueError: a bad prelude"), BoardLink(fresh_twin.port) as link:
+        link.request(m.Kind.HELLO)

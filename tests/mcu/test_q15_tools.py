@@ -138,7 +138,7 @@ def test_link_bench_refuses_a_head_that_differs_from_the_model(monkeypatch):
 
 
 def test_a_board_that_does_not_say_its_clock_gets_a_wait_at_the_slowest_clock():
-    # HELLO's clock_hz is 0 where a port has no machine.freq() (the WebAssembly board): the wait for a RUN must not
+    # HELLO's clock_hz is 0 where a port has no machine.freq() (the unix port): the wait for a RUN must not
     # divide by zero; it assumes the F407's internal 16 MHz oscillator, so it is never shorter than the board needs.
     from mcu.cycles import UNKNOWN_CLOCK_HZ, board_seconds
     assert board_seconds(168_000_000, 0) == 168_000_000 / UNKNOWN_CLOCK_HZ == 10.5

@@ -72,9 +72,25 @@ def _stepped_serve(module, rx=None, tx=None, kernel=None):
     _control.write(b"S")
 
 
+_PRELUDE = "/flash/kbench_prelude.py"
+
+
+def _prelude():
+    # /flash/kbench_prelude.py's run(), if the file is there: the twin's hook for heap experiments (docs/twin.md,
+    # "A prelude"), called after the server's modules have loaded and just before it begins; imported afresh each
+    # time, as the server's modules are, so an edit takes effect at the next start; a board has no such hook
+    try:
+        _os.stat(_PRELUDE)
+    except OSError:
+        return
+    _sys.modules.pop("kbench_prelude", None)
+    _import("kbench_prelude").run()
+
+
 def _kbench_begin():
     module, rx, tx, kernel = _begin[0]
     _begin[0] = None
+    _prelude()  # before the line carries frames: what it prints is the REPL's
     _control.write(b"B")  # from the HELLO on, the line carries frames: no \n is cooked
     _serving_line(1)
     _control.write(b"I")  # the Ctrl-Cs so far are judged before begin() clears the interrupt character
