@@ -161,14 +161,13 @@ def fp32_against_torch(p4: AttentionProblem, iters: int, settings: target.Settin
     beside = ""
     if ffma:
         ffma4 = kernel_ms("flash", p4, iters, ffma)
-        beside = f", FFMA {ffma4:.3f} ms ({p4.flops() / (ffma4 / 1e3) / 1e12:.1f})"
+        beside = f", FFMA {ffma4:.3f} ms ({rate(p4, ffma4)})"
     efficient, note = torch_ms(p4, iters, settings)
-    tflops = p4.flops() / (flash4 / 1e3) / 1e12
-    head = f"N={p4.seq} d={p4.dim} causal={int(p4.causal)}: flash {flash4:.3f} ms ({tflops:.1f} TFLOP/s){beside}"
+    head = f"N={p4.seq} d={p4.dim} causal={int(p4.causal)}: flash {flash4:.3f} ms ({rate(p4, flash4)} TFLOP/s){beside}"
     if efficient is None:
         print(f"{head}; {note}")
     else:
-        print(f"{head}, SDPA EFFICIENT {efficient:.3f} ms ({p4.flops() / (efficient / 1e3) / 1e12:.1f}); flash/torch "
+        print(f"{head}, SDPA EFFICIENT {efficient:.3f} ms ({rate(p4, efficient)}); flash/torch "
               f"speed {efficient / flash4:.2f} ({note})")
 
 

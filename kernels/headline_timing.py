@@ -74,7 +74,13 @@ def torch_ms(problem: AttentionProblem, iters: int, settings: target.Settings,
 
 def rate(problem: AttentionProblem, ms: float | None) -> str:
     """TFLOP/s of `problem` in `ms` (host/problem.py's FLOP formula), '-' without a time."""
-    return "-" if not ms else f"{problem.flops() / (ms / 1e3) / 1e12:.1f}"
+    return "-" if not ms else figure(problem.flops() / (ms / 1e3) / 1e12)
+
+
+def figure(value: float) -> str:
+    """A rate to three significant figures, as a table prints it: 588, 41.2, 0.00312; never a small rate rounded to
+    a silent 0.0."""
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def ratio(theirs: float | None, ours: float) -> str:

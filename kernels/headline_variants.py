@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Sequence
 
 from host.cli_common import output_folder
+from host.out_lock import sweep_lock
 from host.errors import SpecError
 from host.problem import AttentionProblem
 from host.results import FAILED_STATUSES, Result
 from host.results_file import ResultsFile
+from host.safe_files import keep_aside
 from host.target_api import Inputs, RunContext
 from host.timing import summarize
 from host.verdict import check_float
@@ -139,13 +141,25 @@ def variants_sweep(kind: str, chosen_set: str, iters: int, seq_scale: int, setti
                    out: Path, seqs: Sequence[int] = VARIANT_SEQS) -> int:
     """Every launch of VARIANT_SETS[kind][chosen_set], in each dtype of the kernel and both masks: checked at the
     awkward CHECK_SEQS, then timed at each N of `seqs` (already divided by the scale) beside its anchors; rows into
-    OUT/results.csv, a table on stdout."""
-    record, dev = RECORDS[kind], target.backend(settings)
+    OUT/results.csv (a previous one kept aside, OUT locked while it runs), a table on stdout; 1 where one of this
+    run's rows failed."""
     if chosen_set not in VARIANT_SETS[kind]:
         raise SpecError(f"--set {chosen_set!r} has no {kind} variants; allowed: {', '.join(VARIANT_SETS[kind])}")
-    results, context = ResultsFile(output_folder(out) / "results.csv"), RunContext.start()
+    context = RunContext.start()
+    with sweep_lock(output_folder(out), "kernels.headline --variants"):  # before the previous file is moved aside
+        keep_aside(out / "results.csv")  # results.csv.prev (.1, .2, ...): each run's file holds its rows alone
+        written = sweep_variants(kind, chosen_set, iters, seq_scale, settings, ResultsFile(out / "results.csv"),
+                                 context, seqs)
+    return 1 if any(row.status in FAILED_STATUSES for row in written) else 0
+
+
+def sweep_variants(kind: str, chosen_set: str, iters: int, seq_scale: int, settings: target.Settings,
+                   results: ResultsFile, context: RunContext, seqs: Sequence[int]) -> list[Result]:
+    """variants_sweep's body: the checks and the timed rows, each appended to `results` as it ends; this run's
+    rows."""
+    record, dev = RECORDS[kind], target.backend(settings)
     checks = sorted({max(1, seq // seq_scale) for seq in CHECK_SEQS})
-    table = []
+    table, written = [], []
     for dtype in record.dtypes:
         for dim, configs in VARIANT_SETS[kind][chosen_set].items():
             for causal in (False, True):
@@ -155,6 +169,7 @@ def variants_sweep(kind: str, chosen_set: str, iters: int, seq_scale: int, setti
                     for seq in checks:
                         results.append(row := variant_row(chosen, checked.with_(seq=seq), iters, dev, context,
                                                           timed=False))
+                        written.append(row)
                         print(f"  check {row.message.split(':')[0]} N={seq} causal={int(causal)}: {row.status}",
                               file=sys.stderr, flush=True)
                 for n in seqs:
@@ -164,9 +179,10 @@ def variants_sweep(kind: str, chosen_set: str, iters: int, seq_scale: int, setti
                         results.append(row := variant_row(configured(record, config, dim), timed, iters, dev,
                                                           context, timed=True))
                         table.append((row, config, beside))
+                        written.append(row)
     print_variants(table)
     print(f"{results.path}")
-    return 1 if any(row.status in FAILED_STATUSES for row in results.read()) else 0
+    return written
 
 
 def print_variants(table: list) -> None:
@@ -178,5 +194,7 @@ def print_variants(table: list) -> None:
         versus = "  ".join(f"{name} {rate(problem, ms)} (x{ratio(ms, ours)})" if ours and ms else f"{name} -"
                            for name, ms in beside.items())
         timing = f"{ours:8.3f} ms {rate(problem, ours):>6} TFLOP/s" if ours else f"{row.status:>24}"
+        if ours and row.status != "ok":  # a wrong row keeps its time: its verdict must show beside it
+            timing += f" {row.status.upper()}"
         print(f"{row.dtype:<9} N{row.seq:<6} d{row.dim:<4} causal={int(row.causal)} {tuple(config)!s:<20} {timing}  "
               f"{versus}")

@@ -32,10 +32,11 @@ from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
 from host.errors import ResultsError, SpecError, UnavailableError
-from host.cli_common import Parser, guard, integer
+from host.cli_common import Parser, folder, guard, integer, output_folder
 from host.problem import LIMITS, AttentionProblem
 from host.results_file import ResultsFile
 from kernels import budget, target
+from kernels.fake import FakeDevice
 
 DRAM_READ = "dram__bytes_read.sum"
 DRAM_WRITE = "dram__bytes_write.sum"
@@ -53,6 +54,8 @@ BYTE_UNITS = {"": 1, "byte": 1, "bytes": 1, "b": 1, "kbyte": 1e3, "mbyte": 1e6, 
 PERCENT_UNITS = {"%": 1.0, "": 1.0}
 
 RUN_NAME = re.compile(r"^(?P<kernel>[a-z]+)_N(?P<seq>\d+)\.csv$")
+
+FAKE_MODEL = FakeDevice.model()  # how a fake GPU's row begins its device
 
 SUMMARY_NAME = "nsight.csv"
 LAUNCHES_NAME = "nsight_launches.csv"
@@ -134,6 +137,8 @@ class Traffic:
     l2_bytes: float
     achieved_occupancy_pct: float
     predicted_occupancy_pct: float | None
+    Br: int | None = None  # flash's tile as profiled (the FFMA kernel's); None for naive
+    Bc: int | None = None
 
 
 def fold(kernel: str, problem: AttentionProblem, launches: Sequence[Launch], limits: budget.DeviceLimits,
@@ -155,7 +160,7 @@ def fold(kernel: str, problem: AttentionProblem, launches: Sequence[Launch], lim
                    measured_over_model=(read + write) / model,
                    l2_bytes=sum(launch.l2_bytes for launch in launches),
                    achieved_occupancy_pct=sum(launch.occupancy_pct for launch in launches) / len(launches),
-                   predicted_occupancy_pct=predicted)
+                   predicted_occupancy_pct=predicted, **({"Br": tile[0], "Bc": tile[1]} if kernel == "flash" else {}))
 
 
 def run_of(path: Path) -> tuple[str, int]:
@@ -239,6 +244,7 @@ def cmd_filter(args: argparse.Namespace) -> int:
 
 
 def cmd_fold(args: argparse.Namespace) -> int:
+    output_folder(args.out)  # a file or a read-only place is refused before any export is read
     limits, source = budget.choose_device(None)
     rows, launch_rows = [], []
     for path in args.csv:
@@ -256,7 +262,6 @@ def cmd_fold(args: argparse.Namespace) -> int:
         rows.append(fold(kernel, problem, launches, limits, _tile(args, problem)))
         launch_rows.extend(_LaunchRow(kernel, seq, *astuple(launch)) for launch in launches)
     rows.sort(key=lambda row: (row.kernel, row.N))
-    args.out.mkdir(parents=True, exist_ok=True)
     write_csv(args.out / SUMMARY_NAME, rows)
     write_csv(args.out / LAUNCHES_NAME, launch_rows)
     plot(rows, args.out / PLOT_NAME)
@@ -272,17 +277,49 @@ def cmd_fold(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The columns merge reads of nsight.csv; Br and Bc (flash's profiled tile) came with 2026-12-07's fold.
+MERGE_COLUMNS = ("kernel", "N", "d", "heads", "batch", "dram_bytes", "Br", "Bc")
+
+
+def read_summary(summary_path: Path) -> dict[tuple, int]:
+    """nsight.csv's measured DRAM bytes by (kernel, N, d, heads, batch, Br, Bc) (naive: no tile); ResultsError when
+    the file cannot be read or lacks a column."""
+    try:
+        with summary_path.open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            missing = [name for name in MERGE_COLUMNS if name not in (reader.fieldnames or ())]
+            if missing:
+                raise ResultsError(f"{summary_path} lacks column(s) {', '.join(missing)}: not a nsight.csv of "
+                                   "`python -m kernels.nsight fold` (fold the exports again)")
+            return {(row["kernel"], int(row["N"]), int(row["d"]), int(row["heads"]), int(row["batch"]),
+                     int(row["Br"]) if row["Br"] else None, int(row["Bc"]) if row["Bc"] else None):
+                    int(float(row["dram_bytes"])) for row in reader}
+    except OSError as exc:
+        raise ResultsError(f"cannot read {summary_path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ResultsError(f"{summary_path}: a cell is not a number ({exc})") from None
+
+
+def profiled_as(row) -> bool:
+    """Whether a results row ran what drive profiles: a float32 self-attention row (q_len and K/V heads as the
+    problem's), not causal, on a real GPU (the fake's rows say so in their device)."""
+    return (row.target == "gpu" and not row.causal and row.dtype == "float32" and row.q_len in (None, row.seq)
+            and row.kv_heads in (None, row.heads) and not row.device.startswith(FAKE_MODEL))
+
+
 def merge_measured(results_path: Path, summary_path: Path) -> int:
-    """Write each (kernel, N, d, heads, batch)'s measured DRAM bytes from nsight.csv into the matching non-causal
-    gpu rows of results.csv (``measured_bytes``), rewriting the file atomically; returns the rows changed."""
-    with summary_path.open(newline="") as handle:
-        measured = {(row["kernel"], int(row["N"]), int(row["d"]), int(row["heads"]), int(row["batch"])):
-                    int(float(row["dram_bytes"])) for row in csv.DictReader(handle)}
+    """Write each profiled run's measured DRAM bytes from nsight.csv into the results.csv rows that ran the same
+    kernel on the same shape (`profiled_as`; flash: the same tile, which also tells the FFMA kernel drive profiles
+    from the 3xTF32 one), rewriting the file atomically; returns the rows changed."""
+    measured = read_summary(summary_path)
+    if not results_path.is_file():
+        raise ResultsError(f"--results {results_path} is not a file (a results.csv of host.compare)")
     results = ResultsFile(results_path)
     rows, changed = [], 0
     for row in results.read():
-        key = (row.kernel, row.seq, row.dim, row.heads, row.batch)
-        if row.target == "gpu" and not row.causal and key in measured:
+        tile = (row.br, row.bc) if row.kernel == "flash" else (None, None)
+        key = (row.kernel, row.seq, row.dim, row.heads, row.batch, *tile)
+        if profiled_as(row) and key in measured:
             row = row.replace(measured_bytes=measured[key])
             changed += 1
         rows.append(row)
@@ -328,7 +365,7 @@ def _filter_parser(parser: argparse.ArgumentParser) -> None:
 def _fold_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--csv", type=Path, action="append", required=True,
                         help="an ncu --csv --page raw export named <kernel>_N<seq>.csv (repeat for each run)")
-    parser.add_argument("--out", type=Path, required=True, help="folder for nsight.csv and hbm_traffic.png")
+    parser.add_argument("--out", type=folder, required=True, help="folder for nsight.csv and hbm_traffic.png")
     _shape_options(parser)
 
 

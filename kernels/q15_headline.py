@@ -18,6 +18,7 @@ from host.problem import AttentionProblem
 from host.results import Result
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import q15_row, target
+from kernels.headline_timing import figure
 
 #: N of the section (before --seq-scale), heads, and the warm-ups before the timed calls.
 Q15_SEQS = (1024, 4096)
@@ -68,7 +69,7 @@ def _ms(row: Result) -> str:
 
 
 def _rate(row: Result) -> str:
-    return f"{row.gflops / 1e3:.1f}" if row.gflops else "-"
+    return figure(row.gflops / 1e3) if row.gflops else "-"
 
 
 def _ratio(q15: Result, half: Result) -> str:

@@ -54,6 +54,7 @@ from host.safe_files import keep_aside
 from host.run_log import RunInfo
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import budget, target
+from kernels.headline_timing import figure
 
 RESULTS_NAME = "results.csv"
 RUNS_NAME = "runs.jsonl"
@@ -218,7 +219,7 @@ def _tflops(row: Result | None, missing: str = "-") -> str:
     if row is None:
         return missing
     value = tflops(row)
-    return f"{value:.2f}" if value is not None else row.status
+    return figure(value) if value is not None else row.status
 
 
 # ---------------------------------------------------------------------------------------------------------- CLI

@@ -1,12 +1,14 @@
 """Compare two results.csv files row by row, apart from identity and timing: the check that a refactor changed no
-row. Rows are matched by (target, kernel, dtype, seq, dim, heads, causal). Identity columns (run_id, timestamp,
-git_rev, host) are ignored; on measured rows the timing columns and what is derived from them (latency, rates,
-energy, counters, sensors) are ignored and numbers in the message are masked; modelled rows must match in every
-column, timing included.
+row. Rows are matched by their configuration (KEY: target, kernel, dtype, shape, masking, tile, workload, seed; a
+column an older file lacks reads as empty); a configuration twice in one file is refused, not merged. Identity
+columns (run_id, timestamp, git_rev, host) are ignored; on measured rows the timing columns and what is derived
+from them (latency, rates, energy, counters, sensors) are ignored and numbers in the message are masked; modelled
+rows must match in every column, timing included.
 
     python scripts/diff_rows.py BEFORE/results.csv AFTER/results.csv
 
-Exit status: 0 no difference; 1 some row differs or is missing.
+Exit status: 0 no difference; 1 some row differs or is missing; 2 usage, a file that cannot be read, or a
+configuration twice in one file.
 """
 
 from __future__ import annotations
@@ -19,13 +21,29 @@ IDENTITY = {"run_id", "timestamp", "git_rev", "host"}
 TIMING = {"mean_ms", "p50_ms", "p99_ms", "min_ms", "p50_ci_low_ms", "p50_ci_high_ms", "gflops", "gbps", "energy_j",
           "llc_loads", "llc_misses", "instructions", "cpu_cycles", "ipc", "peak_gflops", "peak_gbps", "temp_c",
           "vdda_v"}
-KEY = ("target", "kernel", "dtype", "seq", "dim", "heads", "causal")
+KEY = ("target", "kernel", "dtype", "batch", "heads", "kv_heads", "seq", "q_len", "dim", "causal", "br", "bc",
+       "workload", "seed")
 NUMBER = re.compile(r"[0-9.]+(e-?\d+)?")
 
 
+class Unreadable(Exception):
+    """A file that cannot be compared: its one-line reason."""
+
+
 def rows(path: str) -> dict[tuple, dict]:
-    with open(path, newline="", encoding="utf-8") as file:
-        return {tuple(row[name] for name in KEY): row for row in csv.DictReader(file)}
+    """The file's rows by configuration; Unreadable for a missing or unreadable file or a configuration twice."""
+    found: dict[tuple, dict] = {}
+    try:
+        with open(path, newline="", encoding="utf-8") as file:
+            for line, row in enumerate(csv.DictReader(file), start=2):
+                key = tuple(row.get(name) or "" for name in KEY)
+                if key in found:
+                    raise Unreadable(f"{path}:{line}: the configuration {key} is there twice (a --resume'd or "
+                                     "appended file?): compare files of one row a configuration")
+                found[key] = row
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise Unreadable(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    return found
 
 
 def differences(before: dict[tuple, dict], after: dict[tuple, dict]) -> list[str]:
@@ -35,7 +53,7 @@ def differences(before: dict[tuple, dict], after: dict[tuple, dict]) -> list[str
         if new is None:
             found.append(f"{key}: missing from the second file")
             continue
-        measured = not old["timing_source"].startswith("modelled")
+        measured = not old.get("timing_source", "").startswith("modelled")
         for column in sorted(set(old) | set(new)):
             if column in IDENTITY or (measured and column in TIMING):
                 continue
@@ -51,7 +69,11 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python scripts/diff_rows.py BEFORE/results.csv AFTER/results.csv", file=sys.stderr)
         return 2
-    before, after = rows(argv[0]), rows(argv[1])
+    try:
+        before, after = rows(argv[0]), rows(argv[1])
+    except Unreadable as exc:
+        print(f"kbench: {exc}", file=sys.stderr)
+        return 2
     found = differences(before, after)
     print(f"{len(before)} rows before, {len(after)} after, {len(found)} differences")
     for line in found:

@@ -4,6 +4,7 @@
 # kernels (all against the float64 golden), then kernels/inference_bench.py (decode against torch SDPA and the copy
 # floor; grouped against ungrouped prefill). Output under ${OUT:-reports/latest/gpu-inference}.
 set -uo pipefail
+if [ -n "${OUT:-}" ]; then OUT=$(realpath -m -- "$OUT"); fi  # a relative OUT is the caller's, not the checkout's
 cd "$(dirname "$0")/.."
 out=${OUT:-reports/latest/gpu-inference}
 mkdir -p "$out"

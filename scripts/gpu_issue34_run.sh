@@ -5,6 +5,7 @@
 # launch-variant sweep of the Hopper kernel (--set i34) at the same lengths. Output under ${OUT:-reports/latest/issue34}:
 # log.txt (tests), headline.txt, variants.txt and variants/results.csv.
 set -uo pipefail
+if [ -n "${OUT:-}" ]; then OUT=$(realpath -m -- "$OUT"); fi  # a relative OUT is the caller's, not the checkout's
 cd "$(dirname "$0")/.."
 out=${OUT:-reports/latest/issue34}
 mkdir -p "$out"

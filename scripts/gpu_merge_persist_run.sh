@@ -10,6 +10,7 @@
 # STEPS defaults to "shapes decode bench variants"; ITERS (10) is each timing's repeat count. Output under
 # ${OUT:-reports/latest/merge}: log.txt (nvidia-smi, the tests' tail, each step's exit) and STEP.tgz for the others.
 set -uo pipefail
+if [ -n "${OUT:-}" ]; then OUT=$(realpath -m -- "$OUT"); fi  # a relative OUT is the caller's, not the checkout's
 cd "$(dirname "$0")/.."
 out=${OUT:-reports/latest/merge}
 mkdir -p "$out"

@@ -3,6 +3,7 @@
 # headline ratios. Uses the machine's python3 (CuPy, torch, numpy, scipy, pandas, matplotlib, tqdm, pytest are
 # there); results go under ${OUT:-reports/latest/gpu}, each step's console output in gpu_log.txt.
 set -uo pipefail
+if [ -n "${OUT:-}" ]; then OUT=$(realpath -m -- "$OUT"); fi  # a relative OUT is the caller's, not the checkout's
 cd "$(dirname "$0")/.."
 out=${OUT:-reports/latest/gpu}
 mkdir -p "$out"

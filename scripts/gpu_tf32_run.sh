@@ -5,6 +5,7 @@
 # NVML's Python bindings (nvidia-ml-py) are not on the lent machine's image: carry the wheel (.whl, see the device
 # notes) and put it on PYTHONPATH first.
 set -uo pipefail
+if [ -n "${OUT:-}" ]; then OUT=$(realpath -m -- "$OUT"); fi  # a relative OUT is the caller's, not the checkout's
 cd "$(dirname "$0")/.."
 out=${OUT:-reports/latest/gpu-tf32}
 mkdir -p "$out"

@@ -9,14 +9,16 @@
 #   NSIGHT_DIM (64), NSIGHT_HEADS (16), NSIGHT_RUN_TIMEOUT (seconds one ncu run may take, default 150),
 #   NSIGHT_RESULTS (a host.compare results.csv whose gpu rows get measured_bytes).
 # Per run: OUTDIR/raw/<kernel>_N<seq>.ncu-rep (the report), .csv (its --page raw export), .log (ncu's and the
-# driver's output). Exit status: 0 all runs folded; 1 some run failed (the rest are folded); 2 usage; 3 no ncu.
+# driver's output). Exit status: 0 all runs folded; 1 some run failed (the rest are folded); 2 usage (a kernel
+# NSIGHT_KERNELS does not know, refused before any run); 3 no ncu.
 set -uo pipefail
 
 if [ $# -ne 1 ]; then
     echo "kbench: error: usage: scripts/run_nsight.sh OUTDIR" >&2
     exit 2
 fi
-out=$1
+out=$(realpath -m -- "$1")  # the caller's relative paths, resolved before the cd
+if [ -n "${NSIGHT_RESULTS:-}" ]; then NSIGHT_RESULTS=$(realpath -m -- "$NSIGHT_RESULTS"); fi
 cd "$(dirname "$0")/.." || exit 1
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 
@@ -46,11 +48,15 @@ raw=$out/raw
 mkdir -p "$raw"
 echo "ncu: $ncu ($("$ncu" --version | tail -1))"
 
+declare -A filters  # every kernel's ncu selection first: a bad NSIGHT_KERNELS is refused before any run
+for kernel in $kernels; do
+    filters[$kernel]=$("$python" -m kernels.nsight filter --kernel "$kernel") || exit 2
+done
+
 failed=0
 csvs=()
 for kernel in $kernels; do
-    line=$("$python" -m kernels.nsight filter --kernel "$kernel") || exit 1
-    read -r -a filter <<< "$line"
+    read -r -a filter <<< "${filters[$kernel]}"
     for n in $seqs; do
         base=$raw/${kernel}_N$n
         rm -f "$base.ncu-rep" "$base.csv"

@@ -126,3 +126,32 @@ def test_the_i34_larger_key_blocks_run_on_the_fake_in_their_tile(dim, bc, causal
             row = headline_variants.variant_row(chosen, problem, 1, dev, context, timed=False)
             assert row.status == "ok" and (row.br, row.bc) == (128, bc), row.message
             assert row.message.startswith(f"flash_wgmma_fwd<0,{dim},{bc},2,{config.stages},2>: 384 threads")
+
+
+def test_a_second_run_keeps_the_first_aside_and_is_judged_on_its_own_rows(tmp_path):
+    """An earlier run's wrong row does not fail a run whose own rows are ok; results.csv holds this run's rows, the
+    earlier file is results.csv.prev."""
+    import dataclasses
+
+    out = tmp_path / "v"
+    argv = ["--gpu-device", "fake", "--variants", "tf32", "--set", "quick", "--seq-scale", "64", "--iters", "1",
+            "--out", str(out)]
+    assert headline.main(argv) == 0
+    first = ResultsFile(out / "results.csv")
+    rows = first.read()
+    first.rewrite([dataclasses.replace(rows[0], status="wrong"), *rows[1:]])
+    assert headline.main(argv) == 0
+    assert len(ResultsFile(out / "results.csv").read()) == len(rows)
+    assert [row.status for row in ResultsFile(out / "results.csv.prev").read()].count("wrong") == 1
+
+
+def test_the_table_shows_a_timed_rows_verdict_and_no_small_rate_as_zero(capsys):
+    from host.results import Result
+
+    row = Result(run_id="r", timestamp="t", git_rev="g", host="h", device="d", target="gpu", kernel="flash",
+                 dtype="float16", batch=1, heads=1, seq=64, dim=64, causal=False, seed=0, status="wrong", message="m",
+                 p50_ms=13.583, timing_source="measured: CUDA events")
+    headline_variants.print_variants([(row, (4, 32, 2, False), {"FLASH": None})])
+    line = capsys.readouterr().out
+    # 4·64²·64 FLOP in 13.583 ms: 7.72e-5 TFLOP/s, printed to three figures, not 0.0
+    assert "WRONG" in line and "7.72e-05 TFLOP/s" in line, line

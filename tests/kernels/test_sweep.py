@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -178,7 +179,7 @@ def test_summary_names_the_best_tile_and_the_budget_square():
     assert len(lines) == 3 and lines[0].split()[:2] == ["N", "d"]
     square = budget.largest_square_tile(64, H200)
     assert f"{square}×{square}" in lines[1] and "not swept" in lines[1]  # 96 at d = 64: outside the 8..32 grid
-    assert "32×32" in lines[1] and "6.40" in lines[1]                    # best at N=64: (32 + 32) / 10
+    assert "32×32" in lines[1] and "6.4 " in lines[1] + " "                # best at N=64: (32 + 32) / 10
     assert "skipped" in lines[2]                                         # swept square 32×32 was skipped at N=1024
 
 
@@ -266,12 +267,13 @@ def test_fold_command_writes_the_summary_the_launches_and_the_plot(tmp_path, cap
     (raw / "flash_N512.csv").write_text(RAW_FLASH)
     (raw / "flash_N1024.csv").write_text(RAW_FLASH)
     args = [a for name in ("naive_N512", "flash_N512", "flash_N1024") for a in ("--csv", str(raw / f"{name}.csv"))]
-    assert nsight.main(["fold", *args, "--out", str(tmp_path / "out")]) == 0
+    assert nsight.main(["fold", *args, "--br", "64", "--bc", "32", "--out", str(tmp_path / "out")]) == 0
     with (tmp_path / "out" / nsight.SUMMARY_NAME).open() as f:
         rows = list(csv.DictReader(f))
     assert [(row["kernel"], row["N"]) for row in rows] == [("flash", "512"), ("flash", "1024"), ("naive", "512")]
     assert float(rows[2]["dram_bytes"]) == 1e6 + 2_048 + 5e5 + 4_096 + 8_192 + 16_384
     assert rows[2]["predicted_occupancy_pct"] == ""
+    assert [(row["Br"], row["Bc"]) for row in rows] == [("64", "32")] * 2 + [("", "")]  # --br/--bc as given
     with (tmp_path / "out" / nsight.LAUNCHES_NAME).open() as f:
         assert len(list(csv.DictReader(f))) == 5
     assert (tmp_path / "out" / nsight.PLOT_NAME).read_bytes()[:8] == PNG_SIGNATURE
@@ -287,7 +289,7 @@ def test_filter_prints_the_ncu_selection_of_one_call(capsys):
 
 
 @pytest.mark.parametrize("args", [["filter", "--kernel", "fused"], ["drive", "--kernel", "flash", "--seq", "0"],
-                                  ["fold", "--out", "x"], []])
+                                  ["fold", "--out", "x"], ["fold", "--csv", "flash_N64.csv", "--out", __file__], []])
 def test_nsight_bad_arguments_exit_2(args, capsys):
     assert nsight.main(args) == 2
     err = capsys.readouterr().err
@@ -399,21 +401,50 @@ def test_the_whole_sweep_on_the_fake_gpu(monkeypatch, tmp_path, capsys):
     assert report.render(out)  # the one schema: host.report reads a sweep folder
 
 
-def test_merge_folds_measured_bytes_into_matching_gpu_rows(tmp_path):
+def test_merge_folds_measured_bytes_only_into_rows_that_ran_the_profiled_kernel(tmp_path):
+    """drive profiles float32 self-attention on a GPU, flash at the FFMA kernel's tile: a causal, 16-bit, decode,
+    grouped, fake-GPU or differently tiled row (3xTF32's 128×32) of the same (kernel, N, d, heads, batch) gets
+    nothing."""
     from host.results import Result
     from host.results_file import ResultsFile
     from kernels.nsight import merge_measured
 
-    base = dict(run_id="r", timestamp="t", git_rev="g", host="h", device="d", dtype="float32", batch=1, heads=16,
-                dim=64, seed=0)
+    base = dict(run_id="r", timestamp="t", git_rev="g", host="h", dim=64, seed=0, batch=1, heads=16, target="gpu")
+    h200, fake = "NVIDIA H200", "fake GPU (numpy on the CPU, NVIDIA H200 limits, 1024 MiB)"
+    naive = dict(base, kernel="naive", seq=512, dtype="float32", causal=False, device=h200)
+    flash = dict(base, kernel="flash", seq=1024, dtype="float32", causal=False, device=h200)
     results = ResultsFile(tmp_path / "results.csv")
-    rows = [Result(**base, target="gpu", kernel="naive", seq=512, causal=False),
-            Result(**base, target="gpu", kernel="naive", seq=512, causal=True),
-            Result(**base, target="gpu", kernel="flash", seq=1024, causal=False),
-            Result(**base, target="cpu", kernel="numpy", seq=512, causal=False)]
+    rows = [Result(**naive),  # 0: measured
+            Result(**dict(naive, causal=True)),
+            Result(**dict(naive, device=fake)),
+            Result(**dict(naive, q_len=1)),
+            Result(**dict(naive, kv_heads=4)),
+            Result(**dict(flash, br=32, bc=64)),  # 5: measured
+            Result(**dict(flash, br=128, bc=32)),  # 3xTF32's tile
+            Result(**dict(flash, dtype="float16", br=32, bc=64)),
+            Result(**dict(base, kernel="numpy", target="cpu", seq=512, dtype="float32", causal=False, device="cpu"))]
     for row in rows:
         results.append(row)
     summary = tmp_path / "nsight.csv"
-    summary.write_text("kernel,N,d,heads,batch,dram_bytes\nnaive,512,64,16,1,39925504.0\nflash,2048,64,16,1,5.0\n")
-    assert merge_measured(results.path, summary) == 1
-    assert [row.measured_bytes for row in results.read()] == [39925504, None, None, None]
+    summary.write_text("kernel,N,d,heads,batch,dram_bytes,Br,Bc\nnaive,512,64,16,1,39925504.0,,\n"
+                       "flash,1024,64,16,1,5e6,32,64\nflash,2048,64,16,1,5.0,32,64\n")
+    assert merge_measured(results.path, summary) == 2
+    assert [row.measured_bytes for row in results.read()] == [39925504, None, None, None, None, 5_000_000, None,
+                                                              None, None]
+
+
+@pytest.mark.parametrize("summary_text, results_name, message", [
+    (None, "results.csv", "cannot read .*nope.csv"),
+    ("kernel,N,d,heads,batch,dram_bytes\nnaive,512,64,16,1,1.0\n", "results.csv", "lacks column.*Br, Bc"),
+    ("kernel,N,d,heads,batch,dram_bytes,Br,Bc\nnaive,x,64,16,1,1.0,,\n", "results.csv", "not a number"),
+    ("kernel,N,d,heads,batch,dram_bytes,Br,Bc\n", "missing.csv", "--results .*missing.csv is not a file")])
+def test_merge_refuses_a_bad_summary_or_results_in_one_line_and_creates_nothing(tmp_path, capsys, summary_text,
+                                                                                results_name, message):
+    summary = tmp_path / ("nsight.csv" if summary_text is not None else "nope.csv")
+    if summary_text is not None:
+        summary.write_text(summary_text)
+    (tmp_path / "results.csv").write_text("")
+    assert nsight.main(["merge", "--summary", str(summary), "--results", str(tmp_path / results_name)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(message, err), err
+    assert not (tmp_path / "missing.csv").exists()
