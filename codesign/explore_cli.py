@@ -288,15 +288,18 @@ def explore_into(out: Path, problem: AttentionProblem, space: dict, tech: Techno
 
 def _iso_text(columns, measured, problem: AttentionProblem, allowed: np.ndarray, bounds: str,
               left_out: list[str]) -> str:
-    """iso.md: the points within --max-area and --max-power (the fastest and the least energy among them), and the
-    iso-area and iso-power table against the --results rows, at least as accurate as fp16 on the probe head; the
-    rows left out of it and why (a row without an energy figure, another problem's)."""
+    """iso.md: the points within --max-area and --max-power (the fastest and the least energy among those bit-exact
+    for every input), and the iso-area and iso-power table against the --results rows (such points, at least as
+    accurate as fp16 on the probe head); the rows left out of it and why (a row without an energy figure, another
+    problem's)."""
     bound = iso.fp16_rel_l2(problem)
+    answers = allowed & iso.exact_for_all_inputs(columns)  # a point not exact for every input is never an answer
     lines = [f"# {_describe(problem)} at equal cost", "",
-             f"Points within {bounds or 'no area or power bound'}: {int(allowed.sum()):,} of {len(allowed):,}."]
+             f"Points within {bounds or 'no area or power bound'}: {int(allowed.sum()):,} of {len(allowed):,}, "
+             f"{int(answers.sum()):,} of them bit-exact for every input (the only ones named below)."]
     for what, metric in (("fastest", "latency_s"), ("least energy", "energy_j")):
-        if allowed.any():
-            values = np.where(allowed, columns[metric], np.inf)
+        if answers.any():
+            values = np.where(answers, columns[metric], np.inf)
             lines.append(f"- {what}: {_point_line(columns, int(np.argmin(values)))}")
     lines.append("")
     left = [f"--results: left out {line}" for line in left_out]

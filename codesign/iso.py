@@ -194,6 +194,15 @@ def units(problem: AttentionProblem) -> int:
     return problem.batch * (problem.heads if problem.kv_heads is None else problem.kv_heads)
 
 
+def exact_for_all_inputs(columns: dict[str, np.ndarray]) -> np.ndarray:
+    """The points whose arithmetic is bit-exact with the contract for every input (points.csv's bit_exact "all
+    inputs"): the only ones an answer may name, as only they enter the fronts. A point exact on the probe head alone
+    ("probe"), or not even there ("no"), is never one; columns without the label (a test's) count as exact."""
+    if "bit_exact" not in columns:
+        return np.ones(len(columns["latency_s"]), dtype=bool)
+    return columns["bit_exact"] == "all inputs"
+
+
 def within(columns: dict[str, np.ndarray], max_area_mm2: float | None = None,
            max_power_w: float | None = None) -> np.ndarray:
     """The points the explorer may answer with under `--max-area` and `--max-power` (one copy: its area in mm² and
@@ -211,8 +220,8 @@ def within(columns: dict[str, np.ndarray], max_area_mm2: float | None = None,
 
 def compare(columns: dict[str, np.ndarray], measured, problem: AttentionProblem, accuracy_bound: float,
             allowed: np.ndarray | None = None, share=None) -> list[IsoRow]:
-    """For each measured point and budget (its die area, its power), the fastest allowed ASIC point at least as
-    accurate as `accuracy_bound` (rel-L2), of equally fast ones the least energy, copied to the budget (index −1 where
+    """For each measured point and budget (its die area, its power), the fastest allowed ASIC point, bit-exact for
+    every input and at least as accurate as `accuracy_bound` (rel-L2), of equally fast ones the least energy, copied to the budget (index −1 where
     none fits it once); each budget again with the copies' DRAM interfaces held to the point's bandwidth where it has
     one (`dram_cap_gbps`); none for a budget the point has no figure for (the board's area). `share(index, u)` gives
     a copy's latency running u units (default `share_for`: the cycle model where the columns carry the datapath)."""
@@ -220,7 +229,7 @@ def compare(columns: dict[str, np.ndarray], measured, problem: AttentionProblem,
         raise SpecError(f"accuracy_bound={accuracy_bound} is out of range; allowed: a positive rel-L2")
     share = share_for(columns, problem) if share is None else share
     shared = units(problem)
-    ok = within(columns) if allowed is None else allowed
+    ok = exact_for_all_inputs(columns) & (within(columns) if allowed is None else allowed)
     ok = ok & np.isfinite(columns["rel_l2"]) & (columns["rel_l2"] <= accuracy_bound)
     power = columns["energy_j"] / columns["latency_s"]
     rows = []

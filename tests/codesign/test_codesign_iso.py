@@ -114,7 +114,7 @@ def test_explore_writes_the_iso_table_against_a_gpu_row(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert code == 0
     text = (out / "iso.md").read_text()
-    assert text in printed and "Points within area ≤ 1e+06 mm²: 4 of 4." in text
+    assert text in printed and "Points within area ≤ 1e+06 mm²: 4 of 4, 4 of them bit-exact for every input" in text
     bound = iso.fp16_rel_l2(problem)
     with open(out / "points.csv", newline="") as handle:
         points = [p for p in csv.DictReader(handle) if not p["skipped"] and float(p["rel_l2"]) <= bound]
@@ -266,3 +266,35 @@ def test_the_table_names_what_tells_points_apart():
     c["divider"][2], c["div_latency"][2] = "reciprocal", ""
     text = iso.table(rows, c, 2e-2)
     assert "| 64x64 os, serial, reciprocal divider, 40-bit accumulators, 1000 MHz, 7 nm |" in text
+
+
+def test_a_point_not_exact_for_every_input_is_never_named(tmp_path):
+    """16- and 34-bit accumulators are as fast as the 40-bit one, cheaper, and come first in the space, but 16 bits
+    wrap (points.csv: bit_exact no) and 34 are exact on the probe head alone (probe; as accurate as 40 there): iso.md's
+    fastest and least-energy lines and its table name only 40-bit points."""
+    import csv
+
+    from codesign.__main__ import main as codesign_main
+    from host.results import Result
+    from host.results_file import ResultsFile
+
+    results = tmp_path / "run"
+    ResultsFile(results / "results.csv").append(Result(
+        run_id="r", timestamp="t", git_rev="g", host="h", device="NVIDIA H200 (132 SMs)", target="gpu",
+        kernel="flash", dtype="float16", batch=1, heads=2, seq=97, dim=16, causal=True, seed=0, status="ok",
+        p50_ms=0.02, energy_j=0.005, energy_source="measured (NVML)", timing_source="measured: CUDA events"))
+    space = {"array": ["8x8", "16x16"], "dataflow": ["os"], "exp_lanes": [16], "dividers": [8], "div_latency": [18],
+             "buffers_kb": [[32, 64, 64, 128]], "clock_mhz": [1000], "dram_gbps": [256], "node_nm": [7],
+             "acc_bits": [16, 34, 40], "overflow": ["wrap"], "dram": ["hbm2"]}
+    (tmp_path / "space.toml").write_text("\n".join(f"{k} = {v!r}".replace("'", '"') for k, v in space.items()))
+    out = tmp_path / "out"
+    assert codesign_main(["explore", "--seq", "97", "--dim", "16", "--heads", "2", "--causal", "1", "--space",
+                          str(tmp_path / "space.toml"), "--results", str(results), "--out", str(out)]) == 0
+    with open(out / "points.csv", newline="") as handle:
+        labels = {p["acc_bits"]: p["bit_exact"] for p in csv.DictReader(handle)}
+    assert labels == {"16": "no", "34": "probe", "40": "all inputs"}, labels
+    text = (out / "iso.md").read_text()
+    assert "Points within no area or power bound: 6 of 6, 2 of them bit-exact for every input" in text
+    named = [line for line in text.splitlines() if line.startswith(("- fastest", "- least energy", "| H200"))]
+    assert len(named) == 6, named  # two lines, four budgets
+    assert all("acc40" in line for line in named[:2]) and all("40-bit accumulators" in line for line in named[2:])
