@@ -324,7 +324,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if listed(args):
         return 0
-    problems = problems_of(args, parser)
+    problems = problems_of(args, parser, argv)
     tech = Technology.load(args.technology)
     gates = GateCalibration.load(args.gates)
     space = load_space(args.space, tech)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import decimal
 import itertools
+from collections.abc import Sequence
 
 from codesign.datapath import (ACC_BITS_MAX, ACC_BITS_MIN, ARRAY_MAX, ARRAYS_MAX, DATAFLOWS, DIVIDERS, OVERFLOWS,
                                SCHEDULES, Datapath, array_shape)
-from host.cli_common import integer, int_list, name_list, real
+from host.cli_common import integer, int_list, name_list, real, typed
 from host.errors import SpecError
 from host.problem import LIMITS, AttentionProblem
 from host.q15 import BC
@@ -150,13 +151,16 @@ def listed(args: argparse.Namespace) -> bool:
     return True
 
 
-def problems_of(args: argparse.Namespace, parser: argparse.ArgumentParser, seed: int = 0) -> list[AttentionProblem]:
+def problems_of(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: Sequence[str],
+                seed: int = 0) -> list[AttentionProblem]:
     """The Q15 problems the options describe: a --workload's (host/workloads.py's lookup, whose error names the known
-    workloads), or the shape options' for each --causal mask."""
+    workloads; a shape option typed beside it is refused at any value, its default too), or the shape options' for
+    each --causal mask."""
     if args.workload is not None:
         from host.workloads import named
 
-        given = [flag for flag, dest in SHAPE_OPTIONS if getattr(args, dest) != parser.get_default(dest)]
+        typed_out = typed(parser, argv, [dest for _, dest in SHAPE_OPTIONS])
+        given = [flag for flag, dest in SHAPE_OPTIONS if dest in typed_out]
         if given:
             raise SpecError(f"--workload sets the problem's shape; drop {', '.join(given)} (or drop --workload)")
         (workload,) = named([args.workload.strip()])

@@ -203,7 +203,7 @@ def main(argv: list[str]) -> int:
     if listed(args):
         return 0
     (datapath,) = datapaths(args)
-    problems = problems_of(args, parser, args.seed)
+    problems = problems_of(args, parser, argv, args.seed)
     if args.rtl:
         plans = [rtl_plan(problem, datapath, args.bc) for problem in problems]  # every problem refused or planned first
         print("\n".join(plans), file=sys.stderr)

@@ -244,6 +244,9 @@ def test_explore_of_grouped_heads_counts_kv_once_per_group():
     (["--workload", "llama3-9b-decode"], ["--workload: unknown workload 'llama3-9b-decode'; allowed:",
                                           "llama3-8b-decode", "gpt2-decode", "(or list)"]),
     (["--workload", "gpt2-decode", "--seq", "64"], ["--workload sets the problem's shape; drop --seq"]),
+    # an option typed at its default value is refused too: the workload's mask and heads are not the user's
+    (["--workload", "gpt2-decode", "--causal", "0"], ["--workload sets the problem's shape; drop --causal"]),
+    (["--workload", "gpt2-decode", "--batch", "1", "--q-len", "1"], ["drop --batch, --q-len (or drop --workload)"]),
     (["--seq", "97", "--q-len", "98"], ["q_len=98 is out of range; allowed: 1..97"]),
     (["--heads", "6", "--kv-heads", "4"], ["kv_heads=4 does not divide heads=6"]),
     (["--q-len", "0"], ["q-len"]),
