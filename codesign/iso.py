@@ -91,11 +91,19 @@ def fp16_rel_l2(problem: AttentionProblem, seed: int = 0) -> float:
     return float(np.linalg.norm(half - gold) / np.linalg.norm(gold))
 
 
+#: The most copies counted (2⁵³, float64's last exact integer): a budget beyond it (an absurd measured figure) is
+#: as good as unlimited, and ⌊budget / each⌋ must not wrap round int64 to a negative count.
+COPIES_MAX = float(2**53)
+
+
 def copies(budget: float, each: np.ndarray) -> np.ndarray:
-    """⌊budget / each⌋ per point (0 where a point does not fit once, or its figure is missing)."""
+    """⌊budget / each⌋ per point, at most COPIES_MAX (0 where a point does not fit once, or its figure is
+    missing)."""
     each = np.asarray(each, dtype=np.float64)
     fits = np.isfinite(each) & (each > 0) & (each <= budget)
-    return np.where(fits, np.floor(budget / np.where(fits, each, 1.0)), 0).astype(np.int64)
+    with np.errstate(over="ignore"):  # an overflow to inf is clipped below
+        quotient = np.minimum(np.floor(budget / np.where(fits, each, 1.0)), COPIES_MAX)
+    return np.where(fits, quotient, 0).astype(np.int64)
 
 
 def copied_latency(latency_s: np.ndarray, n: np.ndarray, units: int) -> np.ndarray:

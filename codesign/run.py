@@ -151,8 +151,8 @@ def report(result: Evaluation, rtl: bool = False) -> str:
         f"{'cycles_dram' if rtl else 'cycles    '} {result.cycles:,} ({per_head})",
         f"latency    {result.latency_s * 1e3:.4g} ms at {dp.clock_hz / 1e6:g} MHz (modelled)",
         f"throughput {p.flops() / result.latency_s / 1e9:.4g} GFLOP/s of "
-        f"{2 * dp.rows * dp.cols * dp.clock_hz / 1e9:.4g} peak; useful MACs {model.utilisation:.1%} of the array "
-        "over the problem",
+        f"{2 * dp.arrays * dp.rows * dp.cols * dp.clock_hz / 1e9:.4g} peak; useful MACs {model.utilisation:.1%} of "
+        f"the {'array' if dp.arrays == 1 else f'{dp.arrays} arrays'} over the problem",
         f"buffers    Q {head.buffering['q']}, K/V {head.buffering['kv']}, O {head.buffering['o']}",
         "stage      busy cycles   operations   utilisation (of the stage's own capacity while busy)",
     ]

@@ -31,6 +31,8 @@ BOARD = MeasuredPoint("mcu", "STM32F407 (twin) q15", latency_s=2.0, energy_j=0.2
 def test_copies_and_their_latency_by_hand():
     # ⌊10 / 3⌋ = 3, ⌊10 / 10⌋ = 1; 11 does not fit once; a missing or zero figure never fits
     assert iso.copies(10.0, np.array([3.0, 10.0, 11.0, np.nan, 0.0])).tolist() == [3, 1, 0, 0, 0]
+    # an absurd budget (a measured 1e300 J row's power) is as good as unlimited, never an int64 wrapped negative
+    assert iso.copies(1e305, np.array([1.0, 1e-10])).tolist() == [2**53, 2**53]
     # 16 heads: 4 copies run 4 each (1 s · 4/16); 32 copies no better than 16 (one a head); 0 copies: out
     assert iso.copied_latency(np.array([1.0, 1.0, 1.0]), np.array([4, 32, 0]), 16).tolist() == [0.25, 1 / 16, np.inf]
     # 3 copies over 16 heads: ⌈16/3⌉ = 6 heads the busiest copy runs

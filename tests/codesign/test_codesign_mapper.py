@@ -6,10 +6,12 @@ of any resource never costs cycles under the best mapping, unless the row says w
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
 
+from codesign.__main__ import main as codesign_main
 from codesign.cycles import head_cycles
 from codesign.datapath import Datapath
 from codesign.gemm import oriented, overlapped
@@ -179,3 +181,15 @@ def test_no_mapping_beats_the_arrays_mac_peak():
             assert model.cycles * dp.rows * dp.cols * dp.arrays >= model.useful_macs, (dp, seq, dim, heads, mapping)
             checked += 1
     assert checked > 100, checked
+
+
+def test_the_run_report_gives_the_peak_of_every_array(capsys):
+    """`codesign run --arrays 4`: the peak is 2 · 4 · 8 · 8 · 1 GHz = 512 GFLOP/s, and the throughput is below it
+    (it was printed against one array's 128)."""
+
+
+    assert codesign_main(["run", "--seq", "256", "--dim", "32", "--heads", "8", "--array", "8x8", "--arrays", "4",
+                          "--schedule", "overlap"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("throughput"))
+    achieved, peak = (float(x) for x in re.match(r"throughput ([\d.]+) GFLOP/s of ([\d.]+) peak", line).groups())
+    assert peak == 512 and 0 < achieved <= peak and "of the 4 arrays" in line, line
