@@ -229,10 +229,11 @@ def within(columns: dict[str, np.ndarray], max_area_mm2: float | None = None,
 def compare(columns: dict[str, np.ndarray], measured, problem: AttentionProblem, accuracy_bound: float,
             allowed: np.ndarray | None = None, share=None) -> list[IsoRow]:
     """For each measured point and budget (its die area, its power), the fastest allowed ASIC point, bit-exact for
-    every input and at least as accurate as `accuracy_bound` (rel-L2), of equally fast ones the least energy, copied to the budget (index −1 where
-    none fits it once); each budget again with the copies' DRAM interfaces held to the point's bandwidth where it has
-    one (`dram_cap_gbps`); none for a budget the point has no figure for (the board's area). `share(index, u)` gives
-    a copy's latency running u units (default `share_for`: the cycle model where the columns carry the datapath)."""
+    every input and at least as accurate as `accuracy_bound` (rel-L2), of equally fast ones the least energy, copied
+    to the budget (index −1 where none fits it once); each budget again with the copies' DRAM interfaces held to the
+    point's bandwidth where it has one (`dram_cap_gbps`); none for a budget the point has no figure for (the board's
+    area). `share(index, u)` gives a copy's latency running u units (default `share_for`: the cycle model where the
+    columns carry the datapath)."""
     if not (math.isfinite(accuracy_bound) and accuracy_bound > 0):
         raise SpecError(f"accuracy_bound={accuracy_bound} is out of range; allowed: a positive rel-L2")
     share = share_for(columns, problem) if share is None else share
