@@ -18,6 +18,7 @@ import operator
 from dataclasses import dataclass, fields
 
 from host.errors import ResultsError
+from host.problem import DTYPE_BYTES, LIMITS
 
 # Schema history (bump SCHEMA_VERSION on any change of field names, meaning or units; add a line here):
 #   1  2026-11-29  first schema: identity, problem, timing (+ median CI), throughput, accuracy, CPU counters,
@@ -156,11 +157,23 @@ class Result:
     def _check_record(self) -> None:
         """What ties fields together: the problem's shape, a minimum above the median, the timing_source (after the
         fields' own checks)."""
+        self._check_problem()
         if self.q_len is not None or self.kv_heads is not None:
             self._check_shape()
         if self.p50_ms is not None and self.min_ms is not None and self.min_ms > self.p50_ms:
             raise ResultsError(f"min_ms={self.min_ms} exceeds p50_ms={self.p50_ms}")
         self._check_timing_source()
+
+    def _check_problem(self) -> None:
+        """The problem's batch, heads, seq, dim and seed within host/problem.py's LIMITS, its dtype one of
+        DTYPE_BYTES: no target measures another problem, so a row that names one was not written by kbench."""
+        for name, (low, high) in LIMITS.items():
+            value = getattr(self, name)
+            if value is not None and not low <= value <= high:  # an empty cell is the field checks' to judge
+                raise ResultsError(f"{name}={value!r} is out of range; allowed: {low}..{high} (host/problem.py "
+                                   "LIMITS)")
+        if self.dtype not in DTYPE_BYTES:
+            raise ResultsError(f"dtype={self.dtype!r} is unknown; allowed: {', '.join(DTYPE_BYTES)}")
 
     def _check_shape(self) -> None:
         """q_len and kv_heads as AttentionProblem stores them: q_len in 1..seq − 1 (q_len = seq is written empty),
@@ -263,6 +276,10 @@ class RowReader:
 
     def __init__(self, header: list[str]):
         self.header = header
+        repeated = sorted({name for name in header if header.count(name) > 1})
+        if repeated:  # which copy is the row's value cannot be told: refused, never the last one silently
+            raise ResultsError(f"the header names the column(s) {', '.join(repeated)} more than once: not a results "
+                               "file kbench wrote (one column a field)")
         column = {name: index for index, name in enumerate(header)}
         self._version_column = column.get("schema_version")
         absent = [name for name in FIELD_NAMES if name not in column]

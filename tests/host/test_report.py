@@ -48,7 +48,7 @@ TWIN = "modelled: board twin's cycle model"
 
 def _row(run: RunInfo, device: str, target: str, kernel: str, seq: int, **extra) -> Result:
     base = dict(run_id=run.run_id, timestamp=run.timestamp, git_rev=run.git_rev, host=run.host, device=device,
-                target=target, kernel=kernel, dtype="fp32", batch=1, heads=2, seq=seq, dim=59, causal=False, seed=0)
+                target=target, kernel=kernel, dtype="float32", batch=1, heads=2, seq=seq, dim=59, causal=False, seed=0)
     return Result(**(base | extra))
 
 

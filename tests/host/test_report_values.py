@@ -1,22 +1,27 @@
-"""The report at the ends of what results.csv holds (issue 28): counts up to 2^63-1 and figures up to 1e308 in
-every column render as readable text, no OverflowError, TypeError or matplotlib traceback; and the seed the inputs
-were drawn from is said (in the headline, and in a column where a table's rows differ)."""
+"""The report at the ends of what results.csv holds (issue 28): counts up to 2^63-1 (the problem's own up to
+host/problem.py's LIMITS) and figures up to 1e308 in every column render as readable text, no OverflowError,
+TypeError or matplotlib traceback; and the seed the inputs were drawn from is said (in the headline, and in a
+column where a table's rows differ)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from host.problem import LIMITS
 from host.report.common import fmt_num
 from host.report.render import render
 from test_report import EVENTS, GPU_RUN, WALL, _row, _timed, cpu_rows, sections, table, write
 
 INT64_MAX = 2**63 - 1
+SEQ_MAX = LIMITS["seq"][1]
 FLOAT_BIG = 1e308
 
 
 def huge(seq: int, **extra) -> dict:
-    """Every count at int64's largest and every figure at 1e308 (ordered as the schema wants: min <= p50)."""
-    counts = dict(batch=INT64_MAX, heads=INT64_MAX, dim=INT64_MAX, seed=INT64_MAX, br=INT64_MAX, bc=INT64_MAX,
+    """The problem at host/problem.py's largest, every other count at int64's largest and every figure at 1e308
+    (ordered as the schema wants: min <= p50)."""
+    counts = dict(batch=LIMITS["batch"][1], heads=LIMITS["heads"][1], dim=LIMITS["dim"][1], seed=LIMITS["seed"][1],
+                  br=INT64_MAX, bc=INT64_MAX,
                   iters=INT64_MAX, warmup=INT64_MAX, model_bytes=INT64_MAX, measured_bytes=INT64_MAX,
                   llc_loads=INT64_MAX, llc_misses=INT64_MAX, instructions=INT64_MAX, cpu_cycles=INT64_MAX,
                   cycles=INT64_MAX, clock_hz=INT64_MAX)
@@ -33,7 +38,7 @@ def test_fmt_num_writes_the_largest_counts_in_short_scientific_form():
 
 
 def test_the_largest_values_the_reader_accepts_render_as_readable_text(tmp_path: Path):
-    rows = [_row(GPU_RUN, "NVIDIA H200", "gpu", "flash", **huge(seq)) for seq in (1, INT64_MAX // 2, INT64_MAX)]
+    rows = [_row(GPU_RUN, "NVIDIA H200", "gpu", "flash", **huge(seq)) for seq in (1, SEQ_MAX // 2, SEQ_MAX)]
     rows.append(_row(GPU_RUN, "NVIDIA H200", "gpu", "flash", **huge(97, status="wrong", message="outside tolerance",
                                                                    gflops=5e-324, max_abs=5e-324, rel_l2=1e-300)))
     rows.append(_row(GPU_RUN, "Xeon", "cpu", "reference", 17, **_timed(0.5, WALL), gflops=1.0, gbps=2.0,
@@ -43,11 +48,11 @@ def test_the_largest_values_the_reader_accepts_render_as_readable_text(tmp_path:
     md = (tmp_path / "results.md").read_text()
     headers, cells = table(sections(md, "### ")["gpu / flash"])
     row = dict(zip(headers, cells[-1]))
-    assert row["N"] == str(INT64_MAX) and row["H"] == str(INT64_MAX) and row["Br×Bc"] == f"{INT64_MAX}×{INT64_MAX}"
+    assert row["N"] == str(SEQ_MAX) and row["H"] == "4096" and row["Br×Bc"] == f"{INT64_MAX}×{INT64_MAX}"
     assert row["GFLOP/s"] == "1.000e308" and row["iters"] == "9.223e18" and row["measured bytes"] == "9.223e18"
     assert row["% of peak GFLOP/s"] == "100 %" and row["clock MHz"] == "9.223e12"
     assert "e+" not in md and "T |" not in md, "no '9.223e+06T'"
-    assert f"Inputs drawn from seeds 0, {INT64_MAX} (a seed column" in md
+    assert f"Inputs drawn from seeds 0, {2**32 - 1} (a seed column" in md
     headers, cells = table(sections(md, "### ")["cpu / reference"])
     assert dict(zip(headers, cells[0]))["% of peak GB/s"] == "inf %"  # 2 GB/s under a 1e-308 GB/s roof: said
     for name in ("latency_vs_seq.png", "error.png", "roofline.png"):

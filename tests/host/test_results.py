@@ -49,6 +49,13 @@ def test_round_trip_keeps_every_field_exactly(tmp_path):
     (dict(p50_ms=1.0, min_ms=1.0), "a row with p50_ms=1.0 needs a timing_source"),
     (dict(cycles=5600), "a row with cycles=5600 needs a timing_source"),
     (dict(p50_ms=1.0, timing_source=""), "'measured: <how>' or 'modelled: <how>'"),
+    # no target measures a problem outside host/problem.py's LIMITS and dtypes (seq 0 was read as a row)
+    (dict(seq=0), "seq=0 is out of range; allowed: 1..1048576"),
+    (dict(dim=257), "dim=257 is out of range; allowed: 1..256"),
+    (dict(heads=0), "heads=0 is out of range; allowed: 1..4096"),
+    (dict(batch=0), "batch=0 is out of range; allowed: 1..4096"),
+    (dict(seed=2**32), "seed=4294967296 is out of range; allowed: 0..4294967295"),
+    (dict(dtype="float8"), "dtype='float8' is unknown; allowed: float32, float16, bfloat16, q15"),
 ])
 def test_invalid_rows_are_refused_naming_the_field(changes, needle):
     with pytest.raises(ResultsError) as info:
@@ -310,3 +317,16 @@ def test_an_append_refuses_a_file_with_columns_the_schema_does_not_know(tmp_path
     with pytest.raises(ResultsError, match="note"):
         ResultsFile(path).append(row(seq=97))
     assert path.read_text() == f"{header},note\n{line},mine\n"
+
+
+def test_a_header_naming_a_column_twice_is_refused_before_any_row_is_read(tmp_path):
+    """Which copy of a repeated column is the row's value cannot be told: a resume that took the last one rewrote
+    every measured row's seq with it."""
+    path = tmp_path / "results.csv"
+    ResultsFile(path).append(row())
+    header, cells = path.read_text().splitlines()
+    path.write_text(f"{header},seq\n{cells},999\n")
+    before = path.read_bytes()
+    with pytest.raises(ResultsError, match=r"names the column\(s\) seq more than once"):
+        ResultsFile(path).read()
+    assert path.read_bytes() == before

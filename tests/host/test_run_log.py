@@ -58,7 +58,7 @@ def test_a_field_this_kbench_does_not_know_does_not_hide_the_run(tmp_path: Path)
 def test_a_folder_with_hostile_run_lines_renders_and_says_what_it_skipped(tmp_path: Path):
     ResultsFile(tmp_path / "results.csv").append(
         Result(run_id="r1", timestamp="t", git_rev="abc", host="box", device="cpu", target="cpu", kernel="reference",
-               dtype="fp32", batch=1, heads=1, seq=17, dim=59, causal=False, seed=0))
+               dtype="float32", batch=1, heads=1, seq=17, dim=59, causal=False, seed=0))
     lines = [GOOD] + [line for name, (line, _) in HOSTILE.items() if name != "not UTF-8"]
     (tmp_path / "runs.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
     render(tmp_path)
