@@ -89,7 +89,7 @@ def build_parser() -> tuple[Parser, dict[str, TargetEntry]]:
                             "model's heads, K/V heads, head dim and masking in prefill or decode at a stated context "
                             "and batch: host/workloads.toml); each row records its workload and results.md groups "
                             "the rows under it; list: print them")
-    parser.add_argument("--seed", type=integer("seed", 0), default=0, help="input seed (default 0)")
+    parser.add_argument("--seed", type=integer("seed", *LIMITS["seed"]), default=0, help="input seed (default 0)")
     parser.add_argument("--targets", type=name_list, default=None,
                         help=f"targets to run, from {', '.join(TARGETS)} (default: every available one)")
     parser.add_argument("--kernels", type=name_list, default=None, help="kernels to run (default: all)")
@@ -160,6 +160,9 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
         from host.workloads import listing, named
 
         if "list" in args.workload:
+            if len(args.workload) > 1:  # another name beside list would be dropped unread
+                raise SpecError(f"--workload {','.join(args.workload)}: list prints the table and runs nothing; "
+                                "give it alone, or workload names without it")
             print(listing())
             return 0
         shape_flags = [flag for flag, dest in SHAPE_OPTIONS if dest in given(args)]  # given, at any value

@@ -95,6 +95,7 @@ def test_acceptance_cpu_sweep(tmp_path):
     (["--seq", "0"], "seq=0"),
     (["--dim", "0"], "dim=0"),
     (["--dim", "300"], "dim=300"),
+    (["--seed", "4294967296"], "seed=4294967296 is out of range; allowed: 0..4294967295"),  # before anything starts
     (["--seq", "64,,128"], "64,,128"),
     (["--seq", "abc"], "'abc'"),
     (["--heads", "2.5"], "'2.5'"),

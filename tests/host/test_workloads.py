@@ -63,6 +63,9 @@ def test_compare_runs_named_workloads_on_cpu_and_asic(tmp_path, capsys):
     from host.sweep import cli as compare
 
     assert compare.main(["--workload", "list"]) == 0 and "gpt2-decode" in capsys.readouterr().out
+    # a name beside list would be dropped unread: refused in one line
+    assert compare.main(["--workload", "list,no-such-model", "--out", str(tmp_path / "l")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "l").exists()
     code = compare.main(["--workload", "vit-b16,gpt2-decode", "--targets", "cpu,asic", "--iters", "1", "--warmup",
                          "0", "--out", str(tmp_path)])
     rows = ResultsFile(tmp_path / "results.csv").read()
