@@ -186,7 +186,8 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
     with contextlib.ExitStack() as stack:
         stack.enter_context(sweep_lock(output_folder(args.out), TOOL))  # before anything in OUT is read or changed
         check_out(args.out, args.resume)
-        check_kernels(args.kernels, entries, settings, args.targets)
+        for warning in check_kernels(args.kernels, entries, settings, args.targets):
+            print(f"kbench: {warning}", file=sys.stderr)
         targets, unavailable = select_targets(args.targets, entries, settings)
         sessions = open_sessions(settings, targets, unavailable, stack)
         _check_any(targets, unavailable)
@@ -236,7 +237,8 @@ def _cluster_sweep(args: argparse.Namespace, argv: list[str], entries: dict[str,
     with contextlib.ExitStack() as stack:
         stack.enter_context(sweep_lock(output_folder(args.out), TOOL))  # the rows come back into OUT here
         check_out(args.out, args.resume)
-        check_kernels(args.kernels, entries, settings, args.targets)
+        for warning in check_kernels(args.kernels, entries, settings, args.targets):
+            print(f"kbench: {warning}", file=sys.stderr)
         cluster = stack.enter_context(Cluster(args.cluster, args.cluster_wait, args.cluster_gpu))
         unavailable = {name: entries[name].reason for name in names if entries[name].module is None}
         unavailable.update(cluster.unavailable([name for name in names if name not in unavailable]))

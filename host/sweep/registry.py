@@ -121,16 +121,22 @@ def kernel_table(module: ModuleType, settings: object) -> list[tuple[str, str]]:
 
 
 def check_kernels(requested: tuple[str, ...] | None, entries: dict[str, TargetEntry],
-                  settings: dict[str, object], targets: tuple[str, ...] | None = None) -> None:
+                  settings: dict[str, object], targets: tuple[str, ...] | None = None) -> list[str]:
     """Refuse, before any target starts, a --kernels name that none of the selected targets (default: all) runs
-    with these options, listing those that they do run."""
+    with these options, listing those that they do run; a warning for each target --targets names that --kernels
+    leaves without a kernel (it runs no row)."""
     chosen = [name for name in (targets or tuple(entries)) if name in entries and entries[name].module]
-    known = sorted({kernel for name in chosen for kernel, _ in kernel_table(entries[name].module, settings.get(name))})
+    tables = {name: {kernel for kernel, _ in kernel_table(entries[name].module, settings.get(name))} for name in chosen}
+    known = sorted(set().union(*tables.values()))
     unknown = [kernel for kernel in requested or () if kernel not in known]
     if unknown:
         scope = f"targets {', '.join(chosen)}" if targets else "the targets"
         raise SpecError(f"--kernels: {scope} run no kernel {unknown[0]!r} with these options (a dtype or datapath "
                         f"option may exclude it); allowed: {', '.join(known) or 'none'}")
+    if not (requested and targets):
+        return []
+    return [f"--kernels {','.join(requested)} leaves the {name} target no kernel, so it runs no row (its kernels: "
+            f"{', '.join(sorted(table)) or 'none'})" for name, table in tables.items() if not table & set(requested)]
 
 
 def target_module(name: str) -> ModuleType:

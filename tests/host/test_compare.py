@@ -177,6 +177,15 @@ def test_progress_tells_a_kernels_dtypes_apart(tmp_path, capsys):
                                                             "kbench: 2/2 gpu/flash float16 B1 H1 N64 d64"]
 
 
+def test_a_named_target_that_kernels_leaves_without_a_kernel_is_said(tmp_path, capsys):
+    """--targets cpu,asic --kernels numpy: asic runs no row, and the sweep says so instead of dropping it unseen."""
+    assert compare.main(["--targets", "cpu,asic", "--kernels", "numpy", "--seq", "16", "--dim", "8", "--heads", "1",
+                         "--causal", "0", "--iters", "1", "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "kbench: --kernels numpy leaves the asic target no kernel, so it runs no row (its kernels: sa32x32" in err
+    assert "cpu target no kernel" not in err and len(ResultsFile(tmp_path / "results.csv").read()) == 1
+
+
 def test_a_note_every_cpu_row_carries_is_printed_once(tmp_path, capsys, monkeypatch):
     """No RAPL: every CPU row's message says why (results.csv keeps it), the console says it once."""
     from host.cpu import rapl
