@@ -118,7 +118,10 @@ def mapping_note(model: ProblemCycles) -> str:
         else:
             where = (f"streamed past the stationary weights (weight-stationary: {q} cycle(s) per fold against "
                      f"{2 * dp.rows + dp.cols - 2} of fill and drain)")
-        parts.append(f"M = q_len = {q} query row(s) {where}")
+        split = model.mapping.split  # arrays sharing a head's query rows: each runs a chunk of them
+        rows = f"M = q_len = {q} query row(s)" if split == 1 else (
+            f"M = {q} query row(s) per array (a head's rows split over {split} arrays)")
+        parts.append(f"{rows} {where}")
     if model.group > 1:
         kv_bytes = 2 * head.seq * head.dim * 2  # K and V of one K/V head, Q15 words
         if model.kv_shared:
