@@ -239,6 +239,12 @@ class Result:
         return dataclasses.replace(self, **changes)
 
 
+def untiled_key(row: Result) -> tuple:
+    """A row's configuration without its tile (host.compare runs each kernel with the tile its target chooses): a
+    later row of the same key measures that configuration again (--resume, and the report's count)."""
+    return tuple(None if name in ("br", "bc") else value for name, value in zip(CONFIG_FIELDS, row.config_key()))
+
+
 def timing_kind(source: str) -> str | None:
     """'measured' or 'modelled' for a timing_source of the form '<kind>: <how>'; None for anything else."""
     kind, colon, how = source.partition(": ")

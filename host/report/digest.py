@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Iterable
 
 from host.report.common import SUMMARY_ROWS
-from host.results import Result
+from host.results import REMEASURED_STATUSES, Result, untiled_key
 
 #: Rows that have figures worth plotting: ok rows, and wrong rows (shown only on error.png, ringed in red).
 PLOTTED_STATUSES = ("ok", "wrong")
@@ -135,6 +135,7 @@ class Digest:
     def __init__(self, keep: int = SUMMARY_ROWS):
         self.keep = keep
         self.count = 0
+        self.replaced = 0  # failed or skipped rows a later row of their configuration measured again (`of`)
         self.rows: list[Result] | None = []  # every row, while there are at most `keep`; None past that
         self.statuses: Counter = Counter()
         self.run_rows: Counter = Counter()  # run_id → its rows
@@ -148,8 +149,22 @@ class Digest:
 
     @classmethod
     def of(cls, rows: Iterable[Result], keep: int = SUMMARY_ROWS) -> "Digest":
+        """The digest of the rows still current: a failed or skipped row that a later row of the same configuration
+        on the same host and device measured again (a --resume, even one killed before it could drop the old row)
+        is counted in `replaced`, not listed, as --resume itself drops it; another machine's row replaces nothing
+        (merged results keep each machine's verdict). Such rows are held until the end (few), the others digested
+        as they come."""
         digest = cls(keep)
+        held: dict[tuple, Result] = {}  # (configuration, host, device) → its last failed or skipped row so far
         for r in rows:
+            key = (untiled_key(r), r.host, r.device)
+            if held.pop(key, None) is not None:
+                digest.replaced += 1
+            if r.status in REMEASURED_STATUSES:
+                held[key] = r
+            else:
+                digest.add(r)
+        for r in held.values():
             digest.add(r)
         return digest
 

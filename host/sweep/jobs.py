@@ -187,7 +187,3 @@ def _run(job: Job, inputs: Callable[[], Inputs], module: ModuleType, calls: tupl
     return [context.result(job.problem, target=job.target, kernel=job.kernel, device=module.device(settings, session),
                            status=status, message=message.replace("\n", " "))]
 
-
-def untiled_key(row: Result) -> tuple:
-    """A row's configuration without its tile: compare runs each kernel with the tile its target chooses."""
-    return tuple(None if name in ("br", "bc") else value for name, value in zip(CONFIG_FIELDS, row.config_key()))

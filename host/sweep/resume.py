@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Iterable
 
 from host.q15 import NUMERICS
-from host.results import REMEASURED_STATUSES, Result
+from host.results import REMEASURED_STATUSES, Result, untiled_key
 from host.results_file import ResultsFile
 from host.safe_files import keep_aside, remove_leftovers
-from host.sweep.jobs import untiled_key
 
 #: The files whose killed rewrites leave a '.NAME.<random>.tmp' beside them: results.csv and the report's outputs.
 LEFTOVERS = ("results.csv", "results.md", "latency_vs_seq.png", "error.png", "roofline.png")

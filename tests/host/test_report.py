@@ -306,6 +306,26 @@ def test_headline_counts_every_status(md: str):
     assert "13 rows (11 ok, 1 wrong, 1 oom) from" in md.splitlines()[2]
 
 
+def test_a_failed_row_measured_again_later_is_left_out_and_counted(tmp_path: Path):
+    """A --resume killed before it could drop the old row leaves it in results.csv: the report lists the
+    configuration's later row alone, says how many were left out, and keeps a failed row nothing replaced."""
+    failed = dict(status="wrong", message=WRONG, **_timed(0.2, WALL), rel_l2=3.1e-2)
+    rows = [_row(GPU_RUN, "Xeon", "cpu", "reference", 256, **failed),
+            _row(GPU_RUN, "Xeon", "cpu", "reference", 97, **failed),  # never measured again: listed
+            _row(GPU_RUN, "Xeon", "cpu", "reference", 256, status="skipped", message="no memory"),
+            _row(GPU_RUN, "Xeon", "cpu", "reference", 256, **_timed(0.2, WALL), rel_l2=1e-7)]
+    render(write(tmp_path, rows, [GPU_RUN]))
+    md = (tmp_path / "results.md").read_text()
+    assert md.split("\n## ")[0].count("2 rows (1 ok, 1 wrong)") == 1, md.split("\n## ")[0]
+    assert "2 earlier failed or skipped row(s) that a later row of the same configuration measured again" in md
+    other = [row.replace(host="labpc") if row.seq == 256 and row.status == "ok" else row for row in rows]
+    render(write(tmp_path / "merged", other, [GPU_RUN]))  # another machine's ok row replaces nothing...
+    merged = (tmp_path / "merged" / "results.md").read_text()
+    assert "3 rows (1 ok, 1 wrong, 1 skipped)" in merged and " 1 earlier failed" in merged  # ...the skipped row does
+    _, listed = table(sections(md, "## ")["Wrong, skipped and failed"])
+    assert [[c for c in cells if c in ("97", "256")] for cells in listed] == [["97"]], listed
+
+
 def test_runs_section_lists_every_run(md: str):
     runs = sections(md, "## ")["Runs"]
     assert "**gpu-1**" in runs and "**bench-1**" in runs

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from host.report.common import RESULTS_MD
 from host.report.plots import PLOTS
-from host.results import Result
+from host.results import Result, untiled_key
 from host.results_file import ResultsFile
-from host.sweep.jobs import untiled_key
 from host.sweep.resume import LEFTOVERS, open_out
 
 BASE = dict(run_id="r1", timestamp="t", git_rev="g", host="h", device="cpu0", target="cpu", kernel="numpy",
