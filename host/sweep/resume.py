@@ -22,8 +22,12 @@ from host.results import REMEASURED_STATUSES, Result, untiled_key
 from host.results_file import ResultsFile
 from host.safe_files import keep_aside, remove_leftovers
 
+#: What host.compare renders from results.csv as a sweep ends (host/report/render.py: results.md, then PLOTS): a
+#: fresh sweep keeps the previous one aside with its rows, so a sweep stopped before it renders leaves no report of
+#: rows that are no longer in results.csv.
+REPORT_FILES = ("results.md", "latency_vs_seq.png", "error.png", "roofline.png")
 #: The files whose killed rewrites leave a '.NAME.<random>.tmp' beside them: results.csv and the report's outputs.
-LEFTOVERS = ("results.csv", "results.md", "latency_vs_seq.png", "error.png", "roofline.png")
+LEFTOVERS = ("results.csv", *REPORT_FILES)
 
 
 @dataclass
@@ -52,18 +56,19 @@ class OpenOut:
 def open_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
              devices: dict[str, str] | None = None) -> OpenOut:
     """Open OUT/results.csv for a sweep of the `planned` (untiled) keys. Without resume, start afresh, keeping the
-    previous results.csv and runs.jsonl aside (results.csv.prev, then .prev.1, .prev.2, ...: never over an earlier
-    copy). With resume, read the file once: a finished row counts as done only where its target's device is the one
-    `devices` names for it now (a sweep resumed on a real GPU measures again what a fake GPU or another machine
-    measured; those rows stay beside the new ones) and, for a Q15 row, where it was computed under this kbench's
-    numeric contract (host/q15.py NUMERICS; kept likewise); failed, wrong and skipped rows are measured again. A torn
-    last row is cut; a file that is not results is a ResultsError before anything in it changes."""
+    previous results.csv, runs.jsonl and report (REPORT_FILES) aside (results.csv.prev, then .prev.1, .prev.2, ...:
+    never over an earlier copy). With resume, read the file once: a finished row counts as done only where its
+    target's device is the one `devices` names for it now (a sweep resumed on a real GPU measures again what a fake
+    GPU or another machine measured; those rows stay beside the new ones) and, for a Q15 row, where it was computed
+    under this kbench's numeric contract (host/q15.py NUMERICS; kept likewise); failed, wrong and skipped rows are
+    measured again. A torn last row is cut; a file that is not results is a ResultsError before anything in it
+    changes."""
     out.mkdir(parents=True, exist_ok=True)
     remove_leftovers(out, LEFTOVERS)  # of a sweep or report killed mid-rewrite: the caller holds OUT's lock
     results = ResultsFile(out / "results.csv")
     opened = OpenOut(results)
     if not resume:
-        for name in ("results.csv", "runs.jsonl"):
+        for name in ("results.csv", "runs.jsonl", *REPORT_FILES):
             keep_aside(out / name)
         return opened
     devices = devices or {}

@@ -274,6 +274,20 @@ def test_a_fresh_run_keeps_the_previous_results_aside(fake_targets, tmp_path):
     assert [r.seq for r in ResultsFile(out / "results.csv.prev").read()] == [1, 1]
 
 
+def test_a_fresh_sweep_stopped_before_its_report_leaves_no_report_of_other_rows(fake_targets, tmp_path, monkeypatch,
+                                                                                 keep_signals):
+    """The previous run's results.md and plots go aside with its rows: a fresh sweep stopped after one row leaves
+    results.csv with that row and no results.md describing the seq 1 rows it no longer holds."""
+    out = tmp_path / "o"
+    assert compare.main(["--targets", "fake", "--seq", "1", "--out", str(out)]) == 0
+    assert "| 1 |" in (out / "results.md").read_text()
+    monkeypatch.setenv("KBENCH_STOP_AFTER_ROWS", "1")
+    monkeypatch.setenv("KBENCH_STOP_SIGNAL", "INT")
+    assert compare.main(["--targets", "fake", "--seq", "97,98", "--out", str(out)]) == 130
+    assert not (out / "results.md").exists() and "| 1 |" in (out / "results.md.prev").read_text()
+    assert [r.seq for r in ResultsFile(out / "results.csv").read()] == [97]
+
+
 @pytest.mark.parametrize("how", ["INT", "TERM", "KILL"])
 def test_interrupted_sweep_resumes_without_duplicates_or_losses(tmp_path, how):
     out = tmp_path / "o"
