@@ -136,6 +136,30 @@ def test_a_head_runs_on_the_vm_bit_exact_with_the_emulators_cycles(vm, seq, dim,
     assert head.cycles[0] > seq * seq * dim // (2 if causal else 1)  # at least a cycle per multiply-accumulate
 
 
+MANY_CALLS = """import array, gc, q15attn
+seq, dim = 16, 8
+q, k, vt, o = (array.array('h', range(i, i + seq * dim)) for i in range(4))
+g = bytearray(seq)
+state = bytearray(q15attn.state_bytes(dim, seq))
+calls = 200
+free = gc.mem_free()
+for _ in range(calls):
+    q15attn.attention(q, k, vt, o, g, seq, dim, 0, 16, 23170, 16)
+    q15attn.stream(q, k, vt, o, g, state, seq, dim, 0, 16, 23170, 16, 0, 0)
+print(free - gc.mem_free(), calls)
+"""
+
+
+@pytest.mark.skipif(bool(emulator_missing()), reason=emulator_missing() or "-")
+def test_a_kernel_call_allocates_nothing_so_one_step_can_make_hundreds(vm):
+    """A board's native call allocates nothing; this port collects only between calls into the VM, and a frame
+    server's RUN makes heads × repeat calls in one step: 1.4 KB a call wedged the twin after about 40 (a 60-repeat
+    row hung). 400 calls in one command: not a byte of the heap."""
+    done = mpremote(vm, "exec", MANY_CALLS, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "200"], done.stdout
+
+
 ALIASED = """import q15attn
 seq, dim = 17, 8
 q = bytearray(bytes((i * 37 + 11) % 256 for i in range(seq * dim * 2)))

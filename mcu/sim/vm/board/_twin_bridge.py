@@ -1,6 +1,8 @@
 # The twin VM's line to its Python side (mcu/sim/vm_bridge.py): the device /dev/twin, which twin.mjs passes through
 # byte for byte. A call writes a header of int32s and its buffers and reads the reply into preallocated buffers:
-# nothing is allocated per call but small ints, an error's message and the views of buffers it fills.
+# nothing is allocated per call (a board's native call allocates nothing, and this port collects only between calls
+# into the VM: a frame server's RUN makes heads × repeat calls in one step) but an error's message and, for a value
+# beyond a small int (cycles past 2^30), its int.
 #
 # Wire: request = HEADER (op, ten int arguments, the byte lengths of up to six buffers, then their addresses in the
 # VM's memory, so that the Python side lays out buffers that overlap here overlapping there too) and the buffers;
@@ -21,7 +23,10 @@ ERRORS = (None, ValueError, TypeError, OverflowError, RuntimeError)
 _line = open("/dev/twin", "r+b")  # noqa: SIM115 - open for the VM's life
 _null = open("/dev/null", "wb")  # noqa: SIM115 - what a write of a buffer returns is its length in bytes
 _header = bytearray(struct.calcsize(HEADER))
+_LENGTHS = 4 * 11  # where HEADER's buffer lengths start, then their addresses
 _reply = bytearray(struct.calcsize(REPLY))
+_replied = uctypes.struct(uctypes.addressof(_reply), {"status": 0 | uctypes.INT32, "value": 4 | uctypes.UINT32,
+                                                      "n": 8 | uctypes.INT32}, uctypes.LITTLE_ENDIAN)
 _scratch = bytearray(64)  # where the rest of a reply goes when the call fails midway
 
 
@@ -47,35 +52,46 @@ def call(op, a=0, b=0, c=0, d=0, e=0, f=0, g=0, h=0, i=0, j=0, sent=(), filled=(
 
 def _exchange(op, a, b, c, d, e, f, g, h, i, j, sent, filled):
     # in bytes, whatever the buffer (an array's len() counts its items); a buffer without the protocol fails here,
-    # before anything is sent
-    unused = [0] * (_BUFFERS - len(sent))
-    lengths = [_nbytes(x) for x in sent] + unused
-    addresses = [uctypes.addressof(x) for x in sent] + unused
-    sizes = [_nbytes(x) for x in filled]
-    struct.pack_into(HEADER, _header, 0, op, a, b, c, d, e, f, g, h, i, j, *lengths, *addresses)
+    # before anything is sent. Loops over the buffers and packs into the header in place: no list, tuple or slice
+    struct.pack_into("<11i", _header, 0, op, a, b, c, d, e, f, g, h, i, j)
+    slot = 0
+    for x in sent:
+        struct.pack_into("<i", _header, _LENGTHS + 4 * slot, _nbytes(x))
+        struct.pack_into("<i", _header, _LENGTHS + 4 * (_BUFFERS + slot), uctypes.addressof(x))
+        slot += 1
+    while slot < _BUFFERS:
+        struct.pack_into("<i", _header, _LENGTHS + 4 * slot, 0)
+        struct.pack_into("<i", _header, _LENGTHS + 4 * (_BUFFERS + slot), 0)
+        slot += 1
+    left = 0
+    for x in filled:
+        left += _nbytes(x)
     _line.write(_header)
     for buffer in sent:
         _line.write(buffer)
     _line.readinto(_reply)
-    status, value, n = struct.unpack_from(REPLY, _reply, 0)
-    left = n if status else sum(sizes)  # the reply's bytes still on the line
+    status, n = _replied.status, _replied.n
+    if status:
+        left = n  # the reply's bytes still on the line: the message instead of the buffers
     try:
         if status:
             message = bytearray(n)
             _line.readinto(message)
             left = 0
             raise ERRORS[status](message.decode())
-        for buffer, size in zip(filled, sizes):
+        for buffer in filled:
+            size = _nbytes(buffer)
             _line.readinto(buffer)  # a read-only buffer is refused before a byte is read
             left -= size
     except BaseException:
         _drain(left)  # whatever failed, the next call must read its own reply
         raise
-    return value
+    return _replied.value
 
 
 def _nbytes(x):
-    return len(x) if isinstance(x, (bytes, bytearray)) else _null.write(x)
+    kind = type(x)  # not isinstance(x, (bytes, bytearray)): that tuple would be built at every call
+    return len(x) if kind is bytes or kind is bytearray else _null.write(x)
 
 
 def _drain(count):

@@ -45,33 +45,38 @@ _RW = 0x80  # MP_OBJ_ARRAY_TYPECODE_FLAG_RW: a memoryview of a writable buffer
 _ARRAYS = (bytearray, array.array, memoryview)  # MicroPython's mp_obj_array_t
 
 
+_WRITABLE = 0x100  # in what _buffer returns, beside the typecode
+
+
 def _buffer(value):
-    # (typecode, writable) as the binding's mp_get_buffer sees value, None without the buffer protocol. A bytearray,
-    # array or memoryview is an mp_obj_array_t, whose typecode byte (with the RW flag of a memoryview) follows its
-    # type pointer: read there, as port code cannot see a memoryview's typecode otherwise. bytes and str are read-only
-    # 'B'; an object of another type with a buffer (a subclass of one of these, a uctypes struct) is taken as 'B',
-    # read-only too (the board may differ)
+    # the typecode as the binding's mp_get_buffer sees value, with _WRITABLE set for a writable buffer (an int, not a
+    # tuple: these checks run on every kernel call and allocate nothing); -1 without the buffer protocol. A
+    # bytearray, array or memoryview is an mp_obj_array_t, whose typecode byte (with the RW flag of a memoryview)
+    # follows its type pointer: read there, as port code cannot see a memoryview's typecode otherwise. bytes and str
+    # are read-only 'B'; an object of another type with a buffer (a subclass of one of these, a uctypes struct) is
+    # taken as 'B', read-only too (the board may differ)
     kind = type(value)
     if kind is bytearray or kind is array.array or kind is memoryview:
-        code = uctypes.bytearray_at(id(value) + _BASE, 1)[0]
-        return code & 0x7F, kind is not memoryview or code & _RW != 0
+        code = _memory[id(value) + _BASE]
+        return (code & 0x7F) | (_WRITABLE if kind is not memoryview or code & _RW else 0)
     try:
         _null.write(value)
     except TypeError:
-        return None
-    return 66, False
+        return -1
+    return 66
 
 
 def _check_layout():
     # the typecode byte where _buffer reads it, or the twin stops here rather than judge buffers wrongly
-    views = ((bytearray(2), _BYTEARRAY, True), (array.array("h", [0]), 104, True),
-             (memoryview(array.array("b", [0])), 98, True), (memoryview(b"ab"), 66, False))
-    for value, code, writable in views:
-        if _buffer(value) != (code, writable):
+    views = ((bytearray(2), _BYTEARRAY | _WRITABLE), (array.array("h", [0]), 104 | _WRITABLE),
+             (memoryview(array.array("b", [0])), 98 | _WRITABLE), (memoryview(b"ab"), 66))
+    for value, expected in views:
+        if _buffer(value) != expected:
             raise RuntimeError("kbench twin: a memoryview's typecode is not at its object + %d in this port" % _BASE)
 
 
 _BASE = 4  # mp_obj_base_t: one 4-byte pointer on wasm32
+_memory = uctypes.bytearray_at(0, 1 << 30)  # the VM's memory as bytes, made once: a view per read would allocate
 _check_layout()
 
 
@@ -94,22 +99,22 @@ def _ranged(value, name, low=None, high=None):
     return value
 
 
-def _positional(args, low, high):
-    # the binding's functions take positional arguments only (MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN)
-    if not low <= len(args) <= high:
-        raise TypeError("function expected at most %d arguments, got %d" % (high, len(args)) if len(args) > high
-                        else "function missing %d required positional arguments" % (low - len(args)))
+def _positional(count, low, high):
+    # the binding's functions take positional arguments only (MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN): `count` given
+    if not low <= count <= high:
+        raise TypeError("function expected at most %d arguments, got %d" % (high, count) if count > high
+                        else "function missing %d required positional arguments" % (low - count))
 
 
 def _tensor(value, name, write):
     # the binding's buffer_arg: TypeError without a buffer (o: without a writable one); a bytearray's raw int16 on a
     # 2-byte boundary; the typecode the kernel is given
     got = _buffer(value)
-    if got is None or (write and not got[1]):
+    if got < 0 or (write and not got & _WRITABLE):
         raise TypeError("%s is %s; allowed: %s" % (name, type(value).__name__, "a writable array('h') or bytearray"
                                                    if write else "array('h') or bytearray"))
-    if got[0] != _BYTEARRAY:
-        return got[0]
+    if got & 0x7F != _BYTEARRAY:
+        return got & 0x7F
     if uctypes.addressof(value) & 1:
         raise ValueError("%s starts at an odd address; allowed: a 2-byte boundary (a bytearray, or a memoryview of one "
                          "at an even offset)" % name)
@@ -122,10 +127,10 @@ def _shifts(oshift):
     if type(oshift) is int:
         raise TypeError(_OLD_CALLER % oshift)
     got = _buffer(oshift)
-    if got is None or not got[1]:
+    if got < 0 or not got & _WRITABLE:
         raise TypeError("oshift is %s; allowed: a writable bytearray or array('B'), a byte per row"
                         % type(oshift).__name__)
-    return 66 if got[0] == _BYTEARRAY else got[0]
+    return 66 if got & 0x7F == _BYTEARRAY else got & 0x7F
 
 
 _OLD_CALLER = ("oshift=%d is an int: the caller predates q15attn 4 (contract v2 takes an oshift buffer after o); "
@@ -133,24 +138,24 @@ _OLD_CALLER = ("oshift=%d is an int: the caller predates q15attn 4 (contract v2 
                "python -m mcu.deploy")
 
 
-def _state(state):
+def _check_state(state):
     # the binding's checks of a streamed head's state: writable, a bytearray's or 'h', on 8 bytes
     got = _buffer(state)
-    if got is None or not got[1]:
+    if got < 0 or not got & _WRITABLE:
         raise TypeError("state is %s; allowed: a bytearray of state_bytes(dim, rows)" % type(state).__name__)
-    if got[0] != _BYTEARRAY and got[0] != 104:
-        raise ValueError("state has typecode '%s'; allowed: a bytearray of state_bytes(dim, rows)" % chr(got[0]))
+    if got & 0x7F != _BYTEARRAY and got & 0x7F != 104:
+        raise ValueError("state has typecode '%s'; allowed: a bytearray of state_bytes(dim, rows)" % chr(got & 0x7F))
     offset = uctypes.addressof(state) & 7
     if offset:
         raise ValueError("state starts at an address = %d mod 8; allowed: 0 mod 8 (a whole bytearray, or a memoryview "
                          "of one at a multiple of 8)" % offset)
 
 
-def _typecodes(codes):
-    # the kernel's first check (q15attn_check_buffers): q, k, vt and o int16, oshift uint8, the first other named
-    for name, code, want in zip(("q", "k", "vt", "o", "oshift"), codes, (104, 104, 104, 104, 66)):
-        if code != want:
-            raise ValueError("%s has typecode '%s%s" % (name, chr(code), _INT16 if want == 104 else _UINT8))
+def _typecode(name, code, want):
+    # the kernel's first check (q15attn_check_buffers), buffer by buffer in the order q, k, vt, o, oshift: int16,
+    # oshift uint8
+    if code != want:
+        raise ValueError("%s has typecode '%s%s" % (name, chr(code), _INT16 if want == 104 else _UINT8))
 
 
 def state_bytes(dim, rows):
@@ -159,32 +164,105 @@ def state_bytes(dim, rows):
     return _bridge.call(_bridge.STATE_BYTES, _ranged(dim, "dim"), _ranged(rows, "rows"))
 
 
-def attention(*args):
+#: What attention (5 sent, 2 filled) and stream (6 and 3) pass to the bridge: filled in place and emptied after the
+#: call, so that no tuple is made per call and no freed tensor is kept alive by a reference left here
+_sent5, _filled2, _sent6, _filled3 = [None] * 5, [None] * 2, [None] * 6, [None] * 3
+_ABSENT = object()  # an argument not given: the binding counts positional arguments, and *args would make a tuple
+# (attention's and stream's parameters are named _q, _k, ...: the binding takes no keyword, and a caller's q= or
+# score_shift= must meet MicroPython's TypeError, as on a board)
+
+
+def _count(*args):
+    # how many arguments a call gave, for the binding's count message (this tuple is made on that error only)
+    n = 0
+    for value in args:
+        if value is _ABSENT:
+            break
+        n += 1
+    return n
+
+
+def attention(_q=_ABSENT, _k=_ABSENT, _vt=_ABSENT, _o=_ABSENT, _oshift=_ABSENT, _seq=_ABSENT, _dim=_ABSENT,
+              _causal=_ABSENT, _bc=_ABSENT, _score_mult=_ABSENT, _score_shift=_ABSENT, _row0=_ABSENT, *more):
     # modq15attn.c's order: the buffers, the ints, row0, then the kernel's typecodes (the rest on the Python side);
-    # nothing is sent before every check the VM can make has passed
-    _positional(args, 11, 12)
-    q, k, vt, o, oshift = args[:5]
-    codes = (_tensor(q, "q", False), _tensor(k, "k", False), _tensor(vt, "vt", False), _tensor(o, "o", True),
-             _shifts(oshift))
-    for value, name in zip(args[5:11], _PARAMS):
-        _int(value, name)
-    row0 = _ranged(args[11], "row0") if len(args) > 11 else 0
-    _typecodes(codes)
-    return _bridge.call(_bridge.ATTENTION, *args[5:11], row0, 0, sent=(q, k, vt, o, oshift), filled=(o, oshift))
+    # nothing is sent before every check the VM can make has passed. Nothing is allocated on the way (a board's call
+    # allocates nothing, and this port cannot collect inside a call into the VM)
+    if more or _score_shift is _ABSENT:
+        given = _count(_q, _k, _vt, _o, _oshift, _seq, _dim, _causal, _bc, _score_mult, _score_shift, _row0)
+        _positional(given + len(more), 11, 12)
+    cq = _tensor(_q, "q", False)  # one assignment each: a 4-tuple would be allocated
+    ck = _tensor(_k, "k", False)
+    cvt = _tensor(_vt, "vt", False)
+    co = _tensor(_o, "o", True)
+    cshift = _shifts(_oshift)
+    _int(_seq, "seq")
+    _int(_dim, "dim")
+    _int(_causal, "causal")
+    _int(_bc, "bc")
+    _int(_score_mult, "score_mult")
+    _int(_score_shift, "score_shift")
+    _row0 = 0 if _row0 is _ABSENT else _ranged(_row0, "row0")
+    _typecode("q", cq, 104)
+    _typecode("k", ck, 104)
+    _typecode("vt", cvt, 104)
+    _typecode("o", co, 104)
+    _typecode("oshift", cshift, 66)
+    _sent5[0] = _q  # one assignment each: more than three at once would build a tuple
+    _sent5[1] = _k
+    _sent5[2] = _vt
+    _sent5[3] = _o
+    _sent5[4] = _oshift
+    _filled2[0] = _o
+    _filled2[1] = _oshift
+    try:
+        return _bridge.call(_bridge.ATTENTION, _seq, _dim, _causal, _bc, _score_mult, _score_shift, _row0, 0,
+                            sent=_sent5, filled=_filled2)
+    finally:  # straight-line code: a Ctrl-C judged as the call returned raises in the caller, not in a loop here
+        _sent5[0] = _sent5[1] = _sent5[2] = _sent5[3] = _sent5[4] = _filled2[0] = _filled2[1] = None
 
 
-def stream(*args):
-    _positional(args, 14, 14)
-    q, k, vt, o, oshift, state = args[:6]
-    codes = (_tensor(q, "q", False), _tensor(k, "k", False), _tensor(vt, "vt", False), _tensor(o, "o", True),
-             _shifts(oshift))
-    _state(state)
-    for value, name in zip(args[6:12], _PARAMS):
-        _int(value, name)
-    row0, key0 = _ranged(args[12], "row0"), _ranged(args[13], "key0")
-    _typecodes(codes)
-    return _bridge.call(_bridge.STREAM, *args[6:12], row0, key0, sent=(q, k, vt, o, oshift, state),
-                        filled=(o, oshift, state))
+def stream(_q=_ABSENT, _k=_ABSENT, _vt=_ABSENT, _o=_ABSENT, _oshift=_ABSENT, _state=_ABSENT, _seq=_ABSENT,
+           _dim=_ABSENT, _causal=_ABSENT, _bc=_ABSENT, _score_mult=_ABSENT, _score_shift=_ABSENT, _row0=_ABSENT,
+           _key0=_ABSENT, *more):
+    # as attention, with the streamed head's state after oshift and key0 after row0
+    if more or _key0 is _ABSENT:
+        given = _count(_q, _k, _vt, _o, _oshift, _state, _seq, _dim, _causal, _bc, _score_mult, _score_shift, _row0,
+                       _key0)
+        _positional(given + len(more), 14, 14)
+    cq = _tensor(_q, "q", False)  # one assignment each: a 4-tuple would be allocated
+    ck = _tensor(_k, "k", False)
+    cvt = _tensor(_vt, "vt", False)
+    co = _tensor(_o, "o", True)
+    cshift = _shifts(_oshift)
+    _check_state(_state)
+    _int(_seq, "seq")
+    _int(_dim, "dim")
+    _int(_causal, "causal")
+    _int(_bc, "bc")
+    _int(_score_mult, "score_mult")
+    _int(_score_shift, "score_shift")
+    _row0 = _ranged(_row0, "row0")
+    _key0 = _ranged(_key0, "key0")
+    _typecode("q", cq, 104)
+    _typecode("k", ck, 104)
+    _typecode("vt", cvt, 104)
+    _typecode("o", co, 104)
+    _typecode("oshift", cshift, 66)
+    _sent6[0] = _q
+    _sent6[1] = _k
+    _sent6[2] = _vt
+    _sent6[3] = _o
+    _sent6[4] = _oshift
+    _sent6[5] = _state
+    _filled3[0] = _o
+    _filled3[1] = _oshift
+    _filled3[2] = _state
+    try:
+        return _bridge.call(_bridge.STREAM, _seq, _dim, _causal, _bc, _score_mult, _score_shift, _row0, _key0,
+                            sent=_sent6, filled=_filled3)
+    finally:
+        _sent6[0] = _sent6[1] = _sent6[2] = _sent6[3] = _sent6[4] = _sent6[5] = None
+        _filled3[0] = _filled3[1] = _filled3[2] = None
 
 
 def _span(start, end, length):
@@ -206,7 +284,7 @@ def _helper(op, a, b, c):
 def _bytes(value, write=False):
     # the binding's mp_get_buffer_raise: the buffer's length in bytes
     got = _buffer(value)
-    if got is None or (write and not got[1]):
+    if got < 0 or (write and not got & _WRITABLE):
         raise TypeError("object with buffer protocol required")
     return _null.write(value)
 
