@@ -41,8 +41,9 @@ from host.errors import LinkError, TargetError
 from mcu import cycles as model
 
 HEAD_ATTEMPTS = 5  # sessions in a row without a completed chunk before the head fails
-#: The twin names itself so in HELLO's machine string (sys.implementation._machine), as boards name their board.
-TWIN_MACHINE_MARK = "kbench twin"
+#: The twin names itself so in HELLO's firmware string (its sys.version ends "(kbench twin)"; its machine string is
+#: the F407's, as a board's), so that a twin reached with --serial is known for one.
+TWIN_MARK = "kbench twin"
 
 
 @dataclass
@@ -60,7 +61,7 @@ class Session:
     def is_twin(self) -> bool:
         """A twin this host started, or one it was pointed at (its HELLO says so): its RUNs take emulation time."""
         hello = getattr(self.link, "hello", None)
-        return self.twin is not None or (hello is not None and TWIN_MACHINE_MARK in hello.machine)
+        return self.twin is not None or (hello is not None and TWIN_MARK in hello.firmware + hello.machine)
 
     def recover(self) -> None:
         """A fresh server session: a twin that died is started again (and deployed to) first."""

@@ -167,12 +167,13 @@ def open_session(settings: Settings):
             raise UnavailableError(f"the twin: {text}" if sim else text if text.startswith(port) else
                                    f"{port}: {text}") from None
         stack.callback(link.close)
-        kind = "twin" if sim else "board"
-        description = f"{hello.machine} ({kind}, {hello.clock_hz / 1e6:g} MHz, heap {hello.heap_total} B)"
+        session = Session(link, port, "", twin=twin)  # a twin reached with --serial is known by its HELLO
+        kind = "twin" if session.is_twin else "board"
+        session.description = f"{hello.machine} ({kind}, {hello.clock_hz / 1e6:g} MHz, heap {hello.heap_total} B)"
         refusal = hello.module_refusal(port)  # missing, or older than the contract this host computes
         if refusal:
             raise UnavailableError(refusal)
-        yield Session(link, port, description, twin=twin)
+        yield session
 
 
 def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]) -> list[Result]:

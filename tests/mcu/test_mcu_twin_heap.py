@@ -170,3 +170,16 @@ def test_a_prelude_that_prints_is_kept_out_of_the_frames_and_one_that_raises_is_
     prelude.write_text("def run():\n    raise ValueError('a bad prelude')\n")
     with pytest.raises(ServerMissing, match="ValueError: a bad prelude"), BoardLink(fresh_twin.port) as link:
         link.request(m.Kind.HELLO)
+
+
+def test_a_twin_reached_with_serial_is_labelled_a_twin_not_a_board(deployed, tmp_path):
+    """host.compare --serial PTY on the twin's pty: HELLO's firmware string ends '(kbench twin)', so the row's
+    timing and sensors are modelled and its device says twin, as with --sim (they read 'measured' and 'board')."""
+    from host.results_file import ResultsFile
+    from host.sweep import cli as compare
+
+    assert compare.main(["--targets", "mcu", "--serial", deployed, "--seq", "16", "--dim", "8", "--heads", "1",
+                         "--causal", "0", "--out", str(tmp_path)]) == 0
+    (row,) = ResultsFile(tmp_path / "results.csv").read()
+    assert row.status == "ok" and row.timing_source.startswith("modelled") and row.sensors_source == "modelled"
+    assert "(twin, 168 MHz" in row.device, row.device

@@ -9,6 +9,10 @@ import sys as _sys
 from _twin_config import MPY_ABI as _MPY_ABI  # python -m mcu.sim --vm --mpy-abi (default the F407's, 7942)
 
 platform = "pyboard"
+# The one mark of the twin a board's code can read (HELLO sends sys.version as the firmware): a host pointed at the
+# twin's pty with --serial labels its rows modelled, not measured (mcu/head.py TWIN_MARK). The F407 identity that
+# mcu.deploy and q15attn.mpy check (sys.implementation, sys.platform, the machine string) is unchanged.
+version = _sys.version + " (kbench twin)"
 
 
 class _Implementation:
