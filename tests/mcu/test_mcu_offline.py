@@ -190,7 +190,7 @@ class ResettingLink:
         from types import SimpleNamespace
 
         self.hello = SimpleNamespace(heap_free=TWIN_HEAP_FREE, reserve=8192, max_data=1024, clock_hz=168_000_000,
-                                     machine="board", largest_block=TWIN_HEAP_FREE)
+                                     machine="board", firmware="a board", largest_block=TWIN_HEAP_FREE)
         self.timeouts = SimpleNamespace(reply=2.0)
         self.setups = []
 

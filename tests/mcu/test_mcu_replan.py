@@ -37,7 +37,8 @@ class RefusingBoard:
 
     def __init__(self, setup_limit: int | None = None, refuse_loads: tuple[int, ...] = ()):
         self.hello = SimpleNamespace(heap_free=TWIN_HEAP_FREE, reserve=8192, max_data=1024, clock_hz=168_000_000,
-                                     machine="board", window=4, largest_block=TWIN_HEAP_FREE)
+                                     machine="board", firmware="a board", window=4,
+                                     largest_block=TWIN_HEAP_FREE)
         self.timeouts = SimpleNamespace(reply=2.0)
         self.stats = LinkStats()  # the real link's counters: retries, restarts, rejected frames, wire bytes
         self.setup_limit, self.refuse_loads = setup_limit, refuse_loads
