@@ -136,6 +136,16 @@ def test_a_head_runs_on_the_vm_bit_exact_with_the_emulators_cycles(vm, seq, dim,
     assert head.cycles[0] > seq * seq * dim // (2 if causal else 1)  # at least a cycle per multiply-accumulate
 
 
+def test_ctrl_c_stops_a_main_py_that_loops_so_mpremote_gets_in(tmp_path):
+    """A main.py that prints forever: mpremote's Ctrl-C interrupts it, as pyexec lets Ctrl-C stop a boot file on a
+    board, and its command runs (mpremote waited forever, and mcu.deploy could not reach the board to remove it)."""
+    (tmp_path / "main.py").write_text("import time\nwhile True:\n    print('main loop')\n    time.sleep(0.1)\n")
+    with TwinWithOptions(root=tmp_path) as twin:
+        twin.env = client_env(tmp_path / "xdg")
+        done = mpremote(twin, "exec", "print(6 * 7)", timeout=30)
+    assert (done.returncode, done.stdout.strip().splitlines()[-1:]) == (0, ["42"]), done.stderr
+
+
 MANY_CALLS = """import array, gc, q15attn
 seq, dim = 16, 8
 q, k, vt, o = (array.array('h', range(i, i + seq * dim)) for i in range(4))

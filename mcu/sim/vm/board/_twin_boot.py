@@ -229,6 +229,7 @@ def _kbench_boot_files(raw):
     # the board's globals as after a reset, then boot.py and (unless in the raw REPL) main.py from the flash, their
     # errors printed, as the STM32 port runs them
     import __main__
+    import micropython
 
     scope = __main__.__dict__
     scope.clear()
@@ -239,10 +240,13 @@ def _kbench_boot_files(raw):
                 source = f.read()
         except OSError:
             continue
+        micropython.kbd_intr(3)  # as pyexec runs a file: Ctrl-C on the line interrupts it (mpremote's way in)
         try:
             exec(compile(source, name, "exec"), scope)
         except BaseException as exc:  # noqa: BLE001 - printed, as the firmware prints a boot file's error
             _sys.print_exception(exc)
+        finally:
+            micropython.kbd_intr(-1)  # the REPL's between commands
 
 
 for _name in ("_twin_bridge", "machine", "pyb", "_board_sys", "_board_gc", "_board_os", "_board_time"):
