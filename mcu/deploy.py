@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,9 @@ from mcu.mpy import BOARD_MODULES, MpyAbi, compile_board_module
 NATIVE_MODULE = Path(__file__).resolve().parent / "native" / "build" / "armv7emsp" / "q15attn.mpy"
 BUILD_DIR = Path(__file__).resolve().parent.parent / "build" / "board"  # the .mpy files, for mpremote shortcuts
 BOARD_DIR = "/flash"
+#: Seconds one read of the line may wait. mpremote reads a pty a byte at a time and checks its overall deadline only
+#: between reads, so a blocking read (pyserial's default) on a silent board waited forever.
+READ_TIMEOUT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -84,12 +88,19 @@ def deploy(port: str, baud: int, q15attn: Path | None = None, say=print) -> list
     files, note = uploads(q15attn)
     try:
         transport = SerialTransport(port, baudrate=baud)
+        transport.serial.timeout = READ_TIMEOUT_S
     except Exception as exc:  # noqa: BLE001 - mpremote raises TransportError or a serial error
         raise LinkError(f"cannot open {port}: {exc}") from None
     lines = []
     try:
         transport.serial.write(FLUSH + BREAK)  # a frame server left running returns to the REPL
-        transport.enter_raw_repl(soft_reset=False)
+        with contextlib.redirect_stdout(io.StringIO()):  # mpremote prints what it read before it gives up
+            try:
+                transport.enter_raw_repl(soft_reset=False)
+            except TransportError as exc:
+                raise LinkError(f"{port}: {exc} (no raw REPL prompt within mpremote's 10 s: code on the board that "
+                                "keeps the line busy or turned Ctrl-C off, e.g. a main.py? reset the board, or "
+                                "remove it)") from None
         board_abi = transport.eval("__import__('sys').implementation._mpy")
         machine = transport.eval("getattr(__import__('sys').implementation, '_machine', '?')")
         say(f"board on {port}: {machine}, {MpyAbi.from_board(board_abi)}")

@@ -146,6 +146,17 @@ def test_ctrl_c_stops_a_main_py_that_loops_so_mpremote_gets_in(tmp_path):
     assert (done.returncode, done.stdout.strip().splitlines()[-1:]) == (0, ["42"]), done.stderr
 
 
+def test_deploy_to_a_board_whose_main_py_turned_ctrl_c_off_ends_in_one_line(tmp_path):
+    """A main.py that turns Ctrl-C off and computes forever cannot be interrupted (on a board either): mcu.deploy
+    gives up within mpremote's 10 s with one line saying what may hold the line (it read a silent pty forever)."""
+    (tmp_path / "main.py").write_text("import micropython\nmicropython.kbd_intr(-1)\nwhile True:\n    pass\n")
+    with TwinWithOptions(root=tmp_path) as twin:
+        done = subprocess.run([sys.executable, "-m", "mcu.deploy", "--serial", twin.port], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stdout == "", done
+    assert done.stderr.count("\n") == 1 and "could not enter raw repl (no raw REPL prompt" in done.stderr
+
+
 MANY_CALLS = """import array, gc, q15attn
 seq, dim = 16, 8
 q, k, vt, o = (array.array('h', range(i, i + seq * dim)) for i in range(4))
