@@ -165,15 +165,21 @@ def folder(text: str) -> Path:
     return Path(text)
 
 
-def output_folder(out: Path, option: str = "--out") -> Path:
+def output_folder(out: Path, option: str = "--out", create: bool = True) -> Path:
     """Make `out` (and its parents) for writing, or raise SpecError in one line: it is a file, it lies under a
-    file, or it cannot be created or written."""
+    file, or it cannot be created or written. With create False, only what can be told without making anything (a
+    file in the way, a folder or its nearest existing parent that cannot be written in): for a check before a tool
+    knows it will write at all."""
     absolute = out.absolute()
     existing = next(path for path in (absolute, *absolute.parents) if path.exists())
     if existing == absolute and not existing.is_dir():
         raise SpecError(f"{option} {out} is a file; allowed: a folder (new or existing)")
     if not existing.is_dir():
         raise SpecError(f"{option} {out}: {existing} is a file, so no folder can be made under it")
+    if not create:
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise SpecError(f"{option} {out}: cannot write in {existing}")
+        return out
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

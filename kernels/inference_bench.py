@@ -46,8 +46,8 @@ from typing import Sequence
 
 import numpy as np
 
-from host.cli_common import Parser, folder, guard, integer, output_folder
-from host.errors import TargetError, UnavailableError
+from host.cli_common import Parser, folder, guard, integer, output_folder, typed
+from host.errors import SpecError, TargetError, UnavailableError
 from host.problem import AttentionProblem
 from host.target_api import Inputs, RunContext, RunOptions
 from kernels import target
@@ -209,7 +209,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = target.Settings(device="cuda", dtypes=("float16",))
 
     def body() -> int:
-        args = parser().parse_args(argv)
+        command = parser()
+        args = command.parse_args(argv)
+        sweep = "--split-sweep" if args.split_sweep else "--launch-sweep" if args.launch_sweep else ""
+        given = typed(command, sys.argv[1:] if argv is None else argv, ["quick", "max_gib", "no_other"])
+        grid_only = [f"--{dest.replace('_', '-')}" for dest in ("quick", "max_gib", "no_other") if dest in given]
+        if sweep and grid_only:  # a sweep times its own fixed points: these would be dropped unread
+            raise SpecError(f"{', '.join(grid_only)} shape the grid, which {sweep} replaces; drop them or {sweep}")
+        output_folder(args.out, create=False)  # a bad --out is the user's, said before the missing GPU
         ok, why = target.available(settings)
         if not ok:
             raise UnavailableError(f"no GPU to measure on: {why}")

@@ -338,6 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body() -> int:
         args = with_device_defaults(build_parser().parse_args(argv))
+        output_folder(args.out, create=False)  # a bad --out is the user's, said before the missing GPU
         ok, reason = target.available(target.Settings(device=args.gpu_device))
         if not ok:
             raise UnavailableError(f"nothing can be measured: {reason} (--gpu-device fake runs the sweep without a "

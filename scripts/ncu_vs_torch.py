@@ -35,10 +35,15 @@ BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION")
 def drive(case: str) -> int:
     """Ours (the target's plan) and each torch backend at `case`, one call each, synchronised (ncu replays each
     kernel with the caches flushed, so a warm-up call would only double the profile)."""
-    import cupy
-
     from host.problem import AttentionProblem
     from kernels import target
+
+    ok, why = target.available()
+    if not ok:
+        print(f"kbench: ncu_vs_torch drive needs a GPU: {why}", file=sys.stderr)
+        return 1
+    import cupy
+
     from kernels.decode_timing import device_tensors, torch_call, torch_view
 
     b, h, hkv, n, m, d = CASES[case]

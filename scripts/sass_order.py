@@ -30,7 +30,9 @@ def kind(mnemonic: str, operands: str) -> str | None:
             if shown == "WARPGROUP.DEPBAR":
                 return f"{mnemonic} {operands.strip()}"
             if shown == "HGMMA":
-                return f"{mnemonic} ({'P from registers' if ' R' in operands.split(',')[1] else 'smem A'})"
+                parts = operands.split(",")
+                source = parts[1] if len(parts) > 1 else ""  # an HGMMA with no second operand: none we know
+                return f"{mnemonic} ({'P from registers' if ' R' in source else 'smem A'})"
             return mnemonic
     return None
 

@@ -4,9 +4,12 @@ scripts/ncu_vs_torch.py and kernels.inference_bench's sweeps."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,6 +63,21 @@ def test_sass_order_refuses_a_file_that_is_no_listing_in_one_line(tmp_path):
     assert missing.returncode == 2 and "usage: sass_order.py FILE.sass" in missing.stderr
 
 
+def test_sass_order_takes_an_mma_without_a_second_operand(tmp_path):
+    # a truncated HGMMA line (no comma): listed as an MMA reading shared memory, not an IndexError
+    (tmp_path / "cut.sass").write_text("Function : f\n/*0000*/ HGMMA.64x128x16.F32 R88 ;\n")
+    done = run("scripts/sass_order.py", str(tmp_path / "cut.sass"))
+    assert (done.returncode, done.stdout.splitlines()) == (0, ["f", "  0000  HGMMA.64x128x16.F32 (smem A)"]), done
+
+
+def test_ncu_vs_torch_drive_without_a_gpu_says_why_in_one_line():
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed here: the drive would run")
+    done = run("scripts/ncu_vs_torch.py", "drive", "decode_b1_4k")
+    assert done.returncode == 1 and done.stderr.startswith("kbench: ncu_vs_torch drive needs a GPU: ") and \
+        done.stderr.count("\n") == 1, done.stderr
+
+
 def test_ncu_vs_torch_names_its_cases_on_a_bad_one():
     done = run("scripts/ncu_vs_torch.py", "drive", "decode_b1_9k")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
@@ -71,3 +89,18 @@ def test_the_decode_benchmark_takes_one_sweep_a_run():
     both = run("-m", "kernels.inference_bench", "--split-sweep", "--launch-sweep")
     assert both.returncode == 2 and both.stderr.count("\n") == 1
     assert "argument --launch-sweep: not allowed with argument --split-sweep" in both.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--split-sweep", "--quick", "--max-gib", "1"], "--quick, --max-gib shape the grid, which --split-sweep replaces"),
+    (["--launch-sweep", "--no-other"], "--no-other shape the grid, which --launch-sweep replaces"),
+    (["--out", __file__], "is a file; allowed: a folder"),  # the user's error, before the machine's lack of a GPU
+])
+def test_the_decode_benchmark_refuses_options_it_would_drop_and_a_bad_out_first(args, needle):
+    done = run("-m", "kernels.inference_bench", *args)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and needle in done.stderr, done.stderr
+
+
+def test_the_sweep_names_a_bad_out_before_the_missing_gpu():
+    done = run("-m", "kernels.sweep", "--out", __file__)
+    assert done.returncode == 2 and "is a file; allowed: a folder" in done.stderr, done.stderr

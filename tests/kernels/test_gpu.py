@@ -165,6 +165,19 @@ def test_an_oom_is_an_oom_row_through_compare(tmp_path):
     assert code == 1 and row.status == "oom" and "GiB" in row.message and row.p50_ms is None
 
 
+def test_a_forced_tile_that_does_not_fit_is_a_skipped_row_with_its_bytes(tmp_path):
+    """--gpu-tile 128x128 at d 256 needs 4·(128·256 + 128·260 + 128·256 + 128·132 + 3·128) = 464,384 B of shared
+    memory (Q, K padded to d + 4, V, S padded to Bc + 4, three floats a row), over the fake's H200 limit: a skipped
+    row saying so, as kernels.sweep's cell is, not an error."""
+    from host.compare import main
+    from host.results_file import ResultsFile
+
+    main(["--targets", "gpu", "--gpu-device", "fake", "--kernels", "flash", "--gpu-tile", "128x128", "--seq", "16",
+          "--dim", "256", "--heads", "1", "--causal", "0", "--out", str(tmp_path)])
+    [row] = ResultsFile(tmp_path / "results.csv").read()
+    assert row.status == "skipped" and "needs 464384 B of shared memory per block" in row.message, row.message
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_fused_refuses_beyond_its_cap(device):
     dev = target.backend(target.Settings(device=device))
