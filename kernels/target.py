@@ -40,8 +40,8 @@ from kernels.halves import HALF_DTYPES
 from kernels.plan import (H200_SMS, MIN_TILES_PER_SM, SHARE_MIN_KEY_BLOCKS, SPLIT_BELOW_ROWS,  # noqa: F401
                           SPLIT_PARTIAL_SHARE, Plan, default_tile, device_sms, fp32_plan, kv_parts, launch_plan,
                           partial_bytes, split_plan, tc_plan, WGMMA_SPLIT_AUTO)
-from kernels.variants import (FLASH, MAX_GRID_X, SPLIT_PATHS, TILE_CHOICES, check_tile, flash_grid, head_rows,
-                              variant)
+from kernels.variants import (FLASH, MAX_GRID_X, SPLIT_PATHS, SPLIT_WGMMA, TILE_CHOICES, check_tile, flash_grid,
+                              head_rows, variant)
 
 #: kernel name → the dtype it computes in (float32, the default dtype; `kernels(settings)` adds the 16-bit ones).
 KERNELS = {"naive": "float32", "fused": "float32", "flash": "float32"}
@@ -119,14 +119,13 @@ def add_options(group: argparse._ArgumentGroup) -> None:
                        help="precisions, comma-separated: fp32 (naive, fused, flash), fp16 and bf16 (flash on "
                             "tensor cores, d 64 and 128), q15 (the Q15 contract on the integer tensor cores, kernel "
                             "q15; --kernels q15 adds it too); default fp32")
+    split_auto = (f"Hopper's wgmma one at d {', '.join(str(d) for d, _ in SPLIT_WGMMA.configs)}, else mma.sync's"
+                  if WGMMA_SPLIT_AUTO else "mma.sync's, the wgmma one only where forced until it has run on a GPU: "
+                  "kernels/plan.py WGMMA_SPLIT_AUTO")
     group.add_argument("--gpu-tc-path", choices=TC_PATHS, default="auto",
                        help="the 16-bit rows' kernel: auto (default: wgmma on Hopper, mma.sync elsewhere from "
-                            "sm_80; decode heads on a split-KV path: "
-                            + ("Hopper's wgmma one where a K/V head packs over 16 rows, else mma.sync's"
-                               if WGMMA_SPLIT_AUTO else "mma.sync's, the wgmma one only where forced until it has "
-                               "run on a GPU: kernels/plan.py WGMMA_SPLIT_AUTO")
-                            + "), wgmma (skipped rows off Hopper; decode heads on the wgmma split-KV path), mma "
-                            "(mma.sync everywhere, for comparison)")
+                            f"sm_80; decode heads on a split-KV path: {split_auto}), wgmma (skipped rows off Hopper; "
+                            "decode heads on the wgmma split-KV path), mma (mma.sync everywhere, for comparison)")
     group.add_argument("--gpu-fp32-path", choices=FP32_PATHS, default="auto",
                        help="float32 flash's arithmetic: auto (default: 3xTF32 on the tensor cores from sm_80 at d 64 "
                             "and 128, as torch's EFFICIENT kernel; FFMA elsewhere), 3xtf32 (skipped flash rows "
