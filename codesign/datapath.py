@@ -50,6 +50,13 @@ RECIPROCAL_LATENCY = 1 + 32 + 1
 PRODUCT_LATENCY = 3
 
 
+def _exact(value: float) -> str:
+    """A number as a name carries it: short (%g) where that is the number itself, else every digit (repr), so
+    that two datapaths differing in the sixth significant figure never share a name."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
+
+
 @dataclass(frozen=True)
 class Datapath:
     """One operating point of the datapath. Sizes in KB are 1024 bytes; Q15 words are 2 bytes."""
@@ -111,11 +118,12 @@ class Datapath:
             tags.append(f"div{self.dividers}x{self.div_latency}")
         buffers = ("q_buffer_kb", "k_buffer_kb", "v_buffer_kb", "o_buffer_kb")
         if any(name in changed for name in buffers):
-            tags.append("buf" + "_".join(f"{getattr(self, name):g}" for name in buffers))
+            tags.append("buf" + "_".join(_exact(getattr(self, name)) for name in buffers))
         if "dram_bytes_per_cycle" in changed:
-            tags.append(f"bw{self.dram_bytes_per_cycle:g}")
+            tags.append(f"bw{_exact(self.dram_bytes_per_cycle)}")
         if "clock_hz" in changed:
-            tags.append(f"{self.clock_hz / 1e6:g}MHz")
+            hz = int(self.clock_hz)
+            tags.append(f"{hz // 10**6}MHz" if hz % 10**6 == 0 else f"{hz}Hz")  # 1000000001 Hz is not 1000MHz
         if "arrays" in changed:
             tags.append(f"p{self.arrays}")
         if "schedule" in changed:
