@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import os
+import re
 import sys
 import textwrap
 import time
@@ -52,6 +52,9 @@ class Parser(argparse.ArgumentParser):
             kwargs.setdefault("epilog", exit_statuses(doc))
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+        # a value that starts with '-' and a digit or '.' (-1e9, -4x4, -1,2) is a value to judge, not an unknown
+        # option: argparse's own pattern takes only -5 and -0.5, and said "expected one argument" for the others
+        self._negative_number_matcher = re.compile(r"^-[\d.]")
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise SpecError(message)

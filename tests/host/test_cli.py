@@ -3,6 +3,7 @@
 import argparse
 import importlib
 import importlib.util
+import re
 import signal
 import subprocess
 import sys
@@ -36,6 +37,18 @@ def test_types_quote_the_value_and_the_range(parse, text, message):
 def test_lists_keep_order_and_drop_duplicates():
     assert int_list("seq", 1, 99)(" 17, 1,17 ,97") == (17, 1, 97)
     assert name_list("cpu, gpu,cpu") == ("cpu", "gpu")
+
+
+@pytest.mark.parametrize("value, message", [
+    ("-1e9", "clock=-1e9 is out of range"), ("-4x4", "has a side of -4"), ("-1,2", "seq=-1 is out of range")])
+def test_a_negative_value_argparse_would_take_for_an_option_is_judged_as_a_value(value, message):
+    """argparse takes only -5 and -0.5 for numbers: -1e9, -4x4 and -1,2 were 'expected one argument', with no value
+    or range; kbench's Parser hands them to the option's type."""
+    from host.sweep.cli import build_parser
+
+    option = {"-1e9": "--asic-clock", "-4x4": "--asic-array", "-1,2": "--seq"}[value]
+    with pytest.raises(SpecError, match=f"argument {option}: .*{re.escape(message)}"):
+        build_parser()[0].parse_args([option, value])
 
 
 def test_guard_maps_errors_to_statuses_and_prints_one_line(capsys):
