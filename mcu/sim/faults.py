@@ -74,10 +74,14 @@ class FaultSpec:
                 raise SpecError(f"--faults {name!r} is not a fault; allowed: {', '.join(kinds)}")
             if name in values:
                 raise SpecError(f"--faults {name} is given twice ({name}={values[name]!r} and {item!r}); give it once")
+            whole = kinds[name] in (int, "int")
             try:
-                values[name] = int(value) if kinds[name] in (int, "int") else float(value)
+                values[name] = int(value) if whole else float(value)
             except ValueError:
-                raise SpecError(f"--faults {name}={value!r} is not a number") from None
+                what = "a whole number (reset: every N-th frame, 0 never; seed: any)" if whole else \
+                    "a number (drop, flip, delay: a probability 0..0.5; delay_s: 0..5 seconds)"
+                hint = "; items are separated by ','" if ";" in value else ""
+                raise SpecError(f"--faults {name}={value!r} is not {what}{hint}") from None
         return cls(**values)
 
     @property

@@ -114,6 +114,12 @@ def test_fault_spec_parses_and_refuses_with_the_bad_value():
     with pytest.raises(ValueError, match="item '' is not NAME=VALUE"):
         FaultSpec.parse("drop=0.01,,flip=0.01")
     assert FaultSpec.parse("") == FaultSpec()
+    # a value that does not parse names what the fault takes (it said only "is not a number")
+    with pytest.raises(ValueError, match=r"reset='1e3' is not a whole number \(reset: every N-th frame"):
+        FaultSpec.parse("reset=1e3")
+    with pytest.raises(ValueError, match=r"drop='0.1;flip=0.1' is not a number \(drop, flip, delay: a probability "
+                                         r"0..0.5; delay_s: 0..5 seconds\); items are separated by ','"):
+        FaultSpec.parse("drop=0.1;flip=0.1")
 
 
 def test_faulty_line_injects_only_while_a_server_holds_the_line():
