@@ -200,7 +200,9 @@ class BoardLink(WindowedRequests):
                 failure = LinkError(f"{self.port}: the port failed: {type(exc).__name__}: {exc}")
                 if not self._port_alive():
                     break
-        raise SessionLost(f"{self.port}: could not start kbench_server in {START_ATTEMPTS} attempts; last: {failure}")
+        raise SessionLost(f"{self.port}: could not start kbench_server in {START_ATTEMPTS} attempts; last: {failure} "
+                          f"(a board file of another kbench, e.g. a stale kbench_server.py, stops it too: redeploy "
+                          f"with python -m mcu.deploy --serial {self.port})")
 
     def _start_once(self) -> Hello:
         self.hello = None
