@@ -392,8 +392,10 @@ def main(argv: list[str]) -> int:
           + ", ".join(f"{cell.strip('$_')} {weight:.3g}" for cell, weight in WEIGHTS.items()))
     print(state.line())
     print(format_table(results))
-    total = sum(done.seconds for done in results.values() if isinstance(done, Synthesis))
-    print(f"{len(results)} units, {state.ratio(total)} of synthesis on {env['machine']}")
+    synthesised = [done for done in results.values() if isinstance(done, Synthesis)]
+    total = sum(done.seconds for done in synthesised)
+    print(f"{len(results)} units, {len(synthesised)} synthesised" + (
+        f" in {state.ratio(total)} on {env['machine']}" if synthesised else " (no time to give: every one failed)"))
     if stopped:
         print(stopped, file=sys.stderr)
         return 130
