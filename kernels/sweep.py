@@ -199,7 +199,7 @@ def summary(rows: Sequence[Result], limits: budget.DeviceLimits) -> str:
         d = panel[0].dim
         by_tile = {(row.br, row.bc): row for row in panel}
         top = best(panel)
-        square = budget.largest_square_tile(d, limits)
+        square = budget.largest_square_tile(d, limits, candidates=target.TILE_CHOICES)  # one the kernel runs
         swept = budget.largest_square_tile(d, limits, candidates=swept_squares) if swept_squares else None
         lines.append(f"{n:>6} {d:>4}  {_tile(top):>10} {_tflops(top):>8}   {_square(square):>13} "
                      f"{_tflops(by_tile.get((square, square)), 'not swept'):>8}   {_square(swept):>12} "

@@ -177,8 +177,11 @@ def test_summary_names_the_best_tile_and_the_budget_square():
     text = sweep.summary(_synthetic_rows(), H200)
     lines = text.splitlines()
     assert len(lines) == 3 and lines[0].split()[:2] == ["N", "d"]
-    square = budget.largest_square_tile(64, H200)
-    assert f"{square}×{square}" in lines[1] and "not swept" in lines[1]  # 96 at d = 64: outside the 8..32 grid
+    # the largest square tile the kernel runs (TILE_CHOICES) with two blocks an SM: 64 at d = 64 (the budget alone
+    # would take 96, a tile the kernel has not), outside the 8..32 grid
+    square = budget.largest_square_tile(64, H200, candidates=target.TILE_CHOICES)
+    assert square == 64 and budget.largest_square_tile(64, H200) == 96
+    assert "64×64" in lines[1] and "96×96" not in lines[1] and "not swept" in lines[1]
     assert "32×32" in lines[1] and "6.4 " in lines[1] + " "                # best at N=64: (32 + 32) / 10
     assert "skipped" in lines[2]                                         # swept square 32×32 was skipped at N=1024
 
