@@ -1,6 +1,8 @@
 """codesign/iso.py: the explorer's points against a measured target at equal area, equal power and at least fp16's
 accuracy. Every expected figure is worked out by hand in the test from the synthetic columns it builds."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -90,21 +92,27 @@ def test_fp16s_error_on_the_probe_head_is_fp16_sized_and_above_the_contracts():
     assert 0 < decode < 2e-3  # one row, the probe's last, against 256 keys
 
 
+def gpu_results(folder: Path) -> Path:
+    """A results folder holding one H200 row of B 1, H 2, N 97, d 16, causal: 20 µs and 5 mJ (250 W)."""
+    from host.results import Result
+    from host.results_file import ResultsFile
+
+    ResultsFile(folder / "results.csv").append(Result(
+        run_id="r", timestamp="t", git_rev="g", host="h", device="NVIDIA H200 (132 SMs)", target="gpu",
+        kernel="flash", dtype="float16", batch=1, heads=2, seq=97, dim=16, causal=True, seed=0, status="ok",
+        p50_ms=0.02, energy_j=0.005, energy_source="measured (NVML)", timing_source="measured: CUDA events"))
+    return folder
+
+
 def test_explore_writes_the_iso_table_against_a_gpu_row(tmp_path, capsys):
     """`codesign explore --results DIR --max-area` writes OUT/iso.md and prints it: the GPU row's 20 µs and 5 mJ
     give 250 W; its die area 814 mm²; the row's point and copies are checked against points.csv."""
     import csv
 
     from codesign.__main__ import main as codesign_main
-    from host.results import Result
-    from host.results_file import ResultsFile
 
     problem = AttentionProblem(batch=1, heads=2, seq=97, dim=16, causal=True)
-    results = tmp_path / "run"
-    ResultsFile(results / "results.csv").append(Result(
-        run_id="r", timestamp="t", git_rev="g", host="h", device="NVIDIA H200 (132 SMs)", target="gpu",
-        kernel="flash", dtype="float16", batch=1, heads=2, seq=97, dim=16, causal=True, seed=0, status="ok",
-        p50_ms=0.02, energy_j=0.005, energy_source="measured (NVML)", timing_source="measured: CUDA events"))
+    results = gpu_results(tmp_path / "run")
     space = {"array": ["8x8", "16x16"], "dataflow": ["os"], "exp_lanes": [16], "dividers": [8], "div_latency": [18],
              "buffers_kb": [[32, 64, 64, 128]], "clock_mhz": [500, 1000], "dram_gbps": [256], "node_nm": [7],
              "acc_bits": [40], "overflow": ["wrap"], "dram": ["hbm2"]}
@@ -277,14 +285,8 @@ def test_a_point_not_exact_for_every_input_is_never_named(tmp_path):
     import csv
 
     from codesign.__main__ import main as codesign_main
-    from host.results import Result
-    from host.results_file import ResultsFile
 
-    results = tmp_path / "run"
-    ResultsFile(results / "results.csv").append(Result(
-        run_id="r", timestamp="t", git_rev="g", host="h", device="NVIDIA H200 (132 SMs)", target="gpu",
-        kernel="flash", dtype="float16", batch=1, heads=2, seq=97, dim=16, causal=True, seed=0, status="ok",
-        p50_ms=0.02, energy_j=0.005, energy_source="measured (NVML)", timing_source="measured: CUDA events"))
+    results = gpu_results(tmp_path / "run")
     space = {"array": ["8x8", "16x16"], "dataflow": ["os"], "exp_lanes": [16], "dividers": [8], "div_latency": [18],
              "buffers_kb": [[32, 64, 64, 128]], "clock_mhz": [1000], "dram_gbps": [256], "node_nm": [7],
              "acc_bits": [16, 34, 40], "overflow": ["wrap"], "dram": ["hbm2"]}

@@ -167,6 +167,7 @@ def state_bytes(dim, rows):
 #: What attention (5 sent, 2 filled) and stream (6 and 3) pass to the bridge: filled in place and emptied after the
 #: call, so that no tuple is made per call and no freed tensor is kept alive by a reference left here
 _sent5, _filled2, _sent6, _filled3 = [None] * 5, [None] * 2, [None] * 6, [None] * 3
+_codes = [0] * 5  # the typecodes _check_buffers found, for _check_typecodes (filled in place, as the lists above)
 _ABSENT = object()  # an argument not given: the binding counts positional arguments, and *args would make a tuple
 # (attention's and stream's parameters are named _q, _k, ...: the binding takes no keyword, and a caller's q= or
 # score_shift= must meet MicroPython's TypeError, as on a board)
@@ -182,6 +183,35 @@ def _count(*args):
     return n
 
 
+def _check_buffers(q, k, vt, o, oshift):
+    # the binding's buffer_arg for q, k, vt and o, then shift_arg for oshift (one assignment each: a 4-tuple would
+    # be allocated)
+    _codes[0] = _tensor(q, "q", False)
+    _codes[1] = _tensor(k, "k", False)
+    _codes[2] = _tensor(vt, "vt", False)
+    _codes[3] = _tensor(o, "o", True)
+    _codes[4] = _shifts(oshift)
+
+
+def _check_params(seq, dim, causal, bc, score_mult, score_shift):
+    # the binding's params_arg: each an int32
+    _int(seq, "seq")
+    _int(dim, "dim")
+    _int(causal, "causal")
+    _int(bc, "bc")
+    _int(score_mult, "score_mult")
+    _int(score_shift, "score_shift")
+
+
+def _check_typecodes():
+    # the kernel's first check (q15attn_check_buffers), last of the VM's
+    _typecode("q", _codes[0], 104)
+    _typecode("k", _codes[1], 104)
+    _typecode("vt", _codes[2], 104)
+    _typecode("o", _codes[3], 104)
+    _typecode("oshift", _codes[4], 66)
+
+
 def attention(_q=_ABSENT, _k=_ABSENT, _vt=_ABSENT, _o=_ABSENT, _oshift=_ABSENT, _seq=_ABSENT, _dim=_ABSENT,
               _causal=_ABSENT, _bc=_ABSENT, _score_mult=_ABSENT, _score_shift=_ABSENT, _row0=_ABSENT, *more):
     # modq15attn.c's order: the buffers, the ints, row0, then the kernel's typecodes (the rest on the Python side);
@@ -190,23 +220,10 @@ def attention(_q=_ABSENT, _k=_ABSENT, _vt=_ABSENT, _o=_ABSENT, _oshift=_ABSENT, 
     if more or _score_shift is _ABSENT:
         given = _count(_q, _k, _vt, _o, _oshift, _seq, _dim, _causal, _bc, _score_mult, _score_shift, _row0)
         _positional(given + len(more), 11, 12)
-    cq = _tensor(_q, "q", False)  # one assignment each: a 4-tuple would be allocated
-    ck = _tensor(_k, "k", False)
-    cvt = _tensor(_vt, "vt", False)
-    co = _tensor(_o, "o", True)
-    cshift = _shifts(_oshift)
-    _int(_seq, "seq")
-    _int(_dim, "dim")
-    _int(_causal, "causal")
-    _int(_bc, "bc")
-    _int(_score_mult, "score_mult")
-    _int(_score_shift, "score_shift")
+    _check_buffers(_q, _k, _vt, _o, _oshift)
+    _check_params(_seq, _dim, _causal, _bc, _score_mult, _score_shift)
     _row0 = 0 if _row0 is _ABSENT else _ranged(_row0, "row0")
-    _typecode("q", cq, 104)
-    _typecode("k", ck, 104)
-    _typecode("vt", cvt, 104)
-    _typecode("o", co, 104)
-    _typecode("oshift", cshift, 66)
+    _check_typecodes()
     _sent5[0] = _q  # one assignment each: more than three at once would build a tuple
     _sent5[1] = _k
     _sent5[2] = _vt
@@ -229,25 +246,12 @@ def stream(_q=_ABSENT, _k=_ABSENT, _vt=_ABSENT, _o=_ABSENT, _oshift=_ABSENT, _st
         given = _count(_q, _k, _vt, _o, _oshift, _state, _seq, _dim, _causal, _bc, _score_mult, _score_shift, _row0,
                        _key0)
         _positional(given + len(more), 14, 14)
-    cq = _tensor(_q, "q", False)  # one assignment each: a 4-tuple would be allocated
-    ck = _tensor(_k, "k", False)
-    cvt = _tensor(_vt, "vt", False)
-    co = _tensor(_o, "o", True)
-    cshift = _shifts(_oshift)
+    _check_buffers(_q, _k, _vt, _o, _oshift)
     _check_state(_state)
-    _int(_seq, "seq")
-    _int(_dim, "dim")
-    _int(_causal, "causal")
-    _int(_bc, "bc")
-    _int(_score_mult, "score_mult")
-    _int(_score_shift, "score_shift")
+    _check_params(_seq, _dim, _causal, _bc, _score_mult, _score_shift)
     _row0 = _ranged(_row0, "row0")
     _key0 = _ranged(_key0, "key0")
-    _typecode("q", cq, 104)
-    _typecode("k", ck, 104)
-    _typecode("vt", cvt, 104)
-    _typecode("o", co, 104)
-    _typecode("oshift", cshift, 66)
+    _check_typecodes()
     _sent6[0] = _q
     _sent6[1] = _k
     _sent6[2] = _vt
