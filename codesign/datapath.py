@@ -122,8 +122,9 @@ class Datapath:
         if "dram_bytes_per_cycle" in changed:
             tags.append(f"bw{_exact(self.dram_bytes_per_cycle)}")
         if "clock_hz" in changed:
-            hz = int(self.clock_hz)
-            tags.append(f"{hz // 10**6}MHz" if hz % 10**6 == 0 else f"{hz}Hz")  # 1000000001 Hz is not 1000MHz
+            mhz = _exact(self.clock_hz / 1e6)
+            exact = float(mhz) * 1e6 == self.clock_hz  # 2.5MHz as before; 1000000001 Hz is not "1000MHz"
+            tags.append(f"{mhz}MHz" if exact else f"{int(self.clock_hz)}Hz")
         if "arrays" in changed:
             tags.append(f"p{self.arrays}")
         if "schedule" in changed:

@@ -45,21 +45,29 @@ def cut_to(path: Path, size: int) -> None:
         os.close(fd)
 
 
-def keep_aside(path: Path) -> Path | None:
-    """Move `path` to the first free name of path.prev, path.prev.1, path.prev.2, ... (never over an earlier copy);
-    the new name, or None when there was no file."""
-    if not path.exists():
-        return None
-    aside = path.with_name(f"{path.name}.prev")
+def _aside(path: Path, number: int) -> Path:
+    return path.with_name(f"{path.name}.prev" + (f".{number}" if number else ""))
+
+
+def keep_aside(*paths: Path) -> list[Path]:
+    """Move each of `paths` that exists to NAME.prev, or NAME.prev.1, NAME.prev.2, ...: the first number free for
+    every one of them (never over an earlier copy), so files kept aside together keep one number (a run's
+    results.csv, runs.jsonl and report: results.md.prev.2 is the report of results.csv.prev.2); the new names."""
+    present = [path for path in paths if path.exists()]
+    if not present:
+        return []
     number = 0
-    while aside.exists():
+    while any(_aside(path, number).exists() for path in paths):
         number += 1
-        aside = path.with_name(f"{path.name}.prev.{number}")
-    try:
-        os.rename(path, aside)
-    except OSError as exc:  # a read-only or immutable folder or file: the earlier results stay where they are
-        raise ResultsError(f"{path}: cannot keep it aside as {aside.name}: {exc.strerror or exc}") from None
-    return aside
+    moved = []
+    for path in present:
+        aside = _aside(path, number)
+        try:
+            os.rename(path, aside)
+        except OSError as exc:  # a read-only or immutable folder or file: the earlier results stay where they are
+            raise ResultsError(f"{path}: cannot keep it aside as {aside.name}: {exc.strerror or exc}") from None
+        moved.append(aside)
+    return moved
 
 
 def sync_folder(folder: Path) -> None:

@@ -244,7 +244,7 @@ def cmd_filter(args: argparse.Namespace) -> int:
 
 
 def cmd_fold(args: argparse.Namespace) -> int:
-    output_folder(args.out)  # a file or a read-only place is refused before any export is read
+    output_folder(args.out, create=False)  # a file or a read-only place is refused before any export is read
     limits, source = budget.choose_device(None)
     rows, launch_rows = [], []
     for path in args.csv:
@@ -262,6 +262,7 @@ def cmd_fold(args: argparse.Namespace) -> int:
         rows.append(fold(kernel, problem, launches, limits, _tile(args, problem)))
         launch_rows.extend(_LaunchRow(kernel, seq, *astuple(launch)) for launch in launches)
     rows.sort(key=lambda row: (row.kernel, row.N))
+    output_folder(args.out)
     write_csv(args.out / SUMMARY_NAME, rows)
     write_csv(args.out / LAUNCHES_NAME, launch_rows)
     plot(rows, args.out / PLOT_NAME)
@@ -296,8 +297,8 @@ def read_summary(summary_path: Path) -> dict[tuple, int]:
                     int(float(row["dram_bytes"])) for row in reader}
     except OSError as exc:
         raise ResultsError(f"cannot read {summary_path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ResultsError(f"{summary_path}: a cell is not a number ({exc})") from None
+    except (ValueError, TypeError) as exc:  # TypeError: a short row's missing cells read as None
+        raise ResultsError(f"{summary_path}: a cell is missing or not a number ({exc})") from None
 
 
 def profiled_as(row) -> bool:

@@ -287,8 +287,7 @@ def start_files(out: Path, context: RunContext, argv: Sequence[str], device: str
                 source: str) -> str:
     """A fresh results.csv and runs.jsonl (the previous ones kept beside as .prev, .prev.1, ...: never over an
     earlier copy), the run's record first."""
-    for name in (RESULTS_NAME, RUNS_NAME):
-        keep_aside(out / name)
+    keep_aside(out / RESULTS_NAME, out / RUNS_NAME)
     RunInfo(run_id=context.run_id, timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             command="python -m kernels.sweep " + shlex.join(argv), git_rev=context.git_rev, host=context.host,
             machine={"device": device, "limits": asdict(limits), "limits_source": source,

@@ -11,9 +11,10 @@ Layer L3: it imports only host.results and host.report.common.
 from __future__ import annotations
 
 import statistics
+import sys
 from array import array
 from collections import Counter
-from typing import Iterable
+from typing import Callable, Iterable
 
 from host.report.common import SUMMARY_ROWS
 from host.results import REMEASURED_STATUSES, Result, untiled_key
@@ -148,24 +149,37 @@ class Digest:
         self.points: dict[tuple, Point] = {}  # POINT_FIELDS + (seq,) → the point of those rows
 
     @classmethod
-    def of(cls, rows: Iterable[Result], keep: int = SUMMARY_ROWS) -> "Digest":
-        """The digest of the rows still current: a failed or skipped row that a later row of the same configuration
-        on the same host and device measured again (a --resume, even one killed before it could drop the old row)
-        is counted in `replaced`, not listed, as --resume itself drops it; another machine's row replaces nothing
-        (merged results keep each machine's verdict). Such rows are held until the end (few), the others digested
-        as they come."""
-        digest = cls(keep)
-        held: dict[tuple, Result] = {}  # (configuration, host, device) → its last failed or skipped row so far
-        for r in rows:
-            key = (untiled_key(r), r.host, r.device)
-            if held.pop(key, None) is not None:
-                digest.replaced += 1
+    def of(cls, rows: Iterable[Result] | Callable[[], Iterable[Result]],
+           keep: int = SUMMARY_ROWS) -> "Digest":
+        """The digest of the rows still current: a failed or skipped row that a later run (a --resume, even one
+        killed before it could drop the old row) measured again on the same host and device is counted in
+        `replaced`, not listed, as --resume itself drops it. Rows of one run are never replaced (a tile sweep writes
+        one row a tile of a problem), nor by another machine's (merged results keep each machine's verdict).
+        `rows` may be a callable giving them anew (a file's stream): the rows are read once, and a second time,
+        without the replaced ones, only where some were; only the keys of failed rows are held meanwhile."""
+        replaced = set()
+        first = cls(keep)
+        # hash((configuration, host, device)) → (ordinal, run_id) of its last failed row: a hash, not the key, to
+        # hold about 200 B a failed row (two configurations of one 64-bit hash are not to be met in a file)
+        last_failed: dict[int, tuple[int, str]] = {}
+        for ordinal, r in enumerate(rows() if callable(rows) else rows):
+            key = hash((untiled_key(r), r.host, r.device))
+            earlier = last_failed.get(key)
+            if earlier is not None and earlier[1] != r.run_id:
+                replaced.add(earlier[0])
+                del last_failed[key]
             if r.status in REMEASURED_STATUSES:
-                held[key] = r
-            else:
+                last_failed[key] = (ordinal, sys.intern(r.run_id))
+            first.add(r)
+        if not replaced:
+            return first
+        if not callable(rows) and iter(rows) is rows:
+            raise TypeError("Digest.of: rows with a replaced row must be a sequence or a callable, to be read again")
+        digest = cls(keep)
+        for ordinal, r in enumerate(rows() if callable(rows) else rows):
+            if ordinal not in replaced:
                 digest.add(r)
-        for r in held.values():
-            digest.add(r)
+        digest.replaced = len(replaced)
         return digest
 
     @property

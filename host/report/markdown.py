@@ -84,8 +84,8 @@ def headline(digest: Digest, runs: Sequence[RunInfo]) -> str:
     with_rows, empty = run_counts(runs, digest)
     text = f"{digest.count} rows ({by_status}) from {with_rows} run(s) on {len(digest.hosts)} host(s)."
     if digest.replaced:
-        text += (f" {digest.replaced} earlier failed or skipped row(s) that a later row of the same configuration "
-                 "measured again on the same host and device are left out (results.csv still holds them).")
+        text += (f" {digest.replaced} earlier failed or skipped row(s) that a later run measured again on the same "
+                 "host and device are left out (results.csv still holds them).")
     if empty:
         text += f" {empty} more run(s) in {RUNS_JSONL} gave no row (listed below with 0 rows)."
     return f"{text} {seeds_text(digest.seeds)}"

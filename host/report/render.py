@@ -50,7 +50,7 @@ def read_results(out_dir: Path) -> Digest:
     if not csv_path.exists():
         raise ResultsError(f"{csv_path} does not exist: run `python -m host.compare --out {out_dir}` first")
     try:
-        digest = Digest.of(ResultsFile(csv_path).rows())
+        digest = Digest.of(ResultsFile(csv_path).rows)  # read again only where a later run replaced a row
     except ResultsError as exc:  # results.csv is there but is not results: what to do about it, for this tool
         raise ResultsError(f"{exc}; move it aside, or render a folder holding kbench results") from None
     if not digest.count:

@@ -68,8 +68,7 @@ def open_out(out: Path, resume: bool, planned: set[tuple] = frozenset(),
     results = ResultsFile(out / "results.csv")
     opened = OpenOut(results)
     if not resume:
-        for name in ("results.csv", "runs.jsonl", *REPORT_FILES):
-            keep_aside(out / name)
+        keep_aside(*(out / name for name in ("results.csv", "runs.jsonl", *REPORT_FILES)))  # one number for all
         return opened
     devices = devices or {}
     elsewhere: dict[str, int] = {}  # "target on device" → finished planned rows measured there, not here

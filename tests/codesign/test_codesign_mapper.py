@@ -100,7 +100,8 @@ def test_new_choices_name_the_datapath():
     assert Datapath(arrays=4, schedule="overlap", divider="pipelined").name == "sa32x32-os-acc40-p4-overlap-pdiv"
     # figures past %g's six digits keep every one (1,000,000,001 Hz read as the default 1000MHz, and --resume took
     # the one datapath for the other); round ones stay short
-    assert Datapath(clock_hz=1_000_000_001).name == "sa32x32-os-acc40-1000000001Hz"
+    assert Datapath(clock_hz=1_000_000_001).name == "sa32x32-os-acc40-1000.000001MHz"
+    assert Datapath(clock_hz=2.5e6).name == "sa32x32-os-acc40-2.5MHz"  # as %g has it
     assert Datapath(clock_hz=500e6, dram_bytes_per_cycle=4.0000001).name == "sa32x32-os-acc40-bw4.0000001-500MHz"
     assert Datapath(q_buffer_kb=32.5).name == "sa32x32-os-acc40-buf32.5_64_64_128"
 

@@ -308,22 +308,36 @@ def test_headline_counts_every_status(md: str):
 
 def test_a_failed_row_measured_again_later_is_left_out_and_counted(tmp_path: Path):
     """A --resume killed before it could drop the old row leaves it in results.csv: the report lists the
-    configuration's later row alone, says how many were left out, and keeps a failed row nothing replaced."""
+    configuration's row of the later run alone, says how many were left out, and keeps a failed row nothing
+    replaced. Runs gpu-1, then resumes r2 and r3."""
     failed = dict(status="wrong", message=WRONG, **_timed(0.2, WALL), rel_l2=3.1e-2)
     rows = [_row(GPU_RUN, "Xeon", "cpu", "reference", 256, **failed),
             _row(GPU_RUN, "Xeon", "cpu", "reference", 97, **failed),  # never measured again: listed
-            _row(GPU_RUN, "Xeon", "cpu", "reference", 256, status="skipped", message="no memory"),
-            _row(GPU_RUN, "Xeon", "cpu", "reference", 256, **_timed(0.2, WALL), rel_l2=1e-7)]
+            _row(GPU_RUN, "Xeon", "cpu", "reference", 256, status="skipped", message="no memory").replace(run_id="r2"),
+            _row(GPU_RUN, "Xeon", "cpu", "reference", 256, **_timed(0.2, WALL), rel_l2=1e-7).replace(run_id="r3")]
     render(write(tmp_path, rows, [GPU_RUN]))
     md = (tmp_path / "results.md").read_text()
     assert md.split("\n## ")[0].count("2 rows (1 ok, 1 wrong)") == 1, md.split("\n## ")[0]
-    assert "2 earlier failed or skipped row(s) that a later row of the same configuration measured again" in md
-    other = [row.replace(host="labpc") if row.seq == 256 and row.status == "ok" else row for row in rows]
-    render(write(tmp_path / "merged", other, [GPU_RUN]))  # another machine's ok row replaces nothing...
-    merged = (tmp_path / "merged" / "results.md").read_text()
-    assert "3 rows (1 ok, 1 wrong, 1 skipped)" in merged and " 1 earlier failed" in merged  # ...the skipped row does
+    assert "2 earlier failed or skipped row(s) that a later run measured again" in md
     _, listed = table(sections(md, "## ")["Wrong, skipped and failed"])
     assert [[c for c in cells if c in ("97", "256")] for cells in listed] == [["97"]], listed
+    other = [row.replace(host="labpc") if row.run_id == "r3" else row for row in rows]
+    render(write(tmp_path / "merged", other, [GPU_RUN]))  # another machine's ok row replaces nothing...
+    merged = (tmp_path / "merged" / "results.md").read_text()
+    assert "3 rows (1 ok, 1 wrong, 1 skipped)" in merged and " 1 earlier failed" in merged  # ...r2's skipped does
+
+
+def test_rows_of_one_run_never_replace_each_other(tmp_path: Path):
+    """A tile sweep writes a row a tile of one problem in one run: a skipped or wrong cell stays listed beside the
+    other tiles' ok rows (the untiled configuration is the same, the run too)."""
+    cells = [_row(GPU_RUN, "NVIDIA H200", "gpu", "flash", 64, br=16, bc=128, status="skipped", message="too big"),
+             _row(GPU_RUN, "NVIDIA H200", "gpu", "flash", 64, br=128, bc=16, **_timed(0.1, EVENTS), rel_l2=1e-6),
+             _row(GPU_RUN, "NVIDIA H200", "gpu", "flash", 64, br=32, bc=32, status="wrong", message=WRONG,
+                  **_timed(0.1, EVENTS), rel_l2=3.1e-2),
+             _row(GPU_RUN, "NVIDIA H200", "gpu", "flash", 64, br=64, bc=64, **_timed(0.1, EVENTS), rel_l2=1e-6)]
+    render(write(tmp_path, cells, [GPU_RUN]))
+    md = (tmp_path / "results.md").read_text()
+    assert "4 rows (2 ok, 1 wrong, 1 skipped)" in md and "earlier failed" not in md
 
 
 def test_runs_section_lists_every_run(md: str):

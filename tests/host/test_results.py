@@ -299,13 +299,28 @@ def test_keep_aside_never_overwrites_an_earlier_copy(tmp_path):
     from host.safe_files import keep_aside
 
     path = tmp_path / "results.csv"
-    assert keep_aside(path) is None
+    assert keep_aside(path) == []
     for text in ("first", "second", "third"):
         path.write_text(text)
         keep_aside(path)
     assert not path.exists()
     assert [(tmp_path / name).read_text() for name in ("results.csv.prev", "results.csv.prev.1",
                                                         "results.csv.prev.2")] == ["first", "second", "third"]
+
+
+def test_files_kept_aside_together_share_one_number(tmp_path):
+    """results.md came aside only from 2026-12-07: beside results.csv.prev and .prev.1 of older runs, a run's
+    results.csv and results.md both go to .prev.2, the first number free for both, so they stay paired."""
+    from host.safe_files import keep_aside
+
+    csv_path, md_path = tmp_path / "results.csv", tmp_path / "results.md"
+    for name in ("results.csv.prev", "results.csv.prev.1", "results.md.prev"):
+        (tmp_path / name).write_text("older")
+    csv_path.write_text("rows")
+    md_path.write_text("report")
+    assert keep_aside(csv_path, md_path, tmp_path / "absent.png") == [tmp_path / "results.csv.prev.2",
+                                                                       tmp_path / "results.md.prev.2"]
+    assert (tmp_path / "results.md.prev.2").read_text() == "report" and not (tmp_path / "absent.png.prev.2").exists()
 
 
 def test_an_append_refuses_a_file_with_columns_the_schema_does_not_know(tmp_path):

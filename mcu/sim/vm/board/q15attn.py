@@ -170,7 +170,7 @@ _sent5, _filled2, _sent6, _filled3 = [None] * 5, [None] * 2, [None] * 6, [None] 
 _codes = [0] * 5  # the typecodes _check_buffers found, for _check_typecodes (filled in place, as the lists above)
 _ABSENT = object()  # an argument not given: the binding counts positional arguments, and *args would make a tuple
 # (attention's and stream's parameters are named _q, _k, ...: the binding takes no keyword, and a caller's q= or
-# score_shift= must meet MicroPython's TypeError, as on a board)
+# score_shift= meets MicroPython's TypeError, as on a board; a keyword of these very names would pass here)
 
 
 def _count(*args):
