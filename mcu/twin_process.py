@@ -66,9 +66,14 @@ class TwinProcess:
         ready, _, _ = select.select([self.process.stdout], [], [], START_S)
         line = self.process.stdout.readline().decode().strip() if ready else ""
         if not line.startswith("/dev/"):
+            exited = self.process.poll()
+            if exited is None:  # still starting after START_S: stopped, then what it said is read
+                self.process.kill()
+                self.process.wait()
+            said = self.process.stderr.read().decode(errors="replace").strip()[-400:] or "it said nothing"
             self._end()
-            raise UnavailableError(f"the twin did not start within {START_S} s: "
-                                   f"{self.process.stderr.read().decode()[-400:]}")
+            raise UnavailableError(f"the twin did not start within {START_S} s: {said}" if exited is None else
+                                   f"the twin exited (status {exited}) before it started: {said}")
         self.port = line
         return line
 

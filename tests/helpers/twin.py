@@ -75,8 +75,12 @@ class TwinWithOptions(TwinProcess):
         ready, _, _ = select.select([self.process.stdout], [], [], START_S)
         self.port = self.process.stdout.readline().decode().strip() if ready else ""
         if not self.port.startswith("/dev/"):
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            said = self.process.stderr.read().decode(errors="replace")[-400:]  # before _end closes the stream
             self._end()
-            pytest.fail(f"the twin did not start within {START_S} s: {self.process.stderr.read().decode()[-400:]}")
+            pytest.fail(f"the twin did not start within {START_S} s: {said}")
         return self.port
 
     def __enter__(self) -> TwinWithOptions:

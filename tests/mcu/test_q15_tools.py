@@ -118,6 +118,18 @@ def test_link_bench_on_the_twin():
     assert "kbench: link_bench the head: seq 17 dim 8" in steps
 
 
+def test_a_twin_that_cannot_start_is_one_line_with_its_reason_not_a_traceback():
+    """node missing (PATH without it): the twin exits at once, and link_bench says why in one line (it read the
+    twin's closed stderr and ended in a ValueError traceback)."""
+    import os
+
+    done = run_module("mcu.link_bench", "--seq", "16", "--dim", "8", "--rounds", "1", "--windows", "1",
+                      env={**os.environ, "PATH": "/nonexistent"}, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("kbench: the twin exited (status 1) before it started: ") and "node" in last, last
+
+
 def test_link_bench_refuses_a_head_that_differs_from_the_model(monkeypatch):
     """The head check: a board whose output is one LSB off ends the run with a TargetError naming the element."""
     from mcu import head, link_bench
