@@ -8,10 +8,14 @@ import pytest
 
 from host.q15 import BC, SEQ_MAX
 from mcu.messages import state_bytes
-from mcu.planner import CALL_COST_BYTES, SLACK, TWIN_HEAP_FREE, DoesNotFit, largest_seq, plan
+from mcu.planner import CALL_COST_BYTES, SLACK, DoesNotFit, largest_seq, plan
 from mcu.sim.faults import FaultSpec, FaultyLine
 from helpers import run_module
 from helpers.board import FakeClock
+
+#: The free heap the cases below are worked out for by hand (the re-implemented twin's HELLO before issue 30; the
+#: VM twin's is mcu.planner.TWIN_HEAP_FREE, in pieces).
+HEAP_FREE = 92_178
 
 
 # -- the planner --------------------------------------------------------------------------------------------------
@@ -32,7 +36,7 @@ def test_every_seq_up_to_the_contract_fits_the_twins_heap(dim):
     seqs = sorted({1, 17, 97, 1025, SEQ_MAX} | {n + d for e in range(1, 16) for n in [1 << e] for d in (-1, 0, 1)}
                   - {SEQ_MAX + 1})
     for seq in seqs:
-        layout = plan(seq, dim, TWIN_HEAP_FREE, 8192, BC)
+        layout = plan(seq, dim, HEAP_FREE, 8192, BC)
         # what SETUP allocates: the key chunk's K and V^T, Q and O for the rows, a shift byte per row, and the state
         # when streamed
         state = state_bytes(dim, layout.rows) if layout.streamed else 0
@@ -46,7 +50,7 @@ def test_a_streamed_plan_is_the_cheapest_that_fits():
     shift (1 B) cost more heap than a key's K and V^T (256 B), so larger key chunks take rows away; the planner's
     choice costs no more link traffic (K and V^T per query chunk, plus CALL_COST_BYTES per STREAM) than any other key
     chunk size on the Bc grid."""
-    chosen = plan(4096, 64, TWIN_HEAP_FREE, 8192, BC)
+    chosen = plan(4096, 64, HEAP_FREE, 8192, BC)
     room = chosen.budget
 
     def cost(keys):
@@ -195,8 +199,8 @@ class ResettingLink:
     def __init__(self):
         from types import SimpleNamespace
 
-        self.hello = SimpleNamespace(heap_free=TWIN_HEAP_FREE, reserve=8192, max_data=1024, clock_hz=168_000_000,
-                                     machine="board", firmware="a board", largest_block=TWIN_HEAP_FREE)
+        self.hello = SimpleNamespace(heap_free=HEAP_FREE, reserve=8192, max_data=1024, clock_hz=168_000_000,
+                                     machine="board", firmware="a board", largest_block=HEAP_FREE)
         self.timeouts = SimpleNamespace(reply=2.0)
         self.setups = []
 
@@ -230,5 +234,5 @@ def test_after_a_session_without_progress_the_chunks_halve_from_the_last_ones(se
     x = np.zeros((seq, dim), dtype=np.int16)
     with pytest.raises(LinkError, match=f"{HEAD_ATTEMPTS} sessions in a row completed no chunk"):
         run_head(Session(link, "fake", "fake"), Q15Params(seq, dim, False, 32, 23170, 24), x, x, x, 1)
-    first = plan(seq, dim, TWIN_HEAP_FREE, 8192, 32).rows
+    first = plan(seq, dim, HEAP_FREE, 8192, 32).rows
     assert link.setups == [max(1, first >> n) for n in range(HEAD_ATTEMPTS)]
