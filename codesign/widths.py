@@ -80,18 +80,22 @@ def sweep(seq: int, dims: tuple[int, ...], widths: tuple[int, ...], rows: int, c
 
 
 def narrowest_exact(points: list[dict], kind: str, dim: int, overflow: str) -> str:
-    """The narrowest tested width from which every wider tested one is bit-exact: 'N', or '<=N' when N is the
-    narrowest width tested (a narrower one may hold too), or 'never' when the widest is not exact."""
+    """The narrowest tested width from which every wider tested one is bit-exact: 'N' when the width just below N was
+    tested and is not, 'A..N' when the widest failing width tested is A − 1 < N − 1 (the untested widths between
+    may hold too), '<=N' when N is the narrowest width tested, or 'never' when the widest is not exact."""
     chosen = sorted((p for p in points if (p["input"], p["dim"], p["overflow"]) == (kind, dim, overflow)),
                     key=lambda p: p["acc_bits"])
-    narrowest = None
+    narrowest, failing = None, None
     for point in reversed(chosen):
         if not point["bit_exact"]:
+            failing = point["acc_bits"]
             break
         narrowest = point["acc_bits"]
     if narrowest is None:
         return "never"
-    return f"<={narrowest}" if narrowest == chosen[0]["acc_bits"] else str(narrowest)
+    if failing is None:
+        return f"<={narrowest}"
+    return str(narrowest) if failing == narrowest - 1 else f"{failing + 1}..{narrowest}"
 
 
 def summary(points: list[dict], dims: tuple[int, ...], bc: int) -> str:
