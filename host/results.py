@@ -160,6 +160,9 @@ class Result:
         self._check_problem()
         if self.q_len is not None or self.kv_heads is not None:
             self._check_shape()
+        if self.status == "ok" and self.p50_ms is not None and self.p50_ms <= 0:
+            raise ResultsError(f"p50_ms={self.p50_ms!r} in a row of status 'ok'; allowed: > 0 (a timing of nothing "
+                               "is no measurement)")
         if self.p50_ms is not None and self.min_ms is not None and self.min_ms > self.p50_ms:
             raise ResultsError(f"min_ms={self.min_ms} exceeds p50_ms={self.p50_ms}")
         self._check_timing_source()

@@ -136,7 +136,8 @@ class Digest:
     def __init__(self, keep: int = SUMMARY_ROWS):
         self.keep = keep
         self.count = 0
-        self.replaced = 0  # failed or skipped rows a later row of their configuration measured again (`of`)
+        self.torn_line = 0  # the line number of results.csv's torn last row (host.report sets it), 0 if none
+        self.replaced = 0  # failed or skipped rows a later run measured again (`of`)
         self.rows: list[Result] | None = []  # every row, while there are at most `keep`; None past that
         self.statuses: Counter = Counter()
         self.run_rows: Counter = Counter()  # run_id → its rows

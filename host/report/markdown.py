@@ -83,6 +83,9 @@ def headline(digest: Digest, runs: Sequence[RunInfo]) -> str:
     by_status = ", ".join(f"{digest.statuses[s]} {s}" for s in STATUSES if digest.statuses[s])
     with_rows, empty = run_counts(runs, digest)
     text = f"{digest.count} rows ({by_status}) from {with_rows} run(s) on {len(digest.hosts)} host(s)."
+    if digest.torn_line:
+        text += (f" results.csv's last line ({digest.torn_line}) is a torn row (a writer killed mid-row) and is not "
+                 "counted; `host.compare --resume` measures it again.")
     if digest.replaced:
         text += (f" {digest.replaced} earlier failed or skipped row(s) that a later run measured again on the same "
                  "host and device are left out (results.csv still holds them).")

@@ -49,8 +49,10 @@ def read_results(out_dir: Path) -> Digest:
     csv_path = out_dir / RESULTS_CSV
     if not csv_path.exists():
         raise ResultsError(f"{csv_path} does not exist: run `python -m host.compare --out {out_dir}` first")
+    results = ResultsFile(csv_path)
     try:
-        digest = Digest.of(ResultsFile(csv_path).rows)  # read again only where a later run replaced a row
+        digest = Digest.of(results.rows)  # read again only where a later run replaced a row
+        digest.torn_line = results.torn_line  # a writer killed mid-row: said in the headline, not dropped unseen
     except ResultsError as exc:  # results.csv is there but is not results: what to do about it, for this tool
         raise ResultsError(f"{exc}; move it aside, or render a folder holding kbench results") from None
     if not digest.count:

@@ -327,6 +327,17 @@ def test_a_failed_row_measured_again_later_is_left_out_and_counted(tmp_path: Pat
     assert "3 rows (1 ok, 1 wrong, 1 skipped)" in merged and " 1 earlier failed" in merged  # ...r2's skipped does
 
 
+def test_a_torn_last_row_is_said_in_the_headline(tmp_path: Path):
+    """A writer killed mid-row leaves a torn last line: the report counts the whole rows and says which line it did
+    not count (it dropped it unseen)."""
+    write(tmp_path, cpu_rows()[:2], [GPU_RUN])
+    whole = (tmp_path / "results.csv").read_text().splitlines()
+    (tmp_path / "results.csv").write_text("\n".join(whole) + "\n" + whole[-1][:60])  # line 4, no newline
+    render(tmp_path)
+    head = (tmp_path / "results.md").read_text().split("\n## ")[0]
+    assert "2 rows (2 ok)" in head and "results.csv's last line (4) is a torn row" in head, head
+
+
 def test_rows_of_one_run_never_replace_each_other(tmp_path: Path):
     """A tile sweep writes a row a tile of one problem in one run: a skipped or wrong cell stays listed beside the
     other tiles' ok rows (the untiled configuration is the same, the run too)."""

@@ -50,6 +50,7 @@ def test_round_trip_keeps_every_field_exactly(tmp_path):
     (dict(cycles=5600), "a row with cycles=5600 needs a timing_source"),
     (dict(p50_ms=1.0, timing_source=""), "'measured: <how>' or 'modelled: <how>'"),
     # no target measures a problem outside host/problem.py's LIMITS and dtypes (seq 0 was read as a row)
+    (dict(p50_ms=0.0, min_ms=0.0, timing_source="measured: wall clock"), "p50_ms=0.0 in a row of status 'ok'"),
     (dict(seq=0), "seq=0 is out of range; allowed: 1..1048576"),
     (dict(dim=257), "dim=257 is out of range; allowed: 1..256"),
     (dict(heads=0), "heads=0 is out of range; allowed: 1..4096"),
