@@ -59,7 +59,8 @@ def uploads(q15attn: Path | None) -> tuple[list[Upload], str]:
         files.append(Upload("q15attn.mpy", native.read_bytes(), str(native)))
         return files, ""
     if q15attn is not None:
-        raise SpecError(f"--q15attn {q15attn} does not exist; allowed: a built q15attn.mpy")
+        what = "is not a file" if q15attn.exists() else "does not exist"
+        raise SpecError(f"--q15attn {q15attn} {what}; allowed: a built q15attn.mpy")
     return files, ("q15attn.mpy is not built (make -C mcu/native mpy MPY_DIR=<micropython checkout>); not copied: "
                    "the board needs q15attn in its firmware")
 
@@ -124,6 +125,9 @@ def deploy(port: str, baud: int, q15attn: Path | None = None, say=print) -> list
         status = module_status(transport)
         say(f"q15attn on the board: {status}{stale_module_note(status)}")
         transport.exit_raw_repl()
+        if q15attn is not None and status.startswith("missing"):  # the file given was copied and does not import
+            raise TargetError(f"{port}: --q15attn {q15attn} was copied to {BOARD_DIR}/q15attn.mpy, but the board "
+                              f"cannot import it: {status}")
     except (TransportError, OSError) as exc:  # pyserial's SerialException is an OSError: the port went away
         raise LinkError(f"{port}: {exc}") from None
     finally:

@@ -71,6 +71,21 @@ def test_deploy_copies_then_is_up_to_date(fresh_twin):
     assert not any(line.startswith("copied:") for line in said)
 
 
+def test_deploy_of_a_q15attn_the_board_cannot_import_fails(fresh_twin, tmp_path, monkeypatch):
+    """--q15attn FILE copied, then the board's import of q15attn fails (a board imports /flash/q15attn.mpy; the twin
+    always serves its stand-in, so the board's answer is given here): an error naming the file and the board's
+    reason, not 'deployed' with exit 0."""
+    import mcu.deploy as deploying
+    from host.errors import TargetError
+
+    fake = tmp_path / "q15attn.mpy"
+    fake.write_bytes(b"M\x06\x00\x1f")  # a header the board's ABI takes, and nothing after it
+    monkeypatch.setattr(deploying, "module_status", lambda transport: "missing (ValueError: incompatible .mpy file)")
+    with pytest.raises(TargetError, match=r"--q15attn .*q15attn.mpy was copied to /flash/q15attn.mpy, but the board "
+                                          r"cannot import it: missing \(ValueError"):
+        deploying.deploy(fresh_twin.port, 115200, fake, say=lambda line: None)
+
+
 def test_deploy_replaces_a_changed_file_and_removes_a_shadowing_py(fresh_twin):
     deploy(fresh_twin.port, 115200, say=lambda line: None)
     (fresh_twin.root / "kbench_server.mpy").write_bytes(b"M\x06\x00\x1fstale")
