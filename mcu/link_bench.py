@@ -45,10 +45,11 @@ import numpy as np
 from host.cli_common import Parser, Stages, guard, int_list, integer
 from host.errors import TargetError
 from host.problem import AttentionProblem
-from host.q15 import DIM_MAX, error_bound, prepare
+from host.q15 import BC, DIM_MAX, error_bound, prepare
 from host.reference import golden
 from host.verdict import check_q15
 from mcu import messages as m
+from mcu.planner import plan
 
 TRANSFER_BYTES = 64 * 1024
 PROFILE_LINES = 8  # functions listed by --profile
@@ -268,6 +269,8 @@ def measure(args: argparse.Namespace, windows: tuple[int, ...],
         stage(f"connecting to {port}")
         link = stack.enter_context(BoardLink(port))
         hello = link.hello
+        # the head must fit this board before minutes of windows are measured (DoesNotFit names what it needs)
+        plan(args.seq, args.dim, hello.heap_free, hello.reserve, BC, largest=hello.largest_block)
         room = (hello.heap_free - hello.reserve) // 2 - 4096  # K and V^T are allocated; K carries the data
         nbytes = min(TRANSFER_BYTES, room // 64 * 64)
         stage(f"LOAD of {nbytes} bytes: {args.rounds} round(s) of windows {', '.join(map(str, windows))}")

@@ -130,6 +130,21 @@ def test_a_twin_that_cannot_start_is_one_line_with_its_reason_not_a_traceback():
     assert last.startswith("kbench: the twin exited (status 1) before it started: ") and "node" in last, last
 
 
+def test_link_bench_refuses_a_head_the_board_cannot_hold_before_it_measures_the_windows():
+    """seq 4096 at d 256 needs over 64 KB of board heap even streamed (64 keys of K and V^T alone are 2·64·256·2 =
+    65,536 B, above the twin's 29,920 B largest block): said at once from HELLO, not after minutes of LOAD windows
+    whose figures were then thrown away."""
+    from helpers.twin import twin_missing
+
+    if twin_missing():
+        pytest.skip(twin_missing())
+    done = run_module("mcu.link_bench", "--seq", "4096", "--dim", "256", "--rounds", "1", "--windows", "1",
+                      timeout=120)
+    assert done.returncode == 1 and "measured" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("kbench: seq=4096 dim=256 needs ") and "bytes of board heap even streamed" in last, last
+
+
 def test_link_bench_refuses_a_head_that_differs_from_the_model(monkeypatch):
     """The head check: a board whose output is one LSB off ends the run with a TargetError naming the element."""
     from mcu import head, link_bench
