@@ -149,6 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         out_dir = build_parser().parse_args(argv).out_dir
         if not out_dir.is_dir():
             raise SpecError(f"OUT_DIR {out_dir} is not a folder; allowed: a folder holding results.csv")
+        if (out_dir / RESULTS_CSV).exists() and not (out_dir / RESULTS_CSV).is_file():
+            raise SpecError(f"OUT_DIR {out_dir}: its {RESULTS_CSV} is not a file (a folder, a FIFO?); allowed: the "
+                            "results.csv host.compare writes")
         if not (out_dir / RESULTS_CSV).is_file():
             raise SpecError(f"OUT_DIR {out_dir} holds no {RESULTS_CSV}: run `python -m host.compare --out "
                             f"{out_dir}` first")

@@ -622,6 +622,14 @@ def test_cli_a_results_file_that_is_not_results_exits_2_with_a_hint_for_this_too
     assert (tmp_path / "results.csv").read_bytes() == content
 
 
+def test_cli_a_results_csv_that_is_a_folder_is_named_so(tmp_path, capsys):
+    from host.report.render import main
+    (tmp_path / "results.csv").mkdir()
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "its results.csv is not a file" in err, err  # it said "holds no results.csv"
+
+
 def test_cli_a_runs_log_that_is_a_fifo_is_refused_not_waited_on(tmp_path, capsys):
     from host.report.render import main
     write(tmp_path, cpu_rows(), [])
