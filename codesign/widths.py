@@ -26,6 +26,7 @@ from host import q15
 from host.cli_common import Parser, folder, int_list, integer, output_folder
 from host.problem import AttentionProblem
 from host.reference import attention, errors
+from host.safe_files import keep_aside
 
 #: Where the table and plot go unless --out says otherwise: under reports/latest/, which git ignores.
 DEFAULT_OUT = Path("reports/latest/codesign-widths")
@@ -53,8 +54,9 @@ def inputs(kind: str, seq: int, dim: int, seed: int) -> tuple[np.ndarray, np.nda
 
 
 def sweep(seq: int, dims: tuple[int, ...], widths: tuple[int, ...], rows: int, cols: int, seed: int,
-          progress=None, bc: int = q15.BC) -> list[dict]:
-    """Every (input, dim, overflow, width) point as a dict of COLUMNS."""
+          progress=None, bc: int = q15.BC, emit=None) -> list[dict]:
+    """Every (input, dim, overflow, width) point as a dict of COLUMNS, each also given to `emit` as it is made (so
+    a stopped sweep keeps what it computed)."""
     points = []
     for kind in ("extreme", "normal"):
         for dim in dims:
@@ -74,6 +76,8 @@ def sweep(seq: int, dims: tuple[int, ...], widths: tuple[int, ...], rows: int, c
                                    "bit_exact": int(head.out.same_bits(expected)),
                                    "overflows": head.overflows, "rel_l2": metrics.rel_l2,
                                    "max_abs": metrics.max_abs})
+                    if emit is not None:
+                        emit(points[-1])
                     if progress is not None:
                         progress.update()
     return points
@@ -147,7 +151,8 @@ def build_parser() -> Parser:
     parser.add_argument("--dims", type=int_list("dim", 1, q15.DIM_MAX), default=(16, 64, 128, 256),
                         help="head dimensions (default 16,64,128,256)")
     parser.add_argument("--bits", type=int_list("acc-bits", ACC_BITS_MIN, ACC_BITS_MAX),
-                        default=tuple(range(16, 49)), help="accumulator widths (default 16..48)")
+                        default=tuple(range(16, 49)), help="accumulator widths, comma-separated (default: every "
+                                                           "width from 16 to 48)")
     parser.add_argument("--array", type=array_shape, default=(32, 32), help="array RxC (default 32x32)")
     parser.add_argument("--bc", type=integer("bc", 1, q15.MODEL_BC_MAX), default=q15.BC,
                         help=f"keys per block (default the contract's {q15.BC})")
@@ -165,13 +170,18 @@ def main(argv: list[str]) -> int:
     print(state.line())
     total = 2 * len(args.dims) * len(OVERFLOWS) * len(args.bits)
     began = time.perf_counter()
-    with Progress("codesign widths", None, total, "head") as progress:
-        points = sweep(args.seq, args.dims, args.bits, *args.array, args.seed, progress, args.bc)
-    elapsed = time.perf_counter() - began
-    with open(out / "widths.csv", "w", newline="", encoding="utf-8") as handle:
+    keep_aside(out / "widths.csv", out / "widths.png")  # an earlier run's, as .prev (.1, ...): never overwritten
+    with open(out / "widths.csv", "w", newline="", encoding="utf-8") as handle, \
+            Progress("codesign widths", None, total, "head") as progress:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
-        writer.writerows(points)
+
+        def emit(point: dict) -> None:  # each head's row on disk as it is computed: Ctrl-C keeps them
+            writer.writerow(point)
+            handle.flush()
+
+        points = sweep(args.seq, args.dims, args.bits, *args.array, args.seed, progress, args.bc, emit)
+    elapsed = time.perf_counter() - began
     plot(points, args.dims, out / "widths.png")
     print(f"{total} heads in {state.ratio(elapsed)}")
     print(f"seq {args.seq}, array {args.array[0]}x{args.array[1]}, Bc {args.bc}; narrowest accumulator "

@@ -22,3 +22,32 @@ def points(exact_by_bits: dict[int, bool]) -> list[dict]:
 ])
 def test_the_cell_says_only_what_the_tested_widths_show(tested, cell):
     assert narrowest_exact(points(tested), "normal", 8, "wrap") == cell
+
+
+def test_a_second_run_keeps_the_first_aside_and_rows_are_written_as_they_come(tmp_path, monkeypatch, capsys):
+    """widths.csv was overwritten by the next run and written only at the end (a stopped run kept nothing): the
+    earlier files go aside as .prev, and each head's row is on disk before the next is computed."""
+    import csv
+
+    from codesign import widths
+
+    argv = ["--seq", "16", "--dims", "8", "--bits", "30,40", "--out", str(tmp_path)]
+    assert widths.main(argv) == 0
+    first = (tmp_path / "widths.csv").read_text()
+    seen = []
+    real_sweep = widths.sweep
+
+    def watching(*args):  # main passes emit last: the rows on disk each time a point is emitted
+        *rest, emit = args
+
+        def spy(point):
+            emit(point)
+            with open(tmp_path / "widths.csv", newline="") as handle:
+                seen.append(len(list(csv.DictReader(handle))))
+        return real_sweep(*rest, spy)
+
+    monkeypatch.setattr(widths, "sweep", watching)
+    assert widths.main(argv) == 0
+    capsys.readouterr()
+    assert (tmp_path / "widths.csv.prev").read_text() == first and (tmp_path / "widths.png.prev").exists()
+    assert seen == list(range(1, 9))  # 2 inputs × 1 dim × 2 overflows × 2 widths, each on disk as it came
