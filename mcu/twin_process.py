@@ -23,6 +23,8 @@ ROOT_PREFIX = "kbench-twin-"
 START_S = 60
 #: How long a twin may take to exit after its stdin closes, before it is killed.
 STOP_S = 10
+#: How long a twin that answered its start with something other than its pty may take to exit.
+EXIT_S = 5
 
 
 def remove_stale_roots(folder: str | None = None) -> list[Path]:
@@ -66,7 +68,10 @@ class TwinProcess:
         ready, _, _ = select.select([self.process.stdout], [], [], START_S)
         line = self.process.stdout.readline().decode().strip() if ready else ""
         if not line.startswith("/dev/"):
-            exited = self.process.poll()
+            try:  # a line that is not the pty (its stdout closed: it is exiting) gets a moment to end
+                exited = self.process.wait(timeout=EXIT_S) if ready else None
+            except subprocess.TimeoutExpired:
+                exited = None
             if exited is None:  # still starting after START_S: stopped, then what it said is read
                 self.process.kill()
                 self.process.wait()
