@@ -59,10 +59,13 @@ class TwinProcess:
         self.process: subprocess.Popen | None = None
         self.port = ""
 
+    def command(self) -> list[str]:
+        """`python -m mcu.sim` as this host starts it (a test's twin may add options)."""
+        return [sys.executable, "-m", "mcu.sim", "--root", str(self.root), "--exit-on-stdin-eof", "--faults",
+                self.faults]
+
     def start(self) -> str:
-        command = [sys.executable, "-m", "mcu.sim", "--root", str(self.root), "--exit-on-stdin-eof",
-                   "--faults", self.faults]
-        self.process = subprocess.Popen(command,
+        self.process = subprocess.Popen(self.command(),
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         cwd=Path(__file__).resolve().parent.parent)
         ready, _, _ = select.select([self.process.stdout], [], [], START_S)

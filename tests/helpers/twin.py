@@ -8,7 +8,6 @@ import importlib.util
 import os
 import select
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -17,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
 from mcu.sim.peripherals import DEFAULT_CLOCK_HZ
-from mcu.twin_process import START_S, TwinProcess
+from mcu.twin_process import TwinProcess
 
 CLOCK_HZ = DEFAULT_CLOCK_HZ
 RAW_BANNER = b"raw REPL; CTRL-B to exit\r\n"
@@ -68,20 +66,8 @@ class TwinWithOptions(TwinProcess):
             shutil.rmtree(self.root, ignore_errors=True)
             self.root = Path(root)
 
-    def start(self) -> str:
-        self.process = subprocess.Popen([sys.executable, "-m", "mcu.sim", "--root", str(self.root), *self.options],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        cwd=ROOT)
-        ready, _, _ = select.select([self.process.stdout], [], [], START_S)
-        self.port = self.process.stdout.readline().decode().strip() if ready else ""
-        if not self.port.startswith("/dev/"):
-            if self.process.poll() is None:
-                self.process.kill()
-                self.process.wait()
-            said = self.process.stderr.read().decode(errors="replace")[-400:]  # before _end closes the stream
-            self._end()
-            pytest.fail(f"the twin did not start within {START_S} s: {said}")
-        return self.port
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "mcu.sim", "--root", str(self.root), *self.options]
 
     def __enter__(self) -> TwinWithOptions:
         self.start()
