@@ -10,7 +10,8 @@
 #   NSIGHT_RESULTS (a host.compare results.csv whose gpu rows get measured_bytes).
 # Per run: OUTDIR/raw/<kernel>_N<seq>.ncu-rep (the report), .csv (its --page raw export), .log (ncu's and the
 # driver's output). Exit status: 0 all runs folded; 1 some run failed (the rest are folded); 2 usage (a kernel
-# NSIGHT_KERNELS does not know, refused before any run); 3 no ncu.
+# NSIGHT_KERNELS does not know, refused before any run); 3 no ncu; 4 no GPU (said once, at the first run that needs
+# one; nothing else is tried).
 set -uo pipefail
 
 if [ $# -ne 1 ]; then
@@ -66,6 +67,11 @@ for kernel in $kernels; do
             "$python" -m kernels.nsight drive --kernel "$kernel" --seq "$n" --dim "$dim" --heads "$heads" \
             > "$base.log" 2>&1
         status=$?
+        no_gpu=$(grep -m 1 "nsight drive needs a GPU" "$base.log")
+        if [ -n "$no_gpu" ]; then  # no run after this one can profile anything: one line, not a block a run
+            echo "$no_gpu; no ncu run made" >&2
+            exit 4
+        fi
         if [ $status -ne 0 ] || [ ! -s "$base.ncu-rep" ]; then
             echo "kbench: ncu run $kernel N=$n failed (exit $status; 124: over ${run_timeout} s; report" \
                  "$base.ncu-rep missing or empty);" \

@@ -313,6 +313,7 @@ SCRIPT = ROOT / "scripts" / "run_nsight.sh"
 FAKE_NCU = f'''#!/usr/bin/env bash
 if [ "$1" = --version ]; then echo "fake ncu"; echo "Version 0.0"; exit 0; fi
 echo "$*" >> "$FAKE_NCU_LOG"
+if [ -n "${{FAKE_NO_GPU:-}}" ]; then echo "kbench: nsight drive needs a GPU: no CUDA device (fake)"; exit 1; fi
 if [ "$1" = --import ]; then
     case "$2" in *naive_*) cat <<'CSV'
 {RAW_NAIVE}CSV
@@ -347,6 +348,15 @@ def test_script_without_ncu_exits_3_saying_so(tmp_path):
 def test_script_usage_exits_2(tmp_path):
     proc = _script(tmp_path, {"NCU": str(_fake_ncu(tmp_path))})
     assert proc.returncode == 2 and "usage" in proc.stderr
+
+
+def test_script_without_a_gpu_says_so_once_and_stops(tmp_path):
+    """The first run's driver finds no GPU: one line and exit 4, not a failure block for each kernel and N."""
+    proc = _script(tmp_path, {"NCU": str(_fake_ncu(tmp_path)), "FAKE_NO_GPU": "1", "NSIGHT_SEQ": "512 1024"},
+                   str(tmp_path / "out"))
+    assert proc.returncode == 4
+    assert proc.stderr == "kbench: nsight drive needs a GPU: no CUDA device (fake); no ncu run made\n"
+    assert len((tmp_path / "ncu.log").read_text().splitlines()) == 1
 
 
 def test_script_profiles_each_kernel_and_n_then_folds(tmp_path):
