@@ -110,6 +110,14 @@ if [ "${old_hash:-}" != "$hash" ] || [ "$extras" != "${old_extras:-}" ]; then
   echo "$hash $extras" > "$stamp"
 fi
 
+# The board twin (the main job's MCU rows, and the tests) runs the board's MicroPython code under MicroPython's
+# WebAssembly port from npm, where Node is present; without it the twin's rows are skipped with the reason.
+wasm=@micropython/micropython-webassembly-pyscript@1.27.0
+if command -v npm >/dev/null && [ ! -f .cache/mpy-wasm/node_modules/@micropython/micropython-webassembly-pyscript/micropython.mjs ]; then
+  say "installing $wasm into .cache/mpy-wasm"
+  npm install --silent --no-audit --no-fund --prefix .cache/mpy-wasm "$wasm" >/dev/null 2>&1 \
+    || say "npm could not install $wasm; the twin's rows and tests will say so and skip"
+fi
 if [ "$mode" = main ]; then
   # The main job includes MCU rows: from the board twin unless a board (--serial) or a target list was given.
   # Each option in either form: --serial PORT or --serial=PORT, --targets LIST or --targets=LIST.
@@ -123,11 +131,4 @@ if [ "$mode" = main ]; then
   exec .venv/bin/python -m host.compare "$@"
 fi
 
-# The tests run the board's MicroPython code under the MicroPython WebAssembly port (npm), where Node is present.
-wasm=@micropython/micropython-webassembly-pyscript@1.27.0
-if command -v npm >/dev/null && [ ! -f .cache/mpy-wasm/node_modules/@micropython/micropython-webassembly-pyscript/micropython.mjs ]; then
-  say "installing $wasm into .cache/mpy-wasm"
-  npm install --silent --no-audit --no-fund --prefix .cache/mpy-wasm "$wasm" >/dev/null 2>&1 \
-    || say "npm could not install $wasm; the tests that need it will say so and skip"
-fi
 exec .venv/bin/python -m pytest "$@"
