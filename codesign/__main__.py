@@ -49,5 +49,11 @@ def main(argv: list[str]) -> int:
         return 1
 
 
+def run_as(command: str) -> None:
+    """A command module run as `python -m codesign.MODULE …` (each ends by calling this): the same as `python -m
+    codesign COMMAND …`, with the same argument checks and exit statuses, rather than a silent exit 0."""
+    sys.exit(main([command, *sys.argv[1:]]))
+
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

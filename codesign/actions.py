@@ -102,3 +102,9 @@ def main(argv: list[str]) -> int:
     for what, band, synth in synthesis_table(tech, gates, args.node, dp):
         print(f"  {what:<52} {band:>22}   {synth}")
     return 0
+
+
+if __name__ == "__main__":  # `python -m codesign.actions` runs `python -m codesign actions`
+    from codesign.__main__ import run_as
+
+    run_as("actions")

@@ -97,3 +97,9 @@ def main(argv: list[str]) -> int:
         print(f"  seq {seq:>6} d {args.dim}: {rate:10,.0f} configurations/s")
     print(f"  anchor: {gemm_speed(args.dim):,.0f} gemm() calls/s")
     return 0
+
+
+if __name__ == "__main__":  # `python -m codesign.bench` runs `python -m codesign bench`
+    from codesign.__main__ import run_as
+
+    run_as("bench")

@@ -142,3 +142,9 @@ def main(argv: list[str]) -> int:
     draw(datapath, path)
     print(f"wrote {path}")
     return 0
+
+
+if __name__ == "__main__":  # `python -m codesign.diagram` runs `python -m codesign diagram`
+    from codesign.__main__ import run_as
+
+    run_as("diagram")

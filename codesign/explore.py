@@ -400,3 +400,9 @@ def sensitivity(result: Exploration, base: int, allowed: np.ndarray | None = Non
             row[f"{metric}_worst_at"] = str(c[name][high])
         rows.append(row)
     return sorted(rows, key=lambda r: -max(r["latency_s_spread"], r["energy_j_spread"], r["area_mm2_spread"]))
+
+
+if __name__ == "__main__":  # `python -m codesign.explore` runs `python -m codesign explore`
+    from codesign.__main__ import run_as
+
+    run_as("explore")

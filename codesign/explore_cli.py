@@ -322,7 +322,7 @@ def main(argv: list[str]) -> int:
     terminate_on_sigterm()  # a killed explore releases its lock and temporary files, as Ctrl-C does
     parser = build_parser()
     args = parser.parse_args(argv)
-    if listed(args):
+    if listed(args, argv):
         return 0
     problems = problems_of(args, parser, argv)
     tech = Technology.load(args.technology)
@@ -339,3 +339,9 @@ def main(argv: list[str]) -> int:
         if code:
             return code
     return 0
+
+
+if __name__ == "__main__":  # `python -m codesign.explore_cli` runs `python -m codesign explore`
+    from codesign.__main__ import run_as
+
+    run_as("explore")

@@ -213,3 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     return guard(body)
+
+
+if __name__ == "__main__":  # `python -m codesign.gemm` runs `python -m codesign gemm`
+    from codesign.__main__ import run_as
+
+    run_as("gemm")

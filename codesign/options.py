@@ -141,12 +141,13 @@ def add_shape_options(group) -> None:
                             "prints them")
 
 
-def listed(args: argparse.Namespace) -> bool:
-    """Print the workload table and say so when the command is `--workload list`."""
+def listed(args: argparse.Namespace, argv: Sequence[str]) -> bool:
+    """Print the workload table and say so when the command is `--workload list` (refused with anything beside it)."""
     if args.workload is None or args.workload.strip() != "list":
         return False
-    from host.workloads import listing
+    from host.workloads import check_list_alone, listing
 
+    check_list_alone(list(argv))
     print(listing())
     return True
 
@@ -163,8 +164,18 @@ def problems_of(args: argparse.Namespace, parser: argparse.ArgumentParser, argv:
         given = [flag for flag, dest in SHAPE_OPTIONS if dest in typed_out]
         if given:
             raise SpecError(f"--workload sets the problem's shape; drop {', '.join(given)} (or drop --workload)")
-        (workload,) = named([args.workload.strip()])
+        names = [name.strip() for name in args.workload.split(",")]
+        if len(names) > 1:
+            raise SpecError(f"--workload {args.workload}: this command takes one workload; allowed: one name of "
+                            "--workload list (run each in turn, or host.compare --workload A,B --targets asic)")
+        (workload,) = named(names)
         return [workload.problem.with_(dtype="q15", seed=seed)]
+    if args.q_len is not None and args.q_len > args.seq:
+        raise SpecError(f"--q-len {args.q_len} with --seq {args.seq}: q_len must be at most seq (queries against a KV "
+                        f"cache of seq keys); allowed: 1..{args.seq}")
+    if args.kv_heads is not None and (args.kv_heads > args.heads or args.heads % args.kv_heads):
+        raise SpecError(f"--kv-heads {args.kv_heads} with --heads {args.heads}: kv_heads must divide heads "
+                        "(grouped-query attention)")
     return [AttentionProblem(batch=args.batch, heads=args.heads, seq=args.seq, dim=args.dim, causal=causal,
                              q_len=args.q_len, kv_heads=args.kv_heads, dtype="q15", seed=seed)
             for causal in causal_masks(args.causal)]

@@ -200,7 +200,7 @@ def run_problem(problem: AttentionProblem, datapath: Datapath, rtl: bool, bc: in
 def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if listed(args):
+    if listed(args, argv):
         return 0
     (datapath,) = datapaths(args)
     problems = problems_of(args, parser, argv, args.seed)
@@ -216,3 +216,9 @@ def main(argv: list[str]) -> int:
             return done
         code = max(code, done)
     return code
+
+
+if __name__ == "__main__":  # `python -m codesign.run` runs `python -m codesign run`
+    from codesign.__main__ import run_as
+
+    run_as("run")

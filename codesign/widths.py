@@ -189,3 +189,9 @@ def main(argv: list[str]) -> int:
     print(summary(points, args.dims, args.bc))
     print(f"wrote {out / 'widths.csv'} and {out / 'widths.png'}")
     return 0
+
+
+if __name__ == "__main__":  # `python -m codesign.widths` runs `python -m codesign widths`
+    from codesign.__main__ import run_as
+
+    run_as("widths")

@@ -6,9 +6,10 @@ A target module (host/cpu/target.py, kernels/target.py, mcu/target.py, codesign/
 imports happen inside its functions) and is a `TargetModule` over its own `Settings` class: `KERNELS`,
 `add_options`, `settings`, `available`, `device`, `run` and `CLUSTER` (the protocol's docstrings say what each is).
 Optional, looked up by name: ``kernels(settings)`` where the kernels are named after the target's options (the asic
-target: one kernel per datapath), ``REPEATS`` (its default (warm-up, timed) calls), ``open_session(settings)`` (a
-context manager holding a device for the whole sweep, yielding a session) and ``RESUME_BY_DEVICE = False`` (``--resume``
-then counts a row as done whatever device measured it).
+target: one kernel per datapath), ``REPEATS`` (its default (warm-up, timed) calls), ``MAX_REPEATS`` (the most warm-up +
+timed calls one row can make, checked before any target starts), ``open_session(settings)`` (a context manager holding
+a device for the whole sweep, yielding a session) and ``RESUME_BY_DEVICE = False`` (``--resume`` then counts a row as
+done whatever device measured it).
 
 Rows are built by `RunContext.result`: a row that carries an output's figures gets its status from its `Verdict`
 (host/verdict.py), so no target can write `ok` without having been judged; a timed row gets its GFLOP/s and GB/s

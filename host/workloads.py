@@ -91,6 +91,14 @@ def named(names: list[str], path: Path = TABLE) -> list[Workload]:
     return [table[name] for name in names]
 
 
+def check_list_alone(argv: list[str]) -> None:
+    """`--workload list` prints the table and runs nothing: refuse, in one line, anything typed beside it, which
+    would be dropped unread (an unknown target, a shape option)."""
+    others = [token for token in argv if token not in ("--workload", "list", "--workload=list")]
+    if others:
+        raise SpecError(f"--workload list prints the table and runs nothing; drop {' '.join(others)}")
+
+
 def listing(path: Path = TABLE) -> str:
     """The table as `--workload list` prints it: a line per workload, then each model's source."""
     table = load(path)

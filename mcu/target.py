@@ -47,6 +47,8 @@ from mcu.messages import HEADS_MAX
 KERNELS = {"q15": "q15"}
 #: warm-up and timed repeats when the sweep does not set them: DWT cycles barely vary, and the twin's are exact.
 REPEATS = (0, 1)
+#: A RUN frame counts its repeats in one byte (docs/protocol.md): warm-up + timed calls of one row.
+MAX_REPEATS = 255
 DEFAULT_BAUD = 115200
 #: The Cortex-M4's roof (ARM Cortex-M4 TRM): SMLALD retires two 16×16 multiply-accumulates per cycle (4 operations
 #: in the FLOP convention), and the core moves at most one 32-bit word per cycle to or from SRAM.
@@ -183,8 +185,8 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
         raise UnavailableError("the MCU target has no session (host.compare opens one with --serial or --sim)")
     quantized = q15.prepare(problem, inputs.q, inputs.k, inputs.v)  # at the contract's Bc (q15.BC), as every target
     repeats = options.warmup + options.iters
-    if repeats > 255:
-        raise SpecError(f"warmup + iters = {repeats} is out of range for the MCU; allowed: 1..255")
+    if repeats > MAX_REPEATS:  # host.compare refuses it before the board starts (host/sweep/jobs.py check_repeats)
+        raise SpecError(f"warmup + iters = {repeats} is out of range for the MCU; allowed: 1..{MAX_REPEATS}")
     stats = session.link.stats
     before = (stats.retries, stats.restarts, stats.rejected)
     wire = (stats.bytes_out, stats.bytes_in)

@@ -405,3 +405,9 @@ def main(argv: list[str]) -> int:
     if args.write_calibration is not None:
         write_calibration(args.write_calibration, results, argv, env)
     return 0
+
+
+if __name__ == "__main__":  # `python -m codesign.rtl.synth_cli` runs `python -m codesign synth`
+    from codesign.__main__ import run_as
+
+    run_as("synth")

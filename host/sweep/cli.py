@@ -46,7 +46,8 @@ from host.run_log import RunInfo, read_runs
 from host.target_api import RunContext
 from host.sweep.registry import (TARGETS, TargetEntry, check_kernels, load_targets, open_sessions, select_targets,
                                   target_settings, unused_options)
-from host.sweep.jobs import DEFAULT_REPEATS, Job, LastInputs, check_pairings, measure, plan, repeats, skipped_row
+from host.sweep.jobs import (DEFAULT_REPEATS, Job, LastInputs, check_pairings, check_repeats, measure, plan, repeats,
+                             skipped_row)
 from host.sweep.resume import open_out
 from host.sweep.summary import summarize_run
 
@@ -157,12 +158,13 @@ SHAPE_OPTIONS = (("--seq", "seq"), ("--dim", "dim"), ("--heads", "heads"), ("--b
 def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser,
               entries: dict[str, TargetEntry]) -> int:
     if args.workload is not None:
-        from host.workloads import listing, named
+        from host.workloads import check_list_alone, listing, named
 
         if "list" in args.workload:
             if len(args.workload) > 1:  # another name beside list would be dropped unread
                 raise SpecError(f"--workload {','.join(args.workload)}: list prints the table and runs nothing; "
                                 "give it alone, or workload names without it")
+            check_list_alone(argv)
             print(listing())
             return 0
         shape_flags = [flag for flag, dest in SHAPE_OPTIONS if dest in given(args)]  # given, at any value
@@ -189,6 +191,7 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
         for warning in check_kernels(args.kernels, entries, settings, args.targets):
             print(f"kbench: {warning}", file=sys.stderr)
         targets, unavailable = select_targets(args.targets, entries, settings)
+        check_repeats(args, targets)  # before a board or twin starts
         sessions = open_sessions(settings, targets, unavailable, stack)
         _check_any(targets, unavailable)
         devices = {name: module.device(settings.get(name), sessions.get(name)) for name, module in targets.items()
@@ -243,6 +246,7 @@ def _cluster_sweep(args: argparse.Namespace, argv: list[str], entries: dict[str,
         unavailable = {name: entries[name].reason for name in names if entries[name].module is None}
         unavailable.update(cluster.unavailable([name for name in names if name not in unavailable]))
         targets = {name: entries[name].module for name in names if name not in unavailable}
+        check_repeats(args, targets)
         _check_any(targets, unavailable)
 
         def cluster_rows(todo: list[Job], context: RunContext, started: Callable[[Job], None]):
@@ -317,8 +321,12 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
     except (KeyboardInterrupt, Terminated) as stop:  # the one line of a stopped sweep, saying what it kept
         opened.drop_superseded(written)
         line, code = stop_line(stop)
-        print(f"kbench: {line}; {len(written)} rows measured now and the {opened.rows_before} from before are "
-              f"kept in {results.path}: rerun with --resume to complete the sweep", file=sys.stderr)
+        if written or opened.rows_before:
+            kept = (f"{len(written)} rows measured now and the {opened.rows_before} from before are kept in "
+                    f"{results.path}: rerun with --resume to complete the sweep")
+        else:  # stopped before its first row: results.csv was never written
+            kept = f"no row was measured, so {results.path} was not written: rerun to measure the sweep"
+        print(f"kbench: {line}; {kept}", file=sys.stderr)
         return code
     opened.drop_superseded(written)
     reported = summarize_run(args, written, unavailable, len(jobs) - len(todo))

@@ -130,6 +130,17 @@ def repeats(args: argparse.Namespace, module: ModuleType) -> tuple[int, int]:
     return (warmup if args.warmup is None else args.warmup), (iters if args.iters is None else args.iters)
 
 
+def check_repeats(args: argparse.Namespace, modules: dict[str, ModuleType]) -> None:
+    """Refuse, in one line and before any target starts, a --warmup + --iters over a requested target's
+    MAX_REPEATS (the MCU's RUN counts its calls in one byte): every row of that target would be an error."""
+    for name, module in modules.items():
+        most = getattr(module, "MAX_REPEATS", None)
+        warmup, iters = repeats(args, module)
+        if most is not None and warmup + iters > most:
+            raise SpecError(f"--warmup {warmup} + --iters {iters} = {warmup + iters} calls a row is out of range for "
+                            f"the {name} target; allowed: 1..{most} (or leave {name} out of --targets)")
+
+
 def shape_supported(module: ModuleType, target: str, problem: AttentionProblem) -> tuple[bool, str]:
     """Whether `target` runs `problem`'s shape: a target that declares `supports(problem) -> (bool, reason)` says;
     any other runs self-attention with a K/V head per query head only (issue 32 brings decode and grouped heads to

@@ -8,6 +8,8 @@ and kv_heads."""
 from __future__ import annotations
 
 import csv
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -247,8 +249,11 @@ def test_explore_of_grouped_heads_counts_kv_once_per_group():
     # an option typed at its default value is refused too: the workload's mask and heads are not the user's
     (["--workload", "gpt2-decode", "--causal", "0"], ["--workload sets the problem's shape; drop --causal"]),
     (["--workload", "gpt2-decode", "--batch", "1", "--q-len", "1"], ["drop --batch, --q-len (or drop --workload)"]),
-    (["--seq", "97", "--q-len", "98"], ["q_len=98 is out of range; allowed: 1..97"]),
-    (["--heads", "6", "--kv-heads", "4"], ["kv_heads=4 does not divide heads=6"]),
+    (["--seq", "97", "--q-len", "98"], ["--q-len 98 with --seq 97: q_len must be at most seq", "allowed: 1..97"]),
+    (["--heads", "6", "--kv-heads", "4"], ["--kv-heads 4 with --heads 6: kv_heads must divide heads"]),
+    (["--heads", "2", "--kv-heads", "4"], ["--kv-heads 4 with --heads 2: kv_heads must divide heads"]),
+    (["--workload", "gpt2-decode,bert-base"], ["--workload gpt2-decode,bert-base: this command takes one workload"]),
+    (["--workload", "list", "--seq", "5"], ["--workload list prints the table and runs nothing; drop --seq 5"]),
     (["--q-len", "0"], ["q-len"]),
 ])
 @pytest.mark.parametrize("command", ["explore", "run"])
@@ -264,6 +269,15 @@ def test_workload_list_prints_the_table(capsys, command):
     assert codesign_main([command, "--workload", "list"]) == 0
     printed = capsys.readouterr().out
     assert "llama3-8b-decode" in printed and "H32/8" in printed and "sources:" in printed
+
+
+@pytest.mark.parametrize("module", ["codesign.explore", "codesign.run"])
+def test_a_command_module_run_by_its_own_name_is_the_command(module):
+    """`python -m codesign.explore` (a user's spelling of `python -m codesign explore`) checks its arguments and
+    exits as the command does; it exited 0 saying nothing."""
+    proc = subprocess.run([sys.executable, "-m", module, "--no-such-option"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and proc.stderr == "kbench: error: unrecognized arguments: --no-such-option\n"
 
 
 def test_run_reports_the_mapping_and_the_groups_traffic(capsys):

@@ -536,3 +536,21 @@ def test_repeats_beyond_their_range_are_one_line(flag, value, capsys):
     assert compare.main(["--targets", "cpu", flag, value, "--out", "unused"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("kbench: error: ") and value in err and "allowed" in err and err.count("\n") == 0
+
+
+def test_a_sweep_stopped_before_its_first_row_says_no_row_was_measured(tmp_path, monkeypatch, capsys):
+    """Ctrl-C before the first row: the line names no results.csv as kept (none was written)."""
+    from host.cpu import target as cpu
+    from host.sweep import cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cpu, "run", interrupted)
+    out = tmp_path / "out"
+    code = cli.main(["--targets", "cpu", "--seq", "16", "--dim", "8", "--heads", "1", "--causal", "0", "--out",
+                     str(out)])
+    assert code == 130 and not (out / "results.csv").exists()
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"kbench: interrupted; no row was measured, so {out / 'results.csv'} was not written: rerun to measure the "
+        "sweep")

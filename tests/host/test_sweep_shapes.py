@@ -80,3 +80,35 @@ def test_a_workload_sweep_names_its_workload_in_every_row_on_the_console_and_in_
                         "### Workload `gpt2-decode`: B16 H12 N1024 q_len 1 d64 causal", "#### cpu / numpy"]
     assert compare.main([*args, "--resume"]) == 0  # the rows of each workload are its configurations
     assert "nothing left to measure" in capsys.readouterr().err
+
+
+def test_more_repeats_than_a_target_counts_are_refused_before_its_device_starts(tmp_path, monkeypatch, capsys):
+    """--iters over the MCU's 255 calls a RUN counts: one line before the board or twin starts (every row was an
+    error after the twin had started and been deployed)."""
+    from host.sweep import cli
+    from mcu import target as mcu
+
+    shape = ["--seq", "16", "--dim", "8", "--heads", "1", "--causal", "0"]
+    assert compare.main(["--targets", "cpu", "--warmup", "0", "--iters", "300", *shape, "--out",
+                         str(tmp_path / "cpu")]) == 0  # the cpu target has no such limit
+    monkeypatch.setattr(mcu, "available", lambda settings: (True, ""))
+
+    def no_session(*args, **kwargs):
+        raise AssertionError("a session was opened")
+
+    monkeypatch.setattr(cli, "open_sessions", no_session)
+    capsys.readouterr()
+    assert compare.main(["--targets", "cpu,mcu", "--sim", "--warmup", "6", "--iters", "250", *shape, "--out",
+                         str(tmp_path / "mcu")]) == 2
+    assert capsys.readouterr().err.strip() == ("kbench: error: --warmup 6 + --iters 250 = 256 calls a row is out of "
+                                               "range for the mcu target; allowed: 1..255 (or leave mcu out of "
+                                               "--targets)")
+    assert not (tmp_path / "mcu" / "results.csv").exists()
+
+
+def test_workload_list_refuses_anything_beside_it(tmp_path, capsys):
+    """`--workload list` prints the table and runs nothing: an option beside it would be dropped unread."""
+    assert compare.main(["--workload", "list", "--targets", "garbage", "--seq", "5"]) == 2
+    assert capsys.readouterr().err.strip() == ("kbench: error: --workload list prints the table and runs nothing; "
+                                               "drop --targets garbage --seq 5")
+    assert compare.main(["--workload=list"]) == 0 and "llama3-8b-decode" in capsys.readouterr().out
