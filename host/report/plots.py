@@ -152,9 +152,14 @@ def _varies(groups: list[tuple[tuple, pd.DataFrame]], i: int, within: bool) -> b
 def shared_text(frame: pd.DataFrame) -> str:
     """The series fields every plotted row shares (dtype, d, H, B, causal), for a title: 'fp32, d=59, H=2, B=1'."""
     rows = frame[frame.status.isin(PLOTTED_STATUSES)]
-    parts = [_label_part(name, rows[name].iloc[0]) for name in SERIES_FIELDS[2:]
-             if name != "host" and len(rows) and rows[name].nunique(dropna=False) == 1
-             and not (name in ("kv_heads", "q_len") and rows[name].isna().all())]  # square rows: said by nothing
+    if rows.empty:
+        return ""
+    keys = [key for key, _ in series_groups(rows)]  # as plotted: a self-attention row on its q_len line
+    parts = []
+    for i, name in enumerate(SERIES_FIELDS[2:], 2):
+        values = {key[i] for key in keys}
+        if name != "host" and len(values) == 1 and values != {None}:  # square rows (q_len, kv_heads None): nothing
+            parts.append(_label_part(name, keys[0][i]))
     return ", ".join(part for part in parts if part)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from host.report.markdown import markdown, not_ok_section, summary_section
 from host.report.digest import Digest
-from host.report.plots import results_frame, series, series_groups
+from host.report.plots import results_frame, series, series_groups, shared_text
 from host.results import Result
 
 WALL = "measured: wall clock, perf_counter_ns"
@@ -34,6 +34,11 @@ def test_a_q_len_equal_to_a_swept_seq_is_on_the_line_of_that_q_len():
     assert [key[q] for key, _ in groups] == [16]
     assert sorted(int(seq) for seq in groups[0][1].seq) == [16, 64]
     assert plotted(rows) == [("cpu/numpy", [16, 64])]
+    # the one line's q_len is said in the title (it was left out: the stored values, empty and 16, differ)
+    assert shared_text(results_frame(rows)) == "float32, d=16, H=4, q_len=16, B=1, causal"
+    # square rows alone say no q_len; a square line beside a q_len line names it in the legend instead
+    assert shared_text(results_frame([row(16), row(64)])) == "float32, d=16, H=4, B=1, causal"
+    assert "q_len" not in shared_text(results_frame([row(16), row(64), row(64, q_len=16)]))
 
 
 def test_a_square_series_keeps_its_rows_and_lends_the_one_a_q_len_line_needs():
