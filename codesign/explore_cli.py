@@ -322,7 +322,7 @@ def main(argv: list[str]) -> int:
     terminate_on_sigterm()  # a killed explore releases its lock and temporary files, as Ctrl-C does
     parser = build_parser()
     args = parser.parse_args(argv)
-    if listed(args, argv):
+    if listed(args, parser, argv):
         return 0
     problems = problems_of(args, parser, argv)
     tech = Technology.load(args.technology)

@@ -141,13 +141,13 @@ def add_shape_options(group) -> None:
                             "prints them")
 
 
-def listed(args: argparse.Namespace, argv: Sequence[str]) -> bool:
+def listed(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: Sequence[str]) -> bool:
     """Print the workload table and say so when the command is `--workload list` (refused with anything beside it)."""
     if args.workload is None or args.workload.strip() != "list":
         return False
     from host.workloads import check_list_alone, listing
 
-    check_list_alone(list(argv))
+    check_list_alone(parser, argv)
     print(listing())
     return True
 
@@ -164,7 +164,7 @@ def problems_of(args: argparse.Namespace, parser: argparse.ArgumentParser, argv:
         given = [flag for flag, dest in SHAPE_OPTIONS if dest in typed_out]
         if given:
             raise SpecError(f"--workload sets the problem's shape; drop {', '.join(given)} (or drop --workload)")
-        names = [name.strip() for name in args.workload.split(",")]
+        names = [name.strip() for name in args.workload.split(",") if name.strip()]
         if len(names) > 1:
             raise SpecError(f"--workload {args.workload}: this command takes one workload; allowed: one name of "
                             "--workload list (run each in turn, or host.compare --workload A,B --targets asic)")

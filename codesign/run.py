@@ -200,7 +200,7 @@ def run_problem(problem: AttentionProblem, datapath: Datapath, rtl: bool, bc: in
 def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if listed(args, argv):
+    if listed(args, parser, argv):
         return 0
     (datapath,) = datapaths(args)
     problems = problems_of(args, parser, argv, args.seed)

@@ -9,7 +9,9 @@ naming it.
 
 from __future__ import annotations
 
+import argparse
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,12 +93,19 @@ def named(names: list[str], path: Path = TABLE) -> list[Workload]:
     return [table[name] for name in names]
 
 
-def check_list_alone(argv: list[str]) -> None:
-    """`--workload list` prints the table and runs nothing: refuse, in one line, anything typed beside it, which
-    would be dropped unread (an unknown target, a shape option)."""
-    others = [token for token in argv if token not in ("--workload", "list", "--workload=list")]
+def check_list_alone(parser: argparse.ArgumentParser, argv: Sequence[str], allowed: Sequence[str] = ()) -> None:
+    """`--workload list` prints the table and runs nothing: refuse, in one line, an option typed beside it (as
+    argparse reads it: abbreviated, with `=`, at its default too), which would be dropped unread (an unknown target,
+    a shape option); `allowed` names the dests that may stand beside it (host.compare's --sim, which
+    scripts/setup.sh main adds to every call that names no target)."""
+    from host.cli_common import typed
+
+    actions = [action for action in parser._actions  # argparse keeps its options there
+               if action.option_strings and action.dest not in ("help", "workload", *allowed)]
+    named = typed(parser, argv, [action.dest for action in actions])
+    others = [action.option_strings[-1] for action in actions if action.dest in named]
     if others:
-        raise SpecError(f"--workload list prints the table and runs nothing; drop {' '.join(others)}")
+        raise SpecError(f"--workload list prints the table and runs nothing; drop {', '.join(others)}")
 
 
 def listing(path: Path = TABLE) -> str:

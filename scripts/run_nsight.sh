@@ -69,7 +69,7 @@ for kernel in $kernels; do
         status=$?
         no_gpu=$(grep -m 1 "nsight drive needs a GPU" "$base.log")
         if [ -n "$no_gpu" ]; then  # no run after this one can profile anything: one line, not a block a run
-            echo "$no_gpu; no ncu run made" >&2
+            echo "$no_gpu; stopped after the first ncu run" >&2
             exit 4
         fi
         if [ $status -ne 0 ] || [ ! -s "$base.ncu-rep" ]; then

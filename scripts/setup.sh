@@ -110,25 +110,31 @@ if [ "${old_hash:-}" != "$hash" ] || [ "$extras" != "${old_extras:-}" ]; then
   echo "$hash $extras" > "$stamp"
 fi
 
+# The main job includes MCU rows: from the board twin unless a board (--serial) or a target list was given.
+# Each option in either form: --serial PORT or --serial=PORT, --targets LIST or --targets=LIST.
+twin=no
+if [ "$mode" = test ]; then twin=yes
+else
+  add_sim=yes
+  for arg in "$@"; do
+    case "$arg" in
+      --sim) twin=yes; add_sim=no ;;
+      --serial|--serial=*|--targets|--targets=*) add_sim=no ;;
+    esac
+  done
+  if [ "$add_sim" = yes ]; then twin=yes; set -- --sim "$@"; fi
+fi
+
 # The board twin (the main job's MCU rows, and the tests) runs the board's MicroPython code under MicroPython's
-# WebAssembly port from npm, where Node is present; without it the twin's rows are skipped with the reason.
+# WebAssembly port from npm, where Node is present; without it the twin's rows are skipped with the reason. A main
+# job that uses no twin (a board, or targets without it) does not wait for npm.
 wasm=@micropython/micropython-webassembly-pyscript@1.27.0
-if command -v npm >/dev/null && [ ! -f .cache/mpy-wasm/node_modules/@micropython/micropython-webassembly-pyscript/micropython.mjs ]; then
+wasm_entry=.cache/mpy-wasm/node_modules/@micropython/micropython-webassembly-pyscript/micropython.mjs
+if [ "$twin" = yes ] && command -v npm >/dev/null && [ ! -f "$wasm_entry" ]; then
   say "installing $wasm into .cache/mpy-wasm"
   npm install --silent --no-audit --no-fund --prefix .cache/mpy-wasm "$wasm" >/dev/null 2>&1 \
     || say "npm could not install $wasm; the twin's rows and tests will say so and skip"
 fi
-if [ "$mode" = main ]; then
-  # The main job includes MCU rows: from the board twin unless a board (--serial) or a target list was given.
-  # Each option in either form: --serial PORT or --serial=PORT, --targets LIST or --targets=LIST.
-  twin=yes
-  for arg in "$@"; do
-    case "$arg" in
-      --serial|--serial=*|--sim|--targets|--targets=*) twin=no ;;
-    esac
-  done
-  if [ "$twin" = yes ]; then set -- --sim "$@"; fi
-  exec .venv/bin/python -m host.compare "$@"
-fi
+if [ "$mode" = main ]; then exec .venv/bin/python -m host.compare "$@"; fi
 
 exec .venv/bin/python -m pytest "$@"

@@ -164,7 +164,7 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
             if len(args.workload) > 1:  # another name beside list would be dropped unread
                 raise SpecError(f"--workload {','.join(args.workload)}: list prints the table and runs nothing; "
                                 "give it alone, or workload names without it")
-            check_list_alone(argv)
+            check_list_alone(parser, argv, allowed=("sim",))  # scripts/setup.sh main adds --sim
             print(listing())
             return 0
         shape_flags = [flag for flag, dest in SHAPE_OPTIONS if dest in given(args)]  # given, at any value
@@ -191,7 +191,7 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
         for warning in check_kernels(args.kernels, entries, settings, args.targets):
             print(f"kbench: {warning}", file=sys.stderr)
         targets, unavailable = select_targets(args.targets, entries, settings)
-        check_repeats(args, targets)  # before a board or twin starts
+        check_repeats(args, targets, settings)  # before a board or twin starts
         sessions = open_sessions(settings, targets, unavailable, stack)
         _check_any(targets, unavailable)
         devices = {name: module.device(settings.get(name), sessions.get(name)) for name, module in targets.items()
@@ -242,11 +242,13 @@ def _cluster_sweep(args: argparse.Namespace, argv: list[str], entries: dict[str,
         check_out(args.out, args.resume)
         for warning in check_kernels(args.kernels, entries, settings, args.targets):
             print(f"kbench: {warning}", file=sys.stderr)
+        named = {name: entries[name].module for name in args.targets or () if entries[name].module is not None}
+        check_repeats(args, named, settings)  # the targets --targets names, before the cluster is reached
         cluster = stack.enter_context(Cluster(args.cluster, args.cluster_wait, args.cluster_gpu))
         unavailable = {name: entries[name].reason for name in names if entries[name].module is None}
         unavailable.update(cluster.unavailable([name for name in names if name not in unavailable]))
         targets = {name: entries[name].module for name in names if name not in unavailable}
-        check_repeats(args, targets)
+        check_repeats(args, targets, settings)  # the rest: those some worker holds
         _check_any(targets, unavailable)
 
         def cluster_rows(todo: list[Job], context: RunContext, started: Callable[[Job], None]):
@@ -321,10 +323,10 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
     except (KeyboardInterrupt, Terminated) as stop:  # the one line of a stopped sweep, saying what it kept
         opened.drop_superseded(written)
         line, code = stop_line(stop)
-        if written or opened.rows_before:
+        if written or results.path.exists():
             kept = (f"{len(written)} rows measured now and the {opened.rows_before} from before are kept in "
                     f"{results.path}: rerun with --resume to complete the sweep")
-        else:  # stopped before its first row: results.csv was never written
+        else:  # stopped before its first row of a fresh sweep: results.csv was never written
             kept = f"no row was measured, so {results.path} was not written: rerun to measure the sweep"
         print(f"kbench: {line}; {kept}", file=sys.stderr)
         return code

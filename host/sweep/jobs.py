@@ -130,15 +130,20 @@ def repeats(args: argparse.Namespace, module: ModuleType) -> tuple[int, int]:
     return (warmup if args.warmup is None else args.warmup), (iters if args.iters is None else args.iters)
 
 
-def check_repeats(args: argparse.Namespace, modules: dict[str, ModuleType]) -> None:
-    """Refuse, in one line and before any target starts, a --warmup + --iters over a requested target's
-    MAX_REPEATS (the MCU's RUN counts its calls in one byte): every row of that target would be an error."""
+def check_repeats(args: argparse.Namespace, modules: dict[str, ModuleType], settings: dict[str, object]) -> None:
+    """Refuse, in one line and before any target starts, a --warmup + --iters over the MAX_REPEATS of a target that
+    would run a row (one --kernels leaves without a kernel runs none): the MCU's RUN counts its calls in one byte,
+    so every row of that target would be an error."""
     for name, module in modules.items():
         most = getattr(module, "MAX_REPEATS", None)
         warmup, iters = repeats(args, module)
-        if most is not None and warmup + iters > most:
-            raise SpecError(f"--warmup {warmup} + --iters {iters} = {warmup + iters} calls a row is out of range for "
-                            f"the {name} target; allowed: 1..{most} (or leave {name} out of --targets)")
+        if most is None or warmup + iters <= most:
+            continue
+        if args.kernels and not {kernel for kernel, _ in kernel_table(module, settings.get(name))} & set(args.kernels):
+            continue
+        raise SpecError(f"--warmup {warmup} + --iters {iters} = {warmup + iters} calls a row is out of range for the "
+                        f"{name} target; allowed: 1..{most} (run {name} apart with fewer, or leave it out of "
+                        "--targets)")
 
 
 def shape_supported(module: ModuleType, target: str, problem: AttentionProblem) -> tuple[bool, str]:

@@ -253,7 +253,8 @@ def test_explore_of_grouped_heads_counts_kv_once_per_group():
     (["--heads", "6", "--kv-heads", "4"], ["--kv-heads 4 with --heads 6: kv_heads must divide heads"]),
     (["--heads", "2", "--kv-heads", "4"], ["--kv-heads 4 with --heads 2: kv_heads must divide heads"]),
     (["--workload", "gpt2-decode,bert-base"], ["--workload gpt2-decode,bert-base: this command takes one workload"]),
-    (["--workload", "list", "--seq", "5"], ["--workload list prints the table and runs nothing; drop --seq 5"]),
+    (["--workload", "list", "--seq", "5"], ["--workload list prints the table and runs nothing; drop --seq"]),
+    (["--work", "list", "--batch=1"], ["--workload list prints the table and runs nothing; drop --batch"]),
     (["--q-len", "0"], ["q-len"]),
 ])
 @pytest.mark.parametrize("command", ["explore", "run"])
