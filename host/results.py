@@ -19,6 +19,7 @@ from dataclasses import dataclass, fields
 
 from host.errors import ResultsError
 from host.problem import DTYPE_BYTES, LIMITS
+from host.tolerance import UNIT_ROUNDOFF, rel_l2_limit
 
 # Schema history (bump SCHEMA_VERSION on any change of field names, meaning or units; add a line here):
 #   1  2026-11-29  first schema: identity, problem, timing (+ median CI), throughput, accuracy, CPU counters,
@@ -165,7 +166,23 @@ class Result:
                                "is no measurement)")
         if self.p50_ms is not None and self.min_ms is not None and self.min_ms > self.p50_ms:
             raise ResultsError(f"min_ms={self.min_ms} exceeds p50_ms={self.p50_ms}")
+        if self.status == "ok":
+            self._check_ok_verdict()
         self._check_timing_source()
+
+    def _check_ok_verdict(self) -> None:
+        """An `ok` row's own error figures inside its verdict (host/verdict.py): a float row's rel-L2 within the
+        tolerance of its dtype, d and N (host/tolerance.py), a Q15 row bit-exact where it was compared. Such a row
+        outside them was not judged `ok` by kbench (a hand-edited file): refused, never reported or kept as done."""
+        if self.dtype in UNIT_ROUNDOFF and self.rel_l2 is not None and None not in (self.dim, self.seq):
+            limit = rel_l2_limit(self.dtype, self.dim, self.seq)
+            if not self.rel_l2 <= limit:  # NaN compares false
+                raise ResultsError(f"rel_l2={self.rel_l2!r} in a row of status 'ok'; allowed: at most {limit:.3g} "
+                                   f"({self.dtype}, d {self.dim}, N {self.seq}: host/verdict.py's tolerance; such a "
+                                   "row is wrong)")
+        if self.dtype == "q15" and self.bit_exact is False:
+            raise ResultsError("bit_exact=False in a q15 row of status 'ok'; allowed: True (the Q15 contract is "
+                               "bit-exact: such a row is wrong)")
 
     def _check_problem(self) -> None:
         """The problem's batch, heads, seq, dim and seed within host/problem.py's LIMITS, its dtype one of

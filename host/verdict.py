@@ -13,10 +13,11 @@ error and the largest error relative to max|golden| are of order
 
 where u_acc = 2⁻²⁴ is the unit roundoff of the float32 accumulators every kernel uses and u_store the unit roundoff
 of the precision Q, K, V and P are stored in (2⁻²⁴ for float32; its own term covers rounding the inputs). The
-tolerance is `SAFETY` times that. Measured (tests/host/test_verdict.py re-measures it): the float32 reference and the
-tiled online softmax stay below 0.4× the bracket in rel-L2 and 0.8× in max-abs at N 17..4096, d 1..256, causal or
-not, and the H200's naive, fused and flash rows below 0.3× and 0.6× (reports/gpu-h200/compare); SAFETY = 8 leaves
-them a margin of 10 or more, while a wrong scale, mask or rescale misses it by orders of magnitude.
+tolerance is `SAFETY` times that (the numbers are host/tolerance.py's, which host/results.py holds `ok` rows to).
+Measured (tests/host/test_verdict.py re-measures it): the float32 reference and the tiled online softmax stay below
+0.4× the bracket in rel-L2 and 0.8× in max-abs at N 17..4096, d 1..256, causal or not, and the H200's naive, fused
+and flash rows below 0.3× and 0.6× (reports/gpu-h200/compare); SAFETY = 8 leaves them a margin of 10 or more, while
+a wrong scale, mask or rescale misses it by orders of magnitude.
 
 Q15 targets must equal host/q15.py bit for bit (the contract), and their error against the golden must stay within
 the contract's worst-case bound (docs/q15.md §8, `q15.error_bound`): bit-exactness is the sharp test, the bound
@@ -30,17 +31,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from host.errors import SpecError
 from host.problem import AttentionProblem
 from host.q15 import Q15Out
 from host.reference import ErrorMetrics, errors
+from host.tolerance import SAFETY, bracket, rel_l2_limit  # the numbers, shared with host/results.py's row checks
 
-#: Unit roundoff of each storage precision (half the distance from 1 to the next float).
-UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
-#: Every float kernel accumulates in float32.
-ACCUMULATOR_ROUNDOFF = UNIT_ROUNDOFF["float32"]
-#: Tolerance = SAFETY × the rounding bracket; measured correct kernels use at most 0.8 of the bracket.
-SAFETY = 8.0
 #: How many of the worst elements a `wrong` message quotes.
 MISMATCHES_SHOWN = 3
 
@@ -70,17 +65,14 @@ class Verdict:
 
 def float_bracket(problem: AttentionProblem) -> float:
     """u_store + u_acc · (1 + √d + √N): the size of a correct float kernel's error, relative to the output."""
-    if problem.dtype not in UNIT_ROUNDOFF:
-        raise SpecError(f"dtype={problem.dtype!r} has no float tolerance; allowed: {', '.join(UNIT_ROUNDOFF)}")
-    u_store = UNIT_ROUNDOFF[problem.dtype] if problem.dtype != "float32" else 0.0
-    return u_store + ACCUMULATOR_ROUNDOFF * (1.0 + math.sqrt(problem.dim) + math.sqrt(problem.seq))
+    return bracket(problem.dtype, problem.dim, problem.seq)
 
 
 def check_float(out: np.ndarray, problem: AttentionProblem, gold: np.ndarray) -> Verdict:
     """Judge a float output (B, H, N, d) against the float64 golden: rel-L2 and max-abs (relative to max|golden|)
     within SAFETY × float_bracket, and nothing NaN or infinite."""
     metrics = errors(out, gold)
-    rel_limit = SAFETY * float_bracket(problem)
+    rel_limit = rel_l2_limit(problem.dtype, problem.dim, problem.seq)
     abs_limit = rel_limit * max(float(np.max(np.abs(gold))) if gold.size else 0.0, np.finfo(np.float32).tiny)
     failures = []
     if not metrics.rel_l2 <= rel_limit:  # NaN compares false: wrong too

@@ -57,11 +57,26 @@ def test_round_trip_keeps_every_field_exactly(tmp_path):
     (dict(batch=0), "batch=0 is out of range; allowed: 1..4096"),
     (dict(seed=2**32), "seed=4294967296 is out of range; allowed: 0..4294967295"),
     (dict(dtype="float8"), "dtype='float8' is unknown; allowed: float32, float16, bfloat16, q15"),
+    # an ok row's own figures outside its verdict: a hand-edited file (the report showed it ok, --resume kept it)
+    (dict(rel_l2=0.9), "rel_l2=0.9 in a row of status 'ok'; allowed: at most 6.11e-06 (float32, d 59, N 17"),
+    (dict(rel_l2=float("nan")), "rel_l2=nan in a row of status 'ok'"),
+    (dict(dtype="q15", bit_exact=False), "bit_exact=False in a q15 row of status 'ok'; allowed: True"),
 ])
 def test_invalid_rows_are_refused_naming_the_field(changes, needle):
     with pytest.raises(ResultsError) as info:
         row(**changes)
     assert needle in str(info.value)
+
+
+def test_an_ok_rows_error_may_reach_its_tolerance_and_a_wrong_row_keeps_any():
+    from host.tolerance import rel_l2_limit
+
+    limit = rel_l2_limit("float32", 59, 17)
+    assert row(rel_l2=limit).rel_l2 == limit
+    with pytest.raises(ResultsError):
+        row(rel_l2=limit * 1.001)
+    assert row(rel_l2=0.9, status="wrong", message="wrong (test)").rel_l2 == 0.9
+    assert row(rel_l2=0.9, dtype="q15", bit_exact=True).bit_exact  # Q15 rows: bit-exactness is the test
 
 
 def test_config_key_ignores_the_run_but_not_the_problem():
