@@ -131,6 +131,9 @@ def check_out(out: Path, resume: bool) -> None:
     file or run log there that cannot be read."""
     output_folder(out)
     for name in ("results.csv", "runs.jsonl"):
+        if (out / name).is_symlink() and not (out / name).exists():  # appending would create its target, elsewhere
+            raise SpecError(f"--out {out}: {out / name} is a link to {os.readlink(out / name)}, which does not exist; "
+                            "remove the link or choose another --out")
         if (out / name).exists() and not (out / name).is_file():
             raise SpecError(f"--out {out}: {out / name} is not a file; move it aside or choose another --out")
         if resume and (out / name).exists() and not os.access(out / name, os.W_OK):

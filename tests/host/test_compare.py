@@ -554,3 +554,22 @@ def test_a_sweep_stopped_before_its_first_row_says_no_row_was_measured(tmp_path,
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"kbench: interrupted; no row was measured, so {out / 'results.csv'} was not written: rerun to measure the "
         "sweep")
+
+
+@pytest.mark.parametrize("name", ["results.csv", "runs.jsonl"])
+def test_a_dangling_link_in_out_is_refused_before_a_row_is_written_through_it(tmp_path, capsys, name):
+    """An --out whose results.csv (or runs.jsonl) links to nothing: appending would create the link's target,
+    outside --out (a resume wrote /nonexistent at the root); refused in one line, nothing made."""
+    from host.sweep import cli
+
+    out = tmp_path / "out"
+    out.mkdir()
+    target = tmp_path / "elsewhere" / name
+    target.parent.mkdir()
+    (out / name).symlink_to(target)
+    for resume in ([], ["--resume"]):
+        assert cli.main(["--targets", "cpu", "--seq", "16", "--dim", "8", "--heads", "1", "--causal", "0", "--out",
+                         str(out), *resume]) == 2
+        assert capsys.readouterr().err.strip() == (f"kbench: error: --out {out}: {out / name} is a link to {target}, "
+                                                   "which does not exist; remove the link or choose another --out")
+    assert not target.exists()
