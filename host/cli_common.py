@@ -164,7 +164,7 @@ def name_list(text: str) -> tuple[str, ...]:
 def folder(text: str) -> Path:
     """An argparse type: a folder path (new or existing); an empty one is refused rather than read as '.'."""
     if not text.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} is empty; allowed: a folder path (new or existing)")
+        raise argparse.ArgumentTypeError(f"{text!r} is empty; allowed: a folder path")
     return Path(text)
 
 

@@ -219,7 +219,11 @@ class Result:
                 continue
             if type(value) is not kind:
                 _check_kind(name, kind, value)
-            if kind is str or kind is bool:
+            if kind is str:
+                if "\x00" in value:  # a NUL carried into results.md and every plot's legend
+                    raise ResultsError(f"{name}={value!r} holds a NUL byte; allowed: text without one")
+                continue
+            if kind is bool:
                 continue
             if kind is float and self.status == "ok" and not math.isfinite(value):
                 raise ResultsError(f"{name}={value!r} in a row of status 'ok'; allowed: a finite number (a wrong "

@@ -62,7 +62,7 @@ def summarize_run(args: argparse.Namespace, written: list[Result], unavailable: 
     except ReportIncomplete as exc:  # a full disk: the rows are in results.csv; some outputs are missing
         for line in exc.lines:
             print(f"kbench: {line}", file=sys.stderr)
-        print("report incomplete: " + ", ".join(str(path) for path in exc.written or ["nothing written"]))
+        print("report incomplete; written: " + ", ".join(str(path) for path in exc.written or ["nothing"]))
         return False
     except KbenchError as exc:
         print(f"kbench: report not rendered: {exc}", file=sys.stderr)

@@ -110,7 +110,7 @@ def test_host_compare_keeps_its_rows_and_says_the_report_is_incomplete(tmp_path,
     assert summarize_run(argparse.Namespace(out=out), rows, {}, 0) is False  # host.compare then exits 1
     printed = capsys.readouterr()
     assert printed.err == f"kbench: report: could not write {out / 'error.png'}: {NO_SPACE}\n"
-    assert f"report incomplete: {out / 'results.md'}, {out / 'latency_vs_seq.png'}" in printed.out
+    assert f"report incomplete; written: {out / 'results.md'}, {out / 'latency_vs_seq.png'}" in printed.out
     assert (out / "results.csv").read_bytes() == csv_before and not (out / "error.png").exists()
 
 

@@ -61,6 +61,7 @@ def test_round_trip_keeps_every_field_exactly(tmp_path):
     (dict(rel_l2=0.9), "rel_l2=0.9 in a row of status 'ok'; allowed: at most 6.11e-06 (float32, d 59, N 17"),
     (dict(rel_l2=float("nan")), "rel_l2=nan in a row of status 'ok'"),
     (dict(dtype="q15", bit_exact=False), "bit_exact=False in a q15 row of status 'ok'; allowed: True"),
+    (dict(kernel="num\x00py"), "kernel='num\\x00py' holds a NUL byte; allowed: text without one"),
 ])
 def test_invalid_rows_are_refused_naming_the_field(changes, needle):
     with pytest.raises(ResultsError) as info:
