@@ -328,7 +328,7 @@ class CudaDevice:
 
     @staticmethod
     def run_note(note: str, chosen: Variant) -> str:
-        """What ran for a flash row: the plan's note (the kernel and its arithmetic) as it is."""
+        """What ran for a row: the plan's note (a flash row's kernel and arithmetic; empty for naive and fused)."""
         return note
 
     @staticmethod

@@ -258,9 +258,11 @@ class FakeDevice:
 
     @staticmethod
     def run_note(note: str, chosen: Variant) -> str:
-        """What ran for a flash row: numpy on the CPU in the tile of the variant a GPU would run. The plan's note
-        (`note`: tensor cores, 3xTF32, FFMA) describes a GPU, so it is not repeated here."""
+        """What ran for a row: numpy on the CPU in place of the kernel (a flash row: in the tile of the variant a GPU
+        would run). The plan's note (`note`: tensor cores, 3xTF32, FFMA) describes a GPU, so it is not repeated."""
         arithmetic = "float32" if chosen.dtypes == ("float32",) else "16-bit inputs, P and O, float32 sums"
+        if not chosen.path:  # naive and fused: no tile, no path
+            return f"fake GPU: numpy on the CPU ({arithmetic}) in place of kernels/{chosen.source}; no GPU ran"
         return (f"fake GPU: numpy on the CPU ({arithmetic}) in the tile of {chosen.name} (kernels/{chosen.source}, "
                 f"path {chosen.path}); no GPU ran")
 

@@ -158,6 +158,7 @@ def sweep_variants(kind: str, chosen_set: str, iters: int, seq_scale: int, setti
     """variants_sweep's body: the checks and the timed rows, each appended to `results` as it ends; this run's
     rows."""
     record, dev = RECORDS[kind], target.backend(settings)
+    print(f"device: {dev.describe()}", flush=True)  # the fake says it is numpy on the CPU before any row
     checks = sorted({max(1, seq // seq_scale) for seq in CHECK_SEQS})
     table, written = [], []
     for dtype in record.dtypes:

@@ -292,10 +292,10 @@ def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc
     return dev.launcher(kernel, problem, inputs, br, bc, path, parts=parts)
 
 
-def flash_note(kernel: str, problem: AttentionProblem, plan: Plan, dev) -> str:
-    """A flash row's note on what ran, in the device's words (the fake says numpy ran, not tensor cores); '' for
-    the other kernels."""
-    return dev.run_note(plan.note, variant(kernel, problem.dtype, plan.path)) if kernel == "flash" else ""
+def run_note(kernel: str, problem: AttentionProblem, plan: Plan, dev) -> str:
+    """A row's note on what ran, in the device's words: on a GPU a flash row's kernel and arithmetic ('' for naive
+    and fused); on the fake, for every kernel, that numpy ran and no GPU did."""
+    return dev.run_note(plan.note, variant(kernel, problem.dtype, plan.path))
 
 
 def check_output(kernel: str, out: np.ndarray) -> None:
@@ -339,5 +339,5 @@ def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]
         **timing.as_fields(), timing_source=dev.timing_source, model_bytes=model_bytes(kernel, problem, plan),
         peak_gflops=peak_gflops, peak_gbps=peak_gbps, peak_source=peak_source if peak_gflops else "",
         energy_j=energy.joules_per_call if energy else None, energy_source=energy.source if energy else "",
-        verdict=verdict, message="; ".join(filter(None, [flash_note(kernel, problem, plan, dev),
+        verdict=verdict, message="; ".join(filter(None, [run_note(kernel, problem, plan, dev),
                                                          energy.reason if energy else ""])))]

@@ -120,6 +120,10 @@ def _seq_bin(seq: int) -> int:
 
 # ---------------------------------------------------------------------------------------------------------- series
 
+#: How kernels/fake.py's device names itself in a row's device column: its lines say so in every legend.
+FAKE_DEVICE = "fake GPU"
+
+
 class Series(NamedTuple):
     """One plotted configuration: its legend label, its style (the same on every plot), its rows sorted by seq."""
 
@@ -204,6 +208,8 @@ def series(frame: pd.DataFrame) -> list[Series]:
         label = " ".join(part for part in (_label_part(name, value) for name, value in zip(SERIES_FIELDS, key)
                                            if name in varying) if part)
         label = label.replace(" ", "/", 1)  # target/kernel
+        if config.device.astype(str).str.startswith(FAKE_DEVICE).any():  # numpy timed on the CPU: never a GPU's line
+            label += f" ({FAKE_DEVICE})"
         swept = config.groupby("seq").tile.nunique().max() > 1
         parts = config.groupby(["br", "bc"], sort=True, dropna=False) if swept else [(None, config)]
         for _, part in parts:

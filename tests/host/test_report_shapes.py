@@ -41,6 +41,14 @@ def test_a_q_len_equal_to_a_swept_seq_is_on_the_line_of_that_q_len():
     assert "q_len" not in shared_text(results_frame([row(16), row(64), row(64, q_len=16)]))
 
 
+def test_a_fake_gpus_line_says_so_in_the_legend():
+    """kernels/fake.py's rows (numpy timed on the CPU) are never drawn as a GPU's line."""
+    fake = "fake GPU (numpy on the CPU, NVIDIA H200 limits, 1024 MiB)"
+    rows = [row(16, target="gpu", kernel="naive", device=fake), row(64, target="gpu", kernel="naive", device=fake),
+            row(16)]
+    assert plotted(rows) == [("cpu/numpy", [16]), ("gpu/naive (fake GPU)", [16, 64])]
+
+
 def test_a_square_series_keeps_its_rows_and_lends_the_one_a_q_len_line_needs():
     """A square sweep (N 16 and 64) beside a decode one (q_len 16 at N 64): the square line keeps both of its points
     (at N 64 it is no q_len 16 row), and the q_len 16 line has its point at N 16 from the square row there."""

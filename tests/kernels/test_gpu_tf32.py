@@ -89,6 +89,8 @@ def test_a_forced_3xtf32_skips_flash_alone(kernel):
     problem = fresh(64, 48, False, heads=1)
     [row] = target.run(problem, Inputs(problem), options("fake", kernel=kernel, fp32_path="3xtf32"))
     assert row.status == "ok", row.message
+    # a fake row of any kernel says so (naive and fused said nothing: the console read like a GPU's)
+    assert row.message == f"fake GPU: numpy on the CPU (float32) in place of kernels/{kernel}.cu; no GPU ran"
 
 
 @pytest.mark.parametrize("dim,tile,stands_in_for", [(64, None, "flash_tf32 (kernels/flash_tf32.cu, path 3xtf32)"),

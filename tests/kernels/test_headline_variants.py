@@ -22,6 +22,7 @@ def test_the_variant_sweep_writes_one_row_per_launch(tmp_path, capsys):
     assert (d64.br, d64.bc) == (128, 32) and "flash_tf32_fwd<64,4,32,2,false>: 128 threads" in d64.message
     table = capsys.readouterr().out
     assert "EFFICIENT -" in table and "FFMA" in table  # no torch on the fake; the FFMA kernel is timed beside
+    assert table.startswith("device: fake GPU (numpy on the CPU")  # its rates are numpy's, said before any row
 
 
 def test_a_set_the_kernel_has_not_is_a_bad_argument(tmp_path, capsys):
