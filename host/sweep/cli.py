@@ -279,7 +279,7 @@ def _sweep(args: argparse.Namespace, argv: list[str], targets: dict[str, ModuleT
 
     context = RunContext.start()  # before the output folder changes: a report inside the checkout is not "dirty" code
     stop_after = _stop_hook()
-    jobs = plan(args, targets, settings)
+    jobs = plan(args, targets, settings, unavailable)
     try:
         opened = open_out(args.out, args.resume, {job.key() for job in jobs}, devices)
     except ResultsError as exc:  # the folder named by --out cannot be resumed or set aside: a bad argument (exit 2)

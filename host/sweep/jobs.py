@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Callable
 
 from host.sweep.registry import kernel_table
-from host.errors import KbenchError, SpecError
+from host.errors import KbenchError, SpecError, UnavailableError
 from host.problem import AttentionProblem
 from host.results import CONFIG_FIELDS, Result
 from host.target_api import Inputs, RunContext, RunOptions
@@ -75,14 +75,19 @@ def check_pairings(args: argparse.Namespace) -> None:
                         "together, in separate runs into one --out with --resume")
 
 
-def plan(args: argparse.Namespace, targets: dict[str, ModuleType], settings: dict[str, object]) -> list[Job]:
-    """Every (problem, target, kernel) the arguments ask for, in sweep order (small problems first)."""
+def plan(args: argparse.Namespace, targets: dict[str, ModuleType], settings: dict[str, object],
+         unavailable: dict[str, str] | None = None) -> list[Job]:
+    """Every (problem, target, kernel) the arguments ask for, in sweep order (small problems first). A --kernels
+    name (checked against every selected target before: registry.check_kernels) that no available target runs is
+    a missing capability, UnavailableError naming the `unavailable` targets and why."""
     tables = {name: kernel_table(module, settings.get(name)) for name, module in targets.items()}
     known = sorted({kernel for pairs in tables.values() for kernel, _ in pairs})
     if args.kernels:
         unknown = [kernel for kernel in args.kernels if kernel not in known]
         if unknown:
-            raise SpecError(f"--kernels: unknown kernel {unknown[0]!r}; allowed: {', '.join(known) or 'none'}")
+            why = "; ".join(f"{name}: {reason}" for name, reason in (unavailable or {}).items())
+            raise UnavailableError(f"--kernels {unknown[0]}: no target that runs it can run here ({why or 'none'}); "
+                                   f"the available targets run: {', '.join(known) or 'none'}")
     causal = {"0": (False,), "1": (True,), "both": (False, True)}[args.causal]
     jobs = []
     shapes = ((*shape, "") for shape in itertools.product(args.batch, args.heads, getattr(args, "kv_heads", (None,)),

@@ -573,3 +573,17 @@ def test_a_dangling_link_in_out_is_refused_before_a_row_is_written_through_it(tm
         assert capsys.readouterr().err.strip() == (f"kbench: error: --out {out}: {out / name} is a link to {target}, "
                                                    "which does not exist; remove the link or choose another --out")
     assert not target.exists()
+
+
+def test_a_kernel_whose_target_cannot_run_here_is_a_missing_capability_with_its_reason(tmp_path, capsys,
+                                                                                       monkeypatch):
+    """--kernels flash with no GPU: the gpu target's reason, exit 1 (it was 'unknown kernel', exit 2)."""
+    from host.sweep import cli
+    from kernels import target as gpu
+
+    monkeypatch.setattr(gpu, "available", lambda settings: (False, "no CUDA device (test)"))
+    assert cli.main(["--targets", "cpu,gpu", "--kernels", "flash", "--seq", "16", "--dim", "8", "--out",
+                     str(tmp_path)]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "kbench: --kernels flash: no target that runs it can run here (gpu: no CUDA device (test)); the available "
+        "targets run: numpy")
