@@ -278,9 +278,9 @@ def launcher(kernel: str, problem: AttentionProblem, inputs: Inputs, br: int, bc
         if need + problem.min_bytes() > free:
             raise TargetError(f"naive needs {need} B ({need / 2**30:.1f} GiB) for S = 4·B·H·N², "
                               f"{free / 2**30:.1f} GiB free", status="oom")
-    elif kernel == "fused" and problem.seq > fused_cap(dev):
-        raise SpecError(f"fused keeps a row's N scores in shared memory: N={problem.seq} exceeds this device's cap "
-                        f"of {fused_cap(dev)} (opt-in shared memory per block / 4 bytes − 32)")
+    elif kernel == "fused" and problem.seq > fused_cap(dev):  # a shape this kernel cannot run here: skipped
+        raise TargetError(f"fused keeps a row's N scores in shared memory: N={problem.seq} exceeds this device's cap "
+                          f"of {fused_cap(dev)} (opt-in shared memory per block / 4 bytes − 32)", status="skipped")
     elif kernel == "flash":
         chosen = variant(kernel, problem.dtype, path)
         if chosen is FLASH:
