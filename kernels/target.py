@@ -145,6 +145,20 @@ def settings(args: argparse.Namespace) -> Settings:
     if args.gpu_tile is not None and "float32" not in args.gpu_dtype:
         raise SpecError("--gpu-tile sets the float32 flash kernel's tile; --gpu-dtype has no fp32 (the tensor-core "
                         "kernel's tile is fixed per d and mask: kernels/variants.py TC_CONFIGS)")
+    # an option that chooses how rows run while no row it chooses for is asked: refused, as --gpu-tile above is
+    if args.gpu_tc_path != "auto" and not set(args.gpu_dtype) & set(HALF_DTYPES):
+        raise SpecError(f"--gpu-tc-path {args.gpu_tc_path} chooses the 16-bit rows' kernel; --gpu-dtype has no fp16 "
+                        "or bf16: add one, or drop --gpu-tc-path")
+    if args.gpu_fp32_path != "auto" and "float32" not in args.gpu_dtype:
+        raise SpecError(f"--gpu-fp32-path {args.gpu_fp32_path} chooses float32 flash's arithmetic; --gpu-dtype has "
+                        "no fp32: add it, or drop --gpu-fp32-path")
+    kernels = getattr(args, "kernels", None) or ()
+    if kernels and "flash" not in kernels:
+        for flag, given in (("--gpu-tile", args.gpu_tile is not None), ("--gpu-tc-path", args.gpu_tc_path != "auto"),
+                            ("--gpu-fp32-path", args.gpu_fp32_path != "auto")):
+            if given:
+                raise SpecError(f"{flag} chooses how flash runs; --kernels {','.join(kernels)} runs no flash row: add "
+                                f"flash, or drop {flag}")
     dtypes = args.gpu_dtype
     if q15_row.KERNEL in (getattr(args, "kernels", None) or ()) and "q15" not in dtypes:
         dtypes += ("q15",)  # --kernels q15 asks for it whatever --gpu-dtype says

@@ -178,6 +178,24 @@ def test_a_forced_tile_that_does_not_fit_is_a_skipped_row_with_its_bytes(tmp_pat
     assert row.status == "skipped" and "needs 464384 B of shared memory per block" in row.message, row.message
 
 
+@pytest.mark.parametrize("options,line", [
+    (["--gpu-tc-path", "wgmma"], "--gpu-tc-path wgmma chooses the 16-bit rows' kernel; --gpu-dtype has no fp16 or "
+                                 "bf16: add one, or drop --gpu-tc-path"),
+    (["--gpu-fp32-path", "simt", "--gpu-dtype", "fp16"], "--gpu-fp32-path simt chooses float32 flash's arithmetic; "
+                                                         "--gpu-dtype has no fp32: add it, or drop --gpu-fp32-path"),
+    (["--gpu-tile", "64x64", "--kernels", "naive,fused"], "--gpu-tile chooses how flash runs; --kernels naive,fused "
+                                                          "runs no flash row: add flash, or drop --gpu-tile"),
+])
+def test_an_option_that_chooses_for_no_row_asked_is_refused(tmp_path, capsys, options, line):
+    """The GPU options that pick how a row runs, given where no such row is asked: one line (they were ignored
+    without a word), as --gpu-tile without fp32 is."""
+    from host.compare import main
+
+    assert main(["--targets", "gpu", "--gpu-device", "fake", "--seq", "16", "--dim", "16", *options, "--out",
+                 str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"kbench: error: {line}"
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_fused_refuses_beyond_its_cap(device):
     """A shape fused cannot hold here is a skipped row, as a flash tile over shared memory is (it was an error)."""
