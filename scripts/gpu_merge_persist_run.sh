@@ -8,20 +8,42 @@
 #   bench     kernels.inference_bench (the decode benchmark)                                         BENCH_S (200)
 #   variants  kernels.headline --variants wgmma --set VARIANT_SET (persist) at VARIANT_SEQS          VARIANTS_S (120)
 # STEPS defaults to "shapes decode bench variants"; ITERS (10) is each timing's repeat count. Output under
-# ${OUT:-reports/latest/merge}: log.txt (nvidia-smi, the tests' tail, each step's exit) and STEP.tgz for the others.
+# ${OUT:-reports/latest/merge}: log.txt (nvidia-smi, the tests' tail, each step's exit) and STEP.tgz for the others
+# (an earlier call's log.txt and STEP.tgz there go aside as .prev.TIME). Exit status: 0 every step passed; 1 some
+# step failed (its exit is in log.txt); 2 an unknown step or an OUT that is a file; 3 no NVIDIA GPU.
 set -uo pipefail
 if [ -n "${OUT:-}" ]; then OUT=$(realpath -m -- "$OUT"); fi  # a relative OUT is the caller's, not the checkout's
 cd "$(dirname "$0")/.."
 out=${OUT:-reports/latest/merge}
-mkdir -p "$out"
+steps=${STEPS:-shapes decode bench variants}
+for step in $steps; do  # every step known before any runs: a typo costs no device time
+    case $step in
+    shapes|ncu|launch|decode|bench|variants) ;;
+    *) echo "kbench: error: STEPS: unknown step '$step'; allowed: shapes ncu launch decode bench variants" >&2
+       exit 2 ;;
+    esac
+done
+if [ -e "$out" ] && [ ! -d "$out" ]; then
+    echo "kbench: error: OUT $out is not a folder; allowed: a folder (new or existing)" >&2
+    exit 2
+fi
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "kbench: no NVIDIA GPU here (nvidia-smi is missing or sees none); these steps need one" >&2
+    exit 3
+fi
+mkdir -p "$out" || exit 2
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 log="$out/log.txt"
 iters=${ITERS:-10}
+for kept in "$log" $(for step in $steps; do echo "$out/$step.tgz"; done); do  # an earlier call's output stays
+    if [ -e "$kept" ]; then mv -- "$kept" "$kept.prev.$(date +%s)"; fi
+done
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$log"
 pack() {  # pack NAME: $out/NAME/ into $out/NAME.tgz
     tar czf "$out/$1.tgz" -C "$out" "$1" && rm -rf "${out:?}/$1"
 }
-for step in ${STEPS:-shapes decode bench variants}; do
+failed=0
+for step in $steps; do
     dir="$out/$step"
     mkdir -p "$dir"
     case $step in
@@ -48,11 +70,10 @@ for step in ${STEPS:-shapes decode bench variants}; do
         timeout "${VARIANTS_S:-120}" python3 -m kernels.headline --variants wgmma --set "${VARIANT_SET:-persist}" \
             --iters "$iters" --seqs "${VARIANT_SEQS:-4096,16384,1024}" --out "$dir" > "$dir/variants.txt" 2>&1
         status=$? ;;
-    *)
-        echo "unknown step $step (allowed: shapes ncu launch decode bench variants)" >> "$log"
-        status=2 ;;
     esac
     echo "$step: exit $status" >> "$log"
+    [ "$status" = 0 ] || failed=1
     if [ "$step" = shapes ]; then rm -rf "$dir"; else pack "$step"; fi
 done
 cat "$log"
+exit $failed

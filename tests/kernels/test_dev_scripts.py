@@ -104,3 +104,46 @@ def test_the_decode_benchmark_refuses_options_it_would_drop_and_a_bad_out_first(
 def test_the_sweep_names_a_bad_out_before_the_missing_gpu():
     done = run("-m", "kernels.sweep", "--out", __file__)
     assert done.returncode == 2 and "is a file; allowed: a folder" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("env,code,line", [
+    ({"STEPS": "shapes bogus"}, 2, "kbench: error: STEPS: unknown step 'bogus'; allowed: shapes ncu launch decode "
+                                   "bench variants"),
+    ({"OUT": "FILE", "STEPS": "launch"}, 2, "kbench: error: OUT FILE is not a folder; allowed: a folder (new or "
+                                            "existing)"),
+    ({"STEPS": "launch variants", "PATH": "/usr/bin:/bin"}, 3,
+     "kbench: no NVIDIA GPU here (nvidia-smi is missing or sees none); these steps need one"),
+])
+def test_the_device_run_script_refuses_before_any_step_and_fails_when_a_step_does(tmp_path, env, code, line):
+    """scripts/gpu_merge_persist_run.sh: a typo'd step or an OUT that is a file before any device time is spent, no
+    GPU in one line (it ran every step into an archive and exited 0 with all of them failed)."""
+    if env.get("OUT") == "FILE":
+        env["OUT"] = str(tmp_path / "file")
+        (tmp_path / "file").write_text("x")
+        line = line.replace("FILE", env["OUT"])
+    env.setdefault("OUT", str(tmp_path / "out"))
+    if "PATH" in env and Path("/usr/bin/nvidia-smi").exists():
+        pytest.skip("this machine has nvidia-smi")
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_merge_persist_run.sh")], capture_output=True,
+                          text=True, timeout=60, env={"PATH": "/usr/bin:/bin", **env})
+    assert (proc.returncode, proc.stderr) == (code, line + "\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_device_run_script_exits_1_when_a_step_fails_and_keeps_an_earlier_calls_output(tmp_path):
+    """With a stand-in nvidia-smi on a machine without a GPU, the launch step fails: exit 1 (it was 0), the step's
+    exit in log.txt, and an earlier call's log.txt kept aside."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: stand-in'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "log.txt").write_text("an earlier call's log\n")
+    path = f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin"
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_merge_persist_run.sh")], capture_output=True,
+                          text=True, timeout=120, env={"PATH": path, "OUT": str(out), "STEPS": "launch"})
+    assert proc.returncode == 1, proc.stderr
+    assert "launch: exit 1" in (out / "log.txt").read_text() and (out / "launch.tgz").exists()
+    [aside] = out.glob("log.txt.prev.*")
+    assert aside.read_text() == "an earlier call's log\n"
