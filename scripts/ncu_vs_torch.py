@@ -6,9 +6,10 @@ tensor-pipe and issue activity, DRAM throughput, the warp stall reasons).
     python3 scripts/ncu_vs_torch.py profile OUTDIR [CASE ...]   # ncu over each CASE: OUTDIR/CASE.txt
 
 CASE is one of CASES below. `profile` runs `ncu --clock-control none --set full` (the clocks as found) over every
-kernel the driver launches (the inputs' random draws too: their names tell them apart) and writes the details page;
-a case ncu cannot run is reported and the next one goes on.
-Exit status: 0 every case profiled; 1 some case failed; 2 usage.
+kernel the driver launches (the inputs' random draws too: their names tell them apart) and writes the details page
+(OUTDIR/CASE.txt, written whole when the case ends: an earlier file stays until then, and Ctrl-C keeps it); a case
+ncu cannot run is reported and the next one goes on, except a machine without a GPU, said once.
+Exit status: 0 every case profiled; 1 some case failed, or no GPU or ncu; 2 usage; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -74,23 +75,41 @@ def profile(out: Path, cases: list[str]) -> int:
     if ncu is None:
         print("kbench: error: Nsight Compute's ncu not found (PATH, /opt/nvidia/nsight-compute/*)", file=sys.stderr)
         return 1
+    if out.exists() and not out.is_dir():
+        print(f"kbench: error: OUTDIR {out} is not a folder; allowed: a folder (new or existing)", file=sys.stderr)
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     failed = 0
     for case in cases:
         command = [ncu, "--clock-control", "none", "--set", "full", "--import-source", "no", "--page", "details",
                    sys.executable, __file__, "drive", case]
-        with open(out / f"{case}.txt", "w", encoding="utf-8") as log:
-            try:
-                status = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, timeout=240).returncode
-            except subprocess.TimeoutExpired:
-                status = "timed out after 240 s"
+        partial = out / f".{case}.txt.partial"
+        try:
+            with open(partial, "w", encoding="utf-8") as log:
+                try:
+                    status = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, timeout=240).returncode
+                except subprocess.TimeoutExpired:
+                    status = "timed out after 240 s"
+        except KeyboardInterrupt:
+            partial.unlink(missing_ok=True)
+            print(f"kbench: interrupted in {case}; the cases before it are in {out}", file=sys.stderr)
+            return 130
+        text = partial.read_text(encoding="utf-8", errors="replace")
+        partial.replace(out / f"{case}.txt")
+        no_gpu = next((line for line in text.splitlines() if "drive needs a GPU" in line), None)
+        if no_gpu:  # every case would say the same: once, and stop
+            print(f"{no_gpu}; no case profiled", file=sys.stderr)
+            return 1
         print(f"{case}: ncu exit {status}", flush=True)
         failed += status != 0
     return 1 if failed else 0
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) >= 2 and argv[0] == "drive" and argv[1] in CASES:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return 0
+    if len(argv) == 2 and argv[0] == "drive" and argv[1] in CASES:
         return drive(argv[1])
     if len(argv) >= 2 and argv[0] == "profile" and all(c in CASES for c in argv[2:]):
         return profile(Path(argv[1]), argv[2:] or list(CASES))

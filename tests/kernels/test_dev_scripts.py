@@ -85,6 +85,32 @@ def test_ncu_vs_torch_names_its_cases_on_a_bad_one():
         in done.stderr
 
 
+def test_ncu_vs_torch_profile_without_a_gpu_says_so_once_and_keeps_nothing_half_written(tmp_path):
+    """profile under a stand-in ncu that runs the driver: no GPU is one line and exit 1 at the first case (each case
+    printed 'ncu exit 1'); an OUTDIR that is a file is one line (a FileExistsError traceback); --help is the usage."""
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed here: the drive would run")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ncu").write_text('#!/bin/sh\nshift 8\nexec "$@"\n')  # drop ncu's 8 options, run the driver
+    (bin_dir / "ncu").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "scripts/ncu_vs_torch.py", "profile", str(out)], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT, env=env)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("kbench: ncu_vs_torch drive needs a GPU: ") and \
+        done.stderr.endswith("; no case profiled\n") and done.stderr.count("\n") == 1, done.stderr
+    assert sorted(path.name for path in out.iterdir()) == ["decode_b1_4k.txt"]  # the first case's log, whole
+    (tmp_path / "file").write_text("x")
+    done = subprocess.run([sys.executable, "scripts/ncu_vs_torch.py", "profile", str(tmp_path / "file")],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+    assert (done.returncode, done.stderr) == (2, f"kbench: error: OUTDIR {tmp_path / 'file'} is not a folder; "
+                                                 "allowed: a folder (new or existing)\n")
+    helped = run("scripts/ncu_vs_torch.py", "--help")
+    assert helped.returncode == 0 and "profile OUTDIR [CASE ...]" in helped.stdout
+
+
 def test_the_decode_benchmark_takes_one_sweep_a_run():
     both = run("-m", "kernels.inference_bench", "--split-sweep", "--launch-sweep")
     assert both.returncode == 2 and both.stderr.count("\n") == 1
