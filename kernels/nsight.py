@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import math
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -37,6 +38,7 @@ from host.problem import LIMITS, AttentionProblem
 from host.results_file import ResultsFile
 from kernels import budget, target
 from kernels.fake import FakeDevice
+from kernels.launch_configs import TILE_CHOICES
 
 DRAM_READ = "dram__bytes_read.sum"
 DRAM_WRITE = "dram__bytes_write.sum"
@@ -104,7 +106,8 @@ def parse_raw(text: str, source: str = "ncu csv") -> list[Launch]:
 
 
 def _value(text: str, unit: str, metric: str, where: str) -> float:
-    """A metric's value in base units: thousands separators dropped, the unit's scale applied."""
+    """A metric's value in base units: thousands separators dropped, the unit's scale applied; a count below 0, a
+    value that is not finite, or an occupancy over 100 % is no measurement (ResultsError naming it)."""
     scales = PERCENT_UNITS if metric == OCCUPANCY else BYTE_UNITS
     scale = scales.get(unit.lower() if metric != OCCUPANCY else unit)
     if scale is None:
@@ -113,7 +116,12 @@ def _value(text: str, unit: str, metric: str, where: str) -> float:
         value = float(text.strip().replace(",", ""))
     except ValueError:
         raise ResultsError(f"{where}: {metric} = {text!r} is not a number") from None
-    return value * scale
+    value *= scale
+    top = 100.0 if metric == OCCUPANCY else math.inf
+    if not (math.isfinite(value) and 0 <= value <= top):
+        allowed = "0..100 %" if metric == OCCUPANCY else "a finite count of bytes, 0 or more"
+        raise ResultsError(f"{where}: {metric} = {text!r} {unit} is out of range; allowed: {allowed}")
+    return value
 
 
 # ---------------------------------------------------------------------------------------------------------- fold
@@ -349,8 +357,10 @@ def _shape_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dim", type=integer("dim", *LIMITS["dim"]), default=64, help="head dimension d (default 64)")
     parser.add_argument("--heads", type=integer("heads", *LIMITS["heads"]), default=16, help="heads (default 16)")
     parser.add_argument("--batch", type=integer("batch", *LIMITS["batch"]), default=1, help="batch (default 1)")
-    parser.add_argument("--br", type=integer("Br", 1, 1024), help="flash Br (default: target.default_tile)")
-    parser.add_argument("--bc", type=integer("Bc", 1, 1024), help="flash Bc (default: target.default_tile)")
+    parser.add_argument("--br", type=integer("Br", min(TILE_CHOICES), max(TILE_CHOICES), TILE_CHOICES),
+                        help=f"flash Br, one of {', '.join(map(str, TILE_CHOICES))} (default: target.default_tile)")
+    parser.add_argument("--bc", type=integer("Bc", min(TILE_CHOICES), max(TILE_CHOICES), TILE_CHOICES),
+                        help=f"flash Bc, one of {', '.join(map(str, TILE_CHOICES))} (default: target.default_tile)")
 
 
 def _drive_parser(parser: argparse.ArgumentParser) -> None:

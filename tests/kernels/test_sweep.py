@@ -227,6 +227,12 @@ def test_parse_raw_without_a_units_row_takes_base_units():
     (RAW_FLASH.replace("dram__bytes_write.sum", "other"), "dram__bytes_write.sum missing"),
     (RAW_FLASH.replace('"byte","byte","byte"', '"furlong","byte","byte"'), "unit 'furlong'"),
     (RAW_FLASH.replace('"6,291,456"', '"n/a"'), "'n/a' is not a number"),
+    # no measurement: a negative count, nan, inf, an occupancy over 100 % (they were folded into nsight.csv)
+    (RAW_FLASH.replace('"6,291,456"', '"-1000"'), r"dram__bytes_read.sum = '-1000' byte is out of range; allowed: a "
+                                                  "finite count of bytes, 0 or more"),
+    (RAW_FLASH.replace('"2,097,152"', '"nan"'), "dram__bytes_write.sum = 'nan' byte is out of range"),
+    (RAW_FLASH.replace('"12,345,678"', '"inf"'), "lts__t_bytes.sum = 'inf' byte is out of range"),
+    (RAW_FLASH.replace('"11.9"', '"500"'), "= '500' % is out of range; allowed: 0..100 %"),
 ])
 def test_parse_raw_rejects_what_it_cannot_read(text, match):
     with pytest.raises(ResultsError, match=match):
