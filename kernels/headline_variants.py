@@ -148,8 +148,13 @@ def variants_sweep(kind: str, chosen_set: str, iters: int, seq_scale: int, setti
     context = RunContext.start()
     with sweep_lock(output_folder(out), "kernels.headline --variants"):  # before the previous file is moved aside
         keep_aside(out / "results.csv")  # results.csv.prev (.1, .2, ...): each run's file holds its rows alone
-        written = sweep_variants(kind, chosen_set, iters, seq_scale, settings, ResultsFile(out / "results.csv"),
-                                 context, seqs)
+        results = ResultsFile(out / "results.csv")
+        try:
+            written = sweep_variants(kind, chosen_set, iters, seq_scale, settings, results, context, seqs)
+        except KeyboardInterrupt:  # what the stop kept, before guard's one line
+            print(f"kbench: the {sum(1 for _ in results.rows())} rows measured before the stop are in "
+                  f"{results.path}", file=sys.stderr)
+            raise
     return 1 if any(row.status in FAILED_STATUSES for row in written) else 0
 
 

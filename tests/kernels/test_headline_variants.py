@@ -156,3 +156,25 @@ def test_the_table_shows_a_timed_rows_verdict_and_no_small_rate_as_zero(capsys):
     line = capsys.readouterr().out
     # 4·64²·64 FLOP in 13.583 ms: 7.72e-5 TFLOP/s, printed to three figures, not 0.0
     assert "WRONG" in line and "7.72e-05 TFLOP/s" in line, line
+
+
+def test_a_stopped_variant_sweep_says_how_many_rows_it_kept(tmp_path, capsys, monkeypatch):
+    """Ctrl-C during the sweep: the rows measured before it stay, and the line says where (it said 'interrupted'
+    alone)."""
+    from kernels import headline_variants
+
+    real_row, calls = headline_variants.variant_row, []
+
+    def row_then_stop(*args, **kwargs):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return real_row(*args, **kwargs)
+
+    monkeypatch.setattr(headline_variants, "variant_row", row_then_stop)
+    out = tmp_path / "v"
+    assert headline.main(["--gpu-device", "fake", "--variants", "tf32", "--set", "quick", "--seq-scale", "32",
+                          "--iters", "1", "--out", str(out)]) == 130
+    assert len(ResultsFile(out / "results.csv").read()) == 2
+    assert capsys.readouterr().err.splitlines()[-2:] == [
+        f"kbench: the 2 rows measured before the stop are in {out / 'results.csv'}", "kbench: interrupted"]
