@@ -59,9 +59,16 @@ def order(text: str) -> list[tuple[str, list[tuple[str, str, int]]]]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or not Path(argv[0]).is_file():
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return 0
+    if len(argv) != 1:
         print(f"kbench: error: usage: sass_order.py FILE.sass (cuobjdump --dump-sass output); got {argv}",
               file=sys.stderr)
+        return 2
+    if not Path(argv[0]).is_file():
+        what = "does not exist" if not Path(argv[0]).exists() else "is not a regular file"
+        print(f"kbench: error: {argv[0]} {what}; allowed: a file of cuobjdump --dump-sass output", file=sys.stderr)
         return 2
     functions = order(Path(argv[0]).read_text(errors="replace"))
     if not functions:

@@ -59,8 +59,16 @@ def test_sass_order_refuses_a_file_that_is_no_listing_in_one_line(tmp_path):
     done = run("scripts/sass_order.py", str(tmp_path / "notes.txt"))
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "holds no 'Function :' header" in done.stderr
-    missing = run("scripts/sass_order.py", str(tmp_path / "absent.sass"))
-    assert missing.returncode == 2 and "usage: sass_order.py FILE.sass" in missing.stderr
+    two = run("scripts/sass_order.py", str(tmp_path / "notes.txt"), "more")
+    assert two.returncode == 2 and "usage: sass_order.py FILE.sass" in two.stderr
+
+
+def test_sass_order_names_a_missing_file_and_prints_its_usage_on_help(tmp_path):
+    missing = run("scripts/sass_order.py", str(tmp_path / "none.sass"))
+    assert (missing.returncode, missing.stderr) == (2, f"kbench: error: {tmp_path / 'none.sass'} does not exist; "
+                                                       "allowed: a file of cuobjdump --dump-sass output\n")
+    helped = run("scripts/sass_order.py", "--help")
+    assert helped.returncode == 0 and "cuobjdump" in helped.stdout
 
 
 def test_sass_order_takes_an_mma_without_a_second_operand(tmp_path):
