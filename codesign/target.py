@@ -93,7 +93,9 @@ def device(settings: Settings | None = None, session: object = None) -> str:
 
 
 def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]) -> list[Result]:
-    """Evaluate `problem` on the datapath named by options.kernel; one row with its verdict and modelled latency."""
+    """Evaluate `problem` on the datapath named by options.kernel; one row with its verdict and modelled latency. The
+    datapath computes the Q15 contract, so its row is a q15 row whatever dtype `problem` was posed in."""
+    problem = problem.with_(dtype="q15")
     chosen = {datapath.name: datapath for datapath in (options.settings or Settings()).datapaths}
     if options.kernel not in chosen:
         raise SpecError(f"kernel {options.kernel!r} is not a datapath of this sweep; allowed: {', '.join(chosen)}")

@@ -179,7 +179,9 @@ def open_session(settings: Settings):
 
 
 def run(problem: AttentionProblem, inputs: Inputs, options: RunOptions[Settings]) -> list[Result]:
-    """Measure `problem` on the board of options.session (a Session); one row with its verdict."""
+    """Measure `problem` on the board of options.session (a Session); one row with its verdict. The board computes
+    the Q15 contract, so its row is a q15 row whatever dtype `problem` was posed in."""
+    problem = problem.with_(dtype="q15")
     session: Session | None = options.session
     if session is None:
         raise UnavailableError("the MCU target has no session (host.compare opens one with --serial or --sim)")
