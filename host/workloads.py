@@ -93,15 +93,14 @@ def named(names: list[str], path: Path = TABLE) -> list[Workload]:
     return [table[name] for name in names]
 
 
-def check_list_alone(parser: argparse.ArgumentParser, argv: Sequence[str], allowed: Sequence[str] = ()) -> None:
+def check_list_alone(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
     """`--workload list` prints the table and runs nothing: refuse, in one line, an option typed beside it (as
     argparse reads it: abbreviated, with `=`, at its default too), which would be dropped unread (an unknown target,
-    a shape option); `allowed` names the dests that may stand beside it (host.compare's --sim, which
-    scripts/setup.sh main adds to every call that names no target)."""
+    a shape option)."""
     from host.cli_common import typed
 
     actions = [action for action in parser._actions  # argparse keeps its options there
-               if action.option_strings and action.dest not in ("help", "workload", *allowed)]
+               if action.option_strings and action.dest not in ("help", "workload")]
     named = typed(parser, argv, [action.dest for action in actions])
     others = [action.option_strings[-1] for action in actions if action.dest in named]
     if others:

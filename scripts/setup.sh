@@ -116,11 +116,14 @@ twin=no
 if [ "$mode" = test ]; then twin=yes
 else
   add_sim=yes
+  previous=
   for arg in "$@"; do
     case "$arg" in
       --sim) twin=yes; add_sim=no ;;
-      --serial|--serial=*|--targets|--targets=*) add_sim=no ;;
+      --serial|--serial=*|--targets|--targets=*|--workload=list|-h|--help) add_sim=no ;;
+      list) if [ "$previous" = --workload ]; then add_sim=no; fi ;;  # it prints the table and takes nothing beside
     esac
+    previous=$arg
   done
   if [ "$add_sim" = yes ]; then twin=yes; set -- --sim "$@"; fi
 fi

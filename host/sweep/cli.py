@@ -167,7 +167,7 @@ def run_sweep(args: argparse.Namespace, argv: list[str], parser: argparse.Argume
             if len(args.workload) > 1:  # another name beside list would be dropped unread
                 raise SpecError(f"--workload {','.join(args.workload)}: list prints the table and runs nothing; "
                                 "give it alone, or workload names without it")
-            check_list_alone(parser, argv, allowed=("sim",))  # scripts/setup.sh main adds --sim
+            check_list_alone(parser, argv)
             print(listing())
             return 0
         shape_flags = [flag for flag, dest in SHAPE_OPTIONS if dest in given(args)]  # given, at any value
