@@ -239,7 +239,7 @@ def test_the_tc_path_option():
 
     parser = argparse.ArgumentParser()
     target.add_options(parser.add_argument_group("gpu"))
-    assert target.settings(parser.parse_args(["--gpu-tc-path", "mma"])).tc_path == "mma"
+    assert target.settings(parser.parse_args(["--gpu-tc-path", "mma", "--gpu-dtype", "fp16"])).tc_path == "mma"
     assert target.settings(parser.parse_args([])).tc_path == "auto"
     with pytest.raises(SpecError, match="--gpu-tc-path 'hmma' is unknown; allowed: auto, wgmma, mma"):
         target.Settings(tc_path="hmma")
